@@ -1,0 +1,501 @@
+//! Element types: one `DType` for every element type tjoin handles, its byte order, and its
+//! names in numpy's notation.
+
+use std::fmt;
+
+/// The byte order of a tensor's elements as stored in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteOrder {
+    /// Least significant byte first (`<` in numpy), what every machine tjoin runs on uses.
+    Little,
+    /// Most significant byte first (`>` in numpy).
+    Big,
+    /// Single bytes, byte strings and records have no byte order of their own (`|` in numpy).
+    NotApplicable,
+}
+
+impl ByteOrder {
+    /// numpy's one-character prefix for this byte order.
+    pub fn npy_char(self) -> char {
+        match self {
+            ByteOrder::Little => '<',
+            ByteOrder::Big => '>',
+            ByteOrder::NotApplicable => '|',
+        }
+    }
+}
+
+/// An element type. Multi-byte types carry their byte order beside them, in `ByteOrder`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DType {
+    /// One byte, 0 or 1.
+    Bool,
+    /// Signed integer of 8, 16, 32 or 64 bits.
+    Int8,
+    #[allow(missing_docs)]
+    Int16,
+    #[allow(missing_docs)]
+    Int32,
+    #[allow(missing_docs)]
+    Int64,
+    /// Unsigned integer of 8, 16, 32 or 64 bits.
+    UInt8,
+    #[allow(missing_docs)]
+    UInt16,
+    #[allow(missing_docs)]
+    UInt32,
+    #[allow(missing_docs)]
+    UInt64,
+    /// IEEE 754 binary16, binary32, binary64.
+    Float16,
+    #[allow(missing_docs)]
+    Float32,
+    #[allow(missing_docs)]
+    Float64,
+    /// numpy's `longdouble` as stored on x86-64: 80-bit extended precision padded to 16 bytes.
+    Float128,
+    /// Two float32 (real, imaginary).
+    Complex64,
+    /// Two float64 (real, imaginary).
+    Complex128,
+    /// Two float128 (real, imaginary).
+    Complex256,
+    /// 64-bit count of the given unit since the epoch, e.g. `ns` or `D`.
+    DateTime64(String),
+    /// 64-bit count of the given unit, e.g. `s`.
+    TimeDelta64(String),
+    /// Fixed-width byte string of this many bytes (numpy `S`).
+    Bytes(u64),
+    /// Fixed-width UCS-4 string of this many characters (numpy `U`).
+    Unicode(u64),
+    /// Opaque bytes of this many bytes (numpy `V`).
+    Void(u64),
+    /// A structured (record) type, kept exactly as the file declares it.
+    Record(Record),
+}
+
+/// A structured dtype. Two records join only when they are identical, byte orders included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The record as npyz parsed it.
+    pub layout: npyz::DType,
+    /// Bytes per element.
+    pub itemsize: u64,
+}
+
+impl DType {
+    /// Bytes one element occupies.
+    pub fn itemsize(&self) -> u64 {
+        match self {
+            DType::Bool | DType::Int8 | DType::UInt8 => 1,
+            DType::Int16 | DType::UInt16 | DType::Float16 => 2,
+            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int64 | DType::UInt64 | DType::Float64 | DType::Complex64 => 8,
+            DType::DateTime64(_) | DType::TimeDelta64(_) => 8,
+            DType::Float128 | DType::Complex128 => 16,
+            DType::Complex256 => 32,
+            DType::Bytes(n) | DType::Void(n) => *n,
+            DType::Unicode(chars) => chars.saturating_mul(4),
+            DType::Record(record) => record.itemsize,
+        }
+    }
+
+    /// The width of the units whose bytes are reversed to change this type's byte order:
+    /// the element itself for numbers, each half of a complex, each character of a string.
+    /// `None` for types whose bytes are the same in either order.
+    pub fn swap_width(&self) -> Option<usize> {
+        let width = match self {
+            DType::Complex64 => 4,
+            DType::Complex128 => 8,
+            DType::Complex256 => 16,
+            DType::Unicode(_) => 4,
+            DType::Bytes(_) | DType::Void(_) | DType::Record(_) => return None,
+            other => other.itemsize() as usize,
+        };
+        (width > 1).then_some(width)
+    }
+
+    /// The byte order a file of this type must declare: types without one use `|`.
+    pub fn byte_order_or_na(&self, order: ByteOrder) -> ByteOrder {
+        if self.swap_width().is_some() {
+            order
+        } else {
+            ByteOrder::NotApplicable
+        }
+    }
+
+    /// numpy's type string (`descr`) for this type in the given byte order, e.g. `<f4`, `|S5`,
+    /// `<M8[ns]`, or the list of fields of a record exactly as `numpy.save` writes it.
+    pub fn npy_descr(&self, order: ByteOrder) -> String {
+        let order = self.byte_order_or_na(order).npy_char();
+        let code = match self {
+            DType::Bool => "b1".to_string(),
+            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => {
+                format!("i{}", self.itemsize())
+            }
+            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => {
+                format!("u{}", self.itemsize())
+            }
+            DType::Float16 | DType::Float32 | DType::Float64 | DType::Float128 => {
+                format!("f{}", self.itemsize())
+            }
+            DType::Complex64 | DType::Complex128 | DType::Complex256 => {
+                format!("c{}", self.itemsize())
+            }
+            DType::DateTime64(unit) => format!("M8[{unit}]"),
+            DType::TimeDelta64(unit) => format!("m8[{unit}]"),
+            DType::Bytes(n) => format!("S{n}"),
+            DType::Unicode(n) => format!("U{n}"),
+            DType::Void(n) => format!("V{n}"),
+            DType::Record(record) => return python_descr(&record.layout),
+        };
+        format!("'{order}{code}'")
+    }
+
+    /// Converts npyz's reading of a header's `descr` into a tjoin type, the byte order it is
+    /// stored in, and the byte ranges to reverse to bring one element to little-endian.
+    /// Records come back with every field little-endian, the way numpy's concatenate
+    /// returns them. Fails with a reason for elements that are not raw bytes (Python objects).
+    pub fn from_npy(dtype: &npyz::DType) -> Result<Stored, String> {
+        if dtype.uses_pickled_array() {
+            return Err(
+                "it holds Python objects (dtype 'O'), which numpy stores pickled, \
+                        not as raw tensor data"
+                    .to_string(),
+            );
+        }
+        match dtype {
+            npyz::DType::Plain(type_str) => {
+                let (dtype, order) = from_type_str(type_str)?;
+                let swaps = match (order, dtype.swap_width()) {
+                    (ByteOrder::Big, Some(width)) => Swaps::uniform(width),
+                    _ => Swaps::default(),
+                };
+                Ok(Stored {
+                    dtype,
+                    order,
+                    swaps,
+                })
+            }
+            npyz::DType::Record(_) | npyz::DType::Array(..) => {
+                let itemsize = dtype
+                    .num_bytes()
+                    .ok_or("its record type is larger than this machine can address")?;
+                let mut swaps = Vec::new();
+                let layout = little_endian_record(dtype, 0, &mut swaps)?;
+                let record = Record {
+                    layout,
+                    itemsize: itemsize as u64,
+                };
+                Ok(Stored {
+                    dtype: DType::Record(record),
+                    order: ByteOrder::NotApplicable,
+                    swaps: Swaps::Ranges(swaps),
+                })
+            }
+        }
+    }
+}
+
+/// A type as a file stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The element type, records normalised to little-endian fields.
+    pub dtype: DType,
+    /// The byte order the file declares (`NotApplicable` for records).
+    pub order: ByteOrder,
+    /// What to reverse in each element to make it little-endian.
+    pub swaps: Swaps,
+}
+
+/// The byte ranges of one element to reverse to bring it to little-endian.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Swaps {
+    /// Already little-endian, or byte order does not apply.
+    #[default]
+    None,
+    /// Reverse every consecutive group of this many bytes (numbers, complex halves, UCS-4).
+    Uniform(usize),
+    /// Reverse each `(offset, width)` range of the element (big-endian fields of a record).
+    Ranges(Vec<(usize, usize)>),
+}
+
+impl Swaps {
+    fn uniform(width: usize) -> Swaps {
+        Swaps::Uniform(width)
+    }
+
+    /// Whether elements need any byte reversed.
+    pub fn is_none(&self) -> bool {
+        match self {
+            Swaps::None => true,
+            Swaps::Uniform(_) => false,
+            Swaps::Ranges(ranges) => ranges.is_empty(),
+        }
+    }
+}
+
+/// Rebuilds a record with every field little-endian, noting in `swaps` the byte ranges (from
+/// `offset`) that were big-endian.
+fn little_endian_record(
+    dtype: &npyz::DType,
+    offset: usize,
+    swaps: &mut Vec<(usize, usize)>,
+) -> Result<npyz::DType, String> {
+    Ok(match dtype {
+        npyz::DType::Plain(type_str) => {
+            let (plain, order) = from_type_str(type_str)?;
+            match (order, plain.swap_width()) {
+                (ByteOrder::Big, Some(width)) => {
+                    let size = plain.itemsize() as usize;
+                    swaps.extend((0..size / width).map(|unit| (offset + unit * width, width)));
+                    let little = format!("<{}", &type_str.to_string()[1..]);
+                    npyz::DType::Plain(little.parse().map_err(|e| format!("{e}"))?)
+                }
+                _ => dtype.clone(),
+            }
+        }
+        npyz::DType::Array(len, inner) => {
+            let size = inner.num_bytes().ok_or("its record type is too large")?;
+            let mut normalized = None;
+            for index in 0..*len as usize {
+                normalized = Some(little_endian_record(inner, offset + index * size, swaps)?);
+            }
+            let inner = normalized.unwrap_or_else(|| inner.as_ref().clone());
+            npyz::DType::Array(*len, Box::new(inner))
+        }
+        npyz::DType::Record(fields) => {
+            let mut field_offset = offset;
+            let mut normalized = Vec::with_capacity(fields.len());
+            for field in fields {
+                let dtype = little_endian_record(&field.dtype, field_offset, swaps)?;
+                field_offset += field
+                    .dtype
+                    .num_bytes()
+                    .ok_or("its record type is too large")?;
+                normalized.push(npyz::Field {
+                    name: field.name.clone(),
+                    dtype,
+                });
+            }
+            npyz::DType::Record(normalized)
+        }
+    })
+}
+
+fn from_type_str(type_str: &npyz::TypeStr) -> Result<(DType, ByteOrder), String> {
+    use npyz::TypeChar as C;
+    let size = type_str.size_field();
+    let order = match type_str.endianness() {
+        npyz::Endianness::Little => ByteOrder::Little,
+        npyz::Endianness::Big => ByteOrder::Big,
+        npyz::Endianness::Irrelevant => ByteOrder::NotApplicable,
+    };
+    let unit = || type_str.time_units().map(|unit| unit.to_str().to_string());
+    let dtype = match (type_str.type_char(), size) {
+        (C::Bool, 1) => DType::Bool,
+        (C::Int, 1) => DType::Int8,
+        (C::Int, 2) => DType::Int16,
+        (C::Int, 4) => DType::Int32,
+        (C::Int, 8) => DType::Int64,
+        (C::Uint, 1) => DType::UInt8,
+        (C::Uint, 2) => DType::UInt16,
+        (C::Uint, 4) => DType::UInt32,
+        (C::Uint, 8) => DType::UInt64,
+        (C::Float, 2) => DType::Float16,
+        (C::Float, 4) => DType::Float32,
+        (C::Float, 8) => DType::Float64,
+        (C::Float, 16) => DType::Float128,
+        (C::Complex, 8) => DType::Complex64,
+        (C::Complex, 16) => DType::Complex128,
+        (C::Complex, 32) => DType::Complex256,
+        (C::DateTime, 8) => DType::DateTime64(unit().ok_or("datetime64 without a unit")?),
+        (C::TimeDelta, 8) => DType::TimeDelta64(unit().ok_or("timedelta64 without a unit")?),
+        (C::ByteStr, n) => DType::Bytes(n),
+        (C::UnicodeStr, n) => DType::Unicode(n),
+        (C::RawData, n) => DType::Void(n),
+        _ => {
+            return Err(format!(
+                "its element type '{type_str}' is not one numpy writes"
+            ));
+        }
+    };
+    Ok((dtype, order))
+}
+
+/// A record's `descr` as numpy writes it: `[('a', '<i4'), ('b', '<f8', (2,))]`.
+fn python_descr(dtype: &npyz::DType) -> String {
+    match dtype {
+        npyz::DType::Plain(type_str) => format!("'{type_str}'"),
+        npyz::DType::Array(..) => {
+            let mut shape = Vec::new();
+            let mut element = dtype;
+            while let npyz::DType::Array(len, inner) = element {
+                shape.push(*len);
+                element = inner;
+            }
+            format!("{}, {}", python_descr(element), python_tuple(&shape))
+        }
+        npyz::DType::Record(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|field| {
+                    format!(
+                        "({}, {})",
+                        python_str(&field.name),
+                        python_descr(&field.dtype)
+                    )
+                })
+                .collect();
+            format!("[{}]", fields.join(", "))
+        }
+    }
+}
+
+/// A shape as Python writes a tuple: `()`, `(5,)`, `(2, 3)`.
+pub fn python_tuple(dims: &[u64]) -> String {
+    match dims {
+        [] => "()".to_string(),
+        [only] => format!("({only},)"),
+        _ => {
+            let dims: Vec<String> = dims.iter().map(u64::to_string).collect();
+            format!("({})", dims.join(", "))
+        }
+    }
+}
+
+/// A string as Python's `repr` writes it (single quotes unless the text holds one).
+fn python_str(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+impl fmt::Display for DType {
+    /// numpy's name for the type: `float32`, `datetime64[ns]`, `S5`, or a record's fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            DType::Bool => "bool",
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::UInt16 => "uint16",
+            DType::UInt32 => "uint32",
+            DType::UInt64 => "uint64",
+            DType::Float16 => "float16",
+            DType::Float32 => "float32",
+            DType::Float64 => "float64",
+            DType::Float128 => "float128",
+            DType::Complex64 => "complex64",
+            DType::Complex128 => "complex128",
+            DType::Complex256 => "complex256",
+            DType::DateTime64(unit) => return write!(f, "datetime64[{unit}]"),
+            DType::TimeDelta64(unit) => return write!(f, "timedelta64[{unit}]"),
+            DType::Bytes(n) => return write!(f, "S{n}"),
+            DType::Unicode(n) => return write!(f, "U{n}"),
+            DType::Void(n) => return write!(f, "V{n}"),
+            DType::Record(record) => return f.write_str(&python_descr(&record.layout)),
+        };
+        f.write_str(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(descr: &str) -> (DType, ByteOrder) {
+        let stored = DType::from_npy(&npyz::DType::parse(descr).unwrap()).unwrap();
+        (stored.dtype, stored.order)
+    }
+
+    #[test]
+    fn plain_types_round_trip_through_descr() {
+        for descr in [
+            "'<f4'",
+            "'>i8'",
+            "'|b1'",
+            "'|u1'",
+            "'<c16'",
+            "'<M8[ns]'",
+            "'>m8[s]'",
+            "'|S5'",
+            "'<U3'",
+            "'|V4'",
+            "'<f2'",
+        ] {
+            let (dtype, order) = parse(descr);
+            assert_eq!(dtype.npy_descr(order), descr);
+        }
+    }
+
+    #[test]
+    fn records_are_written_as_numpy_writes_them() {
+        let descr =
+            "[('a', '<i4'), ('b', '<f8', (2,)), ('c', [('d', '|u1'), ('e', '<i2', (2, 3))])]";
+        let (dtype, order) = parse(descr);
+        assert_eq!(dtype.npy_descr(order), descr);
+        assert_eq!(dtype.itemsize(), 4 + 16 + 1 + 12);
+    }
+
+    #[test]
+    fn big_endian_record_fields_become_little_with_their_swaps() {
+        let descr = "[('a', '>i4'), ('b', '|u1'), ('c', '>f2', (2,))]";
+        let stored = DType::from_npy(&npyz::DType::parse(descr).unwrap()).unwrap();
+        assert_eq!(
+            stored.dtype.npy_descr(stored.order),
+            "[('a', '<i4'), ('b', '|u1'), ('c', '<f2', (2,))]"
+        );
+        assert_eq!(stored.swaps, Swaps::Ranges(vec![(0, 4), (5, 2), (7, 2)]));
+    }
+
+    #[test]
+    fn swap_units_follow_the_element_structure() {
+        assert_eq!(DType::Complex128.swap_width(), Some(8));
+        assert_eq!(DType::Unicode(3).swap_width(), Some(4));
+        assert_eq!(DType::Bytes(5).swap_width(), None);
+        assert_eq!(DType::UInt8.swap_width(), None);
+        assert_eq!(DType::Float16.swap_width(), Some(2));
+    }
+
+    #[test]
+    fn object_arrays_are_refused_with_the_reason() {
+        let dtype = npyz::DType::parse("'|O'").unwrap();
+        assert!(
+            DType::from_npy(&dtype)
+                .unwrap_err()
+                .contains("Python objects")
+        );
+    }
+
+    #[test]
+    fn python_strings_escape_like_repr() {
+        assert_eq!(python_str("a"), "'a'");
+        assert_eq!(python_str("it's"), "\"it's\"");
+        assert_eq!(python_str("é"), "'é'");
+    }
+}

@@ -1,0 +1,146 @@
+//! The error type of a run, and the exit code each kind of error maps to.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Exit statuses, one place for all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// The join was written (or, with a dry run, would be).
+    Success = 0,
+    /// Reading an input or writing the output failed.
+    Failure = 1,
+    /// Bad usage, or inputs that break the join rules.
+    Usage = 2,
+}
+
+/// Everything that can end a run early.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file-system call failed; says what was being done and to which path.
+    #[error("cannot {action} {path}: {source}", path = .path.display())]
+    Io {
+        /// What tjoin was doing, e.g. "open input 2".
+        action: String,
+        /// The file it was doing it to.
+        path: PathBuf,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// A file-system call on an input failed.
+    #[error("cannot {action} {input}: {source}")]
+    InputIo {
+        /// What tjoin was doing, e.g. "open".
+        action: &'static str,
+        /// Which input.
+        input: InputRef,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// An input file is damaged or is not the format its name says.
+    #[error("{input} is not a valid {format} file: {reason}")]
+    Malformed {
+        /// Which input.
+        input: InputRef,
+        /// The format it was read as, e.g. ".npy".
+        format: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An input is well-formed but holds something tjoin cannot join.
+    #[error("{input} cannot be joined: {reason}")]
+    Unsupported {
+        /// Which input.
+        input: InputRef,
+        /// Why not.
+        reason: String,
+    },
+    /// The inputs break one or more join rules; each refusal lists the offending inputs and
+    /// a hint.
+    #[error("{}", display_refusals(.0))]
+    Refused(Vec<Refusal>),
+}
+
+impl Error {
+    /// The exit status this error ends the process with.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Io { .. } | Error::InputIo { .. } | Error::Malformed { .. } => ExitCode::Failure,
+            Error::Unsupported { .. } | Error::Refused(_) => ExitCode::Usage,
+        }
+    }
+
+    /// An I/O error with the action and the path it concerns.
+    pub fn io(action: impl Into<String>, path: &Path, source: io::Error) -> Error {
+        Error::Io {
+            action: action.into(),
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+impl InputRef {
+    /// An I/O error while doing `action` to this input.
+    pub fn io_error(&self, action: &'static str, source: io::Error) -> Error {
+        Error::InputIo {
+            action,
+            input: self.clone(),
+            source,
+        }
+    }
+}
+
+/// Names one input the way every message does: `input 2 (b.npy)`, counting from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputRef {
+    /// Position among the inputs, from 1.
+    pub position: usize,
+    /// The path as the user wrote it.
+    pub path: PathBuf,
+}
+
+impl fmt::Display for InputRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "input {} ({})", self.position, self.path.display())
+    }
+}
+
+/// A broken join rule, as a person reads it: a headline, the inputs involved (one line each,
+/// with carets under the offending sizes), and a hint at the fix when one exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The first line, after `error: `.
+    pub headline: String,
+    /// Lines shown indented below the headline.
+    pub details: Vec<String>,
+    /// What would work instead.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline)?;
+        for line in &self.details {
+            write!(f, "\n  {line}")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "\nhint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What every error message starts with.
+pub const PREFIX: &str = "tjoin: error: ";
+
+/// Several refusals, each after its own `tjoin: error: ` but the first, which the caller
+/// prefixes like any error.
+fn display_refusals(refusals: &[Refusal]) -> String {
+    let texts: Vec<String> = refusals.iter().map(Refusal::to_string).collect();
+    texts.join(&format!("\n{PREFIX}"))
+}
+
+/// The result type of a run.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

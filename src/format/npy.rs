@@ -1,0 +1,221 @@
+//! The .npy format: reading a header (versions 1.0, 2.0, 3.0) and writing one exactly as
+//! `numpy.save` does. <https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html>
+
+use std::fs::File;
+use std::io::{self, Read};
+
+use crate::dtype::{ByteOrder, DType};
+use crate::error::{Error, InputRef, Result};
+use crate::format::{Layout, TensorInfo, byte_count};
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// numpy aligns the start of the data to this many bytes.
+const ALIGN: usize = 64;
+/// numpy leaves room for the growth axis to reach this many digits.
+const GROWTH_AXIS_MAX_DIGITS: usize = 21;
+/// A header longer than this is refused before it is read: numpy's own writer never comes
+/// near it, and a lying length field must not make tjoin allocate gigabytes.
+const MAX_HEADER_LEN: u64 = 64 << 20;
+
+/// Reads and checks the header of the .npy file `file` of `file_len` bytes.
+pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: ".npy",
+        reason,
+    };
+    let mut reader = file;
+    let mut preamble = [0u8; 12];
+    let preamble_len = preamble_len(&mut reader, &mut preamble, file_len).map_err(malformed)?;
+    let header_len = match preamble[6] {
+        1 => u64::from(u16::from_le_bytes([preamble[8], preamble[9]])),
+        _ => u64::from(u32::from_le_bytes([
+            preamble[8],
+            preamble[9],
+            preamble[10],
+            preamble[11],
+        ])),
+    };
+    let data_offset = preamble_len + header_len;
+    if header_len > MAX_HEADER_LEN || data_offset > file_len {
+        return Err(malformed(format!(
+            "its header claims {header_len} bytes but the file has only {} after the preamble",
+            file_len - preamble_len
+        )));
+    }
+    let mut text = vec![0; header_len as usize];
+    reader
+        .read_exact(&mut text)
+        .map_err(|e| input.io_error("read the header of", e))?;
+    let header = parse_header(preamble[6], text).map_err(malformed)?;
+    let stored = DType::from_npy(&header.dtype()).map_err(|reason| Error::Unsupported {
+        input: input.clone(),
+        reason,
+    })?;
+    let shape = header.shape().to_vec();
+    let declared = byte_count(&shape, stored.dtype.itemsize()).ok_or_else(|| {
+        malformed(format!(
+            "its shape {shape:?} of {} holds more bytes than any file can",
+            stored.dtype
+        ))
+    })?;
+    let present = file_len - data_offset;
+    if declared != present {
+        return Err(malformed(format!(
+            "its header declares shape {} of {} ({declared} bytes of data) but the file holds \
+             {present} bytes of data; the file is {}",
+            crate::format::shape_text(&shape),
+            stored.dtype,
+            if present < declared {
+                "truncated"
+            } else {
+                "longer than its header says"
+            }
+        )));
+    }
+    let layout = match header.order() {
+        npyz::Order::C => Layout::C,
+        npyz::Order::Fortran => Layout::Fortran,
+    };
+    Ok(TensorInfo {
+        dtype: stored.dtype,
+        byte_order: stored.order,
+        swaps: stored.swaps,
+        shape,
+        layout,
+        data_offset,
+        data_len: declared,
+    })
+}
+
+/// Reads the magic and version, leaving `preamble` filled up to the header-length field, and
+/// returns the preamble's length (10 for version 1.0, 12 for 2.0 and 3.0).
+fn preamble_len(
+    reader: &mut impl Read,
+    preamble: &mut [u8; 12],
+    file_len: u64,
+) -> Result<u64, String> {
+    if file_len < 10 {
+        return Err(format!(
+            "it is {file_len} bytes long, shorter than any .npy header"
+        ));
+    }
+    read_or_explain(reader, &mut preamble[..10])?;
+    if &preamble[..6] != MAGIC {
+        return Err("it does not start with the .npy magic bytes \\x93NUMPY".to_string());
+    }
+    match (preamble[6], preamble[7]) {
+        (1, 0) => Ok(10),
+        (2, 0) | (3, 0) if file_len >= 12 => {
+            read_or_explain(reader, &mut preamble[10..12])?;
+            Ok(12)
+        }
+        (major, minor) => Err(format!(
+            "it declares format version {major}.{minor}; tjoin reads versions 1.0, 2.0 and 3.0"
+        )),
+    }
+}
+
+fn read_or_explain(reader: &mut impl Read, buf: &mut [u8]) -> Result<(), String> {
+    reader
+        .read_exact(buf)
+        .map_err(|e| format!("reading its header failed: {e}"))
+}
+
+/// Parses the header text with npyz. Versions 1.0 and 2.0 are latin-1, 3.0 is UTF-8; npyz
+/// reads UTF-8 only, so latin-1 text is re-encoded and handed over as version 3.0.
+fn parse_header(version: u8, text: Vec<u8>) -> Result<npyz::NpyHeader, String> {
+    let utf8 = match version {
+        3 => text,
+        _ => text
+            .iter()
+            .map(|&b| b as char)
+            .collect::<String>()
+            .into_bytes(),
+    };
+    let len = u32::try_from(utf8.len()).map_err(|_| "its header is too long".to_string())?;
+    let mut bytes = Vec::with_capacity(12 + utf8.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&[3, 0]);
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes.extend_from_slice(&utf8);
+    npyz::NpyHeader::from_reader(&bytes[..])
+        .map_err(|e| format!("its header cannot be parsed: {e}"))
+}
+
+/// The complete header `numpy.save` writes for an array of this type, shape and layout:
+/// version 1.0 when it fits, 2.0 when it is too long, 3.0 when it needs UTF-8.
+pub fn header(dtype: &DType, shape: &[u64], layout: Layout) -> io::Result<Vec<u8>> {
+    let fortran = layout == Layout::Fortran;
+    let mut text = format!(
+        "{{'descr': {}, 'fortran_order': {}, 'shape': {}, }}",
+        dtype.npy_descr(ByteOrder::Little),
+        if fortran { "True" } else { "False" },
+        crate::dtype::python_tuple(shape),
+    );
+    let growth_dim = if fortran { shape.last() } else { shape.first() };
+    if let Some(dim) = growth_dim {
+        let digits = dim.to_string().len();
+        text.extend(std::iter::repeat_n(
+            ' ',
+            GROWTH_AXIS_MAX_DIGITS.saturating_sub(digits),
+        ));
+    }
+    let latin1: Option<Vec<u8>> = text.chars().map(|c| u8::try_from(c as u32).ok()).collect();
+    let (major, encoded) = match latin1 {
+        Some(bytes) if wrapped_len(10, bytes.len()) <= usize::from(u16::MAX) + 10 => (1, bytes),
+        Some(bytes) => (2, bytes),
+        None => (3, text.into_bytes()),
+    };
+    let preamble = if major == 1 { 10 } else { 12 };
+    let total = wrapped_len(preamble, encoded.len());
+    let header_len = total - preamble;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[major, 0]);
+    if major == 1 {
+        out.extend_from_slice(&(header_len as u16).to_le_bytes());
+    } else {
+        let len = u32::try_from(header_len)
+            .map_err(|_| io::Error::other("the .npy header would exceed 4 GiB"))?;
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    out.extend_from_slice(&encoded);
+    out.resize(total - 1, b' ');
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// The length of preamble, text, padding and newline, padded as numpy pads: a whole number
+/// of `ALIGN` blocks, always with at least one space of padding before the newline.
+fn wrapped_len(preamble: usize, text_len: usize) -> usize {
+    let unpadded = preamble + text_len + 1;
+    unpadded + (ALIGN - unpadded % ALIGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_matches_numpy_save_byte_for_byte() {
+        // np.save(f, np.zeros((1, 1, 2, 7), np.float32)) with numpy 2.4
+        let expected = b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, \
+'shape': (1, 1, 2, 7), }                                                    \
+                                       \n";
+        let written = header(&DType::Float32, &[1, 1, 2, 7], Layout::C).unwrap();
+        assert_eq!(written.len() % ALIGN, 0);
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    #[test]
+    fn header_round_trips_through_npyz() {
+        let written = header(&DType::Unicode(3), &[5], Layout::Fortran).unwrap();
+        let parsed = npyz::NpyHeader::from_reader(&written[..]).unwrap();
+        assert_eq!(parsed.shape(), &[5]);
+        assert_eq!(parsed.order(), npyz::Order::Fortran);
+    }
+}

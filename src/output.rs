@@ -1,0 +1,79 @@
+//! The output file: written under a temporary name in the target's folder and renamed over
+//! the target only when complete, so that a failed or refused run leaves no partial file and
+//! an existing target untouched.
+
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+
+use crate::error::{Error, Result};
+
+/// An output being written. Dropping it without `commit` deletes the temporary file.
+pub struct Output {
+    temp: NamedTempFile,
+    target: PathBuf,
+}
+
+impl Output {
+    /// Creates the temporary file next to `target`, with the permissions a new file gets
+    /// (0666 less the umask), as `numpy.save` would create it.
+    pub fn create(target: &Path) -> Result<Output> {
+        let folder = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let refuse = |kind: ErrorKind, why: String| {
+            Error::io("write the output", target, io::Error::new(kind, why))
+        };
+        if target.is_dir() {
+            let why = "it is a directory; name a file inside it".to_string();
+            return Err(refuse(ErrorKind::IsADirectory, why));
+        }
+        if !folder.is_dir() {
+            let why = format!("its folder {} does not exist", folder.display());
+            return Err(refuse(ErrorKind::NotFound, why));
+        }
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tjoin-partial");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        // tempfile's errors name the temporary path; the user knows only the target's.
+        let temp = builder.tempfile_in(folder).map_err(|e| {
+            let source = e.raw_os_error().map_or(e, io::Error::from_raw_os_error);
+            Error::io("write the output", target, source)
+        })?;
+        Ok(Output {
+            temp,
+            target: target.to_path_buf(),
+        })
+    }
+
+    /// The file to write to.
+    pub fn file(&self) -> &File {
+        self.temp.as_file()
+    }
+
+    /// The path the output will have, for messages.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Renames the complete file over the target.
+    pub fn commit(self) -> Result<()> {
+        let target = self.target;
+        self.temp
+            .persist(&target)
+            .map_err(|e| Error::io("rename the finished output to", &target, e.error))?;
+        Ok(())
+    }
+}

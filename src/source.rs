@@ -1,0 +1,102 @@
+//! Memory maps and raw byte access to the inputs: the one module allowed `unsafe`.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io;
+
+use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
+
+/// A read-only view of `len` bytes of a file from `offset`, mapped into memory.
+pub struct Region {
+    /// `None` for an empty region: zero-length maps are not allowed.
+    map: Option<Mmap>,
+}
+
+impl Region {
+    /// Maps `len` bytes of `file` from `offset`, advising the kernel that they will be read
+    /// front to back.
+    pub fn map(file: &File, offset: u64, len: u64) -> io::Result<Region> {
+        if len == 0 {
+            return Ok(Region { map: None });
+        }
+        let len = usize::try_from(len).map_err(|_| io::Error::other("file too large to map"))?;
+        // SAFETY: the map is read-only and tjoin never writes to its inputs. Another process
+        // that truncates the file while it is mapped makes reading it raise SIGBUS; the length
+        // and modification time are checked again before the output is renamed into place.
+        let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file)? };
+        // Advice is a hint: a kernel that ignores it costs speed, never correctness.
+        let _ = map.advise(Advice::Sequential);
+        Ok(Region { map: Some(map) })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    /// Drops the pages of `[start, end)` from this process's memory, so that reading a large
+    /// file front to back keeps resident memory bounded. The page cache keeps them.
+    pub fn release(&self, start: usize, end: usize) {
+        if let Some(map) = &self.map
+            && end > start
+        {
+            // SAFETY: the map is a read-only shared file mapping, so MADV_DONTNEED only
+            // drops the process's page-table entries: a later read faults the same bytes in
+            // from the page cache or the file. No reference into the range is held across
+            // this call (the copy engine calls it only for bytes it has finished with).
+            let _ = unsafe {
+                map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+}
+
+/// Copies `len` bytes of `from`, starting at `offset`, to `to`'s current position inside the
+/// kernel, without passing them through this process. Returns how many bytes were copied
+/// before the kernel declined (0 when it cannot copy between these files at all), so that
+/// the caller copies the rest another way.
+#[cfg(target_os = "linux")]
+pub fn copy_in_kernel(from: &File, offset: u64, len: u64, to: &File) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut off_in = i64::try_from(offset).map_err(io::Error::other)?;
+    let mut copied = 0u64;
+    while copied < len {
+        let chunk = usize::try_from(len - copied)
+            .unwrap_or(usize::MAX)
+            .min(1 << 30);
+        // SAFETY: both descriptors are open for the duration of the call; `off_in` is a
+        // valid i64 the kernel updates; a null output offset means "use and advance the
+        // output file's position", which nothing else touches meanwhile.
+        let n = unsafe {
+            libc::copy_file_range(
+                from.as_raw_fd(),
+                &mut off_in,
+                to.as_raw_fd(),
+                std::ptr::null_mut(),
+                chunk,
+                0,
+            )
+        };
+        match n {
+            0 => break,
+            n if n > 0 => copied += n as u64,
+            _ => {
+                let error = io::Error::last_os_error();
+                return match error.raw_os_error() {
+                    Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => {
+                        Ok(copied)
+                    }
+                    Some(libc::EINTR) => continue,
+                    _ => Err(error),
+                };
+            }
+        }
+    }
+    Ok(copied)
+}
+
+/// Elsewhere the kernel offers no such call; the caller copies through a buffer.
+#[cfg(not(target_os = "linux"))]
+pub fn copy_in_kernel(_from: &File, _offset: u64, _len: u64, _to: &File) -> io::Result<u64> {
+    Ok(0)
+}
