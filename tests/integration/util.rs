@@ -1,0 +1,151 @@
+//! Helpers shared by the integration tests: the binary under test and a tiny .npy writer/reader.
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// A `Command` for the `tjoin` binary that cargo built for this test run.
+pub fn tjoin() -> Command {
+    assert_cmd::cargo::cargo_bin_cmd!("tjoin")
+}
+
+/// The header `np.save` writes for an array: magic, version 1.0, length, then the dict literal.
+///
+/// Like numpy (`numpy/lib/_format_impl.py`, `_write_array_header` and `_wrap_header`), the dict
+/// is followed by spare spaces so that the growth axis can reach 21 digits in place, then padded
+/// with 1 to 64 spaces and a `'\n'` so that the data starts at a multiple of 64.
+pub fn npy_header(descr: &str, shape: &[u64], fortran: bool) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let shape_repr = match dims.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let order = if fortran { "True" } else { "False" };
+    let mut dict =
+        format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape_repr}, }}");
+    let growth_dim = if fortran { dims.last() } else { dims.first() };
+    if let Some(dim) = growth_dim {
+        dict.push_str(&" ".repeat(21 - dim.len()));
+    }
+    let pad = 64 - (10 + dict.len() + 1) % 64;
+    dict.push_str(&" ".repeat(pad));
+    dict.push('\n');
+    let len = u16::try_from(dict.len()).expect("test headers fit a version 1.0 header");
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out
+}
+
+/// A whole .npy file as `np.save` would write it: [`npy_header`] followed by `data`.
+pub fn npy_bytes(descr: &str, shape: &[u64], fortran: bool, data: &[u8]) -> Vec<u8> {
+    let mut out = npy_header(descr, shape, fortran);
+    out.extend_from_slice(data);
+    out
+}
+
+/// Writes a .npy file; `data` is taken as is, so it may disagree with the header on purpose.
+pub fn write_npy(path: &Path, descr: &str, shape: &[u64], fortran: bool, data: &[u8]) {
+    fs::write(path, npy_bytes(descr, shape, fortran, data))
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
+/// A parsed .npy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Npy {
+    /// The type string without quotes, e.g. `<f4`.
+    pub descr: String,
+    /// Whether the data is laid out in Fortran (column-major) order.
+    pub fortran: bool,
+    /// The shape from the header.
+    pub shape: Vec<u64>,
+    /// Every byte after the header.
+    pub data: Vec<u8>,
+}
+
+/// Parses the bytes of a .npy file with npyz.
+pub fn parse_npy(bytes: &[u8]) -> Result<Npy, String> {
+    let mut rest = bytes;
+    let header = npyz::NpyHeader::from_reader(&mut rest).map_err(|e| e.to_string())?;
+    let descr = match header.dtype() {
+        npyz::DType::Plain(ty) => ty.to_string(),
+        other => other.descr(),
+    };
+    Ok(Npy {
+        descr,
+        fortran: header.order() == npyz::Order::Fortran,
+        shape: header.shape().to_vec(),
+        data: rest.to_vec(),
+    })
+}
+
+/// Reads and parses a .npy file, panicking with the path on failure.
+pub fn read_npy(path: &Path) -> Npy {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    parse_npy(&bytes).unwrap_or_else(|e| panic!("{} is not a valid .npy file: {e}", path.display()))
+}
+
+/// Little-endian bytes of `values`, the data of a `<f4` array.
+pub fn f32_le(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The sorted names of everything in `dir`: tests use it to prove no stray file was left behind.
+pub fn dir_entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Both parsed headers and the first differing data byte, or the first differing file byte
+/// when a file does not parse.
+pub fn describe_difference(expected: &[u8], actual: &[u8]) -> String {
+    match (parse_npy(expected), parse_npy(actual)) {
+        (Ok(want), Ok(got)) if want.data == got.data => format!(
+            "the headers differ\n  expected: {:?}\n  actual:   {:?}",
+            String::from_utf8_lossy(&expected[..expected.len() - want.data.len()]),
+            String::from_utf8_lossy(&actual[..actual.len() - got.data.len()])
+        ),
+        (Ok(want), Ok(got)) => format!(
+            "the files differ\n  expected: {}\n  actual:   {}\n  {}",
+            summary(&want),
+            summary(&got),
+            first_difference("data byte", &want.data, &got.data)
+        ),
+        (want, got) => format!(
+            "the files differ (expected parses: {:?}, actual parses: {:?})\n  {}",
+            want.map(|n| summary(&n)),
+            got.map(|n| summary(&n)),
+            first_difference("file byte", expected, actual)
+        ),
+    }
+}
+
+fn summary(npy: &Npy) -> String {
+    format!(
+        "descr {} fortran_order {} shape {:?}, {} data bytes",
+        npy.descr,
+        npy.fortran,
+        npy.shape,
+        npy.data.len()
+    )
+}
+
+fn first_difference(what: &str, want: &[u8], got: &[u8]) -> String {
+    match want.iter().zip(got).position(|(w, g)| w != g) {
+        Some(i) => format!(
+            "first differing {what} at offset {i}: expected {:#04x}, got {:#04x}",
+            want[i], got[i]
+        ),
+        None => format!(
+            "{what}s agree up to offset {}, then lengths differ: expected {}, got {}",
+            want.len().min(got.len()),
+            want.len(),
+            got.len()
+        ),
+    }
+}
