@@ -10,14 +10,13 @@
 //!   stays bounded however large the inputs are.
 
 use std::fs::File;
-use std::io::Write;
-use std::path::Path;
 
 use crate::dtype::Swaps;
 use crate::error::{Error, Result};
-use crate::input::Input;
+use crate::input::Tensor;
+use crate::output::Sink;
 use crate::plan::{Gather, InputPlan, JoinPlan};
-use crate::source::{self, Region};
+use crate::source::Region;
 
 /// Size of the reused output buffer.
 const BUFFER: usize = 1 << 20;
@@ -26,9 +25,8 @@ const DIRECT_RUN: u64 = 256 << 10;
 /// How many bytes an input's cursor advances between releases of the pages behind it.
 const RELEASE_STEP: u64 = 16 << 20;
 
-/// Writes the data of `plan` from `inputs` to `out`, positioned just after the header.
-/// `out_path` names the output in messages.
-pub fn execute(plan: &JoinPlan, inputs: &[Input], out: &File, out_path: &Path) -> Result<()> {
+/// Writes the data of `plan` from `inputs` (one tensor per entry of `plan.inputs`) to `out`.
+pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Result<()> {
     let regions = inputs
         .iter()
         .zip(&plan.inputs)
@@ -38,7 +36,7 @@ pub fn execute(plan: &JoinPlan, inputs: &[Input], out: &File, out_path: &Path) -
         })
         .collect::<Result<Vec<Region>>>()?;
     let itemsize = plan.dtype.itemsize() as usize;
-    let mut sink = Sink::new(out, out_path, itemsize);
+    let mut sink = Packer::new(out, itemsize);
     if plan.outer == 1 {
         for ((input, p), region) in inputs.iter().zip(&plan.inputs).zip(&regions) {
             sink.whole_input(&input.file, p, region)?;
@@ -72,23 +70,21 @@ impl Cursor {
     }
 }
 
-/// The output file and the buffer that packs small runs.
-struct Sink<'a> {
-    file: &'a File,
-    path: &'a Path,
+/// The output and the buffer that packs small runs.
+struct Packer<'a> {
+    out: &'a mut dyn Sink,
     itemsize: usize,
     buffer: Vec<u8>,
     capacity: usize,
 }
 
-impl<'a> Sink<'a> {
-    fn new(file: &'a File, path: &'a Path, itemsize: usize) -> Sink<'a> {
+impl<'a> Packer<'a> {
+    fn new(out: &'a mut dyn Sink, itemsize: usize) -> Packer<'a> {
         // Whole elements must fit, so that swaps never straddle a flush.
         let itemsize = itemsize.max(1);
         let capacity = BUFFER.max(itemsize);
-        Sink {
-            file,
-            path,
+        Packer {
+            out,
             itemsize,
             buffer: Vec::with_capacity(capacity),
             capacity,
@@ -101,7 +97,9 @@ impl<'a> Sink<'a> {
             return self.run(p, region, 0, &mut Cursor::default());
         }
         self.flush()?;
-        let copied = source::copy_in_kernel(file, p.data_offset, p.data_len, self.file)
+        let copied = self
+            .out
+            .copy_from(file, p.data_offset, p.data_len)
             .map_err(|e| self.write_error(e))?;
         let mut cursor = Cursor {
             read: copied,
@@ -109,9 +107,7 @@ impl<'a> Sink<'a> {
         };
         let rest = &region.bytes()[copied as usize..];
         for piece in rest.chunks(RELEASE_STEP as usize) {
-            self.file
-                .write_all(piece)
-                .map_err(|e| self.write_error(e))?;
+            self.out.write_all(piece).map_err(|e| self.write_error(e))?;
             cursor.advance(piece.len() as u64, region);
         }
         Ok(())
@@ -135,7 +131,7 @@ impl<'a> Sink<'a> {
         let run = &region.bytes()[start..start + p.run_bytes as usize];
         if p.run_bytes >= DIRECT_RUN && p.swaps.is_none() {
             self.flush()?;
-            self.file.write_all(run).map_err(|e| self.write_error(e))?;
+            self.out.write_all(run).map_err(|e| self.write_error(e))?;
         } else {
             self.append(run, &p.swaps)?;
         }
@@ -196,16 +192,15 @@ impl<'a> Sink<'a> {
 
     fn flush(&mut self) -> Result<()> {
         if !self.buffer.is_empty() {
-            self.file
-                .write_all(&self.buffer)
-                .map_err(|e| Error::io("write the output", self.path, e))?;
+            let written = self.out.write_all(&self.buffer);
+            written.map_err(|e| self.write_error(e))?;
             self.buffer.clear();
         }
         Ok(())
     }
 
     fn write_error(&self, e: std::io::Error) -> Error {
-        Error::io("write the output", self.path, e)
+        Error::io("write the output", self.out.name(), e)
     }
 }
 

@@ -92,18 +92,32 @@ impl InputRef {
     }
 }
 
-/// Names one input the way every message does: `input 2 (b.npy)`, counting from 1.
+/// Names one input the way every message does: `input 2 (b.npy)`, counting from 1, and
+/// `input 2 (b.safetensors:embed.weight)` for one tensor of a file that holds several.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputRef {
     /// Position among the inputs, from 1.
     pub position: usize,
     /// The path as the user wrote it.
     pub path: PathBuf,
+    /// The tensor's name inside the file, for files that hold several.
+    pub tensor: Option<String>,
+}
+
+impl InputRef {
+    /// The path, and the tensor's name after a colon when there is one: `b.npy`,
+    /// `b.safetensors:embed.weight`.
+    pub fn label(&self) -> String {
+        match &self.tensor {
+            Some(tensor) => format!("{}:{tensor}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
 }
 
 impl fmt::Display for InputRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "input {} ({})", self.position, self.path.display())
+        write!(f, "input {} ({})", self.position, self.label())
     }
 }
 

@@ -1,54 +1,76 @@
-//! Opening the inputs: each file, its header, and the identity that is checked again before
-//! the output is committed.
+//! Opening the inputs: each file, the tensors its header declares, and the identity that is
+//! checked again before the output is committed.
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::error::{Error, InputRef, Result};
-use crate::format::{self, TensorInfo};
+use crate::error::{InputRef, Result};
+use crate::format::{Format, TensorInfo};
 
-/// One opened input: its name, what its header declares, and the open file.
+/// One input file as given on the command line, and the tensors it holds.
 pub struct Input {
     /// How messages name it.
     pub name: InputRef,
-    /// What its header declares.
-    pub info: TensorInfo,
-    /// The open file, kept open until the join is written.
-    pub file: File,
+    /// The tensors it holds, in the order the file lists them.
+    pub tensors: Vec<Tensor>,
+    /// The file itself, kept open until the output is committed.
+    file: Arc<File>,
     /// Length and modification time when opened, to notice a change underneath.
-    stamp: (u64, Option<SystemTime>),
+    stamp: Stamp,
 }
 
+/// One tensor: what its header declares and the file its bytes are in.
+pub struct Tensor {
+    /// How messages name it (with the tensor's name for files that hold several).
+    pub name: InputRef,
+    /// What the header declares; `data_offset` counts from the start of `file`.
+    pub info: TensorInfo,
+    /// The file holding the data: the input itself, or a temporary copy of data that could
+    /// not be mapped where it lies (compressed, or read from a pipe).
+    pub file: Arc<File>,
+}
+
+type Stamp = (u64, Option<SystemTime>);
+
 impl Input {
-    /// Opens the input at `position` (from 1) and reads its header.
+    /// Opens the input at `position` (from 1) and reads its header(s).
     pub fn open(position: usize, path: &Path) -> Result<Input> {
         let name = InputRef {
             position,
             path: path.to_path_buf(),
+            tensor: None,
         };
         // Checked before opening: opening a FIFO would block until someone writes to it.
         let kind = std::fs::metadata(path).map_err(|e| name.io_error("open", e))?;
         if !kind.is_file() {
-            let reason = if kind.is_dir() {
-                "it is a directory".to_string()
+            let why = if kind.is_dir() {
+                "it is a directory"
             } else {
-                "it is not a regular file (tjoin maps its inputs into memory; save the data \
-                 to a file first)"
-                    .to_string()
+                "it is not a regular file (tjoin maps its inputs into memory; save the data to \
+                 a file first)"
             };
-            return Err(Error::Malformed {
-                input: name,
-                format: ".npy",
-                reason,
-            });
+            return Err(name.io_error("open", std::io::Error::other(why)));
         }
-        let file = File::open(path).map_err(|e| name.io_error("open", e))?;
+        let file = Arc::new(File::open(path).map_err(|e| name.io_error("open", e))?);
         let stamp = stamp(&file).map_err(|e| name.io_error("open", e))?;
-        let info = format::npy::read_header(&file, stamp.0, &name)?;
+        let format = Format::of_input(path);
+        let infos = format.read(&file, stamp.0, &name)?;
+        let tensors = infos
+            .into_iter()
+            .map(|(tensor, info)| Tensor {
+                name: InputRef {
+                    tensor,
+                    ..name.clone()
+                },
+                info,
+                file: Arc::clone(&file),
+            })
+            .collect();
         Ok(Input {
             name,
-            info,
+            tensors,
             file,
             stamp,
         })
@@ -61,17 +83,13 @@ impl Input {
         if now == self.stamp {
             return Ok(());
         }
-        Err(Error::Malformed {
-            input: self.name.clone(),
-            format: ".npy",
-            reason: "it changed while tjoin was reading it; no output was written, run again \
-                     once nothing else writes to it"
-                .to_string(),
-        })
+        let why = "it changed while tjoin was reading it; no output was written, run again \
+                   once nothing else writes to it";
+        Err(self.name.io_error("read", std::io::Error::other(why)))
     }
 }
 
-fn stamp(file: &File) -> std::io::Result<(u64, Option<SystemTime>)> {
+fn stamp(file: &File) -> std::io::Result<Stamp> {
     let metadata = file.metadata()?;
     Ok((metadata.len(), metadata.modified().ok()))
 }

@@ -2,8 +2,8 @@
 //! operator as a command-line tool for files far larger than memory.
 //!
 //! The flow of one run (`run`): open the inputs and read their headers, check the join
-//! rules, plan, then write the output header and stream the data with the copy engine into a
-//! temporary file that is renamed over the target only when complete.
+//! rules and plan every output tensor, then write the output's framing and stream the data
+//! with the copy engine into a temporary file that is renamed over the target when complete.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -13,40 +13,65 @@ pub mod dtype;
 pub mod error;
 pub mod format;
 pub mod input;
+pub mod job;
 pub mod output;
 pub mod plan;
 pub mod source;
 pub mod spec;
 
-use std::io::Write;
-
 pub use error::{Error, ExitCode, Result};
 
 use cli::Cli;
+use error::Refusal;
+use format::{Format, OutTensor, Writer};
 use input::Input;
-use output::Output;
+use job::TensorJob;
+use output::{Output, Sink};
 
 /// Runs the join the command line asks for.
 pub fn run(cli: &Cli) -> Result<()> {
+    let format = Format::of_output(&cli.output)?;
     let inputs = cli
         .inputs
         .iter()
         .enumerate()
         .map(|(index, path)| Input::open(index + 1, path))
         .collect::<Result<Vec<Input>>>()?;
-    let axis = spec::check(&inputs, cli.axis)?;
-    let infos: Vec<&format::TensorInfo> = inputs.iter().map(|i| &i.info).collect();
-    let plan = plan::plan(&infos, axis);
-    let header = format::npy::header(&plan.dtype, &plan.shape, plan.layout)
-        .map_err(|e| Error::io("write the output header for", &cli.output, e))?;
-    let output = Output::create(&cli.output)?;
-    output
-        .file()
-        .write_all(&header)
-        .map_err(|e| Error::io("write the output", output.target(), e))?;
-    copy::execute(&plan, &inputs, output.file(), output.target())?;
+    let job = job::build(&inputs, cli.axis)?;
+    let mut writer = format.writer();
+    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
+    writer.check(&described).map_err(|reason| {
+        Error::Refused(vec![Refusal {
+            headline: format!("cannot write {}: {reason}", cli.output.display()),
+            details: Vec::new(),
+            hint: None,
+        }])
+    })?;
+    let mut output = Output::create(&cli.output)?;
+    write(&job, &described, writer.as_mut(), &mut output)?;
     for input in &inputs {
         input.check_unchanged()?;
     }
     output.commit()
+}
+
+/// Streams every tensor of the job into `sink`, framed by the output format's `writer`.
+fn write(
+    job: &[TensorJob],
+    described: &[OutTensor],
+    writer: &mut dyn Writer,
+    sink: &mut dyn Sink,
+) -> Result<()> {
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    writer.start(sink, described).map_err(|e| failed(e, sink))?;
+    for tensor in job {
+        writer
+            .start_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+        copy::execute(&tensor.plan, &tensor.sources, sink)?;
+        writer
+            .end_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+    }
+    writer.finish(sink).map_err(|e| failed(e, sink))
 }

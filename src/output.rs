@@ -1,14 +1,29 @@
-//! The output file: written under a temporary name in the target's folder and renamed over
-//! the target only when complete, so that a failed or refused run leaves no partial file and
-//! an existing target untouched.
+//! Where the output goes. A file is written under a temporary name in the target's folder and
+//! renamed over the target only when complete, so that a failed or refused run leaves no
+//! partial file and an existing target untouched.
 
 use std::fs::File;
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
+
+/// What the copy engine and the format writers write the output through.
+pub trait Sink {
+    /// Appends `bytes` to the output.
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Appends `len` bytes of `file` from `offset` without passing them through this process,
+    /// if the output allows it. Returns how many bytes it copied; the caller writes the rest.
+    fn copy_from(&mut self, _file: &File, _offset: u64, _len: u64) -> io::Result<u64> {
+        Ok(0)
+    }
+
+    /// The output's name, for messages.
+    fn name(&self) -> &Path;
+}
 
 /// An output being written. Dropping it without `commit` deletes the temporary file.
 pub struct Output {
@@ -58,16 +73,6 @@ impl Output {
         })
     }
 
-    /// The file to write to.
-    pub fn file(&self) -> &File {
-        self.temp.as_file()
-    }
-
-    /// The path the output will have, for messages.
-    pub fn target(&self) -> &Path {
-        &self.target
-    }
-
     /// Renames the complete file over the target.
     pub fn commit(self) -> Result<()> {
         let target = self.target;
@@ -75,5 +80,19 @@ impl Output {
             .persist(&target)
             .map_err(|e| Error::io("rename the finished output to", &target, e.error))?;
         Ok(())
+    }
+}
+
+impl Sink for Output {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.temp.as_file().write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        crate::source::copy_in_kernel(file, offset, len, self.temp.as_file())
+    }
+
+    fn name(&self) -> &Path {
+        &self.target
     }
 }

@@ -3,10 +3,10 @@
 //! hints at what would work.
 
 use crate::error::{Error, Refusal, Result};
-use crate::input::Input;
+use crate::input::Tensor;
 
 /// Checks the inputs against the rules and returns the axis counted from the front.
-pub fn check(inputs: &[Input], axis: i64) -> Result<usize> {
+pub fn check(inputs: &[&Tensor], axis: i64) -> Result<usize> {
     let Some(first) = inputs.first() else {
         return Err(refused(Refusal {
             headline: "nothing to join: no inputs were given".to_string(),
@@ -41,8 +41,8 @@ fn refused(refusal: Refusal) -> Error {
     Error::Refused(vec![refusal])
 }
 
-fn check_no_scalars(inputs: &[Input]) -> Result<()> {
-    let scalars: Vec<&Input> = inputs.iter().filter(|i| i.info.shape.is_empty()).collect();
+fn check_no_scalars(inputs: &[&Tensor]) -> Result<()> {
+    let scalars: Vec<&&Tensor> = inputs.iter().filter(|i| i.info.shape.is_empty()).collect();
     if scalars.is_empty() {
         return Ok(());
     }
@@ -61,9 +61,9 @@ fn check_no_scalars(inputs: &[Input]) -> Result<()> {
     }))
 }
 
-fn check_equal_rank(inputs: &[Input]) -> Result<()> {
+fn check_equal_rank(inputs: &[&Tensor]) -> Result<()> {
     let rank = inputs[0].info.shape.len();
-    let odd: Vec<&Input> = inputs
+    let odd: Vec<&&Tensor> = inputs
         .iter()
         .filter(|i| i.info.shape.len() != rank)
         .collect();
@@ -88,7 +88,7 @@ fn check_equal_rank(inputs: &[Input]) -> Result<()> {
     }))
 }
 
-fn axis_out_of_range(inputs: &[Input], axis: i64) -> Error {
+fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Error {
     let rank = inputs[0].info.shape.len();
     refused(Refusal {
         headline: format!(
@@ -104,7 +104,7 @@ fn axis_out_of_range(inputs: &[Input], axis: i64) -> Error {
     })
 }
 
-fn dtype_mismatch(inputs: &[Input]) -> Option<Refusal> {
+fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {
     let first = &inputs[0].info.dtype;
     let marks: Vec<Mark> = inputs
         .iter()
@@ -129,7 +129,7 @@ fn dtype_mismatch(inputs: &[Input]) -> Option<Refusal> {
     })
 }
 
-fn dims_mismatch(inputs: &[Input], axis: usize) -> Option<Refusal> {
+fn dims_mismatch(inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
     let reference = &inputs[0].info.shape;
     let mut marks = Vec::new();
     let mut differing_dims = Vec::new();
@@ -172,7 +172,7 @@ fn dimension_list(dims: &[usize]) -> String {
 }
 
 /// Which axes these inputs could be joined along: those outside which every dimension agrees.
-fn axes_that_work(inputs: &[Input], rank: usize) -> String {
+fn axes_that_work(inputs: &[&Tensor], rank: usize) -> String {
     let reference = &inputs[0].info.shape;
     let disagree: Vec<usize> = (0..rank)
         .filter(|&dim| inputs.iter().any(|i| i.info.shape[dim] != reference[dim]))
@@ -205,13 +205,13 @@ enum Column {
 
 /// One aligned line per input (position, file, element type, shape), each followed by a
 /// line of carets under the cells `marks` point at.
-fn table(inputs: &[Input], marks: &[Mark]) -> Vec<String> {
+fn table(inputs: &[&Tensor], marks: &[Mark]) -> Vec<String> {
     let rows: Vec<[String; 4]> = inputs
         .iter()
         .map(|i| {
             [
                 format!("input {}", i.name.position),
-                i.name.path.display().to_string(),
+                i.name.label(),
                 i.info.dtype.to_string(),
                 i.info.shape_text(),
             ]

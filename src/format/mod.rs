@@ -1,8 +1,103 @@
-//! Tensor file formats: what a file declares about its tensor, read from its header.
+//! Tensor file formats: reading what a file declares about its tensors, and writing an
+//! output's headers around the data the copy engine streams. One module per format.
 
 pub mod npy;
 
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
 use crate::dtype::{ByteOrder, DType, Swaps};
+use crate::error::{Error, InputRef, Refusal, Result};
+use crate::output::Sink;
+
+/// The file formats tjoin reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// numpy's .npy: one tensor.
+    Npy,
+}
+
+impl Format {
+    /// The format of an input file. Only .npy exists so far, so every input is read as .npy
+    /// (a file of another kind is refused by the .npy reader, naming what it found).
+    pub fn of_input(_path: &Path) -> Format {
+        Format::Npy
+    }
+
+    /// The format to write `path` in, from its extension.
+    pub fn of_output(path: &Path) -> Result<Format> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("npy") => Ok(Format::Npy),
+            _ => Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "cannot tell which format to write {} in from its extension",
+                    path.display()
+                ),
+                details: Vec::new(),
+                hint: Some("name the output with the .npy extension".to_string()),
+            }])),
+        }
+    }
+
+    /// Reads the tensors a file of this format declares, each with its name for formats
+    /// that hold several.
+    pub fn read(
+        self,
+        file: &File,
+        file_len: u64,
+        input: &InputRef,
+    ) -> Result<Vec<(Option<String>, TensorInfo)>> {
+        match self {
+            Format::Npy => Ok(vec![(None, npy::read_header(file, file_len, input)?)]),
+        }
+    }
+
+    /// The writer of an output in this format.
+    pub fn writer(self) -> Box<dyn Writer> {
+        match self {
+            Format::Npy => Box::new(npy::NpyWriter),
+        }
+    }
+}
+
+/// One tensor of the output, as a writer describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutTensor {
+    /// Its name, for formats that hold several.
+    pub name: String,
+    /// Its element type (written little-endian).
+    pub dtype: DType,
+    /// Its logical shape.
+    pub shape: Vec<u64>,
+    /// The order its data is written in.
+    pub layout: Layout,
+    /// Bytes of data.
+    pub bytes: u64,
+}
+
+/// Writes an output format's framing around the data of each tensor, which the copy engine
+/// writes between `start_tensor` and `end_tensor`.
+pub trait Writer {
+    /// Refuses, with the reason, outputs this format cannot hold (several tensors in a
+    /// single-tensor format, an element type it has no name for). Called before anything is
+    /// written.
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String>;
+    /// Writes what comes before the first tensor.
+    fn start(&mut self, _sink: &mut dyn Sink, _tensors: &[OutTensor]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Writes what comes right before one tensor's data.
+    fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()>;
+    /// Writes what comes right after one tensor's data.
+    fn end_tensor(&mut self, _sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
+        Ok(())
+    }
+    /// Writes what comes after the last tensor.
+    fn finish(&mut self, _sink: &mut dyn Sink) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The order in which a tensor's elements are laid out in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +108,7 @@ pub enum Layout {
     Fortran,
 }
 
-/// Everything a header says about the tensor stored in a file.
+/// Everything a header says about one tensor stored in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
     /// The element type (records with little-endian fields).

@@ -6,7 +6,8 @@ use std::io::{self, Read};
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Result};
-use crate::format::{Layout, TensorInfo, byte_count};
+use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
+use crate::output::Sink;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy aligns the start of the data to this many bytes.
@@ -141,6 +142,25 @@ fn parse_header(version: u8, text: Vec<u8>) -> Result<npyz::NpyHeader, String> {
     bytes.extend_from_slice(&utf8);
     npyz::NpyHeader::from_reader(&bytes[..])
         .map_err(|e| format!("its header cannot be parsed: {e}"))
+}
+
+/// Writes one tensor as numpy.save would.
+pub struct NpyWriter;
+
+impl Writer for NpyWriter {
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
+        match tensors {
+            [_] => Ok(()),
+            _ => Err(format!(
+                "a .npy file holds one tensor, and this join makes {}",
+                tensors.len()
+            )),
+        }
+    }
+
+    fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {
+        sink.write_all(&header(&tensor.dtype, &tensor.shape, tensor.layout)?)
+    }
 }
 
 /// The complete header `numpy.save` writes for an array of this type, shape and layout:
