@@ -68,7 +68,11 @@ fn write(
         writer
             .start_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;
-        copy::execute(&tensor.plan, &tensor.sources, sink)?;
+        copy::execute(
+            &tensor.plan,
+            &tensor.sources,
+            writer.data_sink(sink).as_mut(),
+        )?;
         writer
             .end_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;

@@ -25,6 +25,23 @@ pub trait Sink {
     fn name(&self) -> &Path;
 }
 
+/// Forwards everything to another sink.
+pub struct PassThrough<'a>(pub &'a mut dyn Sink);
+
+impl Sink for PassThrough<'_> {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        self.0.copy_from(file, offset, len)
+    }
+
+    fn name(&self) -> &Path {
+        self.0.name()
+    }
+}
+
 /// An output being written. Dropping it without `commit` deletes the temporary file.
 pub struct Output {
     temp: NamedTempFile,

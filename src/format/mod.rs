@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
-use crate::output::Sink;
+use crate::output::{PassThrough, Sink};
 
 /// The file formats tjoin reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +89,12 @@ pub trait Writer {
     }
     /// Writes what comes right before one tensor's data.
     fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()>;
+    /// The sink the copy engine writes one tensor's data bytes (whole little-endian elements)
+    /// through, for formats that must see or transform them (a checksum, a text encoding).
+    /// The default passes them to `sink` untouched, kernel copies included.
+    fn data_sink<'a>(&'a mut self, sink: &'a mut dyn Sink) -> Box<dyn Sink + 'a> {
+        Box::new(PassThrough(sink))
+    }
     /// Writes what comes right after one tensor's data.
     fn end_tensor(&mut self, _sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
         Ok(())
