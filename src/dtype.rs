@@ -124,6 +124,67 @@ impl DType {
         }
     }
 
+    /// The ONNX name of this type (`tensor(float)` is `float`), if ONNX has it. numpy's
+    /// fixed-width strings are ONNX strings.
+    pub fn onnx_name(&self) -> Option<&'static str> {
+        Some(match self {
+            DType::Bool => "bool",
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::UInt16 => "uint16",
+            DType::UInt32 => "uint32",
+            DType::UInt64 => "uint64",
+            DType::Float16 => "float16",
+            DType::Float32 => "float",
+            DType::Float64 => "double",
+            DType::Complex64 => "complex64",
+            DType::Complex128 => "complex128",
+            DType::Bytes(_) | DType::Unicode(_) => "string",
+            _ => return None,
+        })
+    }
+
+    /// The OpenVINO element type name of this type (`f32`, `i64`, `boolean`), if it has one.
+    pub fn openvino_name(&self) -> Option<&'static str> {
+        Some(match self {
+            DType::Bool => "boolean",
+            DType::Int8 => "i8",
+            DType::Int16 => "i16",
+            DType::Int32 => "i32",
+            DType::Int64 => "i64",
+            DType::UInt8 => "u8",
+            DType::UInt16 => "u16",
+            DType::UInt32 => "u32",
+            DType::UInt64 => "u64",
+            DType::Float16 => "f16",
+            DType::Float32 => "f32",
+            DType::Float64 => "f64",
+            DType::Bytes(_) | DType::Unicode(_) => "string",
+            _ => return None,
+        })
+    }
+
+    /// The DirectML tensor data type of this type (`FLOAT32`), if DirectML has it.
+    pub fn directml_name(&self) -> Option<&'static str> {
+        Some(match self {
+            DType::Int8 => "INT8",
+            DType::Int16 => "INT16",
+            DType::Int32 => "INT32",
+            DType::Int64 => "INT64",
+            DType::UInt8 => "UINT8",
+            DType::UInt16 => "UINT16",
+            DType::UInt32 => "UINT32",
+            DType::UInt64 => "UINT64",
+            DType::Float16 => "FLOAT16",
+            DType::Float32 => "FLOAT32",
+            DType::Float64 => "FLOAT64",
+            _ => return None,
+        })
+    }
+
     /// numpy's type string (`descr`) for this type in the given byte order, e.g. `<f4`, `|S5`,
     /// `<M8[ns]`, or the list of fields of a record exactly as `numpy.save` writes it.
     pub fn npy_descr(&self, order: ByteOrder) -> String {

@@ -16,6 +16,7 @@ pub mod input;
 pub mod job;
 pub mod output;
 pub mod plan;
+pub mod report;
 pub mod source;
 pub mod spec;
 
@@ -30,24 +31,37 @@ use output::{Output, Sink};
 
 /// Runs the join the command line asks for.
 pub fn run(cli: &Cli) -> Result<()> {
-    let format = Format::of_output(&cli.output)?;
+    let format = cli.output.as_deref().map(Format::of_output).transpose()?;
     let inputs = cli
         .inputs
         .iter()
         .enumerate()
         .map(|(index, path)| Input::open(index + 1, path))
         .collect::<Result<Vec<Input>>>()?;
-    let job = job::build(&inputs, cli.axis)?;
-    let mut writer = format.writer();
+    let spec = cli.spec.unwrap_or_default();
+    let job = job::build(&inputs, spec, cli.axis)?;
+    if let Some(expected) = &cli.expect_shape {
+        job::check_expected_shape(&job, expected)?;
+    }
+    let mut writer = format.map(Format::writer);
     let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
-    writer.check(&described).map_err(|reason| {
-        Error::Refused(vec![Refusal {
-            headline: format!("cannot write {}: {reason}", cli.output.display()),
-            details: Vec::new(),
-            hint: None,
-        }])
-    })?;
-    let mut output = Output::create(&cli.output)?;
+    if let (Some(writer), Some(path)) = (&writer, &cli.output) {
+        writer.check(&described).map_err(|reason| {
+            Error::Refused(vec![Refusal {
+                headline: format!("cannot write {}: {reason}", path.display()),
+                details: Vec::new(),
+                hint: None,
+            }])
+        })?;
+    }
+    let (Some(writer), Some(path), false) = (writer.as_mut(), &cli.output, cli.dry_run) else {
+        print!(
+            "{}",
+            report::dry_run(spec, &job, cli.axis, cli.output.as_deref())
+        );
+        return Ok(());
+    };
+    let mut output = Output::create(path)?;
     write(&job, &described, writer.as_mut(), &mut output)?;
     for input in &inputs {
         input.check_unchanged()?;

@@ -1,31 +1,450 @@
-//! The join rules of ONNX Concat-13 (SPEC.md), checked on the inputs' headers before any byte
-//! is written. Every refusal names each offending input, the dimension and the sizes, and
-//! hints at what would work.
+//! The join rules of SPEC.md, one profile per column of its rules table, checked on the
+//! inputs' headers before any byte is written. Every refusal names each offending input, the
+//! dimension and the sizes, cites the spec in its own terms, and hints at what would work.
 
+use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
 
-/// Checks the inputs against the rules and returns the axis counted from the front.
-pub fn check(inputs: &[&Tensor], axis: i64) -> Result<usize> {
+/// One column of SPEC.md's rules table (and one row of its DirectML feature-level table).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// The name `--spec` takes.
+    pub name: &'static str,
+    /// How messages cite it.
+    pub title: &'static str,
+    /// The most inputs it allows.
+    pub max_inputs: u64,
+    /// The axis it uses when none is given (ONNX Concat-1 defaults to 1).
+    pub default_axis: Option<i64>,
+    /// Whether the spec states negative axes. Where it does not, tjoin still accepts one in
+    /// range and reports the operator's (non-negative) axis in `--dry-run`.
+    pub negative_axis: bool,
+    /// The ranks it supports, inclusive.
+    pub ranks: (usize, usize),
+    /// The names its element types have.
+    pub vocabulary: Vocabulary,
+    /// The element types it supports, in its own names.
+    pub types: &'static [&'static str],
+    /// Whether an input may have size 0 along the join axis.
+    pub zero_join_size: bool,
+}
+
+/// Whose names a profile's element types are listed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vocabulary {
+    /// `float`, `int64`, `bfloat16`, ...
+    Onnx,
+    /// `f32`, `i64`, `boolean`, ...
+    OpenVino,
+    /// `FLOAT32`, `INT64`, ...
+    DirectMl,
+}
+
+impl Vocabulary {
+    /// The name of `dtype` in this vocabulary, if it has one.
+    pub fn name(self, dtype: &DType) -> Option<&'static str> {
+        match self {
+            Vocabulary::Onnx => dtype.onnx_name(),
+            Vocabulary::OpenVino => dtype.openvino_name(),
+            Vocabulary::DirectMl => dtype.directml_name(),
+        }
+    }
+}
+
+const ONNX_13_TYPES: &[&str] = &[
+    "bfloat16",
+    "bool",
+    "complex128",
+    "complex64",
+    "double",
+    "float",
+    "float16",
+    "int16",
+    "int32",
+    "int64",
+    "int8",
+    "string",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uint8",
+];
+const ONNX_4_TYPES: &[&str] = &[
+    "bool",
+    "complex128",
+    "complex64",
+    "double",
+    "float",
+    "float16",
+    "int16",
+    "int32",
+    "int64",
+    "int8",
+    "string",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uint8",
+];
+const ONNX_1_TYPES: &[&str] = &["double", "float", "float16"];
+const OPENVINO_NUMERIC: &[&str] = &[
+    "bf16", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+];
+const DML_4_1_TYPES: &[&str] = &[
+    "FLOAT64", "FLOAT32", "FLOAT16", "INT64", "INT32", "INT16", "INT8", "UINT64", "UINT32",
+    "UINT16", "UINT8",
+];
+const DML_2_1_TYPES: &[&str] = &[
+    "FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32", "UINT16", "UINT8",
+];
+const DML_1_0_TYPES: &[&str] = &["FLOAT32", "FLOAT16", "INT32", "INT16", "UINT32", "UINT16"];
+
+const ONNX_MAX_INPUTS: u64 = (1 << 31) - 1;
+const UNBOUNDED: u64 = u64::MAX;
+const DML_MAX_INPUTS: u64 = u32::MAX as u64;
+
+/// Every profile, in the order of SPEC.md's tables. Adding a profile is adding a row.
+#[rustfmt::skip]
+pub const PROFILES: &[Profile] = &[
+    //        name            title                                  max inputs       default   negative  ranks          vocabulary             types             zero size
+    profile("onnx-13",      "ONNX Concat-13",                      ONNX_MAX_INPUTS, None,     true,     (1, usize::MAX), Vocabulary::Onnx,     ONNX_13_TYPES,    true),
+    profile("onnx-11",      "ONNX Concat-11",                      ONNX_MAX_INPUTS, None,     true,     (1, usize::MAX), Vocabulary::Onnx,     ONNX_4_TYPES,     true),
+    profile("onnx-4",       "ONNX Concat-4",                       ONNX_MAX_INPUTS, None,     false,    (1, usize::MAX), Vocabulary::Onnx,     ONNX_4_TYPES,     true),
+    profile("onnx-1",       "ONNX Concat-1",                       ONNX_MAX_INPUTS, Some(1),  false,    (1, usize::MAX), Vocabulary::Onnx,     ONNX_1_TYPES,     true),
+    profile("openvino",     "OpenVINO Concat-1",                   UNBOUNDED,       None,     true,     (1, usize::MAX), Vocabulary::OpenVino, OPENVINO_NUMERIC, true),
+    profile("directml:4.1", "DirectML Join at feature level 4.1",  DML_MAX_INPUTS,  None,     false,    (1, 8),          Vocabulary::DirectMl, DML_4_1_TYPES,    false),
+    profile("directml:3.0", "DirectML Join at feature level 3.0",  DML_MAX_INPUTS,  None,     false,    (4, 5),          Vocabulary::DirectMl, DML_2_1_TYPES,    false),
+    profile("directml:2.1", "DirectML Join at feature level 2.1",  DML_MAX_INPUTS,  None,     false,    (4, 4),          Vocabulary::DirectMl, DML_2_1_TYPES,    false),
+    profile("directml:1.0", "DirectML Join at feature level 1.0",  DML_MAX_INPUTS,  None,     false,    (4, 4),          Vocabulary::DirectMl, DML_1_0_TYPES,    false),
+];
+
+#[allow(clippy::too_many_arguments)]
+const fn profile(
+    name: &'static str,
+    title: &'static str,
+    max_inputs: u64,
+    default_axis: Option<i64>,
+    negative_axis: bool,
+    ranks: (usize, usize),
+    vocabulary: Vocabulary,
+    types: &'static [&'static str],
+    zero_join_size: bool,
+) -> Profile {
+    Profile {
+        name,
+        title,
+        max_inputs,
+        default_axis,
+        negative_axis,
+        ranks,
+        vocabulary,
+        types,
+        zero_join_size,
+    }
+}
+
+/// Short names `--spec` also takes.
+const ALIASES: &[(&str, &str)] = &[("onnx", "onnx-13"), ("directml", "directml:4.1")];
+
+/// The rules a run applies: a profile, and whether its element-type list applies. Without
+/// `--spec`, tjoin applies ONNX Concat-13's shape rules to every type numpy can store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// The profile.
+    pub profile: &'static Profile,
+    /// Whether the profile's element-type list is enforced.
+    pub check_types: bool,
+    /// The DirectML feature level asked for, when it has no row of its own (5.0 takes 4.1's).
+    pub level: Option<(u32, u32)>,
+}
+
+impl Default for Spec {
+    fn default() -> Spec {
+        Spec::of(&PROFILES[0], false)
+    }
+}
+
+impl Spec {
+    /// Parses a `--spec` value: a profile's name or alias. A DirectML feature level without
+    /// a row of its own (say 5.0) takes the rules of the highest level below it.
+    pub fn parse(text: &str) -> std::result::Result<Spec, String> {
+        let name = ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == text)
+            .map_or(text, |(_, name)| name);
+        let profile = PROFILES
+            .iter()
+            .find(|p| p.name == name)
+            .or_else(|| directml_level(name))
+            .ok_or_else(|| {
+                let names: Vec<&str> = ALIASES
+                    .iter()
+                    .map(|(a, _)| *a)
+                    .chain(PROFILES.iter().map(|p| p.name))
+                    .collect();
+                format!("unknown spec '{text}'; known: {}", names.join(", "))
+            })?;
+        let level = name
+            .strip_prefix("directml:")
+            .and_then(parse_level)
+            .filter(|_| profile.name != name);
+        Ok(Spec {
+            level,
+            ..Spec::of(profile, true)
+        })
+    }
+
+    fn of(profile: &'static Profile, check_types: bool) -> Spec {
+        Spec {
+            profile,
+            check_types,
+            level: None,
+        }
+    }
+
+    /// How messages cite the rules: "DirectML Join at feature level 5.0 (the rules of 4.1)".
+    pub fn title(&self) -> String {
+        match self.level {
+            Some((major, minor)) => format!(
+                "DirectML Join at feature level {major}.{minor} (the rules of {})",
+                self.profile.name.trim_start_matches("directml:")
+            ),
+            None => self.profile.title.to_string(),
+        }
+    }
+}
+
+/// The DirectML row that applies at feature level `name` (`directml:5.0`).
+fn directml_level(name: &str) -> Option<&'static Profile> {
+    let level = parse_level(name.strip_prefix("directml:")?)?;
+    PROFILES
+        .iter()
+        .filter_map(|p| Some((p, parse_level(p.name.strip_prefix("directml:")?)?)))
+        .filter(|(_, row)| *row <= level)
+        .max_by_key(|(_, row)| *row)
+        .map(|(p, _)| p)
+}
+
+fn parse_level(text: &str) -> Option<(u32, u32)> {
+    let (major, minor) = text.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// Checks the inputs against `spec` and returns the join axis counted from the front.
+/// `axis` is the user's; `None` takes the profile's default, where it has one.
+pub fn check(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Result<usize> {
+    check_quietly(spec, inputs, axis).map_err(|refusals| {
+        let hint = other_profiles_that_accept(spec, inputs, axis);
+        Error::Refused(with_hint(refusals, hint))
+    })
+}
+
+/// The checks, with hints only about the inputs themselves.
+fn check_quietly(
+    spec: Spec,
+    inputs: &[&Tensor],
+    axis: Option<i64>,
+) -> std::result::Result<usize, Vec<Refusal>> {
+    let profile = spec.profile;
     let Some(first) = inputs.first() else {
-        return Err(refused(Refusal {
+        return Err(vec![Refusal {
             headline: "nothing to join: no inputs were given".to_string(),
             details: Vec::new(),
-            hint: Some("name one or more .npy files".to_string()),
-        }));
+            hint: Some("name one or more tensor files".to_string()),
+        }]);
     };
-    check_no_scalars(inputs)?;
-    check_equal_rank(inputs)?;
+    let title = spec.title();
+    if inputs.len() as u64 > profile.max_inputs {
+        return Err(vec![too_many_inputs(&title, profile, inputs.len())]);
+    }
+    let axis = axis
+        .or(profile.default_axis)
+        .ok_or_else(|| vec![axis_missing(&title)])?;
+    check_no_scalars(inputs).map_err(|r| vec![r])?;
+    let mut refusals: Vec<Refusal> = rank_unsupported(&title, profile, inputs)
+        .into_iter()
+        .collect();
+    if let Err(unequal) = check_equal_rank(inputs) {
+        refusals.push(unequal);
+        return Err(refusals);
+    }
     let rank = first.info.shape.len();
-    let axis = normalize_axis(axis, rank).ok_or_else(|| axis_out_of_range(inputs, axis))?;
-    let mut refusals = Vec::new();
+    let normalized =
+        normalize_axis(axis, rank).ok_or_else(|| vec![axis_out_of_range(inputs, axis)]);
+    if spec.check_types {
+        refusals.extend(types_unsupported(&title, profile, inputs));
+    }
     refusals.extend(dtype_mismatch(inputs));
+    let axis = match normalized {
+        Ok(axis) => axis,
+        Err(mut out_of_range) => {
+            out_of_range.extend(refusals);
+            return Err(out_of_range);
+        }
+    };
     refusals.extend(dims_mismatch(inputs, axis));
+    if !profile.zero_join_size {
+        refusals.extend(zero_join_size(&title, inputs, axis));
+    }
     if refusals.is_empty() {
         Ok(axis)
     } else {
-        Err(Error::Refused(refusals))
+        Err(refusals)
     }
+}
+
+/// Adds, to the last refusal's hint, the profiles under which the same job passes.
+fn with_hint(mut refusals: Vec<Refusal>, accepted_by: Option<String>) -> Vec<Refusal> {
+    if let (Some(last), Some(accepted_by)) = (refusals.last_mut(), accepted_by) {
+        last.hint = Some(match last.hint.take() {
+            Some(hint) => format!("{hint}\nhint: {accepted_by}"),
+            None => accepted_by,
+        });
+    }
+    refusals
+}
+
+/// "accepted by --spec directml:4.1 (DirectML Join at feature level 4.1)", when the job
+/// was refused under an explicit spec and some other profile takes it.
+fn other_profiles_that_accept(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Option<String> {
+    if !spec.check_types {
+        return None;
+    }
+    let accepting: Vec<String> = PROFILES
+        .iter()
+        .filter(|p| *p != spec.profile)
+        .filter(|p| check_quietly(Spec::of(p, true), inputs, axis).is_ok())
+        .map(|p| p.name.to_string())
+        .collect();
+    (!accepting.is_empty()).then(|| format!("the same join passes --spec {}", accepting.join(", ")))
+}
+
+fn too_many_inputs(title: &str, profile: &Profile, count: usize) -> Refusal {
+    Refusal {
+        headline: format!(
+            "{title} takes at most {} inputs; this join has {count}",
+            profile.max_inputs
+        ),
+        details: Vec::new(),
+        hint: Some("join the inputs in groups, then join the groups".to_string()),
+    }
+}
+
+fn axis_missing(title: &str) -> Refusal {
+    Refusal {
+        headline: format!("no axis given: name one with -a/--axis ({title} requires one)"),
+        details: Vec::new(),
+        hint: Some("only --spec onnx-1 has a default axis (1)".to_string()),
+    }
+}
+
+fn rank_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Option<Refusal> {
+    let odd: Vec<String> = inputs
+        .iter()
+        .filter(|i| !supports_rank(profile, i.info.shape.len()))
+        .map(|i| format!("{} has {}", i.name, i.info.shape.len()))
+        .collect();
+    if odd.is_empty() {
+        return None;
+    }
+    let rank = inputs[0].info.shape.len();
+    let others: Vec<String> = siblings(profile)
+        .filter(|p| supports_rank(p, rank))
+        .map(|p| format!("{} supports {}", p.title, rank_range(p)))
+        .collect();
+    Some(Refusal {
+        headline: format!(
+            "{title} supports {}; {}",
+            rank_range(profile),
+            odd.join(", ")
+        ),
+        details: table(inputs, &[]),
+        hint: (!others.is_empty()).then(|| others.join("; ")),
+    })
+}
+
+fn supports_rank(profile: &Profile, rank: usize) -> bool {
+    (profile.ranks.0..=profile.ranks.1).contains(&rank)
+}
+
+/// "1 to 8 dimensions", "4 dimensions", "1 or more dimensions".
+fn rank_range(profile: &Profile) -> String {
+    match profile.ranks {
+        (low, usize::MAX) => format!("{low} or more dimensions"),
+        (low, high) if low == high => format!("{low} dimensions"),
+        (low, high) => format!("{low} to {high} dimensions"),
+    }
+}
+
+/// The other rows that name types the same way (the other feature levels of DirectML).
+fn siblings(profile: &Profile) -> impl Iterator<Item = &'static Profile> + '_ {
+    PROFILES
+        .iter()
+        .filter(move |p| p.vocabulary == profile.vocabulary && *p != profile)
+}
+
+fn supports_type(profile: &Profile, dtype: &DType) -> bool {
+    profile
+        .vocabulary
+        .name(dtype)
+        .is_some_and(|name| profile.types.contains(&name))
+}
+
+fn types_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Option<Refusal> {
+    let marks: Vec<Mark> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| !supports_type(profile, &i.info.dtype))
+        .map(|(row, i)| Mark {
+            row,
+            column: Column::DType,
+            text: match profile.vocabulary.name(&i.info.dtype) {
+                Some(name) => format!("{name} is not supported"),
+                None => format!("{title} has no such element type"),
+            },
+        })
+        .collect();
+    let first = marks.first()?;
+    let dtype = &inputs[first.row].info.dtype;
+    let others: Vec<&str> = siblings(profile)
+        .filter(|p| supports_type(p, dtype))
+        .map(|p| p.name)
+        .collect();
+    let mut details = table(inputs, &marks);
+    details.push(format!("{title} supports {}", profile.types.join(", ")));
+    Some(Refusal {
+        headline: format!(
+            "{title} does not support {dtype} tensors; {} is {dtype}",
+            inputs[first.row].name
+        ),
+        details,
+        hint: (!others.is_empty())
+            .then(|| format!("{dtype} is supported by --spec {}", others.join(", "))),
+    })
+}
+
+fn zero_join_size(title: &str, inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
+    let marks: Vec<Mark> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.info.shape[axis] == 0)
+        .map(|(row, _)| Mark {
+            row,
+            column: Column::Dim(axis),
+            text: "size 0".to_string(),
+        })
+        .collect();
+    if marks.is_empty() {
+        return None;
+    }
+    Some(Refusal {
+        headline: format!("{title} needs a non-zero size along the join axis {axis}"),
+        details: table(inputs, &marks),
+        hint: Some(
+            "leave out the inputs that are empty along the axis: they add nothing".to_string(),
+        ),
+    })
 }
 
 /// The axis counted from the front, if `axis` lies in `[-rank, rank - 1]`.
@@ -37,17 +456,13 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
         .then_some(normalized as usize)
 }
 
-fn refused(refusal: Refusal) -> Error {
-    Error::Refused(vec![refusal])
-}
-
-fn check_no_scalars(inputs: &[&Tensor]) -> Result<()> {
+fn check_no_scalars(inputs: &[&Tensor]) -> std::result::Result<(), Refusal> {
     let scalars: Vec<&&Tensor> = inputs.iter().filter(|i| i.info.shape.is_empty()).collect();
     if scalars.is_empty() {
         return Ok(());
     }
     let names: Vec<String> = scalars.iter().map(|i| i.name.to_string()).collect();
-    Err(refused(Refusal {
+    Err(Refusal {
         headline: format!(
             "cannot join a scalar (rank 0): {} {} no dimension to join along",
             names.join(", "),
@@ -58,10 +473,10 @@ fn check_no_scalars(inputs: &[&Tensor]) -> Result<()> {
             "save scalars as 1-element arrays (numpy: x.reshape(1)) and join those along axis 0"
                 .to_string(),
         ),
-    }))
+    })
 }
 
-fn check_equal_rank(inputs: &[&Tensor]) -> Result<()> {
+fn check_equal_rank(inputs: &[&Tensor]) -> std::result::Result<(), Refusal> {
     let rank = inputs[0].info.shape.len();
     let odd: Vec<&&Tensor> = inputs
         .iter()
@@ -74,7 +489,7 @@ fn check_equal_rank(inputs: &[&Tensor]) -> Result<()> {
         .iter()
         .map(|i| format!("{} has rank {}", i.name, i.info.shape.len()))
         .collect();
-    Err(refused(Refusal {
+    Err(Refusal {
         headline: format!(
             "cannot join inputs of different rank: {} has rank {rank}, {}",
             inputs[0].name,
@@ -85,12 +500,12 @@ fn check_equal_rank(inputs: &[&Tensor]) -> Result<()> {
             "every input needs the same number of dimensions; reshape the others to rank {rank} \
              (for example by adding or dropping dimensions of size 1)"
         )),
-    }))
+    })
 }
 
-fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Error {
+fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Refusal {
     let rank = inputs[0].info.shape.len();
-    refused(Refusal {
+    Refusal {
         headline: format!(
             "axis {axis} is out of range for inputs of rank {rank} (valid: -{rank} to {})",
             rank - 1
@@ -101,7 +516,7 @@ fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Error {
              use -a {} to join along the last dimension",
             rank - 1
         )),
-    })
+    }
 }
 
 fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {

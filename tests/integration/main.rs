@@ -4,4 +4,5 @@ mod fixtures;
 mod output_safety;
 mod property;
 mod refusals;
+mod spec;
 mod util;

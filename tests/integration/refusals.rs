@@ -100,7 +100,7 @@ fn missing_output_is_a_usage_error() {
 fn missing_axis_is_a_usage_error() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
     let stderr = refused(dir.path(), &["a.npy", "b.npy", "-o", "out.npy"], 2);
-    assert_mentions(&stderr, &["Usage:"]);
+    assert_mentions(&stderr, &["no axis given", "-a/--axis", "onnx-1"]);
 }
 
 #[test]
