@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""tjoin's benchmark: each scenario joins deterministic inputs with tjoin and its competitors,
+each a separate process, interleaved over several rounds, and prints median wall time, peak
+RSS and each competitor's ratio to `cat` of the same bytes, paired round by round.
+
+Run it through benches/run.sh, which installs what it needs. See benches/README.md.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.format import open_memmap
+
+ROOT = Path(__file__).resolve().parent.parent
+TJOIN = ROOT / "target" / "release" / "tjoin"
+GIB = 1 << 30
+
+NUMPY_IN_MEMORY = """
+import sys, numpy as np
+axis, out, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+np.save(out, np.concatenate([np.load(f) for f in files], axis=axis))
+"""
+
+NUMPY_OUT_OF_CORE = """
+import sys, numpy as np
+from numpy.lib.format import open_memmap
+axis, out, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+arrays = [np.load(f, mmap_mode='r') for f in files]
+shape = list(arrays[0].shape)
+shape[axis] = sum(a.shape[axis] for a in arrays)
+fortran = all(a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays)
+dst = open_memmap(out, mode='w+', dtype=arrays[0].dtype, shape=tuple(shape), fortran_order=fortran)
+start = 0
+for a in arrays:
+    index = [slice(None)] * dst.ndim
+    index[axis] = slice(start, start + a.shape[axis])
+    dst[tuple(index)] = a
+    start += a.shape[axis]
+dst.flush()
+"""
+
+
+def fill(path, dtype, shape, seed, fortran=False):
+    """Writes a deterministic array to `path` in 64 MiB slabs, without holding it in memory."""
+    out = open_memmap(path, mode="w+", dtype=dtype, shape=shape, fortran_order=fortran)
+    flat = out.reshape(-1, order="F" if fortran else "C")
+    step = max(1, (64 << 20) // out.dtype.itemsize)
+    for start in range(0, flat.size, step):
+        stop = min(flat.size, start + step)
+        flat[start:stop] = (np.arange(start, stop, dtype=np.int64) * 7 + seed) % 1000
+    out.flush()
+    del out
+
+
+def scenario_inputs(name, scale, folder):
+    """Creates the scenario's inputs; returns (axis, [paths], extra tjoin args)."""
+    def rows(total_bytes, row_bytes):
+        return max(1, int(total_bytes * scale) // row_bytes)
+
+    paths = []
+    if name == "axis0":
+        for i in range(2):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float32, (rows(GIB, 4096), 1024), i)
+            paths.append(p)
+        return 0, paths, []
+    if name == "lastaxis_small":
+        n = rows(1 << 26, 1)
+        for i, width in enumerate((3, 5)):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float32, (n, width), i)
+            paths.append(p)
+        return 1, paths, []
+    if name == "mid":
+        # 4 float16 inputs (64, K_i, 256, 256), 1.5 GiB in all.
+        ks = [int(k * scale) or 1 for k in (24, 40, 56, 72)]
+        for i, k in enumerate(ks):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float16, (64, k, 256, 256), i)
+            paths.append(p)
+        return 1, paths, []
+    if name == "fortran":
+        for i in range(2):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float64, (rows(512 << 20, 8 * 1024), 1024), i, fortran=True)
+            paths.append(p)
+        return 0, paths, []
+    if name == "many_small":
+        count = max(10, int(10_000 * min(1.0, scale * 10)))
+        for i in range(count):
+            p = folder / f"in{i:05d}.npy"
+            np.save(p, (np.arange(16 * 64, dtype=np.float32).reshape(16, 64) + i))
+            paths.append(p)
+        return 0, paths, []
+    raise SystemExit(f"unknown scenario {name}")
+
+
+def warm(paths):
+    """Reads the inputs so that every run starts with them in the page cache."""
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(16 << 20):
+                pass
+
+
+def timed(command, out):
+    """Runs `command` under /usr/bin/time (for its peak RSS; its clock has 10 ms steps, so
+    the wall time is taken here); returns (seconds, peak RSS in KiB)."""
+    if out.exists():
+        out.unlink()
+    start = time.perf_counter()
+    result = subprocess.run(
+        ["/usr/bin/time", "-f", "%M"] + command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(map(str, command[:8]))} ...\n{result.stderr}")
+    return seconds, int(result.stderr.strip().splitlines()[-1])
+
+
+def competitors(axis, paths, folder, extra):
+    """name -> (command, output path)."""
+    out = {name: folder / f"out_{name}.npy" for name in ("tjoin", "numpy", "numpy_ooc", "cat")}
+    files = [str(p) for p in paths]
+    tjoin = [str(TJOIN), "-a", str(axis), *extra, *files, "-o", str(out["tjoin"])]
+    catter = ["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files]
+    py = sys.executable
+    return {
+        "cat": (catter, out["cat"]),
+        "tjoin": (tjoin, out["tjoin"]),
+        "numpy": ([py, "-c", NUMPY_IN_MEMORY, str(axis), str(out["numpy"]), *files], out["numpy"]),
+        "numpy_ooc": ([py, "-c", NUMPY_OUT_OF_CORE, str(axis), str(out["numpy_ooc"]), *files], out["numpy_ooc"]),
+    }
+
+
+def run_scenario(name, scale, rounds, workdir, skip):
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
+    try:
+        axis, paths, extra = scenario_inputs(name, scale, folder)
+        size = sum(p.stat().st_size for p in paths)
+        runs = competitors(axis, paths, folder, extra)
+        names = [n for n in runs if n not in skip]
+        times = {n: [] for n in names}
+        rss = {n: [] for n in names}
+        for round_ in range(rounds):
+            # Rotate the order so no competitor always runs right after another.
+            order = names[round_ % len(names):] + names[:round_ % len(names)]
+            for n in order:
+                warm(paths)
+                command, out = runs[n]
+                seconds, kib = timed(command, out)
+                times[n].append(seconds)
+                rss[n].append(kib)
+                if n == "tjoin" and round_ == 0:
+                    check_against_numpy(axis, paths, out)
+                if n != "tjoin" or round_ < rounds - 1:
+                    out.unlink()
+        report(name, size, names, times, rss)
+    finally:
+        shutil.rmtree(folder)
+
+
+def check_against_numpy(axis, paths, out):
+    """tjoin's output must equal numpy's, byte for byte (header included)."""
+    arrays = [np.load(p, mmap_mode="r") for p in paths]
+    reference = out.with_name("reference.npy")
+    if sum(a.nbytes for a in arrays) <= 4 * GIB:
+        np.save(reference, np.concatenate(arrays, axis=axis))
+        same = subprocess.run(["cmp", "-s", str(reference), str(out)]).returncode == 0
+        reference.unlink()
+        if not same:
+            raise SystemExit(f"tjoin's output differs from numpy's for {paths[0].parent.name}")
+
+
+def report(name, size, names, times, rss):
+    cat = times["cat"]
+    print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds")
+    print(f"  {'competitor':<11} {'median s':>9} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7}")
+    for n in names:
+        median = statistics.median(times[n])
+        ratio = statistics.median(t / c for t, c in zip(times[n], cat) if c > 0) if n != "cat" else 1.0
+        rate = size / median / 1e9 if median > 0 else float("inf")
+        print(f"  {n:<11} {median:>9.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x")
+    sys.stdout.flush()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full input sizes")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
+    parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
+    parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small"])
+    args = parser.parse_args()
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")
+    for name in args.scenarios:
+        run_scenario(name, args.scale, args.rounds, Path(args.workdir), set(filter(None, args.skip.split(","))))
+
+
+if __name__ == "__main__":
+    main()
