@@ -6,7 +6,8 @@ use clap::Parser;
 
 use crate::spec::Spec;
 
-const EXAMPLES: &str = "\
+/// The examples `--help` ends with and the man page lists.
+pub const EXAMPLES: &str = "\
 Examples:
   Join two tensors along their last axis (DirectML's example: [1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):
     tjoin --axis 3 a.npy b.npy -o out.npy
@@ -25,6 +26,12 @@ Examples:
 
 /// Join tensors stored in .npy files along one axis, like numpy.concatenate, ONNX Concat or
 /// DirectML Join, streaming the data so that files larger than memory join in constant memory.
+///
+/// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
+/// for byte. Every rule is checked on the inputs' headers before anything is written, and a
+/// refusal names each offending file, the dimension and the sizes, and the axes that would
+/// work. The output is written under a temporary name beside the target and renamed into place
+/// only when complete: a failed run leaves no partial file and an existing target untouched.
 #[derive(Debug, Parser)]
 #[command(
     name = "tjoin",
@@ -37,7 +44,7 @@ Examples:
 pub struct Cli {
     /// The tensors to join, in order. Every input needs the same element type and rank, and
     /// the same size in every dimension but the join axis.
-    #[arg(required = true, value_name = "INPUT")]
+    #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
     /// The axis to join along; negative values count from the back (-1 is the last axis).
@@ -70,6 +77,11 @@ pub struct Cli {
     /// when the join would be accepted.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// Print the man page or a shell's completion script on standard output (for packagers;
+    /// the generated files are checked in under man/ and completions/).
+    #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
+    pub generate: Option<crate::generate::Kind>,
 }
 
 #[cfg(test)]

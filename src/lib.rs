@@ -12,6 +12,7 @@ pub mod copy;
 pub mod dtype;
 pub mod error;
 pub mod format;
+pub mod generate;
 pub mod input;
 pub mod job;
 pub mod output;
@@ -31,6 +32,11 @@ use output::{Output, Sink};
 
 /// Runs the join the command line asks for.
 pub fn run(cli: &Cli) -> Result<()> {
+    if let Some(kind) = cli.generate {
+        let mut stdout = std::io::stdout().lock();
+        return generate::generate(kind, &mut stdout)
+            .map_err(|e| Error::io("write", std::path::Path::new("standard output"), e));
+    }
     let format = cli.output.as_deref().map(Format::of_output).transpose()?;
     let inputs = cli
         .inputs

@@ -1,0 +1,108 @@
+//! The man page and the shell completion scripts, generated from the clap definition in
+//! `cli.rs` by the hidden `tjoin --generate KIND`. The results are checked in under `man/` and
+//! `completions/`, and a test fails when they are stale.
+
+use std::io::{self, Write};
+
+use clap::{CommandFactory, ValueEnum};
+use clap_complete::Shell;
+use roff::{Roff, bold, roman};
+
+use crate::cli::{Cli, EXAMPLES};
+
+/// What `--generate` can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// The man page, `man/tjoin.1`.
+    Man,
+    /// `completions/tjoin.bash`.
+    Bash,
+    /// `completions/_tjoin`.
+    Zsh,
+    /// `completions/tjoin.fish`.
+    Fish,
+    /// `completions/_tjoin.ps1`.
+    Powershell,
+    /// `completions/tjoin.elv`.
+    Elvish,
+}
+
+impl Kind {
+    /// Where the generated file is checked in, relative to the repository's root.
+    pub fn path(self) -> &'static str {
+        match self {
+            Kind::Man => "man/tjoin.1",
+            Kind::Bash => "completions/tjoin.bash",
+            Kind::Zsh => "completions/_tjoin",
+            Kind::Fish => "completions/tjoin.fish",
+            Kind::Powershell => "completions/_tjoin.ps1",
+            Kind::Elvish => "completions/tjoin.elv",
+        }
+    }
+}
+
+/// Writes the file of `kind` to `out`.
+pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
+    let mut command = Cli::command();
+    let shell = match kind {
+        Kind::Man => return man_page(out),
+        Kind::Bash => Shell::Bash,
+        Kind::Zsh => Shell::Zsh,
+        Kind::Fish => Shell::Fish,
+        Kind::Powershell => Shell::PowerShell,
+        Kind::Elvish => Shell::Elvish,
+    };
+    clap_complete::generate(shell, &mut command, "tjoin", out);
+    Ok(())
+}
+
+/// clap_mangen's sections, then the ones it has no source for: exit status and examples.
+fn man_page(out: &mut dyn Write) -> io::Result<()> {
+    let man = clap_mangen::Man::new(Cli::command()).date("");
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    let mut roff = Roff::default();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in [
+        (
+            "0",
+            "The output was written (with --dry-run: the join would be accepted).",
+        ),
+        (
+            "1",
+            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file, a full disk.",
+        ),
+        (
+            "2",
+            "Bad usage, or inputs that break the join rules (of --spec, or ONNX Concat-13's shape rules).",
+        ),
+    ] {
+        roff.control("TP", [])
+            .text([bold(code)])
+            .text([roman(meaning)]);
+    }
+    roff.control("SH", ["EXAMPLES"]);
+    for block in EXAMPLES
+        .trim_start_matches("Examples:")
+        .trim()
+        .split("\n\n")
+    {
+        let mut lines = block.lines().map(str::trim);
+        let (Some(what), Some(command)) = (lines.next(), lines.next()) else {
+            continue;
+        };
+        roff.control("TP", []).text([roman(what)]);
+        roff.control("nf", [])
+            .text([bold(command)])
+            .control("fi", []);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman(
+        "numpy.concatenate(3), ONNX Concat, OpenVINO Concat-1, DirectML DML_JOIN_OPERATOR_DESC.",
+    )]);
+    out.write_all(roff.render().as_bytes())?;
+    man.render_version_section(out)
+}
