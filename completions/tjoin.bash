@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -h -V --axis --output --spec --expect-shape --dry-run --generate --help --version"
+            opts="-a -o -n -q -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --help --generate --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -51,6 +51,10 @@ _tjoin() {
                     ;;
                 --expect-shape)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --progress)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 --generate)

@@ -1,13 +1,19 @@
-complete -c tjoin -s a -l axis -d 'The axis to join along; negative values count from the back (-1 is the last axis). Required, except under --spec onnx-1, whose default is 1' -r
-complete -c tjoin -s o -l output -d 'The file to write. It is written under a temporary name and renamed into place when complete, so it may be one of the inputs' -r -F
-complete -c tjoin -l spec -d 'Check the join against a runtime\'s rules: onnx (= onnx-13), onnx-11, onnx-4, onnx-1, openvino, directml (= directml:4.1), directml:1.0|2.1|3.0|4.1. Without it, ONNX Concat-13\'s shape rules apply to every element type numpy stores' -r
-complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly this, e.g. 1,1,2,7 (DirectML\'s check of the output tensor\'s sizes)' -r
-complete -c tjoin -l generate -d 'Print the man page or a shell\'s completion script on standard output (for packagers; the generated files are checked in under man/ and completions/)' -r -f -a "man\t'The man page, `man/tjoin.1`'
+complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last)' -r
+complete -c tjoin -s o -l output -d 'The file to write; replaced only when complete, so it may be an input' -r -F
+complete -c tjoin -l spec -d 'Check against a runtime\'s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]' -r
+complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly DIMS, e.g. 1,1,2,7' -r
+complete -c tjoin -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
+always\t'Always, even when stderr is a file or a pipe'
+never\t'Never'"
+complete -c tjoin -l generate -d 'Print the man page or a shell\'s completions (checked in under man/, completions/)' -r -f -a "man\t'The man page, `man/tjoin.1`'
 bash\t'`completions/tjoin.bash`'
 zsh\t'`completions/_tjoin`'
 fish\t'`completions/tjoin.fish`'
 powershell\t'`completions/_tjoin.ps1`'
 elvish\t'`completions/tjoin.elv`'"
-complete -c tjoin -l dry-run -d 'Check everything and print the plan on standard output, but write nothing. Exits 0 when the join would be accepted'
-complete -c tjoin -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout; write nothing'
+complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
+complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
+complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
+complete -c tjoin -s h -l help -d 'Print help (the man page has more)'
 complete -c tjoin -s V -l version -d 'Print version'

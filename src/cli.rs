@@ -4,25 +4,46 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::progress::When;
 use crate::spec::Spec;
 
-/// The examples `--help` ends with and the man page lists.
-pub const EXAMPLES: &str = "\
-Examples:
-  Join two tensors along their last axis (DirectML's example: [1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):
-    tjoin --axis 3 a.npy b.npy -o out.npy
+/// Examples as (what it does, the command). `--help` shows the first four; the man page
+/// shows all.
+pub const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
+        "tjoin --axis 3 a.npy b.npy -o out.npy",
+    ),
+    (
+        "Merge dataset shards along the first axis, in the order the shell lists them:",
+        "tjoin -a 0 part-*.npy -o all.npy",
+    ),
+    (
+        "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
+        "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
+    ),
+    (
+        "Stack frames along a new first axis, as numpy.stack:",
+        "tjoin --stack -a 0 frame-*.npy -o video.npy",
+    ),
+    (
+        "Negative axes count from the back; -1 is the last axis:",
+        "tjoin -a -1 left.npy right.npy -o wide.npy",
+    ),
+    (
+        "Append to a file in place (x.npy is replaced only once the output is complete):",
+        "tjoin -a 0 x.npy y.npy -o x.npy",
+    ),
+];
 
-  Merge dataset shards along the first axis, in the order the shell lists them:
-    tjoin -a 0 part-*.npy -o all.npy
-
-  Negative axes count from the back; -1 is the last axis:
-    tjoin -a -1 left.npy right.npy -o wide.npy
-
-  Append to a file in place (the output replaces x.npy only once it is complete):
-    tjoin -a 0 x.npy y.npy -o x.npy
-
-  Check that DirectML at feature level 3.0 would accept the join, writing nothing:
-    tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy";
+/// The first four examples, as `--help` ends.
+fn help_examples() -> String {
+    let mut text = String::from("Examples:");
+    for (what, command) in &EXAMPLES[..4] {
+        text.push_str(&format!("\n  {what}\n    {command}\n"));
+    }
+    text
+}
 
 /// Join tensors stored in .npy files along one axis, like numpy.concatenate, ONNX Concat or
 /// DirectML Join, streaming the data so that files larger than memory join in constant memory.
@@ -37,23 +58,20 @@ Examples:
     name = "tjoin",
     version,
     about,
-    after_help = EXAMPLES,
-    arg_required_else_help = true,
+    after_help = help_examples(),
+    disable_help_flag = true,
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The tensors to join, in order. Every input needs the same element type and rank, and
-    /// the same size in every dimension but the join axis.
+    /// The tensors to join, in order (.npy files).
     #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
-    /// The axis to join along; negative values count from the back (-1 is the last axis).
-    /// Required, except under --spec onnx-1, whose default is 1.
+    /// The axis to join along; negative ones count from the back (-1 is the last).
     #[arg(short, long, allow_negative_numbers = true, value_name = "AXIS")]
     pub axis: Option<i64>,
 
-    /// The file to write. It is written under a temporary name and renamed into place when
-    /// complete, so it may be one of the inputs.
+    /// The file to write; replaced only when complete, so it may be an input.
     #[arg(
         short,
         long,
@@ -62,24 +80,39 @@ pub struct Cli {
     )]
     pub output: Option<PathBuf>,
 
-    /// Check the join against a runtime's rules: onnx (= onnx-13), onnx-11, onnx-4, onnx-1,
-    /// openvino, directml (= directml:4.1), directml:1.0|2.1|3.0|4.1. Without it, ONNX
-    /// Concat-13's shape rules apply to every element type numpy stores.
+    /// Check against a runtime's join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL].
     #[arg(long, value_name = "PROFILE", value_parser = Spec::parse)]
     pub spec: Option<Spec>,
 
-    /// Refuse the join unless the output's shape is exactly this, e.g. 1,1,2,7 (DirectML's
-    /// check of the output tensor's sizes).
+    /// Refuse the join unless the output's shape is exactly DIMS, e.g. 1,1,2,7.
     #[arg(long, value_name = "DIMS", value_delimiter = ',')]
     pub expect_shape: Option<Vec<u64>>,
 
-    /// Check everything and print the plan on standard output, but write nothing. Exits 0
-    /// when the join would be accepted.
+    /// Check everything and print the plan on stdout; write nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Print the man page or a shell's completion script on standard output (for packagers;
-    /// the generated files are checked in under man/ and completions/).
+    /// Join along a new axis inserted at --axis, as numpy.stack (identical shapes).
+    #[arg(long)]
+    pub stack: bool,
+
+    /// Refuse to replace an existing output (by default it is replaced atomically).
+    #[arg(short = 'n', long)]
+    pub no_clobber: bool,
+
+    /// When to show a progress bar on stderr.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto)]
+    pub progress: When,
+
+    /// Print nothing but errors (no progress bar).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Print help (the man page has more).
+    #[arg(short, long, action = clap::ArgAction::HelpShort)]
+    pub help: Option<bool>,
+
+    /// Print the man page or a shell's completions (checked in under man/, completions/).
     #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
     pub generate: Option<crate::generate::Kind>,
 }

@@ -158,3 +158,57 @@ fn display_refusals(refusals: &[Refusal]) -> String {
 
 /// The result type of a run.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The full text of an error as printed on stderr: `PREFIX` first, and, when `color` is on,
+/// the prefixes in bold red, the carets in red and `hint:` in bold cyan.
+pub fn render(error: &Error, color: bool) -> String {
+    let text = format!("{PREFIX}{error}");
+    if !color {
+        return text;
+    }
+    const RED: &str = "\x1b[1;31m";
+    const CARET: &str = "\x1b[31m";
+    const CYAN: &str = "\x1b[1;36m";
+    const RESET: &str = "\x1b[0m";
+    text.lines()
+        .map(|line| {
+            if let Some(rest) = line.strip_prefix(PREFIX) {
+                format!("{RED}{}{RESET}{rest}", PREFIX.trim_end()).replacen(
+                    RESET,
+                    &format!("{RESET} "),
+                    1,
+                )
+            } else if let Some(rest) = line.strip_prefix("hint:") {
+                format!("{CYAN}hint:{RESET}{rest}")
+            } else if line.trim_start().starts_with('^') {
+                format!("{CARET}{line}{RESET}")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<String>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn color_marks_prefixes_carets_and_hints_only() {
+        let error = Error::Refused(vec![Refusal {
+            headline: "cannot join".to_string(),
+            details: vec!["a.npy [1, 2]".to_string(), "       ^ 2 != 3".to_string()],
+            hint: Some("try axis 1".to_string()),
+        }]);
+        let plain = render(&error, false);
+        assert_eq!(
+            plain,
+            "tjoin: error: cannot join\n  a.npy [1, 2]\n         ^ 2 != 3\nhint: try axis 1"
+        );
+        let colored = render(&error, true);
+        assert!(colored.starts_with("\x1b[1;31mtjoin: error:\x1b[0m cannot join"));
+        assert!(colored.contains("\x1b[31m         ^ 2 != 3\x1b[0m"));
+        assert!(colored.ends_with("\x1b[1;36mhint:\x1b[0m try axis 1"));
+    }
+}

@@ -85,18 +85,10 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
             .text([roman(meaning)]);
     }
     roff.control("SH", ["EXAMPLES"]);
-    for block in EXAMPLES
-        .trim_start_matches("Examples:")
-        .trim()
-        .split("\n\n")
-    {
-        let mut lines = block.lines().map(str::trim);
-        let (Some(what), Some(command)) = (lines.next(), lines.next()) else {
-            continue;
-        };
-        roff.control("TP", []).text([roman(what)]);
+    for (what, command) in EXAMPLES {
+        roff.control("TP", []).text([roman(*what)]);
         roff.control("nf", [])
-            .text([bold(command)])
+            .text([bold(*command)])
             .control("fi", []);
     }
     roff.control("SH", ["SEE ALSO"]);

@@ -17,18 +17,22 @@ pub mod input;
 pub mod job;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod report;
 pub mod source;
 pub mod spec;
+pub mod stack;
 
 pub use error::{Error, ExitCode, Result};
 
 use cli::Cli;
 use error::Refusal;
 use format::{Format, OutTensor, Writer};
+use indicatif::ProgressBar;
 use input::Input;
 use job::TensorJob;
 use output::{Output, Sink};
+use progress::{Counted, When};
 
 /// Runs the join the command line asks for.
 pub fn run(cli: &Cli) -> Result<()> {
@@ -38,12 +42,15 @@ pub fn run(cli: &Cli) -> Result<()> {
             .map_err(|e| Error::io("write", std::path::Path::new("standard output"), e));
     }
     let format = cli.output.as_deref().map(Format::of_output).transpose()?;
-    let inputs = cli
+    let mut inputs = cli
         .inputs
         .iter()
         .enumerate()
         .map(|(index, path)| Input::open(index + 1, path))
         .collect::<Result<Vec<Input>>>()?;
+    if cli.stack {
+        stack::insert_axis(&mut inputs, cli.axis)?;
+    }
     let spec = cli.spec.unwrap_or_default();
     let job = job::build(&inputs, spec, cli.axis)?;
     if let Some(expected) = &cli.expect_shape {
@@ -67,8 +74,18 @@ pub fn run(cli: &Cli) -> Result<()> {
         );
         return Ok(());
     };
-    let mut output = Output::create(path)?;
-    write(&job, &described, writer.as_mut(), &mut output)?;
+    let mut output = Output::create(path, cli.no_clobber)?;
+    let total = job.iter().map(|t| t.plan.bytes).sum();
+    let progress = progress::start(total, if cli.quiet { When::Never } else { cli.progress });
+    let written = write(
+        &job,
+        &described,
+        writer.as_mut(),
+        &mut output,
+        &progress.bar,
+    );
+    progress.finish();
+    written?;
     for input in &inputs {
         input.check_unchanged()?;
     }
@@ -81,6 +98,7 @@ fn write(
     described: &[OutTensor],
     writer: &mut dyn Writer,
     sink: &mut dyn Sink,
+    bar: &ProgressBar,
 ) -> Result<()> {
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
     writer.start(sink, described).map_err(|e| failed(e, sink))?;
@@ -88,11 +106,13 @@ fn write(
         writer
             .start_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;
-        copy::execute(
-            &tensor.plan,
-            &tensor.sources,
-            writer.data_sink(sink).as_mut(),
-        )?;
+        let mut data = writer.data_sink(sink);
+        let mut counted = Counted {
+            inner: data.as_mut(),
+            bar,
+        };
+        copy::execute(&tensor.plan, &tensor.sources, &mut counted)?;
+        drop(data);
         writer
             .end_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;

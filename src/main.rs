@@ -1,5 +1,6 @@
 //! The `tjoin` command: parse the arguments, run, report an error and choose the exit code.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -9,7 +10,9 @@ fn main() -> ExitCode {
     match tjoin::run(&cli) {
         Ok(()) => ExitCode::from(tjoin::ExitCode::Success as u8),
         Err(error) => {
-            eprintln!("{}{error}", tjoin::error::PREFIX);
+            let color = std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            eprintln!("{}", tjoin::error::render(&error, color));
             ExitCode::from(error.exit_code() as u8)
         }
     }

@@ -46,12 +46,15 @@ impl Sink for PassThrough<'_> {
 pub struct Output {
     temp: NamedTempFile,
     target: PathBuf,
+    no_clobber: bool,
 }
 
 impl Output {
     /// Creates the temporary file next to `target`, with the permissions a new file gets
     /// (0666 less the umask), as `numpy.save` would create it.
-    pub fn create(target: &Path) -> Result<Output> {
+    /// With `no_clobber`, an existing target is refused now and, should one appear while
+    /// the output is written, at the final rename.
+    pub fn create(target: &Path, no_clobber: bool) -> Result<Output> {
         let folder = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -62,6 +65,10 @@ impl Output {
         if target.is_dir() {
             let why = "it is a directory; name a file inside it".to_string();
             return Err(refuse(ErrorKind::IsADirectory, why));
+        }
+        if no_clobber && target.symlink_metadata().is_ok() {
+            let why = "it exists, and --no-clobber forbids replacing it".to_string();
+            return Err(refuse(ErrorKind::AlreadyExists, why));
         }
         if !folder.is_dir() {
             let why = format!("its folder {} does not exist", folder.display());
@@ -87,15 +94,19 @@ impl Output {
         Ok(Output {
             temp,
             target: target.to_path_buf(),
+            no_clobber,
         })
     }
 
     /// Renames the complete file over the target.
     pub fn commit(self) -> Result<()> {
         let target = self.target;
-        self.temp
-            .persist(&target)
-            .map_err(|e| Error::io("rename the finished output to", &target, e.error))?;
+        let persisted = if self.no_clobber {
+            self.temp.persist_noclobber(&target)
+        } else {
+            self.temp.persist(&target)
+        };
+        persisted.map_err(|e| Error::io("rename the finished output to", &target, e.error))?;
         Ok(())
     }
 }

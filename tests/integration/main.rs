@@ -6,4 +6,5 @@ mod output_safety;
 mod property;
 mod refusals;
 mod spec;
+mod usability;
 mod util;

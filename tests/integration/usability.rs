@@ -1,0 +1,252 @@
+//! --stack, --no-clobber, the progress bar and colored errors.
+
+use std::fs;
+use std::path::Path;
+
+use crate::util::{dir_entries, f32_le, read_npy, tjoin, write_npy};
+
+/// DirectML example 2's three tensors as 2-D float32 `[[1,2],[3,4]]`, `[[5,6],[7,8]]`,
+/// `[[9,10],[11,12]]`, written as a.npy, b.npy, c.npy.
+fn three_2x2(dir: &Path) {
+    for (name, first) in [("a.npy", 1.0), ("b.npy", 5.0), ("c.npy", 9.0)] {
+        let values: Vec<f32> = (0..4).map(|i| first + i as f32).collect();
+        write_npy(&dir.join(name), "<f4", &[2, 2], false, &f32_le(&values));
+    }
+}
+
+fn stacked(dir: &Path, axis: &str) -> (Vec<u64>, Vec<u8>) {
+    tjoin()
+        .current_dir(dir)
+        .args([
+            "--stack", "-a", axis, "a.npy", "b.npy", "c.npy", "-o", "out.npy",
+        ])
+        .assert()
+        .success();
+    let out = read_npy(&dir.join("out.npy"));
+    (out.shape, out.data)
+}
+
+#[test]
+fn stack_inserts_the_new_axis_where_numpy_stack_does() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    let cases: [(&str, &[u64], [f32; 12]); 3] = [
+        (
+            "0",
+            &[3, 2, 2],
+            [1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12.],
+        ),
+        (
+            "1",
+            &[2, 3, 2],
+            [1., 2., 5., 6., 9., 10., 3., 4., 7., 8., 11., 12.],
+        ),
+        (
+            "-1",
+            &[2, 2, 3],
+            [1., 5., 9., 2., 6., 10., 3., 7., 11., 4., 8., 12.],
+        ),
+    ];
+    for (axis, shape, values) in cases {
+        let (got_shape, data) = stacked(dir.path(), axis);
+        assert_eq!(got_shape, shape, "axis {axis}");
+        assert_eq!(data, f32_le(&values), "axis {axis}");
+    }
+}
+
+#[test]
+fn stack_equals_join_after_reshape() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    let (_, stacked_data) = stacked(dir.path(), "2");
+    for name in ["a", "b", "c"] {
+        let input = read_npy(&dir.path().join(format!("{name}.npy")));
+        write_npy(
+            &dir.path().join(format!("{name}3.npy")),
+            "<f4",
+            &[2, 2, 1],
+            false,
+            &input.data,
+        );
+    }
+    tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "2", "a3.npy", "b3.npy", "c3.npy", "-o", "joined.npy"])
+        .assert()
+        .success();
+    assert_eq!(read_npy(&dir.path().join("joined.npy")).data, stacked_data);
+}
+
+#[test]
+fn stack_refuses_different_shapes_and_axes_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    write_npy(&dir.path().join("d.npy"), "<f4", &[2, 3], false, &[0; 24]);
+    tjoin()
+        .current_dir(dir.path())
+        .args(["--stack", "-a", "0", "a.npy", "d.npy", "-o", "out.npy"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--stack needs inputs of one shape",
+        ))
+        .stderr(predicates::str::contains("input 2 (d.npy) is [2, 3]"));
+    tjoin()
+        .current_dir(dir.path())
+        .args(["--stack", "-a", "3", "a.npy", "b.npy", "-o", "out.npy"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("valid: -3 to 2"));
+    assert!(!dir.path().join("out.npy").exists());
+}
+
+#[test]
+fn stack_joins_scalars_into_a_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[],
+        false,
+        &f32_le(&[1.5]),
+    );
+    write_npy(
+        &dir.path().join("b.npy"),
+        "<f4",
+        &[],
+        false,
+        &f32_le(&[2.5]),
+    );
+    tjoin()
+        .current_dir(dir.path())
+        .args(["--stack", "-a", "0", "a.npy", "b.npy", "-o", "out.npy"])
+        .assert()
+        .success();
+    let out = read_npy(&dir.path().join("out.npy"));
+    assert_eq!(out.shape, [2]);
+    assert_eq!(out.data, f32_le(&[1.5, 2.5]));
+}
+
+#[test]
+fn no_clobber_refuses_an_existing_output_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    fs::write(dir.path().join("out.npy"), "precious").unwrap();
+    tjoin()
+        .current_dir(dir.path())
+        .args(["-n", "-a", "0", "a.npy", "b.npy", "-o", "out.npy"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "out.npy: it exists, and --no-clobber forbids",
+        ));
+    assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+    tjoin()
+        .current_dir(dir.path())
+        .args(["--no-clobber", "-a", "0", "a.npy", "b.npy", "-o", "new.npy"])
+        .assert()
+        .success();
+    assert_eq!(read_npy(&dir.path().join("new.npy")).shape, [4, 2]);
+}
+
+#[test]
+fn progress_always_draws_on_stderr_and_never_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args([
+            "--progress",
+            "always",
+            "-a",
+            "0",
+            "a.npy",
+            "b.npy",
+            "-o",
+            "out.npy",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("32 B/32 B") || stderr.contains("32B/32B"),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn progress_stays_silent_off_a_terminal_and_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    for args in [
+        &["-a", "0"][..],
+        &["-q", "--progress", "always", "-a", "0"],
+        &["--progress", "never", "-a", "0"],
+    ] {
+        let out = tjoin()
+            .current_dir(dir.path())
+            .args(args)
+            .args(["a.npy", "b.npy", "-o", "out.npy"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        dir_entries(dir.path()),
+        ["a.npy", "b.npy", "c.npy", "out.npy"]
+    );
+}
+
+#[test]
+fn errors_are_plain_text_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    write_npy(&dir.path().join("d.npy"), "<f4", &[2, 3], false, &[0; 24]);
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "a.npy", "d.npy", "-o", "out.npy"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("tjoin: error: cannot join along axis 0"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\x1b'), "escape codes in {stderr:?}");
+}
+
+#[test]
+fn no_arguments_print_a_short_usage_and_exit_2() {
+    let out = tjoin().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Usage: tjoin"), "{stderr}");
+    assert!(stderr.lines().count() < 12, "not short: {stderr}");
+}
+
+#[test]
+fn help_has_one_line_per_option_and_four_examples() {
+    let out = tjoin().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(help.matches("\n    tjoin ").count(), 4, "{help}");
+    for option in [
+        "--axis",
+        "--output",
+        "--spec",
+        "--dry-run",
+        "--stack",
+        "--no-clobber",
+        "--progress",
+        "--quiet",
+    ] {
+        assert!(help.contains(option), "--help lacks {option}");
+    }
+}
