@@ -23,7 +23,9 @@ pub use error::{Error, ExitCode, Result};
 
 use cli::Cli;
 use error::Refusal;
-use format::{Format, OutTensor, Writer};
+use std::collections::BTreeMap;
+
+use format::{Format, OutTensor, WriteOptions, Writer};
 use input::Input;
 use job::TensorJob;
 use output::{Output, Sink};
@@ -37,13 +39,17 @@ pub fn run(cli: &Cli) -> Result<()> {
         .enumerate()
         .map(|(index, path)| Input::open(index + 1, path))
         .collect::<Result<Vec<Input>>>()?;
-    let job = job::build(&inputs, cli.axis)?;
-    let mut writer = format.writer();
+    let options = write_options(cli, format, &inputs)?;
+    let job = job::build(&inputs, &job_options(cli, format))?;
+    let mut writer = format.writer(&options);
+    let job = in_writer_order(job, writer.as_ref());
     let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
     writer.check(&described).map_err(|reason| {
+        let mut lines = reason.lines().map(str::to_string);
+        let first = lines.next().unwrap_or_default();
         Error::Refused(vec![Refusal {
-            headline: format!("cannot write {}: {reason}", cli.output.display()),
-            details: Vec::new(),
+            headline: format!("cannot write {}: {first}", cli.output.display()),
+            details: lines.collect(),
             hint: None,
         }])
     })?;
@@ -53,6 +59,59 @@ pub fn run(cli: &Cli) -> Result<()> {
         input.check_unchanged()?;
     }
     output.commit()
+}
+
+fn job_options(cli: &Cli, format: Format) -> job::JobOptions<'_> {
+    job::JobOptions {
+        axis: cli.axis,
+        axis_for: &cli.axis_for,
+        keep: &cli.keep,
+        name: cli.name.as_deref(),
+        output: format,
+    }
+}
+
+/// The writer's options from the flags, refusing flags the output format has no use for.
+fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOptions> {
+    let misplaced = |flag: &str, kind: &str| {
+        Error::Refused(vec![Refusal {
+            headline: format!("{flag} applies to {kind} outputs only"),
+            details: Vec::new(),
+            hint: Some(format!(
+                "drop {flag}, or name the output with the {kind} extension"
+            )),
+        }])
+    };
+    if cli.compress && format != Format::Npz {
+        return Err(misplaced("--compress", ".npz"));
+    }
+    if !cli.metadata.is_empty() && format != Format::SafeTensors {
+        return Err(misplaced("--metadata", ".safetensors"));
+    }
+    let mut metadata: Option<BTreeMap<String, String>> = inputs
+        .first()
+        .and_then(|input| input.metadata.clone())
+        .map(|pairs| pairs.into_iter().collect());
+    if !cli.metadata.is_empty() {
+        metadata
+            .get_or_insert_default()
+            .extend(cli.metadata.iter().cloned());
+    }
+    Ok(WriteOptions {
+        compress: cli.compress,
+        metadata,
+    })
+}
+
+/// The job's tensors in the order the output format lists them.
+fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<TensorJob<'a>> {
+    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
+    let mut slots: Vec<Option<TensorJob>> = job.into_iter().map(Some).collect();
+    writer
+        .order(&described)
+        .into_iter()
+        .filter_map(|index| slots.get_mut(index).and_then(Option::take))
+        .collect()
 }
 
 /// Streams every tensor of the job into `sink`, framed by the output format's `writer`.
