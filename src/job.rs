@@ -156,6 +156,18 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         let planned = if options.is_kept(name) {
             keep_tensor(name, &sources, options)
+        } else if sources.iter().any(|t| t.info.shape.is_empty()) {
+            Err(vec![Refusal {
+                headline: format!(
+                    "tensor `{name}` is a scalar (rank 0) in {}: it has no axis to join along",
+                    sources[0].name
+                ),
+                details: Vec::new(),
+                hint: Some(format!(
+                    "copy it from the first input with --keep '{name}' (tjoin checks that \
+                     every input holds the same value)"
+                )),
+            }])
         } else {
             plan_tensor(name, sources, options)
         };
@@ -354,7 +366,11 @@ fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
             .zip(&bb[start..end])
             .position(|(p, q)| p != q)
         {
-            return Ok(Some(format!("its data differs from byte {}", start + at)));
+            let byte = (start + at) as u64;
+            return Ok(Some(format!(
+                "its data differs from byte {byte} (element {})",
+                byte * 8 / x.dtype.bits().max(1)
+            )));
         }
         ra.release(start, end);
         rb.release(start, end);
