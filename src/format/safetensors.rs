@@ -450,6 +450,18 @@ mod tests {
         assert_eq!(writer.order(&tensors), [3, 2, 1, 0]);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn random_headers_never_panic(text in r#"\{("[a-c]":\{"dtype":"(F32|F4|U8|BF16)","shape":\[[0-9,]{0,12}\],"data_offsets":\[[0-9]{1,20},[0-9]{1,20}\]\},?){0,3}\}"#) {
+            let _ = parse_header(text.as_bytes());
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse_header(&bytes);
+        }
+    }
+
     #[test]
     fn sub_byte_tensors_must_fill_whole_bytes() {
         let header = br#"{"x":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#;

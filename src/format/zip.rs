@@ -384,6 +384,59 @@ mod tests {
         assert_eq!(members[1].name, "é.npy");
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn members_past_4_gib_use_zip64_fields() {
+        use std::os::unix::fs::FileExt;
+        // A sparse file: a member of 5 GiB whose local header starts at 3 GiB.
+        let (local, size) = (3u64 << 30, 5u64 << 30);
+        let member = Written {
+            name: "big.npy".to_string(),
+            method: STORED,
+            crc: 7,
+            compressed: size,
+            size,
+            local,
+        };
+        let header = local_header(&member.name, STORED);
+        let data_start = local + header.len() as u64;
+        let descriptor = data_descriptor(&member);
+        let dir_start = data_start + size + descriptor.len() as u64;
+        let directory_bytes = central_directory(std::slice::from_ref(&member), dir_start);
+        let file = tempfile::tempfile().unwrap();
+        file.write_all_at(&header, local).unwrap();
+        file.write_all_at(&descriptor, data_start + size).unwrap();
+        file.write_all_at(&directory_bytes, dir_start).unwrap();
+        let file_len = dir_start + directory_bytes.len() as u64;
+        let members = directory(&file, file_len).unwrap();
+        assert_eq!(members.len(), 1);
+        assert_eq!(
+            (
+                members[0].size,
+                members[0].compressed,
+                members[0].data_start,
+                members[0].crc
+            ),
+            (size, size, data_start, 7)
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_archives_never_panic(
+            mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            at in 0usize..300,
+        ) {
+            // Plant an end record so that parsing gets past the search for it.
+            if at + 22 <= bytes.len() {
+                bytes[at..at + 4].copy_from_slice(&END_OF_DIRECTORY.to_le_bytes());
+            }
+            let mut file = tempfile::tempfile().unwrap();
+            file.write_all(&bytes).unwrap();
+            let _ = directory(&file, bytes.len() as u64);
+        }
+    }
+
     #[test]
     fn garbage_is_refused_without_panicking() {
         let mut file = tempfile::tempfile().unwrap();
