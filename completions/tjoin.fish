@@ -5,6 +5,10 @@ complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape
 complete -c tjoin -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
 always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
+complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r
+complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r
+complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r
+complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r
 complete -c tjoin -l generate -d 'Print the man page or a shell\'s completions (checked in under man/, completions/)' -r -f -a "man\t'The man page, `man/tjoin.1`'
 bash\t'`completions/tjoin.bash`'
 zsh\t'`completions/_tjoin`'
@@ -15,5 +19,6 @@ complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout; 
 complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
+complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'
 complete -c tjoin -s V -l version -d 'Print version'

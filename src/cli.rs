@@ -19,16 +19,24 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tjoin -a 0 part-*.npy -o all.npy",
     ),
     (
+        "Merge tensor-parallel checkpoint shards tensor by tensor, with per-tensor axes:",
+        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
+    ),
+    (
         "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
         "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
     ),
     (
-        "Stack frames along a new first axis, as numpy.stack:",
-        "tjoin --stack -a 0 frame-*.npy -o video.npy",
+        "Merge numpy.savez shards (every array joined with its namesakes):",
+        "tjoin -a 0 day1.npz day2.npz day3.npz -o all.npz",
     ),
     (
-        "Negative axes count from the back; -1 is the last axis:",
-        "tjoin -a -1 left.npy right.npy -o wide.npy",
+        "Pick one tensor of a multi-tensor file with FILE:NAME:",
+        "tjoin -a 0 model.safetensors:embed.weight extra.npy -o emb.npy",
+    ),
+    (
+        "Stack frames along a new first axis, as numpy.stack:",
+        "tjoin --stack -a 0 frame-*.npy -o video.npy",
     ),
     (
         "Append to a file in place (x.npy is replaced only once the output is complete):",
@@ -45,7 +53,7 @@ fn help_examples() -> String {
     text
 }
 
-/// Join tensors stored in .npy files along one axis, like numpy.concatenate, ONNX Concat or
+/// Join tensors stored in .npy, .npz and .safetensors files along one axis, like numpy.concatenate, ONNX Concat or
 /// DirectML Join, streaming the data so that files larger than memory join in constant memory.
 ///
 /// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
@@ -53,6 +61,14 @@ fn help_examples() -> String {
 /// refusal names each offending file, the dimension and the sizes, and the axes that would
 /// work. The output is written under a temporary name beside the target and renamed into place
 /// only when complete: a failed run leaves no partial file and an existing target untouched.
+///
+/// Multi-tensor files (.safetensors, .npz): when every input and the output hold named tensors,
+/// each tensor is joined with its namesakes in the other inputs, which must all hold the same
+/// names. A .safetensors output lists its tensors as the safetensors library writes them: by
+/// element type, widest alignment first (U64, I64, F64, C64, F32, U32, I32, BF16, F16, U16,
+/// I16, F8_*, I8, U8, F6_*, F4, BOOL), then by name; its __metadata__ is the first input's, with
+/// --metadata entries added (keys sorted). An .npz output lists its tensors in the first input's
+/// order.
 #[derive(Debug, Parser)]
 #[command(
     name = "tjoin",
@@ -63,7 +79,7 @@ fn help_examples() -> String {
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The tensors to join, in order (.npy files).
+    /// The tensors to join, in order: .npy, .npz, .safetensors files, or FILE:NAME.
     #[arg(required_unless_present = "generate", value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
@@ -108,6 +124,26 @@ pub struct Cli {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
+    #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_parser = parse_axis_rule)]
+    pub axis_for: Vec<AxisRule>,
+
+    /// Copy tensors matching GLOB from the first input, once checked identical in all.
+    #[arg(long, value_name = "GLOB")]
+    pub keep: Vec<String>,
+
+    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Add or replace an entry of a .safetensors output's __metadata__; repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub metadata: Vec<(String, String)>,
+
+    /// Deflate the members of an .npz output, as numpy.savez_compressed does.
+    #[arg(long)]
+    pub compress: bool,
+
     /// Print help (the man page has more).
     #[arg(short, long, action = clap::ArgAction::HelpShort)]
     pub help: Option<bool>,
@@ -115,6 +151,35 @@ pub struct Cli {
     /// Print the man page or a shell's completions (checked in under man/, completions/).
     #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
     pub generate: Option<crate::generate::Kind>,
+}
+
+/// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AxisRule {
+    /// The pattern tensor names are matched against.
+    pub glob: String,
+    /// The axis, possibly negative.
+    pub axis: i64,
+}
+
+fn parse_axis_rule(text: &str) -> Result<AxisRule, String> {
+    let (glob, axis) = text
+        .rsplit_once('=')
+        .ok_or("expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")?;
+    let axis = axis.trim().parse().map_err(|_| {
+        format!("`{axis}` is not an axis; expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")
+    })?;
+    Ok(AxisRule {
+        glob: glob.to_string(),
+        axis,
+    })
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or("expected KEY=VALUE, e.g. format=pt")?;
+    Ok((key.to_string(), value.to_string()))
 }
 
 #[cfg(test)]
@@ -125,6 +190,14 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn axis_rules_split_at_the_last_equals_sign() {
+        let rule = parse_axis_rule("a=b*=-1").unwrap();
+        assert_eq!((rule.glob.as_str(), rule.axis), ("a=b*", -1));
+        assert!(parse_axis_rule("*.weight").is_err());
+        assert!(parse_axis_rule("*.weight=x").is_err());
     }
 
     #[test]

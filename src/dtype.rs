@@ -1,5 +1,5 @@
 //! Element types: one `DType` for every element type tjoin handles, its byte order, and its
-//! names in numpy's notation.
+//! names in each format's notation (numpy's `descr`, safetensors' dtype strings).
 
 use std::fmt;
 
@@ -72,7 +72,54 @@ pub enum DType {
     Void(u64),
     /// A structured (record) type, kept exactly as the file declares it.
     Record(Record),
+    /// bfloat16: the upper half of a float32 (safetensors `BF16`).
+    BFloat16,
+    /// 8-bit floats of the OCP and AMD (`fnuz`) families, as safetensors names them:
+    /// `F8_E4M3` (torch's float8_e4m3fn), `F8_E5M2`, `F8_E8M0` (a power-of-two scale),
+    /// `F8_E4M3FNUZ`, `F8_E5M2FNUZ`.
+    Float8E4M3,
+    #[allow(missing_docs)]
+    Float8E5M2,
+    #[allow(missing_docs)]
+    Float8E8M0,
+    #[allow(missing_docs)]
+    Float8E4M3Fnuz,
+    #[allow(missing_docs)]
+    Float8E5M2Fnuz,
+    /// 4-bit float (e2m1, safetensors `F4`), two to a byte.
+    Float4,
+    /// 6-bit floats (safetensors `F6_E2M3`, `F6_E3M2`), four to three bytes.
+    Float6E2M3,
+    #[allow(missing_docs)]
+    Float6E3M2,
 }
+
+/// safetensors' dtype strings, in the order of its `Dtype` enum (ascending alignment), which
+/// is also the order its writer sorts tensors by (descending).
+const SAFETENSORS_NAMES: [(&str, DType); 22] = [
+    ("BOOL", DType::Bool),
+    ("F4", DType::Float4),
+    ("F6_E2M3", DType::Float6E2M3),
+    ("F6_E3M2", DType::Float6E3M2),
+    ("U8", DType::UInt8),
+    ("I8", DType::Int8),
+    ("F8_E5M2", DType::Float8E5M2),
+    ("F8_E4M3", DType::Float8E4M3),
+    ("F8_E8M0", DType::Float8E8M0),
+    ("F8_E4M3FNUZ", DType::Float8E4M3Fnuz),
+    ("F8_E5M2FNUZ", DType::Float8E5M2Fnuz),
+    ("I16", DType::Int16),
+    ("U16", DType::UInt16),
+    ("F16", DType::Float16),
+    ("BF16", DType::BFloat16),
+    ("I32", DType::Int32),
+    ("U32", DType::UInt32),
+    ("F32", DType::Float32),
+    ("C64", DType::Complex64),
+    ("F64", DType::Float64),
+    ("I64", DType::Int64),
+    ("U64", DType::UInt64),
+];
 
 /// A structured dtype. Two records join only when they are identical, byte orders included.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,10 +131,16 @@ pub struct Record {
 }
 
 impl DType {
-    /// Bytes one element occupies.
+    /// Bytes one element occupies. Sub-byte types (see [`DType::bits`]) count as 1: the copy
+    /// engine moves them in whole bytes, and the join rules make sure every run of them
+    /// starts and ends on a byte boundary.
     pub fn itemsize(&self) -> u64 {
         match self {
             DType::Bool | DType::Int8 | DType::UInt8 => 1,
+            DType::Float8E4M3 | DType::Float8E5M2 | DType::Float8E8M0 => 1,
+            DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz => 1,
+            DType::Float4 | DType::Float6E2M3 | DType::Float6E3M2 => 1,
+            DType::BFloat16 => 2,
             DType::Int16 | DType::UInt16 | DType::Float16 => 2,
             DType::Int32 | DType::UInt32 | DType::Float32 => 4,
             DType::Int64 | DType::UInt64 | DType::Float64 | DType::Complex64 => 8,
@@ -98,6 +151,64 @@ impl DType {
             DType::Unicode(chars) => chars.saturating_mul(4),
             DType::Record(record) => record.itemsize,
         }
+    }
+
+    /// Bits one element occupies: 8 times [`DType::itemsize`], except 4 and 6 for the
+    /// sub-byte floats, which are packed without padding.
+    pub fn bits(&self) -> u64 {
+        match self {
+            DType::Float4 => 4,
+            DType::Float6E2M3 | DType::Float6E3M2 => 6,
+            other => other.itemsize().saturating_mul(8),
+        }
+    }
+
+    /// The bytes `elements` elements occupy, or `None` when they end inside a byte (sub-byte
+    /// types) or the count overflows.
+    pub fn bytes_for(&self, elements: u64) -> Option<u64> {
+        let bits = elements.checked_mul(self.bits())?;
+        (bits % 8 == 0).then_some(bits / 8)
+    }
+
+    /// safetensors' name for the type (`F32`, `BF16`, ...), if the format has one.
+    pub fn safetensors_name(&self) -> Option<&'static str> {
+        SAFETENSORS_NAMES
+            .iter()
+            .find(|(_, dtype)| dtype == self)
+            .map(|(name, _)| *name)
+    }
+
+    /// The type a safetensors dtype string names.
+    pub fn from_safetensors(name: &str) -> Option<DType> {
+        SAFETENSORS_NAMES
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, dtype)| dtype.clone())
+    }
+
+    /// The type's rank in safetensors' alignment order (its `Dtype` enum order): the
+    /// safetensors writer puts tensors of higher rank first.
+    pub fn safetensors_rank(&self) -> Option<usize> {
+        SAFETENSORS_NAMES
+            .iter()
+            .position(|(_, dtype)| dtype == self)
+    }
+
+    /// Whether numpy has a `descr` for the type, so that .npy and .npz can hold it. numpy
+    /// itself has no bfloat16, float8, float6 or float4.
+    pub fn in_npy(&self) -> bool {
+        !matches!(
+            self,
+            DType::BFloat16
+                | DType::Float8E4M3
+                | DType::Float8E5M2
+                | DType::Float8E8M0
+                | DType::Float8E4M3Fnuz
+                | DType::Float8E5M2Fnuz
+                | DType::Float4
+                | DType::Float6E2M3
+                | DType::Float6E3M2
+        )
     }
 
     /// The width of the units whose bytes are reversed to change this type's byte order:
@@ -138,6 +249,7 @@ impl DType {
             DType::UInt32 => "uint32",
             DType::UInt64 => "uint64",
             DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
             DType::Float32 => "float",
             DType::Float64 => "double",
             DType::Complex64 => "complex64",
@@ -160,6 +272,9 @@ impl DType {
             DType::UInt32 => "u32",
             DType::UInt64 => "u64",
             DType::Float16 => "f16",
+            DType::BFloat16 => "bf16",
+            DType::Float8E4M3 => "f8e4m3",
+            DType::Float8E5M2 => "f8e5m2",
             DType::Float32 => "f32",
             DType::Float64 => "f64",
             DType::Bytes(_) | DType::Unicode(_) => "string",
@@ -209,6 +324,8 @@ impl DType {
             DType::Unicode(n) => format!("U{n}"),
             DType::Void(n) => format!("V{n}"),
             DType::Record(record) => return python_descr(&record.layout),
+            // No numpy name (`in_npy` is false): writers refuse these before asking.
+            _ => format!("V{}", self.itemsize()),
         };
         format!("'{order}{code}'")
     }
@@ -480,6 +597,16 @@ impl fmt::Display for DType {
             DType::Unicode(n) => return write!(f, "U{n}"),
             DType::Void(n) => return write!(f, "V{n}"),
             DType::Record(record) => return f.write_str(&python_descr(&record.layout)),
+            // The names torch and ml_dtypes use.
+            DType::BFloat16 => "bfloat16",
+            DType::Float8E4M3 => "float8_e4m3fn",
+            DType::Float8E5M2 => "float8_e5m2",
+            DType::Float8E8M0 => "float8_e8m0fnu",
+            DType::Float8E4M3Fnuz => "float8_e4m3fnuz",
+            DType::Float8E5M2Fnuz => "float8_e5m2fnuz",
+            DType::Float4 => "float4_e2m1fn",
+            DType::Float6E2M3 => "float6_e2m3fn",
+            DType::Float6E3M2 => "float6_e3m2fn",
         };
         f.write_str(name)
     }
@@ -551,6 +678,22 @@ mod tests {
                 .unwrap_err()
                 .contains("Python objects")
         );
+    }
+
+    #[test]
+    fn safetensors_names_round_trip_and_sub_byte_sizes_count_bits() {
+        for (name, dtype) in SAFETENSORS_NAMES {
+            assert_eq!(DType::from_safetensors(name), Some(dtype.clone()));
+            assert_eq!(dtype.safetensors_name(), Some(name));
+        }
+        assert_eq!(DType::Complex128.safetensors_name(), None);
+        assert_eq!(DType::Float4.bytes_for(6), Some(3));
+        assert_eq!(DType::Float4.bytes_for(3), None);
+        assert_eq!(DType::Float6E2M3.bytes_for(4), Some(3));
+        assert_eq!(DType::Float6E3M2.bytes_for(2), None);
+        assert_eq!(DType::BFloat16.bytes_for(3), Some(6));
+        assert_eq!(DType::BFloat16.to_string(), "bfloat16");
+        assert!(!DType::Float8E5M2.in_npy() && DType::Float16.in_npy());
     }
 
     #[test]

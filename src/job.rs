@@ -1,10 +1,17 @@
 //! The job: which tensors the output holds, each the join of which input tensors, all
 //! checked and planned before anything is written.
+//!
+//! Two shapes of job: a single-tensor join (every input is, or names with `FILE:NAME`, one
+//! tensor), and a whole-file join (every input and the output hold named tensors: each
+//! tensor is joined with its namesakes, or kept from the first input with `--keep`).
 
+use crate::cli::AxisRule;
+use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
-use crate::format::{OutTensor, TensorInfo, shape_text};
+use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
-use crate::plan::{self, JoinPlan};
+use crate::plan::{self, InputPlan, JoinPlan};
+use crate::source::Region;
 use crate::spec::{self, Spec};
 
 /// One tensor of the output and how to make it.
@@ -17,37 +24,431 @@ pub struct TensorJob<'a> {
     pub sources: Vec<&'a Tensor>,
 }
 
-/// Checks the join of every input's tensor along `axis` against `spec`, and plans it.
-pub fn build(inputs: &[Input], spec: Spec, axis: Option<i64>) -> Result<Vec<TensorJob<'_>>> {
+/// What the command line says about the job beyond its inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct JobOptions<'c> {
+    /// The axis of every tensor no `axis_for` rule matches (`None`: the spec's default).
+    pub axis: Option<i64>,
+    /// The join rules.
+    pub spec: Spec,
+    /// `--axis-for` rules, first match wins.
+    pub axis_for: &'c [AxisRule],
+    /// `--keep` patterns.
+    pub keep: &'c [String],
+    /// `--name`: the output tensor's name in a single-tensor join.
+    pub name: Option<&'c str>,
+    /// The output's format.
+    pub output: Format,
+}
+
+impl JobOptions<'_> {
+    /// The layout the output format demands: safetensors holds C order only.
+    fn layout(&self) -> Option<Layout> {
+        (self.output == Format::SafeTensors).then_some(Layout::C)
+    }
+
+    fn axis_for(&self, name: &str) -> Option<i64> {
+        self.axis_for
+            .iter()
+            .find(|rule| glob_match(&rule.glob, name))
+            .map_or(self.axis, |rule| Some(rule.axis))
+    }
+
+    fn is_kept(&self, name: &str) -> bool {
+        self.keep.iter().any(|glob| glob_match(glob, name))
+    }
+}
+
+/// Checks and plans every tensor of the output.
+pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
+    let whole_files = options.output.is_container()
+        && !inputs.is_empty()
+        && inputs
+            .iter()
+            .all(|i| i.format.is_container() && i.selected.is_none());
+    if whole_files {
+        build_whole(inputs, options)
+    } else {
+        build_single(inputs, options)
+    }
+}
+
+/// One output tensor, the join of one tensor of each input.
+fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
     let sources = inputs
         .iter()
         .map(only_tensor)
         .collect::<Result<Vec<&Tensor>>>()?;
-    let axis = spec::check(spec, &sources, axis)?;
+    let named = sources.iter().find_map(|t| t.name.tensor.as_deref());
+    let name = match (options.name, named, options.output) {
+        (Some(name), _, _) | (None, Some(name), _) => name.to_string(),
+        (None, None, Format::SafeTensors) => {
+            return Err(Error::Refused(vec![Refusal {
+                headline: "the joined tensor needs a name in a .safetensors file".to_string(),
+                details: Vec::new(),
+                hint: Some("name it with --name NAME".to_string()),
+            }]));
+        }
+        (None, None, _) => "arr_0".to_string(),
+    };
+    // One tensor: its refusals need no name to tell them apart.
+    let name_refusals = false;
+    match plan_tensor(&name, sources, options, name_refusals) {
+        Ok(job) => Ok(vec![job]),
+        Err(refusals) => Err(Error::Refused(refusals)),
+    }
+}
+
+/// Every tensor of the inputs, joined with its namesakes; every problem in one error.
+fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
+    if options.name.is_some() {
+        return Err(Error::Refused(vec![Refusal {
+            headline: "--name names the tensor of a single-tensor join, but these inputs are \
+                       joined tensor by tensor, each keeping its name"
+                .to_string(),
+            details: Vec::new(),
+            hint: Some("drop --name, or pick one tensor of each input with FILE:NAME".to_string()),
+        }]));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for input in inputs {
+        for tensor in &input.tensors {
+            let name = tensor.name.tensor.as_deref().unwrap_or_default();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let mut refusals = Vec::new();
+    let missing: Vec<String> = inputs
+        .iter()
+        .filter_map(|input| {
+            let lacks: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|&n| find(input, n).is_none())
+                .collect();
+            (!lacks.is_empty()).then(|| {
+                format!(
+                    "{} lacks {} of {}: {}",
+                    input.name,
+                    lacks.len(),
+                    names.len(),
+                    lacks.join(", ")
+                )
+            })
+        })
+        .collect();
+    if !missing.is_empty() {
+        refusals.push(Refusal {
+            headline: "the inputs do not hold the same tensors: each tensor is joined with its \
+                       namesakes in every input"
+                .to_string(),
+            details: missing,
+            hint: Some(
+                "join the tensors they share one at a time with FILE:NAME, or drop the inputs \
+                 that lack some"
+                    .to_string(),
+            ),
+        });
+    }
+    let mut jobs = Vec::new();
+    for &name in &names {
+        let sources: Vec<&Tensor> = inputs.iter().filter_map(|i| find(i, name)).collect();
+        if sources.len() != inputs.len() {
+            continue;
+        }
+        let planned = if options.is_kept(name) {
+            keep_tensor(name, &sources, options)
+        } else if sources.iter().any(|t| t.info.shape.is_empty()) {
+            Err(vec![Refusal {
+                headline: format!(
+                    "tensor `{name}` is a scalar (rank 0) in {}: it has no axis to join along",
+                    sources[0].name
+                ),
+                details: Vec::new(),
+                hint: Some(format!(
+                    "copy it from the first input with --keep '{name}' (tjoin checks that \
+                     every input holds the same value)"
+                )),
+            }])
+        } else {
+            plan_tensor(name, sources, options, true)
+        };
+        match planned {
+            Ok(job) => jobs.push(job),
+            Err(problems) => refusals.extend(problems),
+        }
+    }
+    if refusals.is_empty() {
+        Ok(jobs)
+    } else {
+        Err(Error::Refused(refusals))
+    }
+}
+
+fn find<'a>(input: &'a Input, name: &str) -> Option<&'a Tensor> {
+    input
+        .tensors
+        .iter()
+        .find(|t| t.name.tensor.as_deref() == Some(name))
+}
+
+/// Checks and plans the join of `sources` into the output tensor `name`; with `name_refusals`,
+/// each refusal starts with the tensor's name.
+fn plan_tensor<'a>(
+    name: &str,
+    sources: Vec<&'a Tensor>,
+    options: &JobOptions,
+    name_refusals: bool,
+) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    let label = name_refusals.then_some(name);
+    let axis =
+        spec::check(options.spec, &sources, options.axis_for(name)).map_err(|e| about(label, e))?;
+    check_byte_runs(&sources, axis)?;
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
-    let plan = plan::plan(&infos, axis);
+    let plan = plan::plan(&infos, axis, options.layout());
+    Ok(job(name, plan, sources))
+}
+
+fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
     let out = OutTensor {
-        name: String::new(),
+        name: name.to_string(),
         dtype: plan.dtype.clone(),
         shape: plan.shape.clone(),
         layout: plan.layout,
         bytes: plan.bytes,
     };
-    Ok(vec![TensorJob { out, plan, sources }])
+    TensorJob { out, plan, sources }
+}
+
+/// Prefixes each refusal of one tensor's join with its name (in a whole-file join there are
+/// many); other errors become a refusal of their own.
+fn about(name: Option<&str>, error: Error) -> Vec<Refusal> {
+    match error {
+        Error::Refused(refusals) => refusals
+            .into_iter()
+            .map(|mut r| {
+                if let Some(name) = name {
+                    r.headline = format!("tensor `{name}`: {}", r.headline);
+                }
+                r
+            })
+            .collect(),
+        other => vec![Refusal {
+            headline: other.to_string(),
+            details: Vec::new(),
+            hint: None,
+        }],
+    }
+}
+
+/// Sub-byte types (float4, float6) pack elements across byte boundaries, so a join with
+/// several rounds needs every input's run to fill whole bytes.
+fn check_byte_runs(sources: &[&Tensor], axis: usize) -> std::result::Result<(), Vec<Refusal>> {
+    let dtype: &DType = &sources[0].info.dtype;
+    let shape = &sources[0].info.shape;
+    let rounds: u64 = shape[..axis].iter().product();
+    if dtype.bits() % 8 == 0 || rounds <= 1 {
+        return Ok(());
+    }
+    let bad: Vec<String> = sources
+        .iter()
+        .filter_map(|t| {
+            let run: u64 = t.info.shape[axis..].iter().product();
+            dtype.bytes_for(run).is_none().then(|| {
+                format!(
+                    "{}  {}  {}: {run} elements of {} bits per run = {} bits",
+                    t.name,
+                    dtype,
+                    t.info.shape_text(),
+                    dtype.bits(),
+                    run * dtype.bits()
+                )
+            })
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(vec![Refusal {
+        headline: format!(
+            "cannot join {dtype} tensors along axis {axis}: the join copies {rounds} runs from \
+             each input, and some runs end inside a byte"
+        ),
+        details: bad,
+        hint: Some(format!(
+            "{dtype} packs {} bits per element; join along axis 0, or along an axis where \
+             each input's run (its size there times the sizes after it) is a multiple of {} \
+             elements",
+            dtype.bits(),
+            8 / gcd(8, dtype.bits())
+        )),
+    }])
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A `--keep` tensor: checked to be byte-identical in every input, then copied from the
+/// first (a join of one input).
+fn keep_tensor<'a>(
+    name: &str,
+    sources: &[&'a Tensor],
+    options: &JobOptions,
+) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    let first = sources[0];
+    let mut differing = Vec::new();
+    for other in &sources[1..] {
+        match differs(first, other) {
+            Ok(None) => {}
+            Ok(Some(how)) => differing.push(format!("{}: {how}", other.name)),
+            Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
+        }
+    }
+    if !differing.is_empty() {
+        let mut details = vec![format!(
+            "{}  {}  {}",
+            first.name,
+            first.info.dtype,
+            first.info.shape_text()
+        )];
+        details.extend(differing);
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{name}` matches --keep but is not the same in every input; it would be \
+                 copied from {}",
+                first.name
+            ),
+            details,
+            hint: Some(
+                "change --keep so that it does not match this tensor, and it is joined along \
+                 its axis like the others"
+                    .to_string(),
+            ),
+        }]);
+    }
+    let info = &first.info;
+    let plan = if info.shape.is_empty() || options.layout().is_none_or(|l| l == info.layout) {
+        JoinPlan {
+            axis: 0,
+            dtype: info.dtype.clone(),
+            shape: info.shape.clone(),
+            layout: info.layout,
+            outer: u64::from(info.data_len > 0),
+            inputs: vec![InputPlan {
+                data_offset: info.data_offset,
+                data_len: info.data_len,
+                run_bytes: info.data_len,
+                swaps: info.swaps.clone(),
+                gather: None,
+            }],
+            bytes: info.data_len,
+        }
+    } else {
+        plan::plan(&[info], 0, options.layout())
+    };
+    Ok(job(name, plan, vec![first]))
+}
+
+/// How `b` differs from `a`, if it does: type, shape, or the first differing byte.
+fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
+    let (x, y) = (&a.info, &b.info);
+    if x.dtype != y.dtype || x.swaps != y.swaps {
+        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
+    }
+    if x.shape != y.shape || x.layout != y.layout {
+        return Ok(Some(format!(
+            "shape {} instead of {}",
+            y.shape_text(),
+            x.shape_text()
+        )));
+    }
+    let ra = Region::map(&a.file, x.data_offset, x.data_len)?;
+    let rb = Region::map(&b.file, y.data_offset, y.data_len)?;
+    const STEP: usize = 16 << 20;
+    let (ba, bb) = (ra.bytes(), rb.bytes());
+    for start in (0..ba.len()).step_by(STEP) {
+        let end = (start + STEP).min(ba.len());
+        if let Some(at) = ba[start..end]
+            .iter()
+            .zip(&bb[start..end])
+            .position(|(p, q)| p != q)
+        {
+            let byte = (start + at) as u64;
+            return Ok(Some(format!(
+                "its data differs from byte {byte} (element {})",
+                byte * 8 / x.dtype.bits().max(1)
+            )));
+        }
+        ra.release(start, end);
+        rb.release(start, end);
+    }
+    Ok(None)
 }
 
 /// The one tensor an input holds.
 fn only_tensor(input: &Input) -> Result<&Tensor> {
     match input.tensors.as_slice() {
         [only] => Ok(only),
-        tensors => Err(Error::Unsupported {
-            input: input.name.clone(),
-            reason: format!(
-                "it holds {} tensors; tjoin joins files of one tensor",
-                tensors.len()
-            ),
-        }),
+        tensors => {
+            let names: Vec<&str> = tensors
+                .iter()
+                .filter_map(|t| t.name.tensor.as_deref())
+                .take(5)
+                .collect();
+            Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "{} holds {} tensors ({}{}) and this join takes one tensor from each input",
+                    input.name,
+                    tensors.len(),
+                    names.join(", "),
+                    if tensors.len() > names.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                ),
+                details: Vec::new(),
+                hint: Some(format!(
+                    "pick one as {}:NAME, or write a .safetensors or .npz output (with only \
+                     multi-tensor inputs) to join every tensor with its namesakes",
+                    input.name.path.display()
+                )),
+            }]))
+        }
     }
+}
+
+/// Shell-style matching of a tensor name: `*` matches any text (dots included), `?` one
+/// character, anything else itself.
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    let (glob, name): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    // Iterative matching with backtracking to the last star: linear in practice.
+    let (mut g, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match glob.get(g) {
+            Some('*') => {
+                star = Some((g, n));
+                g += 1;
+            }
+            Some(&c) if c == '?' || c == name[n] => {
+                g += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sg, sn)) => {
+                    g = sg + 1;
+                    n = sn + 1;
+                    star = Some((sg, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    glob[g..].iter().all(|&c| c == '*')
 }
 
 /// Refuses the job unless every output tensor has shape `expected` (DirectML's check that
@@ -93,5 +494,25 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Refused(refusals))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_like_a_shell() {
+        assert!(glob_match(
+            "*.o_proj.weight",
+            "model.layers.0.self_attn.o_proj.weight"
+        ));
+        assert!(glob_match("*norm*", "model.norm.weight"));
+        assert!(glob_match("layer?.w", "layer1.w"));
+        assert!(!glob_match("layer?.w", "layer10.w"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("a*b", "ac"));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+        assert!(!glob_match("*.bias", "x.weight"));
     }
 }

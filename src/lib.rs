@@ -27,7 +27,9 @@ pub use error::{Error, ExitCode, Result};
 
 use cli::Cli;
 use error::Refusal;
-use format::{Format, OutTensor, Writer};
+use std::collections::BTreeMap;
+
+use format::{Format, OutTensor, WriteOptions, Writer};
 use indicatif::ProgressBar;
 use input::Input;
 use job::TensorJob;
@@ -41,7 +43,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         return generate::generate(kind, &mut stdout)
             .map_err(|e| Error::io("write", std::path::Path::new("standard output"), e));
     }
-    let format = cli.output.as_deref().map(Format::of_output).transpose()?;
+    let output_format = cli.output.as_deref().map(Format::of_output).transpose()?;
     let mut inputs = cli
         .inputs
         .iter()
@@ -51,23 +53,31 @@ pub fn run(cli: &Cli) -> Result<()> {
     if cli.stack {
         stack::insert_axis(&mut inputs, cli.axis)?;
     }
+    // A dry run without an output plans as if the output were like the first input.
+    let format = output_format.unwrap_or(inputs[0].format);
+    let options = write_options(cli, format, &inputs)?;
     let spec = cli.spec.unwrap_or_default();
-    let job = job::build(&inputs, spec, cli.axis)?;
+    let job = job::build(&inputs, &job_options(cli, spec, format))?;
     if let Some(expected) = &cli.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }
-    let mut writer = format.map(Format::writer);
+    let mut writer = format.writer(&options);
+    let job = in_writer_order(job, writer.as_ref());
     let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
-    if let (Some(writer), Some(path)) = (&writer, &cli.output) {
-        writer.check(&described).map_err(|reason| {
-            Error::Refused(vec![Refusal {
-                headline: format!("cannot write {}: {reason}", path.display()),
-                details: Vec::new(),
-                hint: None,
-            }])
-        })?;
-    }
-    let (Some(writer), Some(path), false) = (writer.as_mut(), &cli.output, cli.dry_run) else {
+    let target = cli
+        .output
+        .as_deref()
+        .unwrap_or(std::path::Path::new("the output"));
+    writer.check(&described).map_err(|reason| {
+        let mut lines = reason.lines().map(str::to_string);
+        let first = lines.next().unwrap_or_default();
+        Error::Refused(vec![Refusal {
+            headline: format!("cannot write {}: {first}", target.display()),
+            details: lines.collect(),
+            hint: None,
+        }])
+    })?;
+    let (Some(path), false) = (&cli.output, cli.dry_run) else {
         print!(
             "{}",
             report::dry_run(spec, &job, cli.axis, cli.output.as_deref())
@@ -90,6 +100,60 @@ pub fn run(cli: &Cli) -> Result<()> {
         input.check_unchanged()?;
     }
     output.commit()
+}
+
+fn job_options(cli: &Cli, spec: spec::Spec, format: Format) -> job::JobOptions<'_> {
+    job::JobOptions {
+        axis: cli.axis,
+        spec,
+        axis_for: &cli.axis_for,
+        keep: &cli.keep,
+        name: cli.name.as_deref(),
+        output: format,
+    }
+}
+
+/// The writer's options from the flags, refusing flags the output format has no use for.
+fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOptions> {
+    let misplaced = |flag: &str, kind: &str| {
+        Error::Refused(vec![Refusal {
+            headline: format!("{flag} applies to {kind} outputs only"),
+            details: Vec::new(),
+            hint: Some(format!(
+                "drop {flag}, or name the output with the {kind} extension"
+            )),
+        }])
+    };
+    if cli.compress && format != Format::Npz {
+        return Err(misplaced("--compress", ".npz"));
+    }
+    if !cli.metadata.is_empty() && format != Format::SafeTensors {
+        return Err(misplaced("--metadata", ".safetensors"));
+    }
+    let mut metadata: Option<BTreeMap<String, String>> = inputs
+        .first()
+        .and_then(|input| input.metadata.clone())
+        .map(|pairs| pairs.into_iter().collect());
+    if !cli.metadata.is_empty() {
+        metadata
+            .get_or_insert_default()
+            .extend(cli.metadata.iter().cloned());
+    }
+    Ok(WriteOptions {
+        compress: cli.compress,
+        metadata,
+    })
+}
+
+/// The job's tensors in the order the output format lists them.
+fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<TensorJob<'a>> {
+    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
+    let mut slots: Vec<Option<TensorJob>> = job.into_iter().map(Some).collect();
+    writer
+        .order(&described)
+        .into_iter()
+        .filter_map(|index| slots.get_mut(index).and_then(Option::take))
+        .collect()
 }
 
 /// Streams every tensor of the job into `sink`, framed by the output format's `writer`.

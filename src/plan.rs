@@ -55,14 +55,15 @@ pub struct Gather {
     pub run_strides: Vec<u64>,
 }
 
-/// Plans the join of tensors that passed the rules along `axis` (counted from the front).
-pub fn plan(infos: &[&TensorInfo], axis: usize) -> JoinPlan {
+/// Plans the join of tensors that passed the rules along `axis` (counted from the front), in
+/// `layout` when the output format demands one, else as numpy would lay it out.
+pub fn plan(infos: &[&TensorInfo], axis: usize, layout: Option<Layout>) -> JoinPlan {
     let dtype = infos[0].dtype.clone();
     let itemsize = dtype.itemsize();
     let mut shape = infos[0].shape.clone();
     shape[axis] = infos.iter().map(|i| i.shape[axis]).sum();
     let bytes = infos.iter().map(|i| i.data_len).sum();
-    let layout = numpy_layout(infos, &shape, itemsize);
+    let layout = layout.unwrap_or_else(|| numpy_layout(infos, &shape, itemsize));
     let perm = storage_perm(shape.len(), layout);
     let storage_axis = perm.iter().position(|&a| a == axis).unwrap_or(0);
     let storage_dims: Vec<u64> = perm.iter().map(|&a| shape[a]).collect();
@@ -78,7 +79,11 @@ pub fn plan(infos: &[&TensorInfo], axis: usize) -> JoinPlan {
         .map(|info| InputPlan {
             data_offset: info.data_offset,
             data_len: info.data_len,
-            run_bytes: info.shape[axis] * inner * itemsize,
+            // Sub-byte types: the rules made sure runs fill whole bytes when there are
+            // several rounds; with one round the run is all of the input's data.
+            run_bytes: dtype
+                .bytes_for(info.shape[axis] * inner)
+                .unwrap_or(info.data_len),
             swaps: info.swaps.clone(),
             gather: gather(info, &perm, storage_axis, layout),
         })
@@ -204,7 +209,7 @@ mod tests {
     fn directml_example_1_is_two_rounds_of_runs() {
         let a = info(&[1, 1, 2, 3], Layout::C);
         let b = info(&[1, 1, 2, 4], Layout::C);
-        let plan = plan(&[&a, &b], 3);
+        let plan = plan(&[&a, &b], 3, None);
         assert_eq!(plan.shape, [1, 1, 2, 7]);
         assert_eq!(plan.outer, 2);
         assert_eq!(plan.inputs[0].run_bytes, 12);
@@ -216,7 +221,7 @@ mod tests {
     fn all_fortran_inputs_join_in_fortran_order_without_gathering() {
         let a = info(&[2, 3], Layout::Fortran);
         let b = info(&[4, 3], Layout::Fortran);
-        let plan = plan(&[&a, &b], 0);
+        let plan = plan(&[&a, &b], 0, None);
         assert_eq!(plan.layout, Layout::Fortran);
         // Storage order is [3, 6]: axis 0 is the fastest, so there are 3 rounds.
         assert_eq!(plan.outer, 3);
@@ -228,7 +233,7 @@ mod tests {
     fn mixed_layouts_give_c_order_and_gather_the_fortran_input() {
         let a = info(&[2, 3], Layout::C);
         let b = info(&[2, 3], Layout::Fortran);
-        let plan = plan(&[&a, &b], 1);
+        let plan = plan(&[&a, &b], 1, None);
         assert_eq!(plan.layout, Layout::C);
         assert!(plan.inputs[0].gather.is_none());
         let gather = plan.inputs[1].gather.as_ref().unwrap();
@@ -240,16 +245,16 @@ mod tests {
     #[test]
     fn vectors_and_empty_outputs_are_saved_in_c_order() {
         let a = info(&[1, 5], Layout::Fortran);
-        assert_eq!(plan(&[&a, &a], 1).layout, Layout::C);
+        assert_eq!(plan(&[&a, &a], 1, None).layout, Layout::C);
         let e = info(&[0, 5], Layout::Fortran);
-        assert_eq!(plan(&[&e, &e], 0).layout, Layout::C);
+        assert_eq!(plan(&[&e, &e], 0, None).layout, Layout::C);
     }
 
     #[test]
     fn a_one_row_c_input_does_not_outvote_fortran_inputs() {
         let a = info(&[1, 5], Layout::C);
         let b = info(&[3, 5], Layout::Fortran);
-        let plan = plan(&[&a, &b], 0);
+        let plan = plan(&[&a, &b], 0, None);
         assert_eq!(plan.layout, Layout::Fortran);
         assert!(plan.inputs[0].gather.is_none());
     }

@@ -89,7 +89,8 @@ const ONNX_4_TYPES: &[&str] = &[
 ];
 const ONNX_1_TYPES: &[&str] = &["double", "float", "float16"];
 const OPENVINO_NUMERIC: &[&str] = &[
-    "bf16", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+    "bf16", "f16", "f32", "f64", "f8e4m3", "f8e5m2", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
+    "u64",
 ];
 const DML_4_1_TYPES: &[&str] = &[
     "FLOAT64", "FLOAT32", "FLOAT16", "INT64", "INT32", "INT16", "INT8", "UINT64", "UINT32",

@@ -2,10 +2,15 @@
 //! output's headers around the data the copy engine streams. One module per format.
 
 pub mod npy;
+pub mod npz;
+pub mod safetensors;
+pub mod zip;
 
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::io;
+use std::io::{self, Read, Seek};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -16,47 +21,137 @@ use crate::output::{PassThrough, Sink};
 pub enum Format {
     /// numpy's .npy: one tensor.
     Npy,
+    /// numpy's .npz: a zip archive of .npy files.
+    Npz,
+    /// Hugging Face's safetensors: named tensors behind a JSON header.
+    SafeTensors,
+}
+
+/// What the writer of an output needs beyond its tensors.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Deflate .npz members.
+    pub compress: bool,
+    /// safetensors `__metadata__` to write, if any.
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// What a file holds: its tensors, in the file's order, and its free-form metadata.
+pub struct Contents {
+    /// The tensors.
+    pub tensors: Vec<Found>,
+    /// safetensors' `__metadata__` map, in the file's order.
+    pub metadata: Option<Vec<(String, String)>>,
+}
+
+/// One tensor a reader found.
+pub struct Found {
+    /// Its name, for formats that hold several.
+    pub name: Option<String>,
+    /// What its header says.
+    pub info: TensorInfo,
+    /// The file its data is in, when not the input itself (an inflated .npz member).
+    pub file: Option<Arc<File>>,
 }
 
 impl Format {
-    /// The format of an input file. Only .npy exists so far, so every input is read as .npy
-    /// (a file of another kind is refused by the .npy reader, naming what it found).
-    pub fn of_input(_path: &Path) -> Format {
-        Format::Npy
+    /// The format of the input `file` at `path`: from its first bytes when they say (the
+    /// .npy magic, a zip signature, a safetensors JSON header), else from its extension, else
+    /// .npy (whose reader then says what it found instead).
+    pub fn of_input(path: &Path, file: &File) -> Format {
+        let mut start = [0u8; 9];
+        let mut reader = file;
+        let read = reader.read(&mut start).unwrap_or(0);
+        // The readers read from the start; a failed rewind fails them with a message.
+        let _ = reader.seek(io::SeekFrom::Start(0));
+        let start = &start[..read];
+        if start.starts_with(b"\x93NUMPY") {
+            Format::Npy
+        } else if start.starts_with(b"PK\x03\x04") || start.starts_with(b"PK\x05\x06") {
+            Format::Npz
+        } else if start.len() == 9 && start[8] == b'{' {
+            Format::SafeTensors
+        } else {
+            Format::of_extension(path).unwrap_or(Format::Npy)
+        }
+    }
+
+    fn of_extension(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "npy" => Some(Format::Npy),
+            "npz" => Some(Format::Npz),
+            "safetensors" => Some(Format::SafeTensors),
+            _ => None,
+        }
     }
 
     /// The format to write `path` in, from its extension.
     pub fn of_output(path: &Path) -> Result<Format> {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some(ext) if ext.eq_ignore_ascii_case("npy") => Ok(Format::Npy),
-            _ => Err(Error::Refused(vec![Refusal {
+        Format::of_extension(path).ok_or_else(|| {
+            Error::Refused(vec![Refusal {
                 headline: format!(
                     "cannot tell which format to write {} in from its extension",
                     path.display()
                 ),
                 details: Vec::new(),
-                hint: Some("name the output with the .npy extension".to_string()),
-            }])),
-        }
+                hint: Some(
+                    "name the output with the .npy, .npz or .safetensors extension".to_string(),
+                ),
+            }])
+        })
     }
 
-    /// Reads the tensors a file of this format declares, each with its name for formats
-    /// that hold several.
+    /// Whether files of this format hold named tensors, several of them.
+    pub fn is_container(self) -> bool {
+        self != Format::Npy
+    }
+
+    /// Reads the tensors a file of this format declares; with `select`, only the tensor of
+    /// that name (an error lists the names there are when none has it).
     pub fn read(
         self,
         file: &File,
         file_len: u64,
         input: &InputRef,
-    ) -> Result<Vec<(Option<String>, TensorInfo)>> {
-        match self {
-            Format::Npy => Ok(vec![(None, npy::read_header(file, file_len, input)?)]),
+        select: Option<&str>,
+    ) -> Result<Contents> {
+        let mut contents = match self {
+            Format::Npy => Contents {
+                tensors: vec![Found {
+                    name: None,
+                    info: npy::read_header(file, file_len, input)?,
+                    file: None,
+                }],
+                metadata: None,
+            },
+            Format::Npz => return npz::read(file, file_len, input, select),
+            Format::SafeTensors => safetensors::read(file, file_len, input)?,
+        };
+        if let Some(wanted) = select {
+            let names: Vec<String> = contents
+                .tensors
+                .iter()
+                .filter_map(|t| t.name.clone())
+                .collect();
+            if !names.iter().any(|n| n == wanted) {
+                return Err(crate::input::no_such_tensor(input, wanted, &names));
+            }
+            contents
+                .tensors
+                .retain(|t| t.name.as_deref() == Some(wanted));
         }
+        Ok(contents)
     }
 
     /// The writer of an output in this format.
-    pub fn writer(self) -> Box<dyn Writer> {
+    pub fn writer(self, options: &WriteOptions) -> Box<dyn Writer> {
         match self {
             Format::Npy => Box::new(npy::NpyWriter),
+            Format::Npz => Box::new(npz::NpzWriter::new(options.compress)),
+            Format::SafeTensors => Box::new(safetensors::SafeTensorsWriter {
+                metadata: options.metadata.clone(),
+            }),
         }
     }
 }
@@ -83,6 +178,11 @@ pub trait Writer {
     /// single-tensor format, an element type it has no name for). Called before anything is
     /// written.
     fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String>;
+    /// The order to write `tensors` in, as indexes into it: formats with a canonical order
+    /// (safetensors) sort; the default keeps the job's order.
+    fn order(&self, tensors: &[OutTensor]) -> Vec<usize> {
+        (0..tensors.len()).collect()
+    }
     /// Writes what comes before the first tensor.
     fn start(&mut self, _sink: &mut dyn Sink, _tensors: &[OutTensor]) -> io::Result<()> {
         Ok(())

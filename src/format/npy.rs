@@ -20,14 +20,25 @@ const MAX_HEADER_LEN: u64 = 64 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
+    read_header_at(&mut &*file, 0, file_len, input)
+}
+
+/// Reads and checks the header of a .npy file of `file_len` bytes that starts at offset
+/// `start` of the file `reader` reads (a member of an .npz archive); `reader` is positioned
+/// there. The returned `data_offset` counts from the start of that file.
+pub fn read_header_at(
+    reader: &mut impl Read,
+    start: u64,
+    file_len: u64,
+    input: &InputRef,
+) -> Result<TensorInfo> {
     let malformed = |reason: String| Error::Malformed {
         input: input.clone(),
         format: ".npy",
         reason,
     };
-    let mut reader = file;
     let mut preamble = [0u8; 12];
-    let preamble_len = preamble_len(&mut reader, &mut preamble, file_len).map_err(malformed)?;
+    let preamble_len = preamble_len(reader, &mut preamble, file_len).map_err(malformed)?;
     let header_len = match preamble[6] {
         1 => u64::from(u16::from_le_bytes([preamble[8], preamble[9]])),
         _ => u64::from(u32::from_le_bytes([
@@ -84,7 +95,7 @@ pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<Tenso
         swaps: stored.swaps,
         shape,
         layout,
-        data_offset,
+        data_offset: start + data_offset,
         data_len: declared,
     })
 }
@@ -150,7 +161,7 @@ pub struct NpyWriter;
 impl Writer for NpyWriter {
     fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
         match tensors {
-            [_] => Ok(()),
+            [one] => check_dtype(one),
             _ => Err(format!(
                 "a .npy file holds one tensor, and this join makes {}",
                 tensors.len()
@@ -160,6 +171,18 @@ impl Writer for NpyWriter {
 
     fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {
         sink.write_all(&header(&tensor.dtype, &tensor.shape, tensor.layout)?)
+    }
+}
+
+/// Refuses element types numpy has no `descr` for.
+pub fn check_dtype(tensor: &OutTensor) -> std::result::Result<(), String> {
+    if tensor.dtype.in_npy() {
+        Ok(())
+    } else {
+        Err(format!(
+            "numpy has no {} type, so .npy and .npz cannot hold it; write .safetensors instead",
+            tensor.dtype
+        ))
     }
 }
 

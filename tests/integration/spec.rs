@@ -400,3 +400,112 @@ fn write_inputs(dir: &Path, descr: &str, shapes: &[&[u64]]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Writes a one-tensor .safetensors file named `name.safetensors` of zeros.
+fn write_safetensors(dir: &Path, name: &str, tensors: &[(&str, &str, &[u64])]) -> String {
+    let itemsize = |dtype: &str| match dtype {
+        "BF16" | "F16" => 2,
+        "I8" | "U8" => 1,
+        _ => 4,
+    };
+    let mut header = String::from("{");
+    let mut offset = 0;
+    for (i, (tensor, dtype, shape)) in tensors.iter().enumerate() {
+        let bytes = shape.iter().product::<u64>() * itemsize(dtype);
+        let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+        header.push_str(&format!(
+            "{}\"{tensor}\":{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{offset},{}]}}",
+            if i > 0 { "," } else { "" },
+            dims.join(","),
+            offset + bytes
+        ));
+        offset += bytes;
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.resize(file.len() + offset as usize, 0);
+    let file_name = format!("{name}.safetensors");
+    fs::write(dir.join(&file_name), file).unwrap();
+    file_name
+}
+
+#[test]
+fn bfloat16_is_onnx_13_and_openvino_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_safetensors(dir.path(), "a", &[("x", "BF16", &[1, 1, 2, 3])]);
+    let b = write_safetensors(dir.path(), "b", &[("x", "BF16", &[1, 1, 2, 4])]);
+    for (spec, refusal) in [
+        ("onnx-13", None),
+        ("openvino", None),
+        ("onnx-11", Some("ONNX Concat-11 does not support bfloat16")),
+        ("onnx-4", Some("ONNX Concat-4 does not support bfloat16")),
+        ("onnx-1", Some("ONNX Concat-1 does not support bfloat16")),
+        (
+            "directml",
+            Some("DirectML Join at feature level 4.1 does not support bfloat16"),
+        ),
+    ] {
+        let out = tjoin()
+            .current_dir(dir.path())
+            .args(["--spec", spec, "--dry-run", "-a", "3", &a, &b])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match refusal {
+            None => assert!(out.status.success(), "{spec}: {stderr}"),
+            Some(text) => {
+                assert_eq!(out.status.code(), Some(2), "{spec}");
+                assert!(stderr.contains(text), "{spec}: {stderr}");
+            }
+        }
+    }
+}
+
+#[test]
+fn spec_applies_to_each_tensor_of_a_container_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors: &[(&str, &str, &[u64])] =
+        &[("w", "F16", &[1, 1, 2, 2]), ("q", "I8", &[1, 1, 2, 2])];
+    let a = write_safetensors(dir.path(), "a", tensors);
+    let b = write_safetensors(dir.path(), "b", tensors);
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args([
+            "--spec",
+            "directml:1.0",
+            "-a",
+            "3",
+            &a,
+            &b,
+            "-o",
+            "out.safetensors",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("tensor `q`: DirectML Join at feature level 1.0 does not support int8"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("tensor `w`"), "{stderr}");
+    assert!(!dir.path().join("out.safetensors").exists());
+    tjoin()
+        .current_dir(dir.path())
+        .args([
+            "--spec",
+            "directml:2.1",
+            "-a",
+            "3",
+            &a,
+            &b,
+            "-o",
+            "out.safetensors",
+        ])
+        .assert()
+        .success();
+}

@@ -1,0 +1,356 @@
+//! numpy's .npz: a zip archive of .npy files, one per array, named `NAME.npy`
+//! (`numpy.savez`, `numpy.savez_compressed`).
+//!
+//! Reading: a member stored uncompressed is read in place, its data an offset into the
+//! archive; a deflated member is inflated once into an unlinked temporary file (checking its
+//! CRC-32 and size) and read from there. Writing: members stored (or deflated with
+//! `--compress`) front to back, the CRC-32 computed as the data streams by, sizes and CRC in
+//! a data descriptor after each member, then the central directory: what Python's `zipfile`
+//! writes on a stream it cannot seek, so `numpy.load` reads it.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use flate2::{Compress, Compression, FlushCompress, Status};
+
+use crate::error::{Error, InputRef, Result};
+use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
+use crate::format::{Contents, Found, OutTensor, Writer, npy};
+use crate::output::Sink;
+
+/// Reads the archive's directory and each member's .npy header; with `select`, only that
+/// member (inflating only it).
+pub fn read(
+    file: &File,
+    file_len: u64,
+    input: &InputRef,
+    select: Option<&str>,
+) -> Result<Contents> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: ".npz",
+        reason,
+    };
+    let members: Vec<Member> = zip::directory(file, file_len)
+        .map_err(malformed)?
+        .into_iter()
+        .filter(|m| !m.name.ends_with('/'))
+        .collect();
+    let names: Vec<String> = members.iter().map(|m| array_name(&m.name)).collect();
+    if let Some(wanted) = select
+        && !names.iter().any(|n| n == wanted)
+    {
+        return Err(crate::input::no_such_tensor(input, wanted, &names));
+    }
+    let mut tensors = Vec::new();
+    for (member, name) in members.iter().zip(names) {
+        if select.is_some_and(|wanted| wanted != name) {
+            continue;
+        }
+        let tensor_ref = InputRef {
+            tensor: Some(name.clone()),
+            ..input.clone()
+        };
+        tensors.push(read_member(file, member, name, &tensor_ref)?);
+    }
+    Ok(Contents {
+        tensors,
+        metadata: None,
+    })
+}
+
+/// numpy's name for a member: its file name without `.npy`.
+fn array_name(member: &str) -> String {
+    member.strip_suffix(".npy").unwrap_or(member).to_string()
+}
+
+fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> Result<Found> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: ".npz",
+        reason,
+    };
+    match member.method {
+        STORED => {
+            if member.compressed != member.size {
+                return Err(malformed(format!(
+                    "its member {} is stored uncompressed but declares {} bytes stored and {} \
+                     bytes uncompressed",
+                    member.name, member.compressed, member.size
+                )));
+            }
+            let mut reader = file;
+            reader
+                .seek(SeekFrom::Start(member.data_start))
+                .map_err(|e| input.io_error("read", e))?;
+            let info = npy::read_header_at(&mut reader, member.data_start, member.size, input)?;
+            Ok(Found {
+                name: Some(name),
+                info,
+                file: None,
+            })
+        }
+        DEFLATED => {
+            let mut temp = inflate(file, member).map_err(malformed)?;
+            temp.seek(SeekFrom::Start(0))
+                .map_err(|e| input.io_error("read", e))?;
+            let info = npy::read_header_at(&mut BufReader::new(&temp), 0, member.size, input)?;
+            Ok(Found {
+                name: Some(name),
+                info,
+                file: Some(Arc::new(temp)),
+            })
+        }
+        method => Err(Error::Unsupported {
+            input: input.clone(),
+            reason: format!(
+                "its member {} is compressed with zip method {method}; tjoin reads stored and \
+                 deflated members, the two numpy writes",
+                member.name
+            ),
+        }),
+    }
+}
+
+/// Inflates a deflated member into an unlinked temporary file, checking size and CRC-32.
+fn inflate(file: &File, member: &Member) -> std::result::Result<File, String> {
+    let io_failed = |e: io::Error| format!("inflating its member {} failed: {e}", member.name);
+    let mut source = file;
+    source
+        .seek(SeekFrom::Start(member.data_start))
+        .map_err(io_failed)?;
+    let compressed = BufReader::with_capacity(1 << 20, source.take(member.compressed));
+    // One byte more than declared, to notice a member that inflates to more.
+    let mut decoder = flate2::read::DeflateDecoder::new(compressed).take(member.size + 1);
+    let mut temp = tempfile::tempfile().map_err(|e| {
+        format!(
+            "cannot create a temporary file to inflate its member {} into: {e}",
+            member.name
+        )
+    })?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = match decoder.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(zip::inflate_error(&member.name, e)),
+        };
+        hasher.update(&buffer[..n]);
+        temp.write_all(&buffer[..n]).map_err(io_failed)?;
+        total += n as u64;
+    }
+    if total != member.size {
+        return Err(format!(
+            "its member {} inflates to {}{total} bytes but declares {}; the file is damaged",
+            member.name,
+            if total > member.size {
+                "more than "
+            } else {
+                ""
+            },
+            member.size
+        ));
+    }
+    let crc = hasher.finalize();
+    if crc != member.crc {
+        return Err(format!(
+            "its member {} fails its CRC-32 check (computed {crc:08x}, recorded {:08x}); the \
+             file is damaged",
+            member.name, member.crc
+        ));
+    }
+    Ok(temp)
+}
+
+/// Writes tensors as members `NAME.npy` of a zip archive.
+pub struct NpzWriter {
+    compress: bool,
+    /// Bytes written so far.
+    offset: u64,
+    /// The members written so far.
+    written: Vec<Written>,
+    /// The member being written.
+    current: Option<MemberState>,
+}
+
+impl NpzWriter {
+    /// A writer of stored members, or deflated ones with `compress`.
+    pub fn new(compress: bool) -> NpzWriter {
+        NpzWriter {
+            compress,
+            offset: 0,
+            written: Vec::new(),
+            current: None,
+        }
+    }
+
+    fn write(&mut self, sink: &mut dyn Sink, bytes: &[u8]) -> io::Result<()> {
+        sink.write_all(bytes)?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// The CRC, counts and compressor of the member being written.
+struct MemberState {
+    member: Written,
+    hasher: crc32fast::Hasher,
+    deflate: Option<(Compress, Vec<u8>)>,
+}
+
+impl MemberState {
+    /// Passes uncompressed bytes of the member on to `sink`.
+    fn feed(&mut self, sink: &mut dyn Sink, bytes: &[u8]) -> io::Result<()> {
+        self.hasher.update(bytes);
+        self.member.size += bytes.len() as u64;
+        match &mut self.deflate {
+            None => {
+                self.member.compressed += bytes.len() as u64;
+                sink.write_all(bytes)
+            }
+            Some(_) => self.deflate(sink, bytes, FlushCompress::None),
+        }
+    }
+
+    /// Compresses `input` into `sink`; with `Finish`, until the stream is complete.
+    fn deflate(
+        &mut self,
+        sink: &mut dyn Sink,
+        mut input: &[u8],
+        flush: FlushCompress,
+    ) -> io::Result<()> {
+        let Some((compress, buffer)) = &mut self.deflate else {
+            return Ok(());
+        };
+        loop {
+            let (read, wrote) = (compress.total_in(), compress.total_out());
+            let status = compress
+                .compress(input, buffer, flush)
+                .map_err(io::Error::other)?;
+            let consumed = (compress.total_in() - read) as usize;
+            let produced = (compress.total_out() - wrote) as usize;
+            sink.write_all(&buffer[..produced])?;
+            self.member.compressed += produced as u64;
+            input = &input[consumed..];
+            let done = match flush {
+                FlushCompress::Finish => status == Status::StreamEnd,
+                _ => input.is_empty() && produced < buffer.len(),
+            };
+            if done {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The sink the copy engine writes a member's data through.
+struct MemberSink<'a> {
+    state: &'a mut MemberState,
+    sink: &'a mut dyn Sink,
+}
+
+impl Sink for MemberSink<'_> {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.state.feed(self.sink, bytes)
+    }
+
+    fn name(&self) -> &Path {
+        self.sink.name()
+    }
+}
+
+impl Writer for NpzWriter {
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
+        let mut problems: Vec<String> = tensors
+            .iter()
+            .filter_map(|t| {
+                npy::check_dtype(t)
+                    .err()
+                    .map(|e| format!("tensor `{}`: {e}", t.name))
+            })
+            .collect();
+        let mut names = std::collections::HashSet::new();
+        for tensor in tensors {
+            if !names.insert(&tensor.name) {
+                problems.push(format!("two tensors are named `{}`", tensor.name));
+            }
+            if tensor.name.len() + 4 > usize::from(u16::MAX) {
+                problems.push(format!(
+                    "the name of tensor `{}` is too long for a zip",
+                    tensor.name
+                ));
+            }
+        }
+        if tensors.len() > usize::from(u16::MAX) * 16 {
+            problems.push(format!(
+                "{} tensors are too many for one archive",
+                tensors.len()
+            ));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {
+        let name = format!("{}.npy", tensor.name);
+        let method = if self.compress { DEFLATED } else { STORED };
+        let local = self.offset;
+        self.write(sink, &zip::local_header(&name, method))?;
+        let mut state = MemberState {
+            member: Written {
+                name,
+                method,
+                crc: 0,
+                compressed: 0,
+                size: 0,
+                local,
+            },
+            hasher: crc32fast::Hasher::new(),
+            deflate: self.compress.then(|| {
+                (
+                    Compress::new(Compression::default(), false),
+                    vec![0; 1 << 16],
+                )
+            }),
+        };
+        state.feed(
+            sink,
+            &npy::header(&tensor.dtype, &tensor.shape, tensor.layout)?,
+        )?;
+        self.current = Some(state);
+        Ok(())
+    }
+
+    fn data_sink<'a>(&'a mut self, sink: &'a mut dyn Sink) -> Box<dyn Sink + 'a> {
+        match &mut self.current {
+            Some(state) => Box::new(MemberSink { state, sink }),
+            None => Box::new(crate::output::PassThrough(sink)),
+        }
+    }
+
+    fn end_tensor(&mut self, sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
+        let Some(mut state) = self.current.take() else {
+            return Ok(());
+        };
+        state.deflate(sink, &[], FlushCompress::Finish)?;
+        let mut member = state.member;
+        member.crc = state.hasher.finalize();
+        self.offset += member.compressed;
+        self.write(sink, &zip::data_descriptor(&member))?;
+        self.written.push(member);
+        Ok(())
+    }
+
+    fn finish(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
+        let directory = zip::central_directory(&self.written, self.offset);
+        self.write(sink, &directory)
+    }
+}

@@ -1,0 +1,476 @@
+//! The safetensors format: an 8-byte little-endian header length, a JSON header naming each
+//! tensor's dtype, shape and byte range, then the data. <https://github.com/huggingface/safetensors>
+//!
+//! The header is checked with the rules of the safetensors crate's `read_metadata` and
+//! `Metadata::validate` (a 100 MB cap on its length, UTF-8 JSON, byte ranges that tile the
+//! data from 0 without gap or overlap, byte counts that match dtype and shape, data ending
+//! exactly at the end of the file), plus one the crate does not make: a tensor named twice
+//! (the crate keeps the last, silently). Messages name the tensor and the numbers involved.
+//! The tests check that the crate refuses every header refused here.
+//!
+//! Writing follows the crate's `serialize`: tensors sorted by dtype alignment (largest
+//! first), then by name; `__metadata__` first in the header; the header padded with spaces
+//! to a multiple of 8 bytes. For the same tensors and metadata the file is byte-identical to
+//! what `safetensors.torch.save_file` writes (metadata keys are sorted; the crate writes them
+//! in hash order).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+use crate::dtype::{ByteOrder, DType, Swaps};
+use crate::error::{Error, InputRef, Result};
+use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, shape_text};
+use crate::output::Sink;
+
+/// The safetensors crate refuses longer headers (`MAX_HEADER_SIZE`).
+const MAX_HEADER_LEN: u64 = 100_000_000;
+/// The key of the free-form string map in the header.
+pub const METADATA_KEY: &str = "__metadata__";
+
+/// Reads and checks the header of the safetensors file `file` of `file_len` bytes.
+pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: "safetensors",
+        reason,
+    };
+    let mut reader = file;
+    if file_len < 8 {
+        return Err(malformed(format!(
+            "it is {file_len} bytes long, shorter than the 8-byte header length every \
+             safetensors file starts with; the file is truncated"
+        )));
+    }
+    let mut len_field = [0u8; 8];
+    reader
+        .read_exact(&mut len_field)
+        .map_err(|e| input.io_error("read the header of", e))?;
+    let header_len = u64::from_le_bytes(len_field);
+    if header_len > MAX_HEADER_LEN {
+        return Err(malformed(format!(
+            "its header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} \
+             safetensors allows; the file is damaged or not a safetensors file"
+        )));
+    }
+    if header_len > file_len - 8 {
+        return Err(malformed(format!(
+            "its header length field says {header_len} bytes but only {} follow it; the file \
+             is truncated",
+            file_len - 8
+        )));
+    }
+    let mut text = vec![0; header_len as usize];
+    reader
+        .read_exact(&mut text)
+        .map_err(|e| input.io_error("read the header of", e))?;
+    let header = parse_header(&text).map_err(malformed)?;
+    let data_start = 8 + header_len;
+    let data_len = file_len - data_start;
+    if header.end != data_len {
+        return Err(malformed(format!(
+            "its tensors' data ends {} bytes after the header but the file holds {data_len} \
+             bytes there; the file is {}",
+            header.end,
+            if data_len < header.end {
+                "truncated"
+            } else {
+                "longer than its header says"
+            }
+        )));
+    }
+    let tensors = header
+        .tensors
+        .into_iter()
+        .map(|t| Found {
+            name: Some(t.name),
+            info: TensorInfo {
+                swaps: Swaps::None,
+                byte_order: t.dtype.byte_order_or_na(ByteOrder::Little),
+                dtype: t.dtype,
+                shape: t.shape,
+                layout: Layout::C,
+                data_offset: data_start + t.begin,
+                data_len: t.end - t.begin,
+            },
+            file: None,
+        })
+        .collect();
+    Ok(Contents {
+        tensors,
+        metadata: header.metadata,
+    })
+}
+
+/// A checked header.
+#[derive(Debug)]
+struct Header {
+    metadata: Option<Vec<(String, String)>>,
+    /// In data order.
+    tensors: Vec<Entry>,
+    /// Where the last tensor's data ends, counted from the start of the data.
+    end: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+    begin: u64,
+    end: u64,
+}
+
+/// Parses and checks the header text (everything but the check against the file's length).
+fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
+    let text = std::str::from_utf8(text).map_err(|e| format!("its header is not UTF-8: {e}"))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let entries = deserializer
+        .deserialize_map(EntriesVisitor)
+        .and_then(|entries| deserializer.end().map(|()| entries))
+        .map_err(|e| format!("its header is not valid JSON: {e}"))?;
+    let mut seen = std::collections::HashSet::new();
+    let mut metadata = None;
+    let mut tensors = Vec::new();
+    for (name, value) in entries {
+        if !seen.insert(name.clone()) {
+            return Err(format!(
+                "its header names {} twice",
+                if name == METADATA_KEY {
+                    METADATA_KEY.to_string()
+                } else {
+                    format!("tensor `{name}`")
+                }
+            ));
+        }
+        if name == METADATA_KEY {
+            metadata = Some(parse_metadata(value)?);
+        } else {
+            tensors.push(parse_entry(name, value)?);
+        }
+    }
+    // The crate sorts by data offsets and then requires them to tile the data.
+    tensors.sort_by_key(|t| (t.begin, t.end));
+    let mut end = 0u64;
+    let mut previous: Option<&Entry> = None;
+    for tensor in &tensors {
+        let after = || match previous {
+            Some(p) => format!("right after tensor `{}`", p.name),
+            None => "at the start of the data".to_string(),
+        };
+        if tensor.end < tensor.begin {
+            return Err(format!(
+                "tensor `{}` has data offsets [{}, {}], which end before they begin",
+                tensor.name, tensor.begin, tensor.end
+            ));
+        }
+        if tensor.begin < end {
+            return Err(format!(
+                "tensor `{}` has data offsets [{}, {}], which overlap tensor `{}` (it ends at \
+                 {end})",
+                tensor.name,
+                tensor.begin,
+                tensor.end,
+                previous.map_or("?", |p| p.name.as_str())
+            ));
+        }
+        if tensor.begin > end {
+            return Err(format!(
+                "tensor `{}` has data offsets [{}, {}], leaving {} unused bytes before it; \
+                 its data must start at {end}, {}",
+                tensor.name,
+                tensor.begin,
+                tensor.end,
+                tensor.begin - end,
+                after()
+            ));
+        }
+        let elements = tensor
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .filter(|n| n.checked_mul(tensor.dtype.bits()).is_some())
+            .ok_or_else(|| {
+                format!(
+                    "tensor `{}` has shape {}, which holds more bytes than any file can",
+                    tensor.name,
+                    shape_text(&tensor.shape)
+                )
+            })?;
+        let Some(bytes) = tensor.dtype.bytes_for(elements) else {
+            return Err(format!(
+                "tensor `{}` has {elements} elements of {} ({} bits each), which do not fill \
+                 a whole number of bytes",
+                tensor.name,
+                tensor.dtype,
+                tensor.dtype.bits()
+            ));
+        };
+        if tensor.end - tensor.begin != bytes {
+            return Err(format!(
+                "tensor `{}` of shape {} and dtype {} needs {bytes} bytes, but its data \
+                 offsets [{}, {}] hold {}",
+                tensor.name,
+                shape_text(&tensor.shape),
+                tensor.dtype.safetensors_name().unwrap_or("?"),
+                tensor.begin,
+                tensor.end,
+                tensor.end - tensor.begin
+            ));
+        }
+        end = tensor.end;
+        previous = Some(tensor);
+    }
+    Ok(Header {
+        metadata,
+        tensors,
+        end,
+    })
+}
+
+fn parse_metadata(value: serde_json::Value) -> std::result::Result<Vec<(String, String)>, String> {
+    let wrong = || format!("its {METADATA_KEY} is not a map of strings to strings");
+    match value {
+        serde_json::Value::Null => Ok(Vec::new()),
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => Ok((k, s)),
+                _ => Err(wrong()),
+            })
+            .collect(),
+        _ => Err(wrong()),
+    }
+}
+
+fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<Entry, String> {
+    let wrong = |what: &str| format!("tensor `{name}` in its header {what}");
+    let serde_json::Value::Object(map) = value else {
+        return Err(wrong("is not a map of dtype, shape and data_offsets"));
+    };
+    let dtype = match map.get("dtype") {
+        Some(serde_json::Value::String(dtype)) => {
+            DType::from_safetensors(dtype).ok_or_else(|| {
+                wrong(&format!(
+                    "has dtype \"{dtype}\", which safetensors does not define"
+                ))
+            })?
+        }
+        _ => return Err(wrong("has no dtype string")),
+    };
+    let numbers = |key: &str| -> std::result::Result<Vec<u64>, String> {
+        match map.get(key) {
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_u64().filter(|&n| usize::try_from(n).is_ok()))
+                .collect::<Option<Vec<u64>>>()
+                .ok_or_else(|| {
+                    wrong(&format!(
+                        "has a {key} that is not a list of byte counts or sizes"
+                    ))
+                }),
+            _ => Err(wrong(&format!("has no {key} list"))),
+        }
+    };
+    let shape = numbers("shape")?;
+    let (begin, end) = match numbers("data_offsets")?.as_slice() {
+        &[begin, end] => (begin, end),
+        _ => return Err(wrong("has data_offsets that are not two numbers")),
+    };
+    Ok(Entry {
+        name,
+        dtype,
+        shape,
+        begin,
+        end,
+    })
+}
+
+/// Collects a JSON object's entries in file order, duplicates included.
+struct EntriesVisitor;
+
+impl<'de> Visitor<'de> for EntriesVisitor {
+    type Value = Vec<(String, serde_json::Value)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = map.next_entry()? {
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+}
+
+/// Writes tensors as the safetensors crate's `serialize` does.
+pub struct SafeTensorsWriter {
+    /// The `__metadata__` map to write, if any.
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+impl Writer for SafeTensorsWriter {
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
+        let mut problems = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        for tensor in tensors {
+            if tensor.dtype.safetensors_name().is_none() {
+                problems.push(format!(
+                    "tensor `{}` is {}, a type safetensors has no name for (it holds bool, \
+                     integers, floats and complex64 only); write .npy or .npz instead",
+                    tensor.name, tensor.dtype
+                ));
+            }
+            if tensor.layout != Layout::C {
+                problems.push(format!(
+                    "tensor `{}` would be in Fortran order; safetensors holds C order only",
+                    tensor.name
+                ));
+            }
+            if tensor.name == METADATA_KEY {
+                problems.push(format!(
+                    "a tensor cannot be named {METADATA_KEY}: safetensors reserves it"
+                ));
+            }
+            if !names.insert(&tensor.name) {
+                problems.push(format!("two tensors are named `{}`", tensor.name));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    fn order(&self, tensors: &[OutTensor]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&tensors[a], &tensors[b]);
+            b.dtype
+                .safetensors_rank()
+                .cmp(&a.dtype.safetensors_rank())
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        order
+    }
+
+    fn start(&mut self, sink: &mut dyn Sink, tensors: &[OutTensor]) -> io::Result<()> {
+        let header = header(self.metadata.as_ref(), tensors)?;
+        sink.write_all(&(header.len() as u64).to_le_bytes())?;
+        sink.write_all(&header)
+    }
+
+    fn start_tensor(&mut self, _sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The header JSON for `tensors` in this order, padded with spaces to a multiple of 8 bytes.
+pub fn header(
+    metadata: Option<&BTreeMap<String, String>>,
+    tensors: &[OutTensor],
+) -> io::Result<Vec<u8>> {
+    let json = |s: &str| serde_json::to_string(s).map_err(io::Error::other);
+    let mut entries = Vec::with_capacity(tensors.len() + 1);
+    if let Some(metadata) = metadata {
+        let pairs = metadata
+            .iter()
+            .map(|(k, v)| Ok(format!("{}:{}", json(k)?, json(v)?)))
+            .collect::<io::Result<Vec<String>>>()?;
+        entries.push(format!("{}:{{{}}}", json(METADATA_KEY)?, pairs.join(",")));
+    }
+    let mut offset = 0u64;
+    for tensor in tensors {
+        let dtype = tensor
+            .dtype
+            .safetensors_name()
+            .ok_or_else(|| io::Error::other(format!("safetensors cannot hold {}", tensor.dtype)))?;
+        let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
+        let end = offset + tensor.bytes;
+        entries.push(format!(
+            "{}:{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            json(&tensor.name)?,
+            shape.join(",")
+        ));
+        offset = end;
+    }
+    let mut text = format!("{{{}}}", entries.join(",")).into_bytes();
+    text.resize(text.len().next_multiple_of(8), b' ');
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(name: &str, dtype: DType, shape: &[u64]) -> OutTensor {
+        let elements: u64 = shape.iter().product();
+        OutTensor {
+            name: name.to_string(),
+            bytes: dtype.bytes_for(elements).unwrap(),
+            dtype,
+            shape: shape.to_vec(),
+            layout: Layout::C,
+        }
+    }
+
+    #[test]
+    fn header_is_what_the_crate_writes() {
+        let tensors = [
+            out("b", DType::Float32, &[2, 2]),
+            out("a", DType::UInt8, &[3]),
+        ];
+        let metadata = BTreeMap::from([("format".to_string(), "pt".to_string())]);
+        let text = header(Some(&metadata), &tensors).unwrap();
+        assert_eq!(text.len() % 8, 0);
+        assert_eq!(
+            String::from_utf8(text).unwrap().trim_end(),
+            r#"{"__metadata__":{"format":"pt"},"b":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"a":{"dtype":"U8","shape":[3],"data_offsets":[16,19]}}"#
+        );
+    }
+
+    #[test]
+    fn order_is_alignment_then_name() {
+        let tensors = [
+            out("z", DType::UInt8, &[1]),
+            out("b", DType::Float32, &[1]),
+            out("a", DType::Float32, &[1]),
+            out("c", DType::Float64, &[1]),
+        ];
+        let writer = SafeTensorsWriter { metadata: None };
+        assert_eq!(writer.order(&tensors), [3, 2, 1, 0]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_headers_never_panic(text in r#"\{("[a-c]":\{"dtype":"(F32|F4|U8|BF16)","shape":\[[0-9,]{0,12}\],"data_offsets":\[[0-9]{1,20},[0-9]{1,20}\]\},?){0,3}\}"#) {
+            let _ = parse_header(text.as_bytes());
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse_header(&bytes);
+        }
+    }
+
+    #[test]
+    fn sub_byte_tensors_must_fill_whole_bytes() {
+        let header = br#"{"x":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#;
+        assert!(
+            parse_header(header)
+                .unwrap_err()
+                .contains("whole number of bytes")
+        );
+        let header = br#"{"x":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}"#;
+        assert_eq!(parse_header(header).unwrap().end, 3);
+    }
+}

@@ -1,0 +1,451 @@
+//! Just enough of the ZIP format for .npz files: reading the central directory (ZIP64
+//! included) to find each member's data, and writing members front to back with data
+//! descriptors, as Python's `zipfile` does on a stream it cannot seek.
+//! <https://pkware.cachefly.net/webdocs/casestudies/APPNOTE.TXT>
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+
+const LOCAL_HEADER: u32 = 0x0403_4b50;
+const CENTRAL_HEADER: u32 = 0x0201_4b50;
+const DATA_DESCRIPTOR: u32 = 0x0807_4b50;
+const END_OF_DIRECTORY: u32 = 0x0605_4b50;
+const ZIP64_END_OF_DIRECTORY: u32 = 0x0606_4b50;
+const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+const ZIP64_EXTRA: u16 = 0x0001;
+/// Stored (no compression) and deflate, the two methods numpy writes.
+pub const STORED: u16 = 0;
+/// See [`STORED`].
+pub const DEFLATED: u16 = 8;
+/// Python's `zipfile.ZIP64_LIMIT`: values above it go in ZIP64 fields (some readers take
+/// the 32-bit fields as signed).
+const ZIP64_LIMIT: u64 = (1 << 31) - 1;
+/// A central directory larger than this is refused before it is read.
+const MAX_DIRECTORY: u64 = 1 << 30;
+/// The end-of-directory record is 22 bytes plus a comment of at most 65535.
+const MAX_END_SEARCH: u64 = 22 + 0xFFFF;
+
+/// One member of an archive, as its central directory entry and local header describe it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Its name in the archive (`x.npy`).
+    pub name: String,
+    /// `STORED`, `DEFLATED` or another method.
+    pub method: u16,
+    /// The CRC-32 of its uncompressed bytes.
+    pub crc: u32,
+    /// Bytes of (possibly compressed) data in the archive.
+    pub compressed: u64,
+    /// Bytes once uncompressed.
+    pub size: u64,
+    /// Where its data starts in the archive.
+    pub data_start: u64,
+}
+
+/// Reads the central directory of the archive `file` of `file_len` bytes. Errors are reasons
+/// for a message that names the file.
+pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
+    let mut reader = file;
+    let tail_len = file_len.min(MAX_END_SEARCH);
+    let tail = read_at(&mut reader, file_len - tail_len, tail_len as usize)?;
+    let end_at = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| le32(&tail, i) == Some(END_OF_DIRECTORY))
+        .ok_or("it has no ZIP end-of-directory record; the file is truncated or not a zip")?;
+    let end = &tail[end_at..];
+    let mut entries = u64::from(le16(end, 10).unwrap_or(0));
+    let mut dir_size = u64::from(le32(end, 12).unwrap_or(0));
+    let mut dir_offset = u64::from(le32(end, 16).unwrap_or(0));
+    if entries == 0xFFFF || dir_size == 0xFFFF_FFFF || dir_offset == 0xFFFF_FFFF {
+        let end_pos = file_len - tail_len + end_at as u64;
+        let locator_pos = end_pos
+            .checked_sub(20)
+            .ok_or("its ZIP64 end-of-directory locator is missing")?;
+        let locator = read_at(&mut reader, locator_pos, 20)?;
+        if le32(&locator, 0) != Some(ZIP64_LOCATOR) {
+            return Err("its ZIP64 end-of-directory locator is missing".to_string());
+        }
+        let record_pos = le64(&locator, 8).unwrap_or(u64::MAX);
+        if record_pos.checked_add(56).is_none_or(|e| e > file_len) {
+            return Err("its ZIP64 end-of-directory record lies outside the file".to_string());
+        }
+        let record = read_at(&mut reader, record_pos, 56)?;
+        if le32(&record, 0) != Some(ZIP64_END_OF_DIRECTORY) {
+            return Err("its ZIP64 end-of-directory record is damaged".to_string());
+        }
+        entries = le64(&record, 32).unwrap_or(0);
+        dir_size = le64(&record, 40).unwrap_or(0);
+        dir_offset = le64(&record, 48).unwrap_or(0);
+    }
+    if dir_offset
+        .checked_add(dir_size)
+        .is_none_or(|e| e > file_len)
+        || dir_size > MAX_DIRECTORY
+    {
+        return Err(format!(
+            "its central directory ({dir_size} bytes at offset {dir_offset}) lies outside the \
+             file; the file is truncated or damaged"
+        ));
+    }
+    let dir = read_at(&mut reader, dir_offset, dir_size as usize)?;
+    let mut members = Vec::new();
+    let mut at = 0usize;
+    for _ in 0..entries {
+        let damaged = || "its central directory is damaged".to_string();
+        if le32(&dir, at) != Some(CENTRAL_HEADER) {
+            return Err(damaged());
+        }
+        let field16 = |o: usize| le16(&dir, at + o).ok_or_else(damaged);
+        let field32 = |o: usize| le32(&dir, at + o).ok_or_else(damaged);
+        let flags = field16(8)?;
+        let method = field16(10)?;
+        let crc = field32(16)?;
+        let mut compressed = u64::from(field32(20)?);
+        let mut size = u64::from(field32(24)?);
+        let name_len = usize::from(field16(28)?);
+        let extra_len = usize::from(field16(30)?);
+        let comment_len = usize::from(field16(32)?);
+        let mut local = u64::from(field32(42)?);
+        let name = dir.get(at + 46..at + 46 + name_len).ok_or_else(damaged)?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        let extra_start = at + 46 + name_len;
+        let extra = dir
+            .get(extra_start..extra_start + extra_len)
+            .ok_or_else(damaged)?;
+        if let Some(zip64) = find_extra(extra, ZIP64_EXTRA) {
+            let mut fields = zip64.chunks_exact(8).map(|c| le64(c, 0).unwrap_or(0));
+            for value in [&mut size, &mut compressed, &mut local] {
+                if *value == 0xFFFF_FFFF {
+                    *value = fields.next().ok_or_else(damaged)?;
+                }
+            }
+        }
+        at = extra_start + extra_len + comment_len;
+        if flags & 1 != 0 {
+            return Err(format!("its member {name} is encrypted"));
+        }
+        let data_start = local_data_start(&mut reader, local, file_len, &name)?;
+        if data_start
+            .checked_add(compressed)
+            .is_none_or(|e| e > file_len)
+        {
+            return Err(format!(
+                "its member {name} claims {compressed} bytes from offset {data_start}, past the \
+                 end of the file; the file is truncated"
+            ));
+        }
+        members.push(Member {
+            name,
+            method,
+            crc,
+            compressed,
+            size,
+            data_start,
+        });
+    }
+    Ok(members)
+}
+
+/// Where a member's data starts: after its local header, whose name and extra field lengths
+/// may differ from the central directory's.
+fn local_data_start(
+    reader: &mut &File,
+    local: u64,
+    file_len: u64,
+    name: &str,
+) -> Result<u64, String> {
+    if local.checked_add(30).is_none_or(|e| e > file_len) {
+        return Err(format!("its member {name} starts past the end of the file"));
+    }
+    let header = read_at(reader, local, 30)?;
+    if le32(&header, 0) != Some(LOCAL_HEADER) {
+        return Err(format!("the local header of its member {name} is damaged"));
+    }
+    let name_len = u64::from(le16(&header, 26).unwrap_or(0));
+    let extra_len = u64::from(le16(&header, 28).unwrap_or(0));
+    Ok(local + 30 + name_len + extra_len)
+}
+
+fn find_extra(mut extra: &[u8], id: u16) -> Option<&[u8]> {
+    while extra.len() >= 4 {
+        let kind = le16(extra, 0)?;
+        let len = usize::from(le16(extra, 2)?);
+        let body = extra.get(4..4 + len)?;
+        if kind == id {
+            return Some(body);
+        }
+        extra = &extra[4 + len..];
+    }
+    None
+}
+
+fn read_at(reader: &mut &File, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+    let mut buf = vec![0; len];
+    reader
+        .seek(SeekFrom::Start(offset))
+        .and_then(|_| reader.read_exact(&mut buf))
+        .map_err(|e| format!("reading its zip directory failed: {e}"))?;
+    Ok(buf)
+}
+
+fn le16(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn le32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn le64(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// What the central directory records about a member once it is written.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Its name.
+    pub name: String,
+    /// `STORED` or `DEFLATED`.
+    pub method: u16,
+    /// CRC-32 of the uncompressed bytes.
+    pub crc: u32,
+    /// Bytes in the archive.
+    pub compressed: u64,
+    /// Bytes uncompressed.
+    pub size: u64,
+    /// Where its local header starts.
+    pub local: u64,
+}
+
+/// Bits 3 (sizes and CRC follow the data) and 11 (UTF-8 name) of the general purpose flags.
+fn flags(name: &str) -> u16 {
+    0x0008 | if name.is_ascii() { 0 } else { 0x0800 }
+}
+
+/// DOS date of 1980-01-01, time 00:00: a fixed stamp keeps outputs reproducible.
+const DOS_DATE: u16 = (1 << 5) | 1;
+
+/// A local header whose CRC and sizes come later in a data descriptor, with a ZIP64 extra
+/// field (as numpy asks `zipfile` for with `force_zip64=True`).
+pub fn local_header(name: &str, method: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(30 + name.len() + 20);
+    out.extend_from_slice(&LOCAL_HEADER.to_le_bytes());
+    out.extend_from_slice(&45u16.to_le_bytes());
+    out.extend_from_slice(&flags(name).to_le_bytes());
+    out.extend_from_slice(&method.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&DOS_DATE.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(&20u16.to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&ZIP64_EXTRA.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(&[0; 16]);
+    out
+}
+
+/// The data descriptor after a member's data, with 8-byte sizes (its local header has a
+/// ZIP64 extra field).
+pub fn data_descriptor(member: &Written) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    out.extend_from_slice(&DATA_DESCRIPTOR.to_le_bytes());
+    out.extend_from_slice(&member.crc.to_le_bytes());
+    out.extend_from_slice(&member.compressed.to_le_bytes());
+    out.extend_from_slice(&member.size.to_le_bytes());
+    out
+}
+
+/// The central directory and end records for `members`, written from offset `start`.
+pub fn central_directory(members: &[Written], start: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for member in members {
+        // As Python's zipfile: both sizes in the ZIP64 field when either is large.
+        let mut zip64 = Vec::new();
+        let (size, compressed) = if member.size > ZIP64_LIMIT || member.compressed > ZIP64_LIMIT {
+            zip64.extend_from_slice(&member.size.to_le_bytes());
+            zip64.extend_from_slice(&member.compressed.to_le_bytes());
+            (u32::MAX, u32::MAX)
+        } else {
+            (member.size as u32, member.compressed as u32)
+        };
+        let local = if member.local > ZIP64_LIMIT {
+            zip64.extend_from_slice(&member.local.to_le_bytes());
+            u32::MAX
+        } else {
+            member.local as u32
+        };
+        let mut extra = Vec::new();
+        if !zip64.is_empty() {
+            extra.extend_from_slice(&ZIP64_EXTRA.to_le_bytes());
+            extra.extend_from_slice(&(zip64.len() as u16).to_le_bytes());
+            extra.extend_from_slice(&zip64);
+        }
+        out.extend_from_slice(&CENTRAL_HEADER.to_le_bytes());
+        out.extend_from_slice(&((3u16 << 8) | 45).to_le_bytes());
+        out.extend_from_slice(&45u16.to_le_bytes());
+        out.extend_from_slice(&flags(&member.name).to_le_bytes());
+        out.extend_from_slice(&member.method.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&DOS_DATE.to_le_bytes());
+        out.extend_from_slice(&member.crc.to_le_bytes());
+        out.extend_from_slice(&compressed.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(&(member.name.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(extra.len() as u16).to_le_bytes());
+        // Comment length, disk number, internal attributes.
+        out.extend_from_slice(&[0; 6]);
+        out.extend_from_slice(&(0o100644u32 << 16).to_le_bytes());
+        out.extend_from_slice(&local.to_le_bytes());
+        out.extend_from_slice(member.name.as_bytes());
+        out.extend_from_slice(&extra);
+    }
+    let dir_size = out.len() as u64;
+    let count = members.len() as u64;
+    if count >= 0xFFFF || dir_size > ZIP64_LIMIT || start > ZIP64_LIMIT {
+        let record_at = start + dir_size;
+        out.extend_from_slice(&ZIP64_END_OF_DIRECTORY.to_le_bytes());
+        out.extend_from_slice(&44u64.to_le_bytes());
+        out.extend_from_slice(&((3u16 << 8) | 45).to_le_bytes());
+        out.extend_from_slice(&45u16.to_le_bytes());
+        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&dir_size.to_le_bytes());
+        out.extend_from_slice(&start.to_le_bytes());
+        out.extend_from_slice(&ZIP64_LOCATOR.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&record_at.to_le_bytes());
+        out.extend_from_slice(&1u32.to_le_bytes());
+    }
+    let short = |v: u64| {
+        u16::try_from(v)
+            .ok()
+            .filter(|&v| v < 0xFFFF)
+            .unwrap_or(0xFFFF)
+    };
+    let long = |v: u64| {
+        u32::try_from(v)
+            .ok()
+            .filter(|&v| u64::from(v) <= ZIP64_LIMIT)
+            .unwrap_or(u32::MAX)
+    };
+    out.extend_from_slice(&END_OF_DIRECTORY.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&short(count).to_le_bytes());
+    out.extend_from_slice(&short(count).to_le_bytes());
+    out.extend_from_slice(&long(dir_size).to_le_bytes());
+    out.extend_from_slice(&long(start).to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+/// Wraps an `io::Error` from decompressing with the member's name.
+pub fn inflate_error(name: &str, e: io::Error) -> String {
+    format!("its member {name} cannot be decompressed: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn written_archives_read_back() {
+        let mut bytes = Vec::new();
+        let mut written = Vec::new();
+        for (name, data) in [("a.npy", &b"hello"[..]), ("é.npy", &b""[..])] {
+            let local = bytes.len() as u64;
+            bytes.extend(local_header(name, STORED));
+            bytes.extend_from_slice(data);
+            let member = Written {
+                name: name.to_string(),
+                method: STORED,
+                crc: crc32fast::hash(data),
+                compressed: data.len() as u64,
+                size: data.len() as u64,
+                local,
+            };
+            bytes.extend(data_descriptor(&member));
+            written.push(member);
+        }
+        let start = bytes.len() as u64;
+        bytes.extend(central_directory(&written, start));
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        let members = directory(&file, bytes.len() as u64).unwrap();
+        assert_eq!(members.len(), 2);
+        assert_eq!(members[0].name, "a.npy");
+        let at = members[0].data_start as usize;
+        assert_eq!(&bytes[at..at + 5], b"hello");
+        assert_eq!(members[0].crc, crc32fast::hash(b"hello"));
+        assert_eq!(members[1].name, "é.npy");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn members_past_4_gib_use_zip64_fields() {
+        use std::os::unix::fs::FileExt;
+        // A sparse file: a member of 5 GiB whose local header starts at 3 GiB.
+        let (local, size) = (3u64 << 30, 5u64 << 30);
+        let member = Written {
+            name: "big.npy".to_string(),
+            method: STORED,
+            crc: 7,
+            compressed: size,
+            size,
+            local,
+        };
+        let header = local_header(&member.name, STORED);
+        let data_start = local + header.len() as u64;
+        let descriptor = data_descriptor(&member);
+        let dir_start = data_start + size + descriptor.len() as u64;
+        let directory_bytes = central_directory(std::slice::from_ref(&member), dir_start);
+        let file = tempfile::tempfile().unwrap();
+        file.write_all_at(&header, local).unwrap();
+        file.write_all_at(&descriptor, data_start + size).unwrap();
+        file.write_all_at(&directory_bytes, dir_start).unwrap();
+        let file_len = dir_start + directory_bytes.len() as u64;
+        let members = directory(&file, file_len).unwrap();
+        assert_eq!(members.len(), 1);
+        assert_eq!(
+            (
+                members[0].size,
+                members[0].compressed,
+                members[0].data_start,
+                members[0].crc
+            ),
+            (size, size, data_start, 7)
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_archives_never_panic(
+            mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            at in 0usize..300,
+        ) {
+            // Plant an end record so that parsing gets past the search for it.
+            if at + 22 <= bytes.len() {
+                bytes[at..at + 4].copy_from_slice(&END_OF_DIRECTORY.to_le_bytes());
+            }
+            let mut file = tempfile::tempfile().unwrap();
+            file.write_all(&bytes).unwrap();
+            let _ = directory(&file, bytes.len() as u64);
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_without_panicking() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"PK\x05\x06garbage").unwrap();
+        assert!(directory(&file, 13).is_err());
+        let mut file = tempfile::tempfile().unwrap();
+        let mut end = END_OF_DIRECTORY.to_le_bytes().to_vec();
+        end.extend_from_slice(&[0, 0, 0, 0, 1, 0, 1, 0, 46, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        file.write_all(&end).unwrap();
+        assert!(directory(&file, end.len() as u64).is_err());
+    }
+}
