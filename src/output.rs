@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use tempfile::NamedTempFile;
 
@@ -47,6 +48,8 @@ pub struct Output {
     temp: NamedTempFile,
     target: PathBuf,
     no_clobber: bool,
+    /// Keeps the temporary file's path where a signal handler can remove it.
+    _registered: Registered,
 }
 
 impl Output {
@@ -86,15 +89,23 @@ impl Output {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
+        // The handler is in place before the file exists, and the registry stays locked until
+        // the file is in it, so no signal can find the file unregistered.
+        remove_partial_outputs_on_signals();
+        let mut partial = lock_partial();
         // tempfile's errors name the temporary path; the user knows only the target's.
         let temp = builder.tempfile_in(folder).map_err(|e| {
             let source = e.raw_os_error().map_or(e, io::Error::from_raw_os_error);
             Error::io("write the output", target, source)
         })?;
+        partial.push(temp.path().to_path_buf());
+        drop(partial);
+        let registered = Registered(temp.path().to_path_buf());
         Ok(Output {
             temp,
             target: target.to_path_buf(),
             no_clobber,
+            _registered: registered,
         })
     }
 
@@ -122,5 +133,50 @@ impl Sink for Output {
 
     fn name(&self) -> &Path {
         &self.target
+    }
+}
+
+/// Temporary outputs being written, for the signal handler to remove.
+static PARTIAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes its path from `PARTIAL` when dropped.
+struct Registered(PathBuf);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock_partial().retain(|path| path != &self.0);
+    }
+}
+
+fn lock_partial() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A panic while holding the lock leaves the list as valid as it was.
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// From the first output on, SIGINT, SIGTERM or SIGHUP removes every temporary output and
+/// ends the process with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a
+/// shell reports a process killed by it. Drop handlers do not run when a signal kills a
+/// process, so without this a Ctrl-C would leave the temporary file behind.
+fn remove_partial_outputs_on_signals() {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            else {
+                return;
+            };
+            std::thread::spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    for path in lock_partial().iter() {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    std::process::exit(128 + signal);
+                }
+            });
+        });
     }
 }

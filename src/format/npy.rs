@@ -149,6 +149,10 @@ fn parse_header(version: u8, text: Vec<u8>) -> Result<Header, String> {
             .collect::<String>()
             .into_bytes(),
     };
+    let utf8 = match String::from_utf8(utf8) {
+        Ok(text) => drop_long_suffixes(&text).into_bytes(),
+        Err(e) => e.into_bytes(),
+    };
     let len = u32::try_from(utf8.len()).map_err(|_| "its header is too long".to_string())?;
     let mut bytes = Vec::with_capacity(12 + utf8.len());
     bytes.extend_from_slice(MAGIC);
@@ -162,6 +166,35 @@ fn parse_header(version: u8, text: Vec<u8>) -> Result<Header, String> {
         fortran: header.order() == npyz::Order::Fortran,
         shape: header.shape().to_vec(),
     })
+}
+
+/// Python 2's numpy wrote shapes as `(2L, 3L)`; numpy drops the `L` after a number outside
+/// quotes when it reads such a header (`_filter_header`), and so does tjoin.
+fn drop_long_suffixes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote = None;
+    let mut previous = ' ';
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if (c == 'L' || c == 'l')
+                && previous.is_ascii_digit()
+                && !chars
+                    .peek()
+                    .is_some_and(|n| n.is_alphanumeric() || *n == '_') =>
+            {
+                previous = c;
+                continue;
+            }
+            None => {}
+        }
+        out.push(c);
+        previous = c;
+    }
+    out
 }
 
 /// What a header's dictionary says.
@@ -352,6 +385,19 @@ mod tests {
         ] {
             assert_eq!(parse_canonical(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn python_2_long_suffixes_are_dropped_outside_strings_only() {
+        assert_eq!(
+            drop_long_suffixes("{'descr': '<i8', 'shape': (2L, 3L), }"),
+            "{'descr': '<i8', 'shape': (2, 3), }"
+        );
+        assert_eq!(
+            drop_long_suffixes("[('a1L', '<i4'), (\"b2l\", '<f8')]"),
+            "[('a1L', '<i4'), (\"b2l\", '<f8')]"
+        );
+        assert_eq!(drop_long_suffixes("(12Lx,)"), "(12Lx,)");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod generated;
 mod output_safety;
 mod property;
 mod refusals;
+mod reliability;
 mod spec;
 mod usability;
 mod util;

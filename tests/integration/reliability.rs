@@ -1,0 +1,401 @@
+//! Faults while writing, interrupts, inputs changing underneath, concurrent writers, odd
+//! files from old numpy versions, and lying headers: tjoin never crashes, never hangs, never
+//! leaves a partial output and never damages an input.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::util::{dir_entries, npy_header, read_npy, tjoin, write_npy};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
+}
+
+/// Runs tjoin under `sh` with `limits` (e.g. `ulimit -v 262144`) applied first.
+fn tjoin_limited(dir: &Path, limits: &str, args: &[&str]) -> std::process::Output {
+    Command::new("sh")
+        .current_dir(dir)
+        .arg("-c")
+        .arg(format!("{limits}; exec \"$0\" \"$@\""))
+        .arg(bin())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// a.npy (C order, [rows, 2]) and b.npy (Fortran order, [rows, cols], sparse zeros): joined
+/// on axis 1 the output is C order (a C-order input with two dimensions above 1 outvotes the
+/// Fortran one, as in numpy), so b is gathered element by element, slowly enough to catch the
+/// run in the middle.
+fn slow_join_inputs(dir: &Path, rows: u64, cols: u64) {
+    write_npy(
+        &dir.join("a.npy"),
+        "|u1",
+        &[rows, 2],
+        false,
+        &vec![7; 2 * rows as usize],
+    );
+    let header = npy_header("|u1", &[rows, cols], true);
+    let mut b = File::create(dir.join("b.npy")).unwrap();
+    b.write_all(&header).unwrap();
+    b.set_len(header.len() as u64 + rows * cols).unwrap();
+}
+
+fn start_slow_join(dir: &Path, target: &str) -> Child {
+    Command::new(bin())
+        .current_dir(dir)
+        .args(["-a", "1", "a.npy", "b.npy", "-o", target])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until a temporary output appears in `dir`, so that the run is writing.
+fn wait_for_partial_output(dir: &Path) {
+    let start = Instant::now();
+    while !dir_entries(dir)
+        .iter()
+        .any(|name| name.ends_with(".tjoin-partial"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tjoin never started writing"
+        );
+        sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let dir = tempfile::tempdir().unwrap();
+        slow_join_inputs(dir.path(), 4096, 65536);
+        fs::write(dir.path().join("out.npy"), "precious").unwrap();
+        let child = start_slow_join(dir.path(), "out.npy");
+        wait_for_partial_output(dir.path());
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status();
+        assert!(killed.unwrap().success());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(code), "SIG{signal}");
+        assert_eq!(
+            dir_entries(dir.path()),
+            ["a.npy", "b.npy", "out.npy"],
+            "SIG{signal}"
+        );
+        assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+        assert!(
+            output.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn an_input_changed_while_it_is_read_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    slow_join_inputs(dir.path(), 1024, 32768);
+    let child = start_slow_join(dir.path(), "out.npy");
+    wait_for_partial_output(dir.path());
+    OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("b.npy"))
+        .unwrap()
+        .write_all(b"more")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        // The run finished before the append: nothing to detect, and the output is complete.
+        assert_eq!(read_npy(&dir.path().join("out.npy")).shape, [1024, 32770]);
+        return;
+    }
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("input 2 (b.npy)") && stderr.contains("changed while tjoin was reading it"),
+        "{stderr}"
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
+}
+
+#[test]
+fn a_write_that_fails_part_way_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[256, 1024],
+        false,
+        &vec![1; 1 << 20],
+    );
+    fs::write(dir.path().join("out.npy"), "precious").unwrap();
+    // RLIMIT_FSIZE of 64 blocks; with SIGXFSZ ignored the write fails with EFBIG instead.
+    let output = tjoin_limited(
+        dir.path(),
+        "trap '' XFSZ; ulimit -f 64",
+        &["-a", "0", "a.npy", "a.npy", "-o", "out.npy"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write the output out.npy") && stderr.contains("too large"),
+        "{stderr}"
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "out.npy"]);
+    assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+}
+
+#[test]
+fn a_full_filesystem_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    fs::create_dir(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&small)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: this machine does not let the test mount a small tmpfs");
+        return;
+    }
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[256, 1024],
+        false,
+        &vec![1; 1 << 20],
+    );
+    let output = tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "a.npy", "a.npy", "-o", "small/out.npy"])
+        .output()
+        .unwrap();
+    let entries = dir_entries(&small);
+    let _ = Command::new("umount").arg(&small).status();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("small/out.npy") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    assert!(entries.is_empty(), "left behind: {entries:?}");
+}
+
+#[test]
+fn unusable_paths_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("a.npy"), "<f4", &[2], false, &[0; 8]);
+    fs::create_dir(dir.path().join("folder")).unwrap();
+    fs::create_dir(dir.path().join("folder.npy")).unwrap();
+    let fifo = dir.path().join("fifo.npy");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["-a", "0", "folder", "-o", "out.npy"],
+            "cannot open input 1 (folder): it is a directory",
+        ),
+        (
+            &["-a", "0", "fifo.npy", "-o", "out.npy"],
+            "cannot open input 1 (fifo.npy): it is not a regular file",
+        ),
+        (
+            &["-a", "0", "missing.npy", "-o", "out.npy"],
+            "cannot open input 1 (missing.npy): No such file",
+        ),
+        (
+            &["-a", "0", "a.npy", "-o", "folder.npy"],
+            "cannot write the output folder.npy: it is a directory",
+        ),
+        (
+            &["-a", "0", "a.npy", "-o", "/proc/tjoin-test/out.npy"],
+            "/proc/tjoin-test/out.npy",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = tjoin().current_dir(dir.path()).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        dir_entries(dir.path()),
+        ["a.npy", "fifo.npy", "folder", "folder.npy"]
+    );
+}
+
+#[test]
+fn concurrent_writers_of_one_target_leave_one_complete_output() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[512, 1024],
+        false,
+        &vec![1; 2 << 20],
+    );
+    write_npy(
+        &dir.path().join("b.npy"),
+        "<f4",
+        &[512, 1024],
+        false,
+        &vec![2; 2 << 20],
+    );
+    for _ in 0..3 {
+        let spawn = |input: &str| {
+            Command::new(bin())
+                .current_dir(dir.path())
+                .args(["-a", "0", input, input, "-o", "out.npy"])
+                .spawn()
+                .unwrap()
+        };
+        let (mut first, mut second) = (spawn("a.npy"), spawn("b.npy"));
+        assert!(first.wait().unwrap().success() && second.wait().unwrap().success());
+        let out = read_npy(&dir.path().join("out.npy"));
+        assert_eq!(out.shape, [1024, 1024]);
+        let byte = out.data[0];
+        assert!(byte == 1 || byte == 2);
+        assert!(
+            out.data.iter().all(|&b| b == byte),
+            "a mixture of two outputs"
+        );
+        assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "out.npy"]);
+    }
+}
+
+/// A .npy file with a version-1.0 header of exactly `dict` and `data` after it.
+fn raw_npy(dict: &str, data: &[u8]) -> Vec<u8> {
+    let mut text = dict.to_string();
+    while (10 + text.len() + 1) % 64 != 0 {
+        text.push(' ');
+    }
+    text.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    bytes.extend_from_slice(data);
+    bytes
+}
+
+#[test]
+fn python_2_files_join_as_numpy_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (1..=6i64).flat_map(i64::to_le_bytes).collect();
+    let py2 = raw_npy(
+        "{'descr': '<i8', 'fortran_order': False, 'shape': (2L, 3L), }",
+        &data,
+    );
+    fs::write(dir.path().join("py2.npy"), py2).unwrap();
+    write_npy(
+        &dir.path().join("py3.npy"),
+        "<i8",
+        &[1, 3],
+        false,
+        &data[..24],
+    );
+    tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "py2.npy", "py3.npy", "-o", "out.npy"])
+        .assert()
+        .success();
+    let out = read_npy(&dir.path().join("out.npy"));
+    assert_eq!(out.shape, [3, 3]);
+    assert_eq!(out.data, [&data[..], &data[..24]].concat());
+    // An object array pickled by Python 2 is refused as numpy (without allow_pickle) does.
+    let pickled = raw_npy(
+        "{'descr': '|O', 'fortran_order': False, 'shape': (2L,), }",
+        b"\x80\x02cnumpy.core.multiarray\n_reconstruct\nq\x01.",
+    );
+    fs::write(dir.path().join("objects.npy"), pickled).unwrap();
+    tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "objects.npy", "-o", "out2.npy"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "input 1 (objects.npy) cannot be joined: it holds Python objects",
+        ));
+}
+
+/// Lying headers, each refused within seconds under a 256 MiB address-space limit, so that
+/// an allocation of what a header claims would abort the process instead of passing.
+#[test]
+fn lying_headers_are_refused_quickly_in_little_memory() {
+    let mut safetensors_4gib = (4u64 << 30).to_le_bytes().to_vec();
+    safetensors_4gib.extend_from_slice(b"{}");
+    let mut safetensors_huge_shape = Vec::new();
+    let header =
+        br#"{"x":{"dtype":"F32","shape":[1000000000000,1000000000000],"data_offsets":[0,16]}}"#;
+    safetensors_huge_shape.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    safetensors_huge_shape.extend_from_slice(header);
+    safetensors_huge_shape.extend_from_slice(&[0; 16]);
+    let mut header_past_end = b"\x93NUMPY\x02\x00".to_vec();
+    header_past_end.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    header_past_end.extend_from_slice(b"{'descr': '<f4', ");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "overflow.npy",
+            raw_npy(
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }",
+                &[],
+            ),
+            "holds more bytes than any file can",
+        ),
+        (
+            "too_big.npy",
+            raw_npy(
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000,), }",
+                &[0; 64],
+            ),
+            "8000000000 bytes of data",
+        ),
+        (
+            "past_end.npy",
+            header_past_end,
+            "header claims 4294967280 bytes",
+        ),
+        (
+            "huge_header.safetensors",
+            safetensors_4gib,
+            "input 1 (huge_header.safetensors)",
+        ),
+        (
+            "huge_shape.safetensors",
+            safetensors_huge_shape,
+            "input 1 (huge_shape.safetensors)",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, expected) in cases {
+        fs::write(dir.path().join(name), bytes).unwrap();
+        let start = Instant::now();
+        let output = tjoin_limited(
+            dir.path(),
+            "ulimit -v 262144",
+            &["-a", "0", name, "-o", "out.npy"],
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{name} took {:?}",
+            start.elapsed()
+        );
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(!dir.path().join("out.npy").exists());
+    }
+}
