@@ -29,6 +29,19 @@ axis, out, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 np.save(out, np.concatenate([np.load(f) for f in files], axis=axis))
 """
 
+SAFETENSORS_PY = """
+import sys, numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+out, files = sys.argv[1], sys.argv[2:]
+shards = [load_file(f) for f in files]
+merged = {name: np.concatenate([s[name] for s in shards], axis=1 if name.endswith('.row.weight') else 0)
+          for name in shards[0]}
+with safe_open(files[0], framework="np") as first:
+    metadata = first.metadata()
+save_file(merged, out, metadata=metadata)
+"""
+
 NUMPY_OUT_OF_CORE = """
 import sys, numpy as np
 from numpy.lib.format import open_memmap
@@ -100,6 +113,22 @@ def scenario_inputs(name, scale, folder):
             np.save(p, (np.arange(16 * 64, dtype=np.float32).reshape(16, 64) + i))
             paths.append(p)
         return 0, paths, []
+    if name == "safetensors_shards":
+        from safetensors.numpy import save_file
+        # 50 tensors, 25 split along rows and 25 along columns, 4 shards, ~1 GiB in all.
+        rows, cols = 1024, max(4, int(5120 * scale) // 4 * 4)
+        rng = np.random.default_rng(0)
+        pieces = [dict() for _ in range(4)]
+        for layer in range(25):
+            for kind, axis in (("col", 0), ("row", 1)):
+                full = rng.standard_normal((rows, cols), dtype=np.float32)
+                for shard, part in enumerate(np.split(full, 4, axis=axis)):
+                    pieces[shard][f"layer{layer:02d}.{kind}.weight"] = np.ascontiguousarray(part)
+        for shard, tensors in enumerate(pieces):
+            p = folder / f"shard{shard}.safetensors"
+            save_file(tensors, str(p), metadata={"format": "np"})
+            paths.append(p)
+        return 0, paths, ["--axis-for", "*.row.weight=1"]
     raise SystemExit(f"unknown scenario {name}")
 
 
@@ -131,11 +160,18 @@ def timed(command, out):
 
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
-    out = {name: folder / f"out_{name}.npy" for name in ("tjoin", "numpy", "numpy_ooc", "cat")}
+    suffix = paths[0].suffix
+    out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
+    py = sys.executable
+    if suffix == ".safetensors":
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
+            "tjoin": ([str(TJOIN), "-a", str(axis), *extra, *files, "-o", str(out["tjoin"])], out["tjoin"]),
+            "safetensors_py": ([py, "-c", SAFETENSORS_PY, str(out["safetensors_py"]), *files], out["safetensors_py"]),
+        }
     tjoin = [str(TJOIN), "-a", str(axis), *extra, *files, "-o", str(out["tjoin"])]
     catter = ["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files]
-    py = sys.executable
     return {
         "cat": (catter, out["cat"]),
         "tjoin": (tjoin, out["tjoin"]),
@@ -163,7 +199,7 @@ def run_scenario(name, scale, rounds, workdir, skip):
                 times[n].append(seconds)
                 rss[n].append(kib)
                 if n == "tjoin" and round_ == 0:
-                    check_against_numpy(axis, paths, out)
+                    check_output(axis, paths, out, runs)
                 if n != "tjoin" or round_ < rounds - 1:
                     out.unlink()
         report(name, size, names, times, rss)
@@ -171,8 +207,16 @@ def run_scenario(name, scale, rounds, workdir, skip):
         shutil.rmtree(folder)
 
 
-def check_against_numpy(axis, paths, out):
-    """tjoin's output must equal numpy's, byte for byte (header included)."""
+def check_output(axis, paths, out, runs):
+    """tjoin's output must equal the reference implementation's, byte for byte."""
+    if "safetensors_py" in runs:
+        command, reference = runs["safetensors_py"]
+        subprocess.run(command, check=True)
+        same = subprocess.run(["cmp", "-s", str(reference), str(out)]).returncode == 0
+        reference.unlink()
+        if not same:
+            raise SystemExit("tjoin's output differs from the safetensors library's")
+        return
     arrays = [np.load(p, mmap_mode="r") for p in paths]
     reference = out.with_name("reference.npy")
     if sum(a.nbytes for a in arrays) <= 4 * GIB:
@@ -186,12 +230,12 @@ def check_against_numpy(axis, paths, out):
 def report(name, size, names, times, rss):
     cat = times["cat"]
     print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds")
-    print(f"  {'competitor':<11} {'median s':>9} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7}")
+    print(f"  {'competitor':<14} {'median s':>9} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7}")
     for n in names:
         median = statistics.median(times[n])
         ratio = statistics.median(t / c for t, c in zip(times[n], cat) if c > 0) if n != "cat" else 1.0
         rate = size / median / 1e9 if median > 0 else float("inf")
-        print(f"  {n:<11} {median:>9.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x")
+        print(f"  {n:<14} {median:>9.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x")
     sys.stdout.flush()
 
 
@@ -201,7 +245,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards"])
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")

@@ -399,3 +399,34 @@ fn lying_headers_are_refused_quickly_in_little_memory() {
         assert!(!dir.path().join("out.npy").exists());
     }
 }
+
+/// Each input a fuzz target once found (fixtures/fuzz/, see fixtures/README.md) is refused
+/// cleanly and quickly.
+#[test]
+fn fuzz_findings_stay_fixed() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz");
+    let out = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        let start = Instant::now();
+        let output = tjoin()
+            .args(["-a", "0"])
+            .arg(&path)
+            .arg("-o")
+            .arg(out.path().join("out.npy"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{path:?} took {:?}",
+            start.elapsed()
+        );
+        assert_eq!(output.status.code(), Some(1), "{path:?}: {stderr}");
+        assert!(
+            stderr.starts_with("tjoin: error: input 1"),
+            "{path:?}: {stderr}"
+        );
+    }
+    assert!(dir_entries(out.path()).is_empty());
+}
