@@ -379,6 +379,20 @@ fn lying_headers_are_refused_quickly_in_little_memory() {
             "input 1 (huge_shape.safetensors)",
         ),
     ];
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad");
+    let mut cases = cases;
+    for (name, expected) in [
+        (
+            "npz_stored_claims_4gib.npz",
+            "declares 152 bytes stored and 4294967280 bytes uncompressed",
+        ),
+        (
+            "npz_deflated_claims_4gib.npz",
+            "inflates to 152 bytes but declares 4294967280",
+        ),
+    ] {
+        cases.push((name, fs::read(bad.join(name)).unwrap(), expected));
+    }
     let dir = tempfile::tempdir().unwrap();
     for (name, bytes, expected) in cases {
         fs::write(dir.path().join(name), bytes).unwrap();
