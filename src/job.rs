@@ -22,6 +22,8 @@ pub struct TensorJob<'a> {
     pub plan: JoinPlan,
     /// The input tensors it joins, one per entry of `plan.inputs`.
     pub sources: Vec<&'a Tensor>,
+    /// Copied from the first input by `--keep` rather than joined.
+    pub kept: bool,
 }
 
 /// What the command line says about the job beyond its inputs.
@@ -219,7 +221,12 @@ fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a
         layout: plan.layout,
         bytes: plan.bytes,
     };
-    TensorJob { out, plan, sources }
+    TensorJob {
+        out,
+        plan,
+        sources,
+        kept: false,
+    }
 }
 
 /// Prefixes each refusal of one tensor's join with its name (in a whole-file join there are
@@ -349,7 +356,10 @@ fn keep_tensor<'a>(
     } else {
         plan::plan(&[info], 0, options.layout())
     };
-    Ok(job(name, plan, vec![first]))
+    Ok(TensorJob {
+        kept: true,
+        ..job(name, plan, vec![first])
+    })
 }
 
 /// How `b` differs from `a`, if it does: type, shape, or the first differing byte.

@@ -78,10 +78,8 @@ pub fn run(cli: &Cli) -> Result<()> {
         }])
     })?;
     let (Some(path), false) = (&cli.output, cli.dry_run) else {
-        print!(
-            "{}",
-            report::dry_run(spec, &job, cli.axis, cli.output.as_deref())
-        );
+        let output = cli.output.as_deref().zip(output_format);
+        print!("{}", report::dry_run(spec, &inputs, &job, cli.axis, output));
         return Ok(());
     };
     let mut output = Output::create(path, cli.no_clobber)?;

@@ -1,53 +1,152 @@
-//! What `--dry-run` prints: the checked plan, on standard output.
+//! What `--dry-run` prints on standard output: the checked plan. Nothing here reads data.
 
-use std::fmt::Write;
 use std::path::Path;
 
-use crate::format::shape_text;
+use crate::format::{Format, shape_text};
+use crate::input::Input;
 use crate::job::TensorJob;
 use crate::spec::Spec;
 
-/// The plan of a checked job as text: the rules it passed, each input, the axis as given and
-/// as the operator takes it, and the output.
+/// The plan of a checked job as aligned text: the rules it passed, the inputs, each output
+/// tensor with its axis (as given and as the operator takes it) or `kept`, and the output.
 pub fn dry_run(
     spec: Spec,
+    inputs: &[Input],
     job: &[TensorJob],
     axis_given: Option<i64>,
-    output: Option<&Path>,
+    output: Option<(&Path, Format)>,
 ) -> String {
-    let mut text = String::new();
     let rules = if spec.check_types {
         spec.title()
     } else {
         format!("{}'s shape rules", spec.title())
     };
-    let _ = writeln!(text, "dry run: nothing written; the join passes {rules}");
-    let output = output.map_or("(no output named)".to_string(), |p| p.display().to_string());
-    for tensor in job {
-        for source in &tensor.sources {
-            let _ = writeln!(
-                text,
-                "  input {}  {}  {}  {}",
-                source.name.position,
-                source.name.label(),
-                source.info.dtype,
-                source.info.shape_text()
-            );
-        }
-        let axis = tensor.plan.axis;
-        let given = match axis_given {
-            Some(given) if given != axis as i64 => format!(" (given as {given})"),
-            None => " (the profile's default)".to_string(),
-            _ => String::new(),
-        };
-        let _ = writeln!(text, "  axis    {axis}{given}");
-        let _ = writeln!(
-            text,
-            "  output  {output}  {}  {}  {} bytes of data",
-            tensor.out.dtype,
-            shape_text(&tensor.out.shape),
-            tensor.out.bytes
-        );
+    let mut text = format!("dry run: nothing written; the join passes {rules}\n");
+    let single = job.len() == 1 && !job[0].kept && job[0].sources.len() == inputs.len();
+    text.push_str("inputs:\n");
+    let rows: Vec<Vec<String>> = if single {
+        job[0]
+            .sources
+            .iter()
+            .zip(inputs)
+            .map(|(source, input)| {
+                vec![
+                    source.name.position.to_string(),
+                    source.name.label(),
+                    input.format.name().to_string(),
+                    source.info.dtype.to_string(),
+                    source.info.shape_text(),
+                    bytes(source.info.data_len),
+                ]
+            })
+            .collect()
+    } else {
+        inputs
+            .iter()
+            .map(|input| {
+                let data: u64 = input.tensors.iter().map(|t| t.info.data_len).sum();
+                vec![
+                    input.name.position.to_string(),
+                    input.name.label(),
+                    input.format.name().to_string(),
+                    tensors(input.tensors.len()),
+                    bytes(data),
+                ]
+            })
+            .collect()
+    };
+    text.push_str(&table(&rows));
+    if single {
+        text.push_str(&format!("axis: {}\n", axis(&job[0], axis_given)));
+    } else {
+        text.push_str("tensors:\n");
+        let rows: Vec<Vec<String>> = job
+            .iter()
+            .map(|t| {
+                vec![
+                    t.out.name.clone(),
+                    // --axis-for rules may set each tensor's axis: show the one it joins along.
+                    if t.kept {
+                        "kept".to_string()
+                    } else {
+                        format!("axis {}", t.plan.axis)
+                    },
+                    t.out.dtype.to_string(),
+                    shape_text(&t.out.shape),
+                    bytes(t.out.bytes),
+                ]
+            })
+            .collect();
+        text.push_str(&table(&rows));
+    }
+    let total: u64 = job.iter().map(|t| t.out.bytes).sum();
+    let (path, format) = match output {
+        Some((path, format)) => (path.display().to_string(), format.name()),
+        None => ("(no output named)".to_string(), "-"),
+    };
+    let what = match job {
+        [only] if single => format!("{}  {}", only.out.dtype, shape_text(&only.out.shape)),
+        _ => tensors(job.len()),
+    };
+    text.push_str(&format!(
+        "output: {path}  {format}  {what}  {}\n",
+        bytes(total)
+    ));
+    text
+}
+
+/// The join axis as the operator takes it, and as given when that differs.
+fn axis(tensor: &TensorJob, given: Option<i64>) -> String {
+    let axis = tensor.plan.axis;
+    match given {
+        Some(given) if given != axis as i64 => format!("{axis} (given as {given})"),
+        None => format!("{axis} (the default)"),
+        _ => axis.to_string(),
+    }
+}
+
+fn bytes(count: u64) -> String {
+    format!("{count} bytes")
+}
+
+fn tensors(count: usize) -> String {
+    format!("{count} tensor{}", if count == 1 { "" } else { "s" })
+}
+
+/// Rows of cells as lines with columns aligned, indented by two spaces.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:width$}"))
+            .collect();
+        text.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_their_columns() {
+        let rows = vec![
+            vec!["1".to_string(), "a.npy".to_string(), "[2, 3]".to_string()],
+            vec!["10".to_string(), "bb.npy".to_string(), "[2]".to_string()],
+        ];
+        assert_eq!(table(&rows), "  1   a.npy   [2, 3]\n  10  bb.npy  [2]\n");
+    }
 }

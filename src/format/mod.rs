@@ -55,6 +55,15 @@ pub struct Found {
 }
 
 impl Format {
+    /// The format's short name, as `--dry-run` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Npy => "npy",
+            Format::Npz => "npz",
+            Format::SafeTensors => "safetensors",
+        }
+    }
+
     /// The format of the input `file` at `path`: from its first bytes when they say (the
     /// .npy magic, a zip signature, a safetensors JSON header), else from its extension, else
     /// .npy (whose reader then says what it found instead).

@@ -258,7 +258,7 @@ fn dry_run_shows_the_operators_axis_and_writes_nothing() {
         report.contains("passes DirectML Join at feature level 3.0"),
         "{report}"
     );
-    assert!(report.contains("axis    3 (given as -1)"), "{report}");
+    assert!(report.contains("axis: 3 (given as -1)"), "{report}");
     assert!(report.contains("[1, 1, 2, 7]"), "{report}");
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
 }

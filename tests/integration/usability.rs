@@ -250,3 +250,56 @@ fn help_has_one_line_per_option_and_four_examples() {
         assert!(help.contains(option), "--help lacks {option}");
     }
 }
+
+#[test]
+fn dry_run_prints_the_plan_of_a_single_join() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args(["--dry-run", "-a", "-1", "a.npy", "b.npy", "-o", "out.npy"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "dry run: nothing written; the join passes ONNX Concat-13's shape rules\n\
+         inputs:\n  \
+         1  a.npy  npy  float32  [2, 2]  16 bytes\n  \
+         2  b.npy  npy  float32  [2, 2]  16 bytes\n\
+         axis: 1 (given as -1)\n\
+         output: out.npy  npy  float32  [2, 4]  32 bytes\n"
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "c.npy"]);
+}
+
+#[test]
+fn dry_run_prints_one_line_per_tensor_of_a_container_join() {
+    let tp = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/containers/tp");
+    let args = fs::read_to_string(tp.join("args.txt")).unwrap();
+    let out = tjoin()
+        .current_dir(&tp)
+        .arg("--dry-run")
+        .args(args.lines().filter(|l| !l.is_empty()))
+        .args([
+            "tp0.safetensors",
+            "tp1.safetensors",
+            "-o",
+            "model.safetensors",
+        ])
+        .output()
+        .unwrap();
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{report}");
+    for line in [
+        "  1  tp0.safetensors  safetensors  10 tensors",
+        "tensors:\n",
+        "  position_ids                kept ",
+        "  layers.0.down_proj.weight   axis 1 ",
+        "  embed.weight                axis 0 ",
+        "output: model.safetensors  safetensors  10 tensors",
+    ] {
+        assert!(report.contains(line), "no {line:?} in\n{report}");
+    }
+    assert!(!tp.join("model.safetensors").exists());
+}
