@@ -3,17 +3,20 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use crate::backend::Engine;
 use crate::format::shape_text;
 use crate::job::TensorJob;
 use crate::spec::Spec;
 
-/// The plan of a checked job as text: the rules it passed, each input, the axis as given and
-/// as the operator takes it, and the output.
+/// The plan of a checked job as text: the rules it passed, the engine (unless it is the
+/// default CPU engine) and why, each input, the axis as given and as the operator takes it,
+/// the output, and what the engine does with it.
 pub fn dry_run(
     spec: Spec,
     job: &[TensorJob],
     axis_given: Option<i64>,
     output: Option<&Path>,
+    engine: &Engine,
 ) -> String {
     let mut text = String::new();
     let rules = if spec.check_types {
@@ -22,8 +25,11 @@ pub fn dry_run(
         format!("{}'s shape rules", spec.title())
     };
     let _ = writeln!(text, "dry run: nothing written; the join passes {rules}");
+    if let Some(note) = &engine.note {
+        let _ = writeln!(text, "backend: {note}");
+    }
     let output = output.map_or("(no output named)".to_string(), |p| p.display().to_string());
-    for tensor in job {
+    for (index, tensor) in job.iter().enumerate() {
         for source in &tensor.sources {
             let _ = writeln!(
                 text,
@@ -48,6 +54,9 @@ pub fn dry_run(
             shape_text(&tensor.out.shape),
             tensor.out.bytes
         );
+        if let Some(how) = engine.describe(index) {
+            let _ = writeln!(text, "  engine  DirectML Join: {how}");
+        }
     }
     text
 }
