@@ -33,6 +33,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)')
             [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable')
             [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Print the man page or a shell''s completions (checked in under man/, completions/)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can')
+            [CompletionResult]::new('--dml-adapter', '--dml-adapter', [CompletionResultType]::ParameterName, 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Check everything and print the plan on stdout; write nothing')
             [CompletionResult]::new('--stack', '--stack', [CompletionResultType]::ParameterName, 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Refuse to replace an existing output (by default it is replaced atomically)')

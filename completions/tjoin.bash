@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --help --generate --version"
+            opts="-a -o -n -q -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --help --generate --backend --dml-adapter --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -75,6 +75,14 @@ _tjoin() {
                     ;;
                 --generate)
                     COMPREPLY=($(compgen -W "man bash zsh fish powershell elvish" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "cpu directml auto" -- "${cur}"))
+                    return 0
+                    ;;
+                --dml-adapter)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

@@ -30,6 +30,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --generate 'Print the man page or a shell''s completions (checked in under man/, completions/)'
+            cand --backend 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can'
+            cand --dml-adapter 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index'
             cand --dry-run 'Check everything and print the plan on stdout; write nothing'
             cand --stack 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
             cand -n 'Refuse to replace an existing output (by default it is replaced atomically)'

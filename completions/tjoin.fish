@@ -15,6 +15,10 @@ zsh\t'`completions/_tjoin`'
 fish\t'`completions/tjoin.fish`'
 powershell\t'`completions/_tjoin.ps1`'
 elvish\t'`completions/tjoin.elv`'"
+complete -c tjoin -l backend -d 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can' -r -f -a "cpu\t'The CPU copy engine'
+directml\t'DirectML (Windows, built with the `directml` feature); fails when it cannot run'
+auto\t'DirectML when a device is available and runs every tensor, else the CPU engine'"
+complete -c tjoin -l dml-adapter -d 'DirectML\'s adapter: default (first hardware GPU), warp (software), or an index' -r
 complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout; write nothing'
 complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'

@@ -319,7 +319,7 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
 
 /// Reverses the byte ranges `swaps` names in every element of `bytes` (whole elements of
 /// `itemsize` bytes).
-fn swap_in_place(bytes: &mut [u8], itemsize: usize, swaps: &Swaps) {
+pub(crate) fn swap_in_place(bytes: &mut [u8], itemsize: usize, swaps: &Swaps) {
     match swaps {
         Swaps::None => {}
         Swaps::Uniform(width) => bytes.chunks_exact_mut(*width).for_each(<[u8]>::reverse),

@@ -56,6 +56,9 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// The device of a backend (`--backend directml`) is unavailable or failed.
+    #[error("{0}")]
+    Device(String),
     /// The inputs break one or more join rules; each refusal lists the offending inputs and
     /// a hint.
     #[error("{}", display_refusals(.0))]
@@ -66,7 +69,10 @@ impl Error {
     /// The exit status this error ends the process with.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::Io { .. } | Error::InputIo { .. } | Error::Malformed { .. } => ExitCode::Failure,
+            Error::Io { .. }
+            | Error::InputIo { .. }
+            | Error::Malformed { .. }
+            | Error::Device(_) => ExitCode::Failure,
             Error::Unsupported { .. } | Error::Refused(_) => ExitCode::Usage,
         }
     }

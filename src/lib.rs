@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod cli;
 pub mod copy;
 pub mod dtype;
@@ -25,6 +26,7 @@ pub mod stack;
 
 pub use error::{Error, ExitCode, Result};
 
+use backend::Engine;
 use cli::Cli;
 use error::Refusal;
 use std::collections::BTreeMap;
@@ -77,9 +79,13 @@ pub fn run(cli: &Cli) -> Result<()> {
             hint: None,
         }])
     })?;
+    let mut engine = Engine::choose(cli.backend, cli.dml_adapter, &job)?;
     let (Some(path), false) = (&cli.output, cli.dry_run) else {
         let output = cli.output.as_deref().zip(output_format);
-        print!("{}", report::dry_run(spec, &inputs, &job, cli.axis, output));
+        print!(
+            "{}",
+            report::dry_run(spec, &inputs, &job, cli.axis, output, &engine)
+        );
         return Ok(());
     };
     let mut output = Output::create(path, cli.no_clobber)?;
@@ -91,6 +97,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         writer.as_mut(),
         &mut output,
         &progress.bar,
+        &mut engine,
     );
     progress.finish();
     written?;
@@ -154,17 +161,19 @@ fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<Tens
         .collect()
 }
 
-/// Streams every tensor of the job into `sink`, framed by the output format's `writer`.
+/// Streams every tensor of the job into `sink` with `engine`, framed by the output format's
+/// `writer`.
 fn write(
     job: &[TensorJob],
     described: &[OutTensor],
     writer: &mut dyn Writer,
     sink: &mut dyn Sink,
     bar: &ProgressBar,
+    engine: &mut Engine,
 ) -> Result<()> {
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
     writer.start(sink, described).map_err(|e| failed(e, sink))?;
-    for tensor in job {
+    for (index, tensor) in job.iter().enumerate() {
         writer
             .start_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;
@@ -173,7 +182,7 @@ fn write(
             inner: data.as_mut(),
             bar,
         };
-        copy::execute(&tensor.plan, &tensor.sources, &mut counted)?;
+        engine.execute(index, tensor, &mut counted)?;
         drop(data);
         writer
             .end_tensor(sink, &tensor.out)

@@ -2,19 +2,22 @@
 
 use std::path::Path;
 
+use crate::backend::Engine;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
 use crate::spec::Spec;
 
-/// The plan of a checked job as aligned text: the rules it passed, the inputs, each output
-/// tensor with its axis (as given and as the operator takes it) or `kept`, and the output.
+/// The plan of a checked job as aligned text: the rules it passed, the engine (unless it is
+/// the default CPU engine) and why, the inputs, each output tensor with its axis (as given and
+/// as the operator takes it) or `kept`, the output, and what the engine does with each tensor.
 pub fn dry_run(
     spec: Spec,
     inputs: &[Input],
     job: &[TensorJob],
     axis_given: Option<i64>,
     output: Option<(&Path, Format)>,
+    engine: &Engine,
 ) -> String {
     let rules = if spec.check_types {
         spec.title()
@@ -22,6 +25,9 @@ pub fn dry_run(
         format!("{}'s shape rules", spec.title())
     };
     let mut text = format!("dry run: nothing written; the join passes {rules}\n");
+    if let Some(note) = &engine.note {
+        text.push_str(&format!("backend: {note}\n"));
+    }
     let single = job.len() == 1 && !job[0].kept && job[0].sources.len() == inputs.len();
     text.push_str("inputs:\n");
     let rows: Vec<Vec<String>> = if single {

@@ -1,6 +1,7 @@
 //! The one integration test binary: runs the built `tjoin` on real files, one module per topic.
 
 mod containers;
+mod directml;
 mod fixtures;
 mod generated;
 mod output_safety;

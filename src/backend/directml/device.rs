@@ -1,0 +1,865 @@
+//! The DirectML runtime, after Microsoft's HelloDirectML sample: a Direct3D 12 device on the
+//! chosen adapter, a DirectML device over it, and for each dispatch of a plan the Join
+//! operator (compiled and initialized once per shape), its binding table, the upload of its
+//! inputs through a staging buffer, the dispatch, and the readback of its output through
+//! another. Every call into the bindings is FFI: each `unsafe` block says why it is sound.
+//!
+//! The staging buffers hold `SLAB` bytes each, and the device's own buffers at most the
+//! adapter's budget (`plan::buffer_budget`), so memory stays bounded however large the job.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::mem::{ManuallyDrop, size_of_val};
+
+use windows_core::{HRESULT, Interface};
+
+use super::bindings::*;
+use super::plan::{
+    self, Dispatch, DmlPlan, FeatureLevel, KNOWN_LEVELS, SLAB, ShapeKey, TensorDesc,
+};
+use crate::backend::Adapter;
+use crate::copy::swap_in_place;
+use crate::error::{Error, Result};
+use crate::input::Tensor;
+use crate::output::Sink;
+use crate::plan::JoinPlan;
+use crate::source::Region;
+
+type Outcome<T> = std::result::Result<T, String>;
+
+/// An open device and everything a join reuses on it.
+pub struct Gpu {
+    name: String,
+    capabilities: plan::Device,
+    device: ID3D12Device,
+    queue: ID3D12CommandQueue,
+    allocator: ID3D12CommandAllocator,
+    list: ID3D12GraphicsCommandList,
+    fence: ID3D12Fence,
+    fence_value: u64,
+    dml: IDMLDevice,
+    recorder: IDMLCommandRecorder,
+    upload: ID3D12Resource,
+    /// The upload buffer, mapped for writing for as long as it lives.
+    upload_bytes: *mut u8,
+    readback: ID3D12Resource,
+    input: Option<(ID3D12Resource, u64)>,
+    /// Whether the input buffer is in the copy-destination state (else unordered access).
+    input_copy_dest: bool,
+    output: Option<(ID3D12Resource, u64)>,
+    temporary: Option<(ID3D12Resource, u64)>,
+    heap: Option<(ID3D12DescriptorHeap, u32)>,
+    operators: HashMap<ShapeKey, Operator>,
+}
+
+/// A compiled and initialized Join.
+struct Operator {
+    compiled: IDMLCompiledOperator,
+    properties: DML_BINDING_PROPERTIES,
+    persistent: Option<(ID3D12Resource, u64)>,
+}
+
+/// "What failed, and its HRESULT".
+fn failed(what: &str, error: windows_core::Error) -> String {
+    format!("{what} failed: {}", hresult_text(error.code()))
+}
+
+/// An HRESULT as `NAME (0x........)` for the ones a user may meet here.
+pub fn hresult_text(code: HRESULT) -> String {
+    let value = code.0 as u32;
+    let name = match value {
+        0x8000_4001 => "E_NOTIMPL",
+        0x8000_4005 => "E_FAIL",
+        0x8007_0057 => "E_INVALIDARG",
+        0x8007_000E => "E_OUTOFMEMORY",
+        0x8007_007E => "the DLL was not found",
+        0x887A_0002 => "DXGI_ERROR_NOT_FOUND",
+        0x887A_0004 => "DXGI_ERROR_UNSUPPORTED",
+        0x887A_0005 => "DXGI_ERROR_DEVICE_REMOVED",
+        0x887A_0006 => "DXGI_ERROR_DEVICE_HUNG",
+        0x887A_0007 => "DXGI_ERROR_DEVICE_RESET",
+        _ => "",
+    };
+    if name.is_empty() {
+        format!("0x{value:08X}")
+    } else {
+        format!("{name} (0x{value:08X})")
+    }
+}
+
+/// The adapter's name, dedicated video memory, and whether it is a software adapter.
+fn describe(adapter: &IDXGIAdapter1) -> Outcome<(String, u64, bool)> {
+    // SAFETY: DXGI_ADAPTER_DESC1 is plain data (integers and a UTF-16 array): all zeros is a
+    // valid value, and GetDesc1 writes only inside it.
+    let mut desc: DXGI_ADAPTER_DESC1 = unsafe { std::mem::zeroed() };
+    // SAFETY: `desc` is a valid, writable DXGI_ADAPTER_DESC1 for the duration of the call.
+    unsafe { adapter.GetDesc1(&mut desc) }
+        .ok()
+        .map_err(|e| failed("IDXGIAdapter1::GetDesc1", e))?;
+    let end = desc
+        .Description
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(desc.Description.len());
+    let name = String::from_utf16_lossy(&desc.Description[..end]);
+    let software = desc.Flags & (DXGI_ADAPTER_FLAG_SOFTWARE as u32) != 0;
+    Ok((name, desc.DedicatedVideoMemory as u64, software))
+}
+
+fn create_device(adapter: &IDXGIAdapter1) -> Outcome<ID3D12Device> {
+    let mut device: Option<ID3D12Device> = None;
+    // SAFETY: `adapter` is a live COM interface; the binding passes ID3D12Device's IID and
+    // `device` receives an owned reference.
+    unsafe { D3D12CreateDevice(adapter, D3D_FEATURE_LEVEL_11_0, &mut device) }
+        .map_err(|e| failed("D3D12CreateDevice", e))?;
+    device.ok_or_else(|| "D3D12CreateDevice returned no device".to_string())
+}
+
+fn enum_adapter(factory: &IDXGIFactory4, index: u32) -> windows_core::Result<IDXGIAdapter1> {
+    // SAFETY: a live factory; the binding returns an owned adapter or the HRESULT.
+    unsafe { factory.EnumAdapters1(index) }
+}
+
+/// The adapter `choice` names and a Direct3D 12 device on it.
+fn pick(factory: &IDXGIFactory4, choice: Adapter) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
+    match choice {
+        Adapter::Warp => {
+            // SAFETY: a live factory; the binding passes IDXGIAdapter1's IID.
+            let adapter: IDXGIAdapter1 = unsafe { factory.EnumWarpAdapter() }
+                .map_err(|e| failed("IDXGIFactory4::EnumWarpAdapter", e))?;
+            let device = create_device(&adapter)?;
+            Ok((adapter, device))
+        }
+        Adapter::Index(index) => {
+            let adapter = enum_adapter(factory, index).map_err(|e| {
+                if e.code() == DXGI_ERROR_NOT_FOUND {
+                    let count = (0..)
+                        .take_while(|&i| enum_adapter(factory, i).is_ok())
+                        .count();
+                    format!("there is no adapter {index}: DXGI lists {count}, from 0")
+                } else {
+                    failed("IDXGIFactory1::EnumAdapters1", e)
+                }
+            })?;
+            let device = create_device(&adapter)?;
+            Ok((adapter, device))
+        }
+        Adapter::Default => {
+            let mut last = "DXGI lists no adapter".to_string();
+            for index in 0.. {
+                let adapter = match enum_adapter(factory, index) {
+                    Ok(adapter) => adapter,
+                    Err(e) if e.code() == DXGI_ERROR_NOT_FOUND => break,
+                    Err(e) => return Err(failed("IDXGIFactory1::EnumAdapters1", e)),
+                };
+                let (name, _, software) = describe(&adapter)?;
+                if software {
+                    continue;
+                }
+                match create_device(&adapter) {
+                    Ok(device) => return Ok((adapter, device)),
+                    Err(why) => last = format!("adapter {index} ({name}): {why}"),
+                }
+            }
+            Err(format!(
+                "no hardware adapter runs Direct3D 12 ({last}); --dml-adapter warp runs on \
+                 Windows' software adapter"
+            ))
+        }
+    }
+}
+
+/// The highest feature level the device reports among those tjoin knows. DirectML before
+/// 1.1 has no such query, and older versions may refuse levels they do not know: ask again
+/// with fewer, and assume 1.0 if none is answered.
+fn feature_level(dml: &IDMLDevice) -> FeatureLevel {
+    for count in (1..=KNOWN_LEVELS.len()).rev() {
+        let levels: Vec<DML_FEATURE_LEVEL> =
+            KNOWN_LEVELS[..count].iter().map(|l| l.code()).collect();
+        let query = DML_FEATURE_QUERY_FEATURE_LEVELS {
+            RequestedFeatureLevelCount: count as u32,
+            RequestedFeatureLevels: levels.as_ptr(),
+        };
+        let mut data = DML_FEATURE_DATA_FEATURE_LEVELS::default();
+        // SAFETY: `query` points at `levels`, both alive for the call; the sizes passed are
+        // those of the structures passed.
+        let result = unsafe {
+            dml.CheckFeatureSupport(
+                DML_FEATURE_FEATURE_LEVELS,
+                size_of_val(&query) as u32,
+                Some(&query as *const _ as *const c_void),
+                size_of_val(&data) as u32,
+                &mut data as *mut _ as *mut c_void,
+            )
+        };
+        if result.is_ok() {
+            return FeatureLevel::from_code(data.MaxSupportedFeatureLevel);
+        }
+    }
+    FeatureLevel::V1_0
+}
+
+fn supports_float64(dml: &IDMLDevice) -> bool {
+    let query = DML_FEATURE_QUERY_TENSOR_DATA_TYPE_SUPPORT {
+        DataType: DML_TENSOR_DATA_TYPE_FLOAT64,
+    };
+    let mut data = DML_FEATURE_DATA_TENSOR_DATA_TYPE_SUPPORT::default();
+    // SAFETY: as in `feature_level`: live structures of the sizes passed.
+    let result = unsafe {
+        dml.CheckFeatureSupport(
+            DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT,
+            size_of_val(&query) as u32,
+            Some(&query as *const _ as *const c_void),
+            size_of_val(&data) as u32,
+            &mut data as *mut _ as *mut c_void,
+        )
+    };
+    result.is_ok() && data.IsSupported.as_bool()
+}
+
+/// A committed buffer of `size` bytes on a heap of type `heap`.
+fn buffer(
+    device: &ID3D12Device,
+    heap: D3D12_HEAP_TYPE,
+    size: u64,
+    flags: D3D12_RESOURCE_FLAGS,
+    state: D3D12_RESOURCE_STATES,
+) -> Outcome<ID3D12Resource> {
+    let properties = D3D12_HEAP_PROPERTIES {
+        Type: heap,
+        ..Default::default()
+    };
+    let desc = D3D12_RESOURCE_DESC {
+        Dimension: D3D12_RESOURCE_DIMENSION_BUFFER,
+        Alignment: 0,
+        Width: size.max(4),
+        Height: 1,
+        DepthOrArraySize: 1,
+        MipLevels: 1,
+        Format: DXGI_FORMAT_UNKNOWN,
+        SampleDesc: DXGI_SAMPLE_DESC {
+            Count: 1,
+            Quality: 0,
+        },
+        Layout: D3D12_TEXTURE_LAYOUT_ROW_MAJOR,
+        Flags: flags,
+    };
+    let mut resource: Option<ID3D12Resource> = None;
+    // SAFETY: both descriptions are alive for the call; `resource` receives an owned reference.
+    unsafe {
+        device.CreateCommittedResource(
+            &properties,
+            D3D12_HEAP_FLAG_NONE,
+            &desc,
+            state,
+            None,
+            &mut resource,
+        )
+    }
+    .map_err(|e| failed(&format!("creating a buffer of {size} bytes"), e))?;
+    resource.ok_or_else(|| "CreateCommittedResource returned no buffer".to_string())
+}
+
+/// A borrowed interface pointer in a field DirectML or Direct3D reads during one call.
+///
+/// # Safety
+/// The result must not outlive `interface`, and must never be dropped as an owned reference
+/// (it holds no reference count of its own; `ManuallyDrop` keeps it from being released).
+unsafe fn borrowed<T: Interface, U: Interface>(interface: &T) -> ManuallyDrop<Option<U>> {
+    // SAFETY: T is a COM interface deriving from U (the callers pass an interface and one of
+    // its bases), so its pointer is a valid U pointer; `Option<U>` has a pointer's layout.
+    unsafe { std::mem::transmute_copy(interface) }
+}
+
+fn transition(
+    resource: &ID3D12Resource,
+    before: D3D12_RESOURCE_STATES,
+    after: D3D12_RESOURCE_STATES,
+) -> D3D12_RESOURCE_BARRIER {
+    D3D12_RESOURCE_BARRIER {
+        Type: D3D12_RESOURCE_BARRIER_TYPE_TRANSITION,
+        Flags: D3D12_RESOURCE_BARRIER_FLAG_NONE,
+        Anonymous: D3D12_RESOURCE_BARRIER_0 {
+            Transition: ManuallyDrop::new(D3D12_RESOURCE_TRANSITION_BARRIER {
+                // SAFETY: the barrier is recorded while `resource` is alive, and dropped
+                // without releasing it.
+                pResource: unsafe { borrowed(resource) },
+                Subresource: D3D12_RESOURCE_BARRIER_ALL_SUBRESOURCES,
+                StateBefore: before,
+                StateAfter: after,
+            }),
+        },
+    }
+}
+
+fn buffer_binding(resource: &ID3D12Resource, offset: u64, size: u64) -> DML_BUFFER_BINDING {
+    DML_BUFFER_BINDING {
+        // SAFETY: bindings are passed to DirectML while `resource` is alive, never released.
+        Buffer: unsafe { borrowed(resource) },
+        Offset: offset,
+        SizeInBytes: size,
+    }
+}
+
+fn binding_desc(binding: &DML_BUFFER_BINDING) -> DML_BINDING_DESC {
+    DML_BINDING_DESC {
+        Type: DML_BINDING_TYPE_BUFFER,
+        Desc: binding as *const _ as *const c_void,
+    }
+}
+
+/// A `DML_BUFFER_TENSOR_DESC` pointing into `desc`, which must outlive it.
+fn buffer_tensor_desc(desc: &TensorDesc) -> DML_BUFFER_TENSOR_DESC {
+    DML_BUFFER_TENSOR_DESC {
+        DataType: desc.data_type.code(),
+        Flags: DML_TENSOR_FLAG_NONE,
+        DimensionCount: desc.sizes.len() as u32,
+        Sizes: desc.sizes.as_ptr(),
+        Strides: desc
+            .strides
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s.as_ptr()),
+        TotalTensorSizeInBytes: desc.total_bytes,
+        GuaranteedBaseOffsetAlignment: plan::BINDING_ALIGNMENT as u32,
+    }
+}
+
+impl Gpu {
+    /// Steps 1 to 4 of DIRECTML.md: device, queue, allocator, list, fence, DirectML device,
+    /// feature level; and the two staging buffers.
+    pub fn open(choice: Adapter) -> Outcome<Gpu> {
+        // SAFETY: the binding passes IDXGIFactory4's IID and wraps the owned result.
+        let factory: IDXGIFactory4 =
+            unsafe { CreateDXGIFactory1() }.map_err(|e| failed("CreateDXGIFactory1", e))?;
+        let (adapter, device) = pick(&factory, choice)?;
+        let (name, memory, software) = describe(&adapter)?;
+        let queue_desc = D3D12_COMMAND_QUEUE_DESC {
+            Type: D3D12_COMMAND_LIST_TYPE_DIRECT,
+            ..Default::default()
+        };
+        // SAFETY (this block): calls on a live device with descriptions alive for each call;
+        // every result is an owned reference or an HRESULT.
+        let (queue, allocator, list, fence) = unsafe {
+            let queue: ID3D12CommandQueue = device
+                .CreateCommandQueue(&queue_desc)
+                .map_err(|e| failed("ID3D12Device::CreateCommandQueue", e))?;
+            let allocator: ID3D12CommandAllocator = device
+                .CreateCommandAllocator(D3D12_COMMAND_LIST_TYPE_DIRECT)
+                .map_err(|e| failed("ID3D12Device::CreateCommandAllocator", e))?;
+            let list: ID3D12GraphicsCommandList = device
+                .CreateCommandList(0, D3D12_COMMAND_LIST_TYPE_DIRECT, &allocator, None)
+                .map_err(|e| failed("ID3D12Device::CreateCommandList", e))?;
+            let fence: ID3D12Fence = device
+                .CreateFence(0, D3D12_FENCE_FLAG_NONE)
+                .map_err(|e| failed("ID3D12Device::CreateFence", e))?;
+            (queue, allocator, list, fence)
+        };
+        let mut dml: Option<IDMLDevice> = None;
+        // SAFETY: a live device; `dml` receives an owned reference. DMLCreateDevice (not
+        // DMLCreateDevice1) exists in every DirectML version.
+        unsafe { DMLCreateDevice(&device, DML_CREATE_DEVICE_FLAG_NONE, &mut dml) }
+            .map_err(|e| failed("DMLCreateDevice", e))?;
+        let dml = dml.ok_or_else(|| "DMLCreateDevice returned no device".to_string())?;
+        // SAFETY: a live DirectML device; the result is owned.
+        let recorder: IDMLCommandRecorder = unsafe { dml.CreateCommandRecorder() }
+            .map_err(|e| failed("IDMLDevice::CreateCommandRecorder", e))?;
+        let capabilities = plan::Device {
+            level: feature_level(&dml),
+            float64: supports_float64(&dml),
+            max_buffer: plan::buffer_budget(memory, software),
+        };
+        let upload = buffer(
+            &device,
+            D3D12_HEAP_TYPE_UPLOAD,
+            SLAB,
+            D3D12_RESOURCE_FLAG_NONE,
+            D3D12_RESOURCE_STATE_GENERIC_READ,
+        )?;
+        let readback = buffer(
+            &device,
+            D3D12_HEAP_TYPE_READBACK,
+            SLAB,
+            D3D12_RESOURCE_FLAG_NONE,
+            D3D12_RESOURCE_STATE_COPY_DEST,
+        )?;
+        let mut mapped: *mut c_void = std::ptr::null_mut();
+        let nothing_read = D3D12_RANGE { Begin: 0, End: 0 };
+        // SAFETY: upload heaps may stay mapped for their whole life; the CPU only writes.
+        unsafe { upload.Map(0, Some(&nothing_read), &mut mapped) }
+            .ok()
+            .map_err(|e| failed("mapping the upload buffer", e))?;
+        let label = match choice {
+            Adapter::Default => format!("{name} (the default adapter)"),
+            Adapter::Warp => format!("{name} (WARP)"),
+            Adapter::Index(index) => format!("{name} (adapter {index})"),
+        };
+        Ok(Gpu {
+            name: label,
+            capabilities,
+            device,
+            queue,
+            allocator,
+            list,
+            fence,
+            fence_value: 0,
+            dml,
+            recorder,
+            upload,
+            upload_bytes: mapped.cast(),
+            readback,
+            input: None,
+            input_copy_dest: true,
+            output: None,
+            temporary: None,
+            heap: None,
+            operators: HashMap::new(),
+        })
+    }
+
+    /// The adapter, for messages.
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// What planning needs to know.
+    pub fn capabilities(&self) -> plan::Device {
+        self.capabilities
+    }
+
+    /// Closes the command list, runs it, waits for the fence, and resets list and allocator.
+    fn submit(&mut self) -> Outcome<()> {
+        self.fence_value += 1;
+        let value = self.fence_value;
+        // SAFETY (this block): calls on live objects; the list holds only commands on live
+        // resources; a null event handle makes SetEventOnCompletion wait until the fence
+        // reaches `value`, after which the allocator's memory is no longer in use.
+        unsafe {
+            self.list
+                .Close()
+                .ok()
+                .map_err(|e| failed("closing the command list", e))?;
+            let list: ID3D12CommandList = (*self.list).clone();
+            self.queue.ExecuteCommandLists(&[Some(list)]);
+            self.queue
+                .Signal(&self.fence, value)
+                .ok()
+                .map_err(|e| failed("ID3D12CommandQueue::Signal", e))?;
+            if self.fence.GetCompletedValue() < value {
+                self.fence
+                    .SetEventOnCompletion(value, HANDLE(std::ptr::null_mut()))
+                    .ok()
+                    .map_err(|e| failed("waiting for the GPU", e))?;
+            }
+            self.allocator
+                .Reset()
+                .ok()
+                .map_err(|e| failed("resetting the allocator", e))?;
+            self.list
+                .Reset(&self.allocator, None)
+                .ok()
+                .map_err(|e| failed("resetting the command list", e))?;
+        }
+        // SAFETY: a live device; reports whether it was lost while running the list.
+        let removed = unsafe { self.device.GetDeviceRemovedReason() };
+        if removed.is_err() {
+            return Err(format!("the device was removed: {}", hresult_text(removed)));
+        }
+        Ok(())
+    }
+
+    /// A buffer in `slot` of at least `size` bytes, made anew when the old one is smaller.
+    fn ensure(
+        device: &ID3D12Device,
+        slot: &mut Option<(ID3D12Resource, u64)>,
+        size: u64,
+        state: D3D12_RESOURCE_STATES,
+    ) -> Outcome<bool> {
+        if slot.as_ref().is_some_and(|(_, have)| *have >= size) {
+            return Ok(false);
+        }
+        let made = buffer(
+            device,
+            D3D12_HEAP_TYPE_DEFAULT,
+            size,
+            D3D12_RESOURCE_FLAG_ALLOW_UNORDERED_ACCESS,
+            state,
+        )?;
+        *slot = Some((made, size));
+        Ok(true)
+    }
+
+    /// A shader-visible descriptor heap with at least `count` descriptors.
+    fn heap(&mut self, count: u32) -> Outcome<ID3D12DescriptorHeap> {
+        let count = count.max(1);
+        if let Some((heap, have)) = &self.heap
+            && *have >= count
+        {
+            return Ok(heap.clone());
+        }
+        let desc = D3D12_DESCRIPTOR_HEAP_DESC {
+            Type: D3D12_DESCRIPTOR_HEAP_TYPE_CBV_SRV_UAV,
+            NumDescriptors: count,
+            Flags: D3D12_DESCRIPTOR_HEAP_FLAG_SHADER_VISIBLE,
+            NodeMask: 0,
+        };
+        // SAFETY: a live device and a description alive for the call.
+        let heap: ID3D12DescriptorHeap = unsafe { self.device.CreateDescriptorHeap(&desc) }
+            .map_err(|e| failed("ID3D12Device::CreateDescriptorHeap", e))?;
+        self.heap = Some((heap.clone(), count));
+        Ok(heap)
+    }
+
+    /// A binding table for `dispatchable` over the whole descriptor heap, which is also set
+    /// on the command list.
+    fn binding_table(
+        &mut self,
+        dispatchable: &IDMLDispatchable,
+        count: u32,
+    ) -> Outcome<IDMLBindingTable> {
+        let heap = self.heap(count)?;
+        // SAFETY (this block): live heap, list and device; the table description borrows
+        // `dispatchable` (alive for the call, never released through it).
+        unsafe {
+            let desc = DML_BINDING_TABLE_DESC {
+                Dispatchable: borrowed(dispatchable),
+                CPUDescriptorHandle: heap.GetCPUDescriptorHandleForHeapStart(),
+                GPUDescriptorHandle: heap.GetGPUDescriptorHandleForHeapStart(),
+                SizeInDescriptors: count.max(1),
+            };
+            self.list.SetDescriptorHeaps(&[Some(heap.clone())]);
+            self.dml
+                .CreateBindingTable(Some(&desc))
+                .map_err(|e| failed("IDMLDevice::CreateBindingTable", e))
+        }
+    }
+
+    /// Steps 5 to 10: the Join of this dispatch's shapes, created, compiled and initialized
+    /// the first time it is met.
+    fn operator(&mut self, dispatch: &Dispatch) -> Outcome<()> {
+        let key = dispatch.shape_key();
+        if self.operators.contains_key(&key) {
+            return Ok(());
+        }
+        let inputs: Vec<DML_BUFFER_TENSOR_DESC> = dispatch
+            .inputs
+            .iter()
+            .map(|b| buffer_tensor_desc(&b.desc))
+            .collect();
+        let input_descs: Vec<DML_TENSOR_DESC> = inputs
+            .iter()
+            .map(|b| DML_TENSOR_DESC {
+                Type: DML_TENSOR_TYPE_BUFFER,
+                Desc: b as *const _ as *const c_void,
+            })
+            .collect();
+        let output = buffer_tensor_desc(&dispatch.output);
+        let output_desc = DML_TENSOR_DESC {
+            Type: DML_TENSOR_TYPE_BUFFER,
+            Desc: &output as *const _ as *const c_void,
+        };
+        let join = DML_JOIN_OPERATOR_DESC {
+            InputCount: input_descs.len() as u32,
+            InputTensors: input_descs.as_ptr(),
+            OutputTensor: &output_desc,
+            Axis: dispatch.axis,
+        };
+        let desc = DML_OPERATOR_DESC {
+            Type: DML_OPERATOR_JOIN,
+            Desc: &join as *const _ as *const c_void,
+        };
+        let mut created: Option<IDMLOperator> = None;
+        let mut compiled: Option<IDMLCompiledOperator> = None;
+        // SAFETY: every description above (and the sizes in `dispatch` they point into) is
+        // alive for these calls; results are owned references.
+        unsafe {
+            self.dml
+                .CreateOperator(&desc, &mut created)
+                .map_err(|e| failed("IDMLDevice::CreateOperator (Join)", e))?;
+            let created = created.ok_or("CreateOperator returned no operator")?;
+            self.dml
+                .CompileOperator(&created, DML_EXECUTION_FLAG_NONE, &mut compiled)
+                .map_err(|e| failed("IDMLDevice::CompileOperator", e))?;
+        }
+        let compiled = compiled.ok_or("CompileOperator returned no operator")?;
+        // SAFETY: a live device and compiled operator; the result is owned.
+        let initializer: IDMLOperatorInitializer = unsafe {
+            self.dml
+                .CreateOperatorInitializer(Some(&[Some(compiled.clone())]))
+        }
+        .map_err(|e| failed("IDMLDevice::CreateOperatorInitializer", e))?;
+        // SAFETY: live dispatchables.
+        let (init, exec) = unsafe {
+            (
+                initializer.GetBindingProperties(),
+                compiled.GetBindingProperties(),
+            )
+        };
+        let temporary = init.TemporaryResourceSize.max(exec.TemporaryResourceSize);
+        if temporary > 0 {
+            Gpu::ensure(
+                &self.device,
+                &mut self.temporary,
+                temporary,
+                D3D12_RESOURCE_STATE_COMMON,
+            )?;
+        }
+        let mut persistent = None;
+        if exec.PersistentResourceSize > 0 {
+            Gpu::ensure(
+                &self.device,
+                &mut persistent,
+                exec.PersistentResourceSize,
+                D3D12_RESOURCE_STATE_COMMON,
+            )?;
+        }
+        let count = init
+            .RequiredDescriptorCount
+            .max(exec.RequiredDescriptorCount);
+        let table = self.binding_table(&initializer, count)?;
+        // SAFETY (this block): the bindings borrow live buffers for the calls that read them.
+        unsafe {
+            if init.TemporaryResourceSize > 0
+                && let Some((buffer, size)) = &self.temporary
+            {
+                let binding = buffer_binding(buffer, 0, *size);
+                table.BindTemporaryResource(Some(&binding_desc(&binding)));
+            }
+            if let Some((buffer, size)) = &persistent {
+                let binding = buffer_binding(buffer, 0, *size);
+                table.BindOutputs(Some(&[binding_desc(&binding)]));
+            }
+            self.recorder
+                .RecordDispatch(&self.list, &initializer, &table);
+        }
+        self.submit()?;
+        self.operators.insert(
+            key,
+            Operator {
+                compiled,
+                properties: exec,
+                persistent,
+            },
+        );
+        Ok(())
+    }
+
+    /// Runs every dispatch of `plan`, writing the joined bytes to `out` in order.
+    pub fn execute(
+        &mut self,
+        plan: &DmlPlan,
+        job: &JoinPlan,
+        sources: &[&Tensor],
+        out: &mut dyn Sink,
+    ) -> Result<()> {
+        let regions = sources
+            .iter()
+            .zip(&job.inputs)
+            .map(|(input, p)| {
+                Region::map(&input.file, p.data_offset, p.data_len)
+                    .map_err(|e| input.name.io_error("map", e))
+            })
+            .collect::<Result<Vec<Region>>>()?;
+        for dispatch in plan.dispatches() {
+            self.dispatch(plan, job, &dispatch, &regions, out)?;
+        }
+        Ok(())
+    }
+
+    fn device_error(&self, why: String) -> Error {
+        Error::Device(format!("DirectML on {}: {why}", self.name))
+    }
+
+    /// Steps 11 to 14 for one dispatch: upload, bind, dispatch, read back.
+    fn dispatch(
+        &mut self,
+        plan: &DmlPlan,
+        job: &JoinPlan,
+        dispatch: &Dispatch,
+        regions: &[Region],
+        out: &mut dyn Sink,
+    ) -> Result<()> {
+        self.operator(dispatch)
+            .map_err(|why| self.device_error(why))?;
+        self.upload_inputs(plan, job, dispatch, regions)
+            .map_err(|why| self.device_error(why))?;
+        self.run(dispatch).map_err(|why| self.device_error(why))?;
+        self.read_back(plan, dispatch, out)
+    }
+
+    /// Copies every input tensor of `dispatch` into the input buffer, a slab at a time,
+    /// swapping bytes on the way where an input needs it.
+    fn upload_inputs(
+        &mut self,
+        plan: &DmlPlan,
+        job: &JoinPlan,
+        dispatch: &Dispatch,
+        regions: &[Region],
+    ) -> Outcome<()> {
+        if Gpu::ensure(
+            &self.device,
+            &mut self.input,
+            dispatch.input_buffer_bytes,
+            D3D12_RESOURCE_STATE_COPY_DEST,
+        )? {
+            self.input_copy_dest = true;
+        }
+        let input = self
+            .input
+            .as_ref()
+            .map(|(b, _)| b.clone())
+            .ok_or("no input buffer")?;
+        if !self.input_copy_dest {
+            let barrier = transition(
+                &input,
+                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
+                D3D12_RESOURCE_STATE_COPY_DEST,
+            );
+            // SAFETY: records a barrier on a live buffer.
+            unsafe { self.list.ResourceBarrier(&[barrier]) };
+            self.input_copy_dest = true;
+        }
+        let itemsize = job.dtype.itemsize() as usize;
+        let mut staged = 0u64;
+        for bound in &dispatch.inputs {
+            let region = &regions[bound.input];
+            let swaps = &job.inputs[bound.input].swaps;
+            for slab in plan.slabs(bound.source.clone()) {
+                let len = slab.end - slab.start;
+                if staged + len > SLAB {
+                    self.submit()?;
+                    staged = 0;
+                }
+                let bytes = &region.bytes()[slab.start as usize..slab.end as usize];
+                // SAFETY: the upload buffer is mapped for SLAB bytes and `staged + len <= SLAB`;
+                // the GPU reads it only in submitted copies, all of which have completed
+                // (`submit` waits) before these bytes are overwritten.
+                let staging = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        self.upload_bytes.add(staged as usize),
+                        len as usize,
+                    )
+                };
+                staging.copy_from_slice(bytes);
+                swap_in_place(staging, itemsize, swaps);
+                let at = bound.offset + (slab.start - bound.source.start);
+                // SAFETY: records a copy between live buffers, within both.
+                unsafe {
+                    self.list
+                        .CopyBufferRegion(&input, at, &self.upload, staged, len)
+                };
+                region.release(slab.start as usize, slab.end as usize);
+                staged += len;
+            }
+        }
+        let barrier = transition(
+            &input,
+            D3D12_RESOURCE_STATE_COPY_DEST,
+            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
+        );
+        // SAFETY: records a barrier on a live buffer.
+        unsafe { self.list.ResourceBarrier(&[barrier]) };
+        self.input_copy_dest = false;
+        Ok(())
+    }
+
+    /// Binds the inputs, output, temporary and persistent resources, and runs the Join.
+    fn run(&mut self, dispatch: &Dispatch) -> Outcome<()> {
+        Gpu::ensure(
+            &self.device,
+            &mut self.output,
+            dispatch.output.total_bytes,
+            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
+        )?;
+        let key = dispatch.shape_key();
+        let operator = self
+            .operators
+            .get(&key)
+            .ok_or("the operator was not compiled")?;
+        let (compiled, properties) = (operator.compiled.clone(), operator.properties);
+        let persistent = operator.persistent.clone();
+        let table = self.binding_table(&compiled, properties.RequiredDescriptorCount)?;
+        let input = self
+            .input
+            .as_ref()
+            .map(|(b, _)| b.clone())
+            .ok_or("no input buffer")?;
+        let output = self
+            .output
+            .as_ref()
+            .map(|(b, _)| b.clone())
+            .ok_or("no output buffer")?;
+        let inputs: Vec<DML_BUFFER_BINDING> = dispatch
+            .inputs
+            .iter()
+            .map(|b| buffer_binding(&input, b.offset, b.desc.total_bytes))
+            .collect();
+        let input_descs: Vec<DML_BINDING_DESC> = inputs.iter().map(binding_desc).collect();
+        let out_binding = buffer_binding(&output, 0, dispatch.output.total_bytes);
+        // SAFETY (this block): every binding borrows a live buffer for the call reading it;
+        // the dispatch is recorded on the live list with the table just filled.
+        unsafe {
+            if properties.TemporaryResourceSize > 0
+                && let Some((buffer, size)) = &self.temporary
+            {
+                let binding = buffer_binding(buffer, 0, *size);
+                table.BindTemporaryResource(Some(&binding_desc(&binding)));
+            }
+            if let Some((buffer, size)) = &persistent {
+                let binding = buffer_binding(buffer, 0, *size);
+                table.BindPersistentResource(Some(&binding_desc(&binding)));
+            }
+            table.BindInputs(Some(&input_descs));
+            table.BindOutputs(Some(&[binding_desc(&out_binding)]));
+            self.recorder.RecordDispatch(&self.list, &compiled, &table);
+            self.list.ResourceBarrier(&[transition(
+                &output,
+                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
+                D3D12_RESOURCE_STATE_COPY_SOURCE,
+            )]);
+        }
+        self.submit()
+    }
+
+    /// Copies the dispatch's output to `out` through the readback buffer, a slab at a time.
+    fn read_back(&mut self, plan: &DmlPlan, dispatch: &Dispatch, out: &mut dyn Sink) -> Result<()> {
+        let output = self
+            .output
+            .as_ref()
+            .map(|(b, _)| b.clone())
+            .ok_or_else(|| self.device_error("no output buffer".to_string()))?;
+        for slab in plan.slabs(0..dispatch.output.data_bytes()) {
+            let len = slab.end - slab.start;
+            // SAFETY: records a copy between live buffers, within both.
+            unsafe {
+                self.list
+                    .CopyBufferRegion(&self.readback, 0, &output, slab.start, len)
+            };
+            self.submit().map_err(|why| self.device_error(why))?;
+            let mut mapped: *mut c_void = std::ptr::null_mut();
+            let read = D3D12_RANGE {
+                Begin: 0,
+                End: len as usize,
+            };
+            // SAFETY: maps the readback buffer, whose copy has completed.
+            unsafe { self.readback.Map(0, Some(&read), &mut mapped) }
+                .ok()
+                .map_err(|e| self.device_error(failed("mapping the readback buffer", e)))?;
+            // SAFETY: the map covers `len <= SLAB` bytes and lasts until Unmap below.
+            let bytes = unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), len as usize) };
+            let written = out.write_all(bytes);
+            let nothing_written = D3D12_RANGE { Begin: 0, End: 0 };
+            // SAFETY: unmaps what was mapped above; `bytes` is not used after this.
+            unsafe { self.readback.Unmap(0, Some(&nothing_written)) };
+            written.map_err(|e| Error::io("write the output", out.name(), e))?;
+        }
+        let barrier = transition(
+            &output,
+            D3D12_RESOURCE_STATE_COPY_SOURCE,
+            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
+        );
+        // SAFETY: records a barrier on a live buffer. It runs now, so that no recorded
+        // command outlives a buffer the next dispatch may replace.
+        unsafe { self.list.ResourceBarrier(&[barrier]) };
+        self.submit().map_err(|why| self.device_error(why))
+    }
+}

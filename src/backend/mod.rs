@@ -1,0 +1,180 @@
+//! Which engine moves the data (`--backend`): the CPU copy engine, or DirectML's Join
+//! operator on a Direct3D 12 device. Both write through the same `Sink`, inside the output
+//! format's framing, so every format works with either and the bytes are the same.
+
+pub mod directml;
+
+use std::fmt;
+
+use crate::copy;
+use crate::error::{Error, Refusal, Result};
+use crate::job::TensorJob;
+use crate::output::Sink;
+use directml::plan::{self as dml, DmlPlan};
+
+/// `--backend`: the engine the user asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The CPU copy engine.
+    #[default]
+    Cpu,
+    /// DirectML (Windows, built with the `directml` feature); fails when it cannot run.
+    Directml,
+    /// DirectML when a device is available and runs every tensor, else the CPU engine.
+    Auto,
+}
+
+/// `--dml-adapter`: which adapter DirectML runs on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Adapter {
+    /// The first hardware adapter that runs Direct3D 12.
+    #[default]
+    Default,
+    /// WARP, Windows' software rasterizer: on every Windows, no GPU needed.
+    Warp,
+    /// The adapter at this index in DXGI's enumeration.
+    Index(u32),
+}
+
+impl Adapter {
+    /// Parses `default`, `warp` or an index.
+    pub fn parse(text: &str) -> std::result::Result<Adapter, String> {
+        match text {
+            "default" => Ok(Adapter::Default),
+            "warp" => Ok(Adapter::Warp),
+            _ => text.parse().map(Adapter::Index).map_err(|_| {
+                format!(
+                    "'{text}' is not an adapter; expected default, warp, or an index (0, 1, ...)"
+                )
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Adapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Adapter::Default => f.write_str("default"),
+            Adapter::Warp => f.write_str("warp"),
+            Adapter::Index(index) => write!(f, "{index}"),
+        }
+    }
+}
+
+/// The engine chosen for a job, and what `--dry-run` says about the choice.
+pub struct Engine {
+    kind: Kind,
+    /// One line on the backend and why, for `--dry-run`; `None` for the default CPU engine.
+    pub note: Option<String>,
+}
+
+enum Kind {
+    Cpu,
+    DirectMl {
+        session: Box<directml::Session>,
+        /// One plan per tensor of the job, in the job's order.
+        plans: Vec<DmlPlan>,
+    },
+}
+
+impl Engine {
+    /// Chooses the engine for `job` (in the order it is written): opens the DirectML device
+    /// when asked to and plans every tensor on it, so that a refusal comes before any output.
+    pub fn choose(backend: Backend, adapter: Option<Adapter>, job: &[TensorJob]) -> Result<Engine> {
+        let cpu = |note: Option<String>| Engine {
+            kind: Kind::Cpu,
+            note,
+        };
+        if backend == Backend::Cpu {
+            if adapter.is_some() {
+                return Err(Error::Refused(vec![Refusal {
+                    headline: "--dml-adapter applies to --backend directml or auto only"
+                        .to_string(),
+                    details: Vec::new(),
+                    hint: Some("drop --dml-adapter, or add --backend directml".to_string()),
+                }]));
+            }
+            return Ok(cpu(None));
+        }
+        let session = match directml::open(adapter.unwrap_or_default()) {
+            Ok(session) => session,
+            Err(why) if backend == Backend::Auto => {
+                return Ok(cpu(Some(format!("cpu, as --backend auto chose: {why}"))));
+            }
+            Err(why) => return Err(Error::Device(why)),
+        };
+        let on = format!(
+            "DirectML on {} (feature level {})",
+            session.adapter, session.device.level
+        );
+        let mut plans = Vec::with_capacity(job.len());
+        let mut declined = Vec::new();
+        for tensor in job {
+            match dml::plan(&tensor.plan, &session.device) {
+                Ok(plan) => plans.push(plan),
+                Err(why) => declined.push(format!("tensor `{}`: {why}", tensor.out.name)),
+            }
+        }
+        if declined.is_empty() {
+            let why = match backend {
+                Backend::Auto => {
+                    ", as --backend auto chose: the device is available and runs every tensor"
+                }
+                _ => "",
+            };
+            return Ok(Engine {
+                note: Some(format!("{on}{why}")),
+                kind: Kind::DirectMl {
+                    session: Box::new(session),
+                    plans,
+                },
+            });
+        }
+        if backend == Backend::Auto {
+            return Ok(cpu(Some(format!(
+                "cpu, as --backend auto chose: {on} cannot run {}",
+                declined.join("; ")
+            ))));
+        }
+        Err(Error::Refused(vec![Refusal {
+            headline: format!("cannot run this join through {on}"),
+            details: declined,
+            hint: Some(
+                "--backend auto runs such joins on the CPU engine, as does --backend cpu"
+                    .to_string(),
+            ),
+        }]))
+    }
+
+    /// What the engine does with tensor `index` of the job, for `--dry-run`.
+    pub fn describe(&self, index: usize) -> Option<String> {
+        match &self.kind {
+            Kind::Cpu => None,
+            Kind::DirectMl { plans, .. } => plans.get(index).map(DmlPlan::describe),
+        }
+    }
+
+    /// Writes the data of tensor `index` of the job to `out`.
+    pub fn execute(&mut self, index: usize, tensor: &TensorJob, out: &mut dyn Sink) -> Result<()> {
+        match &mut self.kind {
+            Kind::Cpu => copy::execute(&tensor.plan, &tensor.sources, out),
+            Kind::DirectMl { session, plans } => {
+                session.execute(&plans[index], &tensor.plan, &tensor.sources, out)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapters_parse_by_name_or_index() {
+        assert_eq!(Adapter::parse("default"), Ok(Adapter::Default));
+        assert_eq!(Adapter::parse("warp"), Ok(Adapter::Warp));
+        assert_eq!(Adapter::parse("2"), Ok(Adapter::Index(2)));
+        assert!(Adapter::parse("gpu").unwrap_err().contains("default, warp"));
+        assert_eq!(Adapter::Index(3).to_string(), "3");
+    }
+}
