@@ -42,6 +42,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "Append to a file in place (x.npy is replaced only once the output is complete):",
         "tjoin -a 0 x.npy y.npy -o x.npy",
     ),
+    (
+        "In a pipeline: JSON from standard input joined with a file, written as JSON to stdout:",
+        "echo '[[1,2],[3,4]]' | tjoin -a 0 - b.json -o - --format json",
+    ),
+    (
+        "Thousands of shards listed by find, converted to float32 on the way:",
+        "find shards -name '*.npy' -print0 | sort -z | tjoin -a 0 --files-from - -0 --cast float32 -o train.npy",
+    ),
 ];
 
 /// The first four examples, as `--help` ends.
@@ -53,7 +61,7 @@ fn help_examples() -> String {
     text
 }
 
-/// Join tensors stored in .npy, .npz and .safetensors files along one axis, like numpy.concatenate, ONNX Concat or
+/// Join tensors stored in .npy, .npz, .safetensors and .json files along one axis, like numpy.concatenate, ONNX Concat or
 /// DirectML Join, streaming the data so that files larger than memory join in constant memory.
 ///
 /// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
@@ -69,6 +77,11 @@ fn help_examples() -> String {
 /// I16, F8_*, I8, U8, F6_*, F4, BOOL), then by name; its __metadata__ is the first input's, with
 /// --metadata entries added (keys sorted). An .npz output lists its tensors in the first input's
 /// order.
+///
+/// In pipelines: `-` as an input reads standard input (its format sniffed from its first bytes,
+/// or named with --input-format), `-o -` writes standard output (with --format), --files-from
+/// reads the inputs' paths from a file, and --cast converts every input to one element type in
+/// the same single pass.
 #[derive(Debug, Parser)]
 #[command(
     name = "tjoin",
@@ -79,15 +92,17 @@ fn help_examples() -> String {
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The tensors to join, in order: .npy, .npz, .safetensors files, or FILE:NAME.
-    #[arg(required_unless_present = "generate", value_name = "INPUT")]
+    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, or `-`
+    /// for standard input.
+    #[arg(required_unless_present_any = ["generate", "files_from"], value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
     /// The axis to join along; negative ones count from the back (-1 is the last).
     #[arg(short, long, allow_negative_numbers = true, value_name = "AXIS")]
     pub axis: Option<i64>,
 
-    /// The file to write; replaced only when complete, so it may be an input.
+    /// The file to write (`-`: standard output); replaced only when complete, so it may be an
+    /// input.
     #[arg(
         short,
         long,
@@ -144,6 +159,32 @@ pub struct Cli {
     #[arg(long)]
     pub compress: bool,
 
+    /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
+    /// extension.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Read every input in this format instead of guessing from its content and name.
+    #[arg(long, value_name = "FORMAT")]
+    pub input_format: Option<String>,
+
+    /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
+    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM")]
+    pub json_form: JsonForm,
+
+    /// Also join the paths listed in FILE (`-`: standard input), one per line, after any INPUT.
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Option<PathBuf>,
+
+    /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
+    #[arg(short = '0', long, requires = "files_from")]
+    pub null: bool,
+
+    /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
+    /// bfloat16, float32, float64.
+    #[arg(long, value_name = "DTYPE")]
+    pub cast: Option<String>,
+
     /// Print help (the man page has more).
     #[arg(short, long, action = clap::ArgAction::HelpShort)]
     pub help: Option<bool>,
@@ -151,6 +192,16 @@ pub struct Cli {
     /// Print the man page or a shell's completions (checked in under man/, completions/).
     #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
     pub generate: Option<crate::generate::Kind>,
+}
+
+/// How a JSON output is shaped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonForm {
+    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
+    #[default]
+    Nested,
+    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
+    Object,
 }
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
@@ -198,6 +249,15 @@ mod tests {
         assert_eq!((rule.glob.as_str(), rule.axis), ("a=b*", -1));
         assert!(parse_axis_rule("*.weight").is_err());
         assert!(parse_axis_rule("*.weight=x").is_err());
+    }
+
+    #[test]
+    fn a_file_list_replaces_positional_inputs() {
+        let cli = Cli::try_parse_from(["tjoin", "-a", "0", "--files-from", "-", "-0", "-o", "-"])
+            .unwrap();
+        assert!(cli.inputs.is_empty() && cli.null);
+        assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-o", "x.npy"]).is_err());
+        assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-0", "a.npy", "-o", "x"]).is_err());
     }
 
     #[test]
