@@ -4,6 +4,7 @@ mod containers;
 mod fixtures;
 mod generated;
 mod output_safety;
+mod pipelines;
 mod property;
 mod refusals;
 mod reliability;
