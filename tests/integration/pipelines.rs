@@ -81,6 +81,29 @@ fn npy_from_stdin_joins_a_file_to_npy_on_stdout() {
 }
 
 #[test]
+fn containers_on_stdin_are_sniffed_by_their_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = f32_le(&[1.0, 2.0, 3.0, 4.0]);
+    write_npy(&dir.path().join("a.npy"), "<f4", &[2, 2], false, &data);
+    let twice = pipe(
+        dir.path(),
+        &["-a", "0", "a.npy", "a.npy", "-o", "-", "--format", "npy"],
+        b"",
+    );
+    for container in ["a.safetensors", "a.npz"] {
+        let args = ["-a", "0", "a.npy", "--name", "x", "-o", container];
+        pipe(dir.path(), &args, b"");
+        let bytes = fs::read(dir.path().join(container)).unwrap();
+        let args = ["-a", "0", "-", "a.npy", "-o", "-", "--format", "npy"];
+        assert_eq!(
+            pipe(dir.path(), &args, &bytes),
+            twice,
+            "{container} on stdin"
+        );
+    }
+}
+
+#[test]
 fn mixed_formats_join_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     write_npy(
@@ -479,13 +502,59 @@ fn ten_thousand_inputs_from_a_list_join_on_either_axis() {
     let expected: Vec<i32> = (0..count).flat_map(|i| [i, -i]).collect();
     assert_eq!(rows.data, le(&expected, i32::to_le_bytes));
 
-    // Axis 1 has two rounds: every input is visited twice, in groups through temp files.
+    // The same inputs from a NUL-separated list on stdin. (Axis 1 of [1, 2] inputs is still
+    // one round; `more_inputs_than_a_group_join_in_several_rounds` covers the grouping.)
     let null_list = names.join("\0") + "\0";
     let args = ["-a", "1", "--files-from", "-", "-0", "-o", "cols.npy"];
     pipe(dir.path(), &args, null_list.as_bytes());
     let cols = read_npy(&dir.path().join("cols.npy"));
     assert_eq!(cols.shape, [1, 20_000]);
     assert_eq!(cols.data, rows.data);
+}
+
+#[test]
+fn more_inputs_than_a_group_join_in_several_rounds() {
+    // 5,000 columns of shape [2, 1] joined on axis 1: two rounds, more inputs than the
+    // engine maps at once (4,096), so groups are joined through temporary files first.
+    let dir = tempfile::tempdir().unwrap();
+    let count: usize = 5_000;
+    let names: Vec<String> = (0..count).map(|i| format!("c{i:05}.npy")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let data = le(&[i as i32, -(i as i32)], i32::to_le_bytes);
+        fs::write(
+            dir.path().join(name),
+            npy_bytes("<i4", &[2, 1], false, &data),
+        )
+        .unwrap();
+    }
+    fs::write(dir.path().join("list.txt"), names.join("\n")).unwrap();
+    let rows: Vec<i32> = (0..count as i32)
+        .chain((0..count as i32).map(|i| -i))
+        .collect();
+    pipe(
+        dir.path(),
+        &["-a", "1", "--files-from", "list.txt", "-o", "wide.npy"],
+        b"",
+    );
+    let wide = read_npy(&dir.path().join("wide.npy"));
+    assert_eq!(wide.shape, [2, count as u64]);
+    assert_eq!(wide.data, le(&rows, i32::to_le_bytes));
+    // With a cast, converted inside the groups.
+    let args = [
+        "-a",
+        "1",
+        "--files-from",
+        "list.txt",
+        "--cast",
+        "int64",
+        "-o",
+        "w64.npy",
+    ];
+    pipe(dir.path(), &args, b"");
+    let w64 = read_npy(&dir.path().join("w64.npy"));
+    assert_eq!(w64.descr, "<i8");
+    let rows: Vec<i64> = rows.iter().map(|&v| i64::from(v)).collect();
+    assert_eq!(w64.data, le(&rows, i64::to_le_bytes));
 }
 
 #[test]
