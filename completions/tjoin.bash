@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --help --generate --backend --dml-adapter --version"
+            opts="-a -o -n -q -0 -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --format --input-format --json-form --files-from --null --cast --help --generate --backend --dml-adapter --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -70,6 +70,26 @@ _tjoin() {
                     return 0
                     ;;
                 --metadata)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --input-format)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --json-form)
+                    COMPREPLY=($(compgen -W "nested object" -- "${cur}"))
+                    return 0
+                    ;;
+                --files-from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cast)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

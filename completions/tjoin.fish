@@ -1,5 +1,5 @@
 complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last)' -r
-complete -c tjoin -s o -l output -d 'The file to write; replaced only when complete, so it may be an input' -r -F
+complete -c tjoin -s o -l output -d 'The file to write (`-`: standard output); replaced only when complete, so it may be an input' -r -F
 complete -c tjoin -l spec -d 'Check against a runtime\'s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]' -r
 complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly DIMS, e.g. 1,1,2,7' -r
 complete -c tjoin -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
@@ -9,6 +9,12 @@ complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r
 complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r
+complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r
+complete -c tjoin -l input-format -d 'Read every input in this format instead of guessing from its content and name' -r
+complete -c tjoin -l json-form -d 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'
+object\t'`{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`'"
+complete -c tjoin -l files-from -d 'Also join the paths listed in FILE (`-`: standard input), one per line, after any INPUT' -r -F
+complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64' -r
 complete -c tjoin -l generate -d 'Print the man page or a shell\'s completions (checked in under man/, completions/)' -r -f -a "man\t'The man page, `man/tjoin.1`'
 bash\t'`completions/tjoin.bash`'
 zsh\t'`completions/_tjoin`'
@@ -24,5 +30,6 @@ complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as nump
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
+complete -c tjoin -s 0 -l null -d 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'
 complete -c tjoin -s V -l version -d 'Print version'

@@ -12,12 +12,12 @@ use crate::spec::Spec;
 /// shows all.
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
-        "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
-        "tjoin --axis 3 a.npy b.npy -o out.npy",
+        "In a pipeline: JSON from standard input joined with a file, written as JSON to stdout:",
+        "echo '[[1,2],[3,4]]' | tjoin -a 0 - b.json -o - --format json",
     ),
     (
-        "Merge dataset shards along the first axis, in the order the shell lists them:",
-        "tjoin -a 0 part-*.npy -o all.npy",
+        "Thousands of shards listed by find, converted to float32 on the way:",
+        "find shards -name '*.npy' -print0 | sort -z | tjoin -a 0 --files-from - -0 --cast float32 -o train.npy",
     ),
     (
         "Merge tensor-parallel checkpoint shards tensor by tensor, with per-tensor axes:",
@@ -26,6 +26,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
         "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
+    ),
+    (
+        "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
+        "tjoin --axis 3 a.npy b.npy -o out.npy",
+    ),
+    (
+        "Merge dataset shards along the first axis, in the order the shell lists them:",
+        "tjoin -a 0 part-*.npy -o all.npy",
     ),
     (
         "Merge numpy.savez shards (every array joined with its namesakes):",
@@ -62,7 +70,7 @@ fn help_examples() -> String {
     text
 }
 
-/// Join tensors stored in .npy, .npz and .safetensors files along one axis, like numpy.concatenate, ONNX Concat or
+/// Join tensors stored in .npy, .npz, .safetensors and .json files along one axis, like numpy.concatenate, ONNX Concat or
 /// DirectML Join, streaming the data so that files larger than memory join in constant memory.
 ///
 /// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
@@ -86,6 +94,10 @@ fn help_examples() -> String {
 /// status 1; --backend auto then uses the CPU engine, and --dry-run says which and why. What is
 /// tested where: the DirectML planning on every platform; the GPU path only on Windows, and not
 /// in tjoin's own CI, which has no GPU.
+/// In pipelines: `-` as an input reads standard input (its format sniffed from its first bytes,
+/// or named with --input-format), `-o -` writes standard output (with --format), --files-from
+/// reads the inputs' paths from a file, and --cast converts every input to one element type in
+/// the same single pass.
 #[derive(Debug, Parser)]
 #[command(
     name = "tjoin",
@@ -96,15 +108,17 @@ fn help_examples() -> String {
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The tensors to join, in order: .npy, .npz, .safetensors files, or FILE:NAME.
-    #[arg(required_unless_present = "generate", value_name = "INPUT")]
+    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, or `-`
+    /// for standard input.
+    #[arg(required_unless_present_any = ["generate", "files_from"], value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
     /// The axis to join along; negative ones count from the back (-1 is the last).
     #[arg(short, long, allow_negative_numbers = true, value_name = "AXIS")]
     pub axis: Option<i64>,
 
-    /// The file to write; replaced only when complete, so it may be an input.
+    /// The file to write (`-`: standard output); replaced only when complete, so it may be an
+    /// input.
     #[arg(
         short,
         long,
@@ -161,6 +175,32 @@ pub struct Cli {
     #[arg(long)]
     pub compress: bool,
 
+    /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
+    /// extension.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Read every input in this format instead of guessing from its content and name.
+    #[arg(long, value_name = "FORMAT")]
+    pub input_format: Option<String>,
+
+    /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
+    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM")]
+    pub json_form: JsonForm,
+
+    /// Also join the paths listed in FILE (`-`: standard input), one per line, after any INPUT.
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Option<PathBuf>,
+
+    /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
+    #[arg(short = '0', long, requires = "files_from")]
+    pub null: bool,
+
+    /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
+    /// bfloat16, float32, float64.
+    #[arg(long, value_name = "DTYPE")]
+    pub cast: Option<String>,
+
     /// Print help (the man page has more).
     #[arg(short, long, action = clap::ArgAction::HelpShort)]
     pub help: Option<bool>,
@@ -176,6 +216,16 @@ pub struct Cli {
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
     #[arg(long, value_name = "ADAPTER", value_parser = Adapter::parse)]
     pub dml_adapter: Option<Adapter>,
+}
+
+/// How a JSON output is shaped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonForm {
+    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
+    #[default]
+    Nested,
+    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
+    Object,
 }
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
@@ -245,6 +295,15 @@ mod tests {
             (Backend::Auto, Some(Adapter::Warp))
         );
         assert!(Cli::try_parse_from(["tjoin", "--dml-adapter", "x", "a.npy", "-o", "b"]).is_err());
+    }
+
+    #[test]
+    fn a_file_list_replaces_positional_inputs() {
+        let cli = Cli::try_parse_from(["tjoin", "-a", "0", "--files-from", "-", "-0", "-o", "-"])
+            .unwrap();
+        assert!(cli.inputs.is_empty() && cli.null);
+        assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-o", "x.npy"]).is_err());
+        assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-0", "a.npy", "-o", "x"]).is_err());
     }
 
     #[test]

@@ -2,22 +2,30 @@
 //! back while reading each input front to back. The only place data moves.
 //!
 //! - A round with one input (`outer == 1`) is one large copy per input, done inside the
-//!   kernel when it can be.
+//!   kernel when it can be; inputs of at most `SMALL_INPUT` bytes are read with one
+//!   positional read into the output buffer instead of being mapped.
 //! - Runs of at least `DIRECT_RUN` bytes are written straight from the memory map.
 //! - Tiny runs that need no change (a last-axis join of width 3) are packed a buffer's worth
 //!   of rounds at a time, one input at a time, by copy loops specialised on the run's size.
-//! - Other small runs, byte-swapped runs and gathered (re-laid-out) runs are packed into one
-//!   reused buffer and written in large blocks.
+//! - Other small runs, byte-swapped runs, cast runs (`--cast`) and gathered (re-laid-out)
+//!   runs are packed into one reused buffer and written in large blocks.
 //! - Pages behind the read cursors are released whenever `RELEASE_BUDGET` bytes have been read
 //!   since the last release, whatever the number of inputs, so resident memory stays bounded
 //!   however large the inputs are.
+//! - Inputs are opened and mapped only when the engine gets to them: one at a time when
+//!   `outer == 1`, and at most `GROUP` at once otherwise. A join of more inputs than that
+//!   with `outer > 1` first joins groups of them into temporary files, so that neither file
+//!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
 
-use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
-use crate::dtype::Swaps;
+use crate::cast;
+use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, Result};
-use crate::input::Tensor;
-use crate::output::Sink;
+use crate::format::{Layout, TensorInfo};
+use crate::input::{DataFile, Tensor};
+use crate::output::{Scratch, Sink};
 use crate::plan::{Gather, InputPlan, JoinPlan};
 use crate::source::Region;
 
@@ -28,38 +36,115 @@ const DIRECT_RUN: u64 = 256 << 10;
 /// How many bytes may be read from all inputs together between releases of the pages behind
 /// the cursors.
 const RELEASE_BUDGET: u64 = 16 << 20;
+/// Inputs at most this long are read with one call rather than mapped or copied apart.
+const SMALL_INPUT: u64 = 64 << 10;
+/// The most inputs mapped at once; far below the kernel's default limit of 65,530 maps and
+/// a hard limit of file descriptors of a few thousand.
+const GROUP: usize = 4096;
 
 /// Writes the data of `plan` from `inputs` (one tensor per entry of `plan.inputs`) to `out`.
 pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Result<()> {
     if plan.bytes == 0 {
         return Ok(());
     }
-    let regions = inputs
-        .iter()
-        .zip(&plan.inputs)
-        .map(|(input, p)| {
-            Region::map(&input.file, p.data_offset, p.data_len)
-                .map_err(|e| input.name.io_error("map", e))
-        })
-        .collect::<Result<Vec<Region>>>()?;
-    let itemsize = plan.dtype.itemsize() as usize;
-    let mut sink = Packer::new(out, itemsize);
-    let mut cursors = Cursors::new(&regions);
+    if plan.outer > 1 && inputs.len() > GROUP {
+        return execute_in_groups(plan, inputs, out);
+    }
+    let mut sink = Packer::new(out, &plan.dtype);
     if plan.outer == 1 {
-        for (((input, p), region), index) in inputs.iter().zip(&plan.inputs).zip(&regions).zip(0..)
-        {
-            sink.whole_input(&input.file, p, region, index, &mut cursors)?;
+        for (input, p) in inputs.iter().zip(&plan.inputs) {
+            sink.whole_input(input, p)?;
         }
-    } else if packable(plan) {
-        sink.packed_rounds(plan, &regions, &mut cursors)?;
     } else {
-        for round in 0..plan.outer {
-            for ((p, region), index) in plan.inputs.iter().zip(&regions).zip(0..) {
-                sink.run(p, region, round, index, &mut cursors)?;
+        // A map outlives its file descriptor: reopened inputs are closed again at once.
+        let regions = inputs
+            .iter()
+            .zip(&plan.inputs)
+            .map(|(input, p)| map(input, p))
+            .collect::<Result<Vec<Region>>>()?;
+        let mut cursors = Cursors::new(&regions);
+        if packable(plan) {
+            sink.packed_rounds(plan, &regions, &mut cursors)?;
+        } else {
+            for round in 0..plan.outer {
+                let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(0..);
+                for (((input, p), region), index) in each {
+                    sink.run(input, p, region, round, index, &mut cursors)?;
+                }
             }
         }
     }
     sink.flush()
+}
+
+/// Maps an input's data, opening it again if it was closed after its header was read.
+pub(crate) fn map(input: &Tensor, p: &InputPlan) -> Result<Region> {
+    if p.data_len == 0 {
+        return Ok(Region::map_nothing());
+    }
+    let file = input.file.open(&input.name)?;
+    Region::map(&file, p.data_offset, p.data_len).map_err(|e| input.name.io_error("map", e))
+}
+
+/// Joins each group of `GROUP` inputs into a temporary file, then joins those: every round
+/// of a group's result is the group's runs back to back, so the final join's rounds are
+/// the same bytes in the same order.
+fn execute_in_groups(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Result<()> {
+    let mut parts = Vec::new();
+    let mut part_plans = Vec::new();
+    for (group, plans) in inputs.chunks(GROUP).zip(plan.inputs.chunks(GROUP)) {
+        let run_bytes: u64 = plans.iter().map(|p| p.out_run_bytes(&plan.dtype)).sum();
+        let bytes = run_bytes * plan.outer;
+        let sub_plan = JoinPlan {
+            inputs: plans.to_vec(),
+            bytes,
+            ..plan.clone_without_inputs()
+        };
+        let mut scratch = Scratch::new()?;
+        execute(&sub_plan, group, &mut scratch)?;
+        parts.push(Tensor {
+            name: group[0].name.clone(),
+            info: TensorInfo {
+                dtype: plan.dtype.clone(),
+                byte_order: plan.dtype.byte_order_or_na(ByteOrder::Little),
+                swaps: Swaps::None,
+                shape: Vec::new(),
+                layout: plan.layout,
+                data_offset: 0,
+                data_len: bytes,
+            },
+            file: DataFile::Open(Arc::new(scratch.into_file())),
+        });
+        part_plans.push(InputPlan {
+            data_offset: 0,
+            data_len: bytes,
+            run_bytes,
+            dtype: plan.dtype.clone(),
+            swaps: Swaps::None,
+            gather: None,
+        });
+    }
+    let joined = JoinPlan {
+        inputs: part_plans,
+        ..plan.clone_without_inputs()
+    };
+    let parts: Vec<&Tensor> = parts.iter().collect();
+    execute(&joined, &parts, out)
+}
+
+impl JoinPlan {
+    /// The plan's own fields, with no inputs (to build the plans of parts of a join).
+    fn clone_without_inputs(&self) -> JoinPlan {
+        JoinPlan {
+            axis: self.axis,
+            dtype: self.dtype.clone(),
+            shape: self.shape.clone(),
+            layout: self.layout,
+            outer: self.outer,
+            inputs: Vec::new(),
+            bytes: self.bytes,
+        }
+    }
 }
 
 /// Whether every run is tiny and needs no change, so rounds can be packed in bulk.
@@ -69,7 +154,7 @@ fn packable(plan: &JoinPlan) -> bool {
         && plan
             .inputs
             .iter()
-            .all(|p| p.gather.is_none() && p.swaps.is_none())
+            .all(|p| p.gather.is_none() && p.swaps.is_none() && p.dtype == plan.dtype)
 }
 
 /// How far the engine has read each input, and where it last released each one's pages.
@@ -117,47 +202,70 @@ impl<'r> Cursors<'r> {
 /// The output and the buffer that packs small runs.
 struct Packer<'a> {
     out: &'a mut dyn Sink,
+    /// The output's element type, and its size (at least 1).
+    dtype: DType,
     itemsize: usize,
     buffer: Vec<u8>,
     capacity: usize,
+    /// Input elements being cast, after their bytes are swapped.
+    scratch: Vec<u8>,
 }
 
 impl<'a> Packer<'a> {
-    fn new(out: &'a mut dyn Sink, itemsize: usize) -> Packer<'a> {
+    fn new(out: &'a mut dyn Sink, dtype: &DType) -> Packer<'a> {
         // Whole elements must fit, so that swaps never straddle a flush.
-        let itemsize = itemsize.max(1);
+        let itemsize = (dtype.itemsize() as usize).max(1);
         let capacity = BUFFER.max(itemsize);
         Packer {
             out,
+            dtype: dtype.clone(),
             itemsize,
             buffer: Vec::with_capacity(capacity),
             capacity,
+            scratch: Vec::new(),
         }
     }
 
-    /// Copies all of one input: in the kernel when nothing needs changing, else in pieces.
-    fn whole_input(
-        &mut self,
-        file: &File,
-        p: &InputPlan,
-        region: &Region,
-        index: usize,
-        cursors: &mut Cursors,
-    ) -> Result<()> {
-        if p.gather.is_some() || !p.swaps.is_none() {
-            return self.run(p, region, 0, index, cursors);
+    /// Copies all of one input: small ones with one read, large ones in the kernel when
+    /// nothing needs changing, else in pieces.
+    fn whole_input(&mut self, input: &Tensor, p: &InputPlan) -> Result<()> {
+        if p.data_len == 0 {
+            return Ok(());
+        }
+        if p.gather.is_some() || !p.swaps.is_none() || p.dtype != self.dtype {
+            let region = map(input, p)?;
+            let mut cursors = Cursors::new(std::slice::from_ref(&region));
+            return self.run(input, p, &region, 0, 0, &mut cursors);
+        }
+        let file = input.file.open(&input.name)?;
+        if p.data_len <= SMALL_INPUT {
+            let len = p.data_len as usize;
+            if self.capacity - self.buffer.len() < len {
+                self.flush()?;
+            }
+            let start = self.buffer.len();
+            self.buffer.resize(start + len, 0);
+            file.read_exact_at(&mut self.buffer[start..], p.data_offset)
+                .map_err(|e| input.name.io_error("read", e))?;
+            return Ok(());
         }
         self.flush()?;
         let copied = self
             .out
-            .copy_from(file, p.data_offset, p.data_len)
+            .copy_from(&file, p.data_offset, p.data_len)
             .map_err(|e| self.write_error(e))?;
-        cursors.read[index] = copied;
-        cursors.released[index] = copied;
+        if copied == p.data_len {
+            return Ok(());
+        }
+        let region = Region::map(&file, p.data_offset, p.data_len)
+            .map_err(|e| input.name.io_error("map", e))?;
+        let mut cursors = Cursors::new(std::slice::from_ref(&region));
+        cursors.read[0] = copied;
+        cursors.released[0] = copied;
         let rest = &region.bytes()[copied as usize..];
         for piece in rest.chunks(RELEASE_BUDGET as usize) {
             self.out.write_all(piece).map_err(|e| self.write_error(e))?;
-            cursors.advance(index, piece.len() as u64);
+            cursors.advance(0, piece.len() as u64);
         }
         Ok(())
     }
@@ -165,6 +273,7 @@ impl<'a> Packer<'a> {
     /// Copies round `round`'s run of one input.
     fn run(
         &mut self,
+        input: &Tensor,
         p: &InputPlan,
         region: &Region,
         round: u64,
@@ -176,24 +285,28 @@ impl<'a> Packer<'a> {
         }
         if let Some(gather) = &p.gather {
             cursors.scattered[index] = true;
-            self.gathered_run(p, gather, region, round)?;
+            self.gathered_run(input, p, gather, region, round)?;
             cursors.advance(index, p.run_bytes);
             return Ok(());
         }
         let start = (round * p.run_bytes) as usize;
         let run = &region.bytes()[start..start + p.run_bytes as usize];
-        if p.run_bytes >= DIRECT_RUN && p.swaps.is_none() {
+        if p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype {
             self.flush()?;
             self.out.write_all(run).map_err(|e| self.write_error(e))?;
         } else {
-            self.append(run, &p.swaps)?;
+            self.append(run, input, p, start as u64)?;
         }
         cursors.advance(index, p.run_bytes);
         Ok(())
     }
 
-    /// Appends `bytes` (whole elements), reversing `swaps` in each element on the way.
-    fn append(&mut self, mut bytes: &[u8], swaps: &Swaps) -> Result<()> {
+    /// Appends `bytes` (whole elements of the input, from byte `at` of its data), reversing
+    /// its swaps in each element and casting it on the way.
+    fn append(&mut self, mut bytes: &[u8], input: &Tensor, p: &InputPlan, at: u64) -> Result<()> {
+        if p.dtype != self.dtype {
+            return self.append_cast(bytes, input, p, at);
+        }
         while !bytes.is_empty() {
             let room = self.capacity - self.buffer.len();
             let take = room.min(bytes.len()) / self.itemsize * self.itemsize;
@@ -203,7 +316,7 @@ impl<'a> Packer<'a> {
             }
             let start = self.buffer.len();
             self.buffer.extend_from_slice(&bytes[..take]);
-            swap_in_place(&mut self.buffer[start..], self.itemsize, swaps);
+            swap_in_place(&mut self.buffer[start..], self.itemsize, &p.swaps);
             bytes = &bytes[take..];
             if self.buffer.len() == self.capacity {
                 self.flush()?;
@@ -212,9 +325,39 @@ impl<'a> Packer<'a> {
         Ok(())
     }
 
+    /// Appends whole input elements converted to the output's type, refusing the first that
+    /// does not fit it with its position.
+    fn append_cast(
+        &mut self,
+        mut bytes: &[u8],
+        input: &Tensor,
+        p: &InputPlan,
+        at: u64,
+    ) -> Result<()> {
+        let in_size = p.dtype.itemsize() as usize;
+        let mut element = at / in_size as u64;
+        while !bytes.is_empty() {
+            let room = (self.capacity - self.buffer.len()) / self.itemsize;
+            if room == 0 {
+                self.flush()?;
+                continue;
+            }
+            let take = room.min(bytes.len() / in_size);
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&bytes[..take * in_size]);
+            swap_in_place(&mut self.scratch, in_size, &p.swaps);
+            cast::convert(&p.dtype, &self.dtype, &self.scratch, &mut self.buffer)
+                .map_err(|e| cast_refused(input, element + e.index as u64, &self.dtype, e))?;
+            bytes = &bytes[take * in_size..];
+            element += take as u64;
+        }
+        Ok(())
+    }
+
     /// Copies one run of an input whose layout differs from the output's, element by element.
     fn gathered_run(
         &mut self,
+        input: &Tensor,
         p: &InputPlan,
         gather: &Gather,
         region: &Region,
@@ -224,8 +367,14 @@ impl<'a> Packer<'a> {
         let itemsize = self.itemsize;
         let base = offset_of(round, &gather.outer_dims, &gather.outer_strides);
         let count: u64 = gather.run_dims.iter().product();
+        let cast = p.dtype != self.dtype;
+        let in_size = p.dtype.itemsize() as usize;
         for index in 0..count {
             let at = (base + offset_of(index, &gather.run_dims, &gather.run_strides)) as usize;
+            if cast {
+                self.append_cast(&bytes[at..at + in_size], input, p, at as u64)?;
+                continue;
+            }
             if self.capacity - self.buffer.len() < itemsize {
                 self.flush()?;
             }
@@ -284,6 +433,38 @@ impl<'a> Packer<'a> {
     fn write_error(&self, e: std::io::Error) -> Error {
         Error::io("write the output", self.out.name(), e)
     }
+}
+
+/// The refusal of a cast of element `index` (in the order the input's file stores them).
+fn cast_refused(input: &Tensor, index: u64, to: &DType, e: cast::CastError) -> Error {
+    let position = element_position(index, &input.info.shape, input.info.layout);
+    Error::Unsupported {
+        input: input.name.clone(),
+        reason: format!(
+            "--cast {to} stops at its element {position}: {} is {}; nothing was converted \
+             silently (choose a wider type, or fix the data)",
+            e.value, e.reason
+        ),
+    }
+}
+
+/// `[1, 2] (number 5 in file order)`: an element's index along each dimension.
+fn element_position(index: u64, shape: &[u64], layout: Layout) -> String {
+    let mut rest = index;
+    let mut dims = vec![0; shape.len()];
+    let order: Vec<usize> = match layout {
+        Layout::C => (0..shape.len()).rev().collect(),
+        Layout::Fortran => (0..shape.len()).collect(),
+    };
+    for axis in order {
+        let size = shape[axis].max(1);
+        dims[axis] = rest % size;
+        rest /= size;
+    }
+    format!(
+        "{} (number {index} in the order the file stores them)",
+        crate::format::shape_text(&dims)
+    )
 }
 
 /// Copies `src`, a sequence of runs of `run` bytes, into `dst` with one run every `stride`

@@ -571,6 +571,62 @@ fn python_str(text: &str) -> String {
     out
 }
 
+impl DType {
+    /// The type a name as `Display` writes it stands for (`float32`, `bfloat16`,
+    /// `float8_e4m3fn`, `U5`, `datetime64[ns]`); numpy's `<U5`/`|S3` spellings of strings are
+    /// accepted too.
+    pub fn from_name(name: &str) -> Option<DType> {
+        let plain = match name {
+            "bool" => DType::Bool,
+            "int8" => DType::Int8,
+            "int16" => DType::Int16,
+            "int32" => DType::Int32,
+            "int64" => DType::Int64,
+            "uint8" => DType::UInt8,
+            "uint16" => DType::UInt16,
+            "uint32" => DType::UInt32,
+            "uint64" => DType::UInt64,
+            "float16" => DType::Float16,
+            "bfloat16" => DType::BFloat16,
+            "float32" => DType::Float32,
+            "float64" => DType::Float64,
+            "float128" => DType::Float128,
+            "complex64" => DType::Complex64,
+            "complex128" => DType::Complex128,
+            "complex256" => DType::Complex256,
+            "float8_e4m3fn" => DType::Float8E4M3,
+            "float8_e5m2" => DType::Float8E5M2,
+            "float8_e8m0fnu" => DType::Float8E8M0,
+            "float8_e4m3fnuz" => DType::Float8E4M3Fnuz,
+            "float8_e5m2fnuz" => DType::Float8E5M2Fnuz,
+            "float4_e2m1fn" => DType::Float4,
+            "float6_e2m3fn" => DType::Float6E2M3,
+            "float6_e3m2fn" => DType::Float6E3M2,
+            _ => {
+                let unit = |prefix: &str| {
+                    let unit = name.strip_prefix(prefix)?.strip_suffix(']')?;
+                    let known = !unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic());
+                    known.then(|| unit.to_string())
+                };
+                if let Some(unit) = unit("datetime64[") {
+                    return Some(DType::DateTime64(unit));
+                }
+                if let Some(unit) = unit("timedelta64[") {
+                    return Some(DType::TimeDelta64(unit));
+                }
+                let text = name.trim_start_matches(['<', '>', '|', '=']);
+                let width = |rest: &str| rest.parse::<u64>().ok();
+                return match text.split_at_checked(1)? {
+                    ("U", n) => width(n).map(DType::Unicode),
+                    ("S", n) => width(n).map(DType::Bytes),
+                    _ => None,
+                };
+            }
+        };
+        Some(plain)
+    }
+}
+
 impl fmt::Display for DType {
     /// numpy's name for the type: `float32`, `datetime64[ns]`, `S5`, or a record's fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -77,6 +77,12 @@ impl Error {
         }
     }
 
+    /// Whether this is a write to a pipe whose reader has gone (`tjoin ... -o - | head`):
+    /// the end of the reader's interest, not a failure worth a message.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+
     /// An I/O error with the action and the path it concerns.
     pub fn io(action: impl Into<String>, path: &Path, source: io::Error) -> Error {
         Error::Io {

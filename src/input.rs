@@ -1,13 +1,25 @@
 //! Opening the inputs: each file, the tensors its header declares, and the identity that is
 //! checked again before the output is committed.
+//!
+//! Inputs whose data cannot be mapped where it lies (JSON text, standard input) are
+//! converted or copied into a temporary file first, so that the copy engine sees every
+//! tensor as bytes of a mappable file. Beyond a budget of open files, inputs are closed
+//! after their header is read and reopened when the engine gets to them: a join of 100,000
+//! files must not run out of file descriptors.
 
 use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{Format, TensorInfo};
+use crate::source::Region;
+
+/// What the command line names standard input as.
+pub const STDIN: &str = "-";
 
 /// One input file as given on the command line, and the tensors it holds.
 pub struct Input {
@@ -22,9 +34,9 @@ pub struct Input {
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
-    /// The file itself, kept open until the output is committed.
-    file: Arc<File>,
-    /// Length and modification time when opened, to notice a change underneath.
+    /// The file itself, kept open (or reopened by path) until the output is committed.
+    file: DataFile,
+    /// Identity, length and modification time when opened, to notice a change underneath.
     stamp: Stamp,
 }
 
@@ -35,47 +47,160 @@ pub struct Tensor {
     /// What the header declares; `data_offset` counts from the start of `file`.
     pub info: TensorInfo,
     /// The file holding the data: the input itself, or a temporary copy of data that could
-    /// not be mapped where it lies (compressed, or read from a pipe).
-    pub file: Arc<File>,
+    /// not be mapped where it lies (compressed, JSON text, or read from a pipe).
+    pub file: DataFile,
 }
 
-type Stamp = (u64, Option<SystemTime>);
+/// A file that holds tensor data: open, or closed to spare file descriptors and reopened
+/// (and checked to be the same file) when its data is needed.
+#[derive(Clone)]
+pub enum DataFile {
+    /// Open for the whole run.
+    Open(Arc<File>),
+    /// Closed after its header was read.
+    Closed {
+        /// Where to reopen it.
+        path: PathBuf,
+        /// What it was when its header was read.
+        stamp: Stamp,
+    },
+}
+
+impl DataFile {
+    /// The open file, reopening it if it was closed. Fails if it changed in the meantime.
+    pub fn open(&self, name: &InputRef) -> Result<Arc<File>> {
+        match self {
+            DataFile::Open(file) => Ok(Arc::clone(file)),
+            DataFile::Closed { path, stamp } => {
+                let file = File::open(path).map_err(|e| name.io_error("reopen", e))?;
+                let now = Stamp::of(&file).map_err(|e| name.io_error("reopen", e))?;
+                if &now != stamp {
+                    return Err(changed(name));
+                }
+                Ok(Arc::new(file))
+            }
+        }
+    }
+}
+
+/// A file's identity (device and inode), length and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    id: (u64, u64),
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    fn of(file: &File) -> io::Result<Stamp> {
+        Ok(Stamp::from(&file.metadata()?))
+    }
+}
+
+impl From<&std::fs::Metadata> for Stamp {
+    fn from(metadata: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            id: (metadata.dev(), metadata.ino()),
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        }
+    }
+}
+
+fn changed(name: &InputRef) -> Error {
+    let why = "it changed while tjoin was reading it; no output was written, run again once \
+               nothing else writes to it";
+    name.io_error("read", io::Error::other(why))
+}
+
+/// How to open the inputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Read every input in this format (`--input-format`) instead of guessing.
+    pub format: Option<Format>,
+    /// Keep the file open for the whole run; else close it once its header is read.
+    pub keep_open: bool,
+}
 
 impl Input {
     /// Opens the input at `position` (from 1) and reads its header(s). `FILE:NAME` (when no
-    /// file has the whole name) names one tensor of a file that holds several.
-    pub fn open(position: usize, path: &Path) -> Result<Input> {
-        let (path, selected) = split_selection(path);
+    /// file has the whole name) names one tensor of a file that holds several. `-` is
+    /// standard input, copied into a temporary file first; JSON text is converted into
+    /// `spill`.
+    pub fn open(
+        position: usize,
+        path: &Path,
+        options: OpenOptions,
+        spill: &mut Spill,
+    ) -> Result<Input> {
+        let is_stdin = path.as_os_str() == STDIN;
+        let (path, selected) = if is_stdin {
+            (path.to_path_buf(), None)
+        } else {
+            split_selection(path)
+        };
         let name = InputRef {
             position,
             path: path.clone(),
             tensor: None,
         };
-        // Checked before opening: opening a FIFO would block until someone writes to it.
-        let kind = std::fs::metadata(&path).map_err(|e| name.io_error("open", e))?;
-        if !kind.is_file() {
-            let why = if kind.is_dir() {
-                "it is a directory"
-            } else {
-                "it is not a regular file (tjoin maps its inputs into memory; save the data to \
-                 a file first)"
-            };
-            return Err(name.io_error("open", std::io::Error::other(why)));
-        }
-        let file = Arc::new(File::open(&path).map_err(|e| name.io_error("open", e))?);
-        let stamp = stamp(&file).map_err(|e| name.io_error("open", e))?;
-        let format = Format::of_input(&path, &file);
+        let (file, stamp) = if is_stdin {
+            let file = stdin_to_temp_file().map_err(|e| name.io_error("read", e))?;
+            let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
+            if stamp.len == 0 {
+                let why = "standard input is empty: nothing was piped in";
+                return Err(name.io_error("read", io::Error::other(why)));
+            }
+            (file, stamp)
+        } else {
+            open_regular(&path, &name)?
+        };
+        let format = options
+            .format
+            .unwrap_or_else(|| Format::of_input(&path, &file));
         if selected.is_some() && !format.is_container() {
             return Err(Error::Refused(vec![Refusal {
                 headline: format!(
-                    "{name} is a .npy file, which holds one unnamed tensor: it has no tensor {}",
+                    "{name} is a {} file, which holds one unnamed tensor: it has no tensor {}",
+                    format.extension(),
                     selected.as_deref().unwrap_or_default()
                 ),
                 details: Vec::new(),
                 hint: Some(format!("name the file alone: {}", path.display())),
             }]));
         }
-        let contents = format.read(&file, stamp.0, &name, selected.as_deref())?;
+        let file = Arc::new(file);
+        // The input itself stays open only when its data is read from it in place.
+        let keep = |file: Arc<File>, keep_open: bool| {
+            if keep_open || is_stdin {
+                DataFile::Open(file)
+            } else {
+                DataFile::Closed {
+                    path: path.clone(),
+                    stamp: stamp.clone(),
+                }
+            }
+        };
+        let (own, data, contents) = if format == Format::Json {
+            let text = Region::map(&file, 0, stamp.len).map_err(|e| name.io_error("map", e))?;
+            let info = crate::format::json::read(&text, &name, spill)?;
+            let found = crate::format::Found {
+                name: None,
+                info,
+                file: None,
+            };
+            let contents = crate::format::Contents {
+                tensors: vec![found],
+                metadata: None,
+            };
+            let data = DataFile::Open(spill.file(&name)?);
+            (keep(file, false), data, contents)
+        } else {
+            let contents = format.read(&file, stamp.len, &name, selected.as_deref())?;
+            let own = keep(file, options.keep_open);
+            (own.clone(), own, contents)
+        };
         let tensors = contents
             .tensors
             .into_iter()
@@ -85,7 +210,8 @@ impl Input {
                     ..name.clone()
                 },
                 info: found.info,
-                file: found.file.unwrap_or_else(|| Arc::clone(&file)),
+                // An inflated .npz member has a temporary file of its own.
+                file: found.file.map_or_else(|| data.clone(), DataFile::Open),
             })
             .collect();
         Ok(Input {
@@ -94,27 +220,158 @@ impl Input {
             format,
             selected,
             metadata: contents.metadata,
-            file,
+            file: own,
             stamp,
         })
     }
 
-    /// Fails if the file's length or modification time changed since it was opened: the
-    /// bytes read may then be a mixture of two versions of it.
+    /// Fails if the file's identity, length or modification time changed since it was
+    /// opened: the bytes read may then be a mixture of two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
-        let now = stamp(&self.file).map_err(|e| self.name.io_error("re-check", e))?;
+        let now = match &self.file {
+            DataFile::Open(file) => Stamp::of(file),
+            DataFile::Closed { path, .. } => std::fs::metadata(path).map(|m| Stamp::from(&m)),
+        };
+        let now = now.map_err(|e| self.name.io_error("re-check", e))?;
         if now == self.stamp {
-            return Ok(());
+            Ok(())
+        } else {
+            Err(changed(&self.name))
         }
-        let why = "it changed while tjoin was reading it; no output was written, run again \
-                   once nothing else writes to it";
-        Err(self.name.io_error("read", std::io::Error::other(why)))
     }
 }
 
-fn stamp(file: &File) -> std::io::Result<Stamp> {
-    let metadata = file.metadata()?;
-    Ok((metadata.len(), metadata.modified().ok()))
+/// Opens a regular file; anything else is refused.
+fn open_regular(path: &Path, name: &InputRef) -> Result<(File, Stamp)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so that opening a FIFO returns at once and is refused below instead of
+    // waiting for a writer (checking the path first would leave a window in which it is
+    // replaced by one); for regular files the flag changes nothing. One open and one fstat,
+    // where checking the path first cost a stat more per input.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| name.io_error("open", e))?;
+    let metadata = file.metadata().map_err(|e| name.io_error("open", e))?;
+    if !metadata.is_file() {
+        let why = if metadata.is_dir() {
+            "it is a directory"
+        } else {
+            "it is not a regular file (tjoin maps its inputs into memory; pass a pipe as `-` \
+             to read it from standard input, or save the data to a file first)"
+        };
+        return Err(name.io_error("open", io::Error::other(why)));
+    }
+    Ok((file, Stamp::from(&metadata)))
+}
+
+/// Copies all of standard input into an unnamed temporary file, so that it can be mapped
+/// like any input while memory stays bounded however much arrives.
+fn stdin_to_temp_file() -> io::Result<File> {
+    use std::io::Seek;
+    let mut file = tempfile::tempfile()?;
+    io::copy(&mut io::stdin().lock(), &mut file)?;
+    // The container readers read from the cursor, as from any freshly opened input.
+    file.rewind()?;
+    Ok(file)
+}
+
+/// The temporary file that holds the data of inputs converted on the way in (JSON text),
+/// each at its own offset; created on first use and deleted when the process ends.
+#[derive(Default)]
+pub struct Spill {
+    file: Option<Arc<File>>,
+    len: u64,
+}
+
+impl Spill {
+    fn file(&mut self, name: &InputRef) -> Result<Arc<File>> {
+        if self.file.is_none() {
+            let file =
+                tempfile::tempfile().map_err(|e| name.io_error("make a temporary copy of", e))?;
+            self.file = Some(Arc::new(file));
+        }
+        Ok(Arc::clone(self.file.as_ref().expect("created above")))
+    }
+
+    /// A writer that appends one tensor's data at the end of the spill file.
+    pub fn writer(&mut self, name: &InputRef) -> Result<SpillWriter<'_>> {
+        let file = self.file(name)?;
+        let start = self.len;
+        Ok(SpillWriter {
+            spill: self,
+            file,
+            start,
+            written: 0,
+            buffer: Vec::with_capacity(SPILL_BUFFER),
+        })
+    }
+}
+
+const SPILL_BUFFER: usize = 1 << 20;
+
+/// Appends one tensor's bytes to the spill file through a buffer.
+pub struct SpillWriter<'a> {
+    spill: &'a mut Spill,
+    file: Arc<File>,
+    start: u64,
+    written: u64,
+    buffer: Vec<u8>,
+}
+
+impl SpillWriter<'_> {
+    /// Appends `bytes`.
+    #[inline]
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= SPILL_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let at = self.start + self.written;
+        self.file.write_all_at(&self.buffer, at)?;
+        self.written += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        self.written + self.buffer.len() as u64
+    }
+
+    /// Whether nothing was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rewrites everything appended so far in place, `unit` bytes at a time (a change of
+    /// element type that keeps the size, such as int64 to float64).
+    pub fn rewrite(&mut self, unit: usize, mut change: impl FnMut(&mut [u8])) -> io::Result<()> {
+        self.flush()?;
+        let mut chunk = vec![0u8; SPILL_BUFFER / unit * unit];
+        let mut done = 0u64;
+        while done < self.written {
+            let take = chunk.len().min((self.written - done) as usize);
+            let piece = &mut chunk[..take];
+            self.file.read_exact_at(piece, self.start + done)?;
+            piece.chunks_exact_mut(unit).for_each(&mut change);
+            self.file.write_all_at(piece, self.start + done)?;
+            done += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes out the buffer and returns where the tensor's data starts and how long it is.
+    pub fn finish(mut self) -> io::Result<(u64, u64)> {
+        self.flush()?;
+        self.spill.len = self.start + self.written;
+        Ok((self.start, self.written))
+    }
 }
 
 /// Splits `FILE:NAME` into the file and the tensor's name, unless a file has the whole name.
@@ -125,7 +382,9 @@ fn split_selection(path: &Path) -> (PathBuf, Option<String>) {
     let Some(text) = path.to_str() else {
         return whole();
     };
-    if path.exists() {
+    // Most paths have no colon: no need to ask the file system (a stat per input adds up
+    // over 100,000 of them).
+    if !text.contains(':') || path.exists() {
         return whole();
     }
     for (at, _) in text.match_indices(':') {

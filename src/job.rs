@@ -41,12 +41,14 @@ pub struct JobOptions<'c> {
     pub name: Option<&'c str>,
     /// The output's format.
     pub output: Format,
+    /// `--cast`: the element type every input is converted to.
+    pub cast: Option<&'c DType>,
 }
 
 impl JobOptions<'_> {
-    /// The layout the output format demands: safetensors holds C order only.
+    /// The layout the output format demands: safetensors and JSON hold C order only.
     fn layout(&self) -> Option<Layout> {
-        (self.output == Format::SafeTensors).then_some(Layout::C)
+        self.output.needs_c_order().then_some(Layout::C)
     }
 
     fn axis_for(&self, name: &str) -> Option<i64> {
@@ -205,11 +207,11 @@ fn plan_tensor<'a>(
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
     let label = name_refusals.then_some(name);
-    let axis =
-        spec::check(options.spec, &sources, options.axis_for(name)).map_err(|e| about(label, e))?;
+    let axis = spec::check_with(options.spec, &sources, options.axis_for(name), options.cast)
+        .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
-    let plan = plan::plan(&infos, axis, options.layout());
+    let plan = plan::plan_with(&infos, axis, options.layout(), options.cast);
     Ok(job(name, plan, sources))
 }
 
@@ -337,10 +339,33 @@ fn keep_tensor<'a>(
         }]);
     }
     let info = &first.info;
+    // --cast converts every tensor of the output, kept ones too.
+    let cast = options.cast.filter(|&to| to != &info.dtype);
+    if let Some(to) = cast
+        && !crate::cast::castable(&info.dtype, to)
+    {
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{name}` matches --keep, but its {} cannot be cast to {to}",
+                info.dtype
+            ),
+            details: Vec::new(),
+            hint: Some(format!(
+                "--cast converts between {}",
+                crate::cast::CAST_TYPES
+            )),
+        }]);
+    }
     let plan = if info.shape.is_empty() || options.layout().is_none_or(|l| l == info.layout) {
+        let dtype = cast.unwrap_or(&info.dtype).clone();
+        let elements: u64 = info.shape.iter().product();
+        let bytes = match cast {
+            Some(to) => elements.saturating_mul(to.itemsize()),
+            None => info.data_len,
+        };
         JoinPlan {
             axis: 0,
-            dtype: info.dtype.clone(),
+            dtype,
             shape: info.shape.clone(),
             layout: info.layout,
             outer: u64::from(info.data_len > 0),
@@ -348,13 +373,14 @@ fn keep_tensor<'a>(
                 data_offset: info.data_offset,
                 data_len: info.data_len,
                 run_bytes: info.data_len,
+                dtype: info.dtype.clone(),
                 swaps: info.swaps.clone(),
                 gather: None,
             }],
-            bytes: info.data_len,
+            bytes,
         }
     } else {
-        plan::plan(&[info], 0, options.layout())
+        plan::plan_with(&[info], 0, options.layout(), cast)
     };
     Ok(TensorJob {
         kept: true,
@@ -375,8 +401,13 @@ fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
             x.shape_text()
         )));
     }
-    let ra = Region::map(&a.file, x.data_offset, x.data_len)?;
-    let rb = Region::map(&b.file, y.data_offset, y.data_len)?;
+    let open = |t: &Tensor| {
+        t.file
+            .open(&t.name)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    };
+    let ra = Region::map(&*open(a)?, x.data_offset, x.data_len)?;
+    let rb = Region::map(&*open(b)?, y.data_offset, y.data_len)?;
     const STEP: usize = 16 << 20;
     let (ba, bb) = (ra.bytes(), rb.bytes());
     for start in (0..ba.len()).step_by(STEP) {

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod cast;
 pub mod cli;
 pub mod copy;
 pub mod dtype;
@@ -28,12 +29,14 @@ pub use error::{Error, ExitCode, Result};
 
 use backend::Engine;
 use cli::Cli;
+use dtype::DType;
 use error::Refusal;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use format::{Format, OutTensor, WriteOptions, Writer};
 use indicatif::ProgressBar;
-use input::Input;
+use input::{Input, OpenOptions, STDIN, Spill};
 use job::TensorJob;
 use output::{Output, Sink};
 use progress::{Counted, When};
@@ -45,13 +48,41 @@ pub fn run(cli: &Cli) -> Result<()> {
         return generate::generate(kind, &mut stdout)
             .map_err(|e| Error::io("write", std::path::Path::new("standard output"), e));
     }
-    let output_format = cli.output.as_deref().map(Format::of_output).transpose()?;
-    let mut inputs = cli
-        .inputs
+    let open_files = source::raise_open_file_limit();
+    let format_flag = |name: &Option<String>, flag| {
+        name.as_deref()
+            .map(|n| Format::from_name(n, flag))
+            .transpose()
+    };
+    let forced = format_flag(&cli.format, "--format")?;
+    let output_format = match &cli.output {
+        Some(path) => Some(Format::of_output(path, forced)?),
+        None => forced,
+    };
+    let input_format = format_flag(&cli.input_format, "--input-format")?;
+    let cast = cli.cast.as_deref().map(cast_type).transpose()?;
+    let paths = input_paths(cli)?;
+    // Inputs beyond a share of the open-file limit are closed after their header is read.
+    let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
+    let mut spill = Spill::default();
+    let mut inputs = paths
         .iter()
         .enumerate()
-        .map(|(index, path)| Input::open(index + 1, path))
+        .map(|(index, path)| {
+            let options = OpenOptions {
+                format: input_format,
+                keep_open: index < keep_open,
+            };
+            Input::open(index + 1, path, options, &mut spill)
+        })
         .collect::<Result<Vec<Input>>>()?;
+    if inputs.is_empty() {
+        return Err(Error::Refused(vec![Refusal {
+            headline: "nothing to join: the --files-from list names no inputs".to_string(),
+            details: Vec::new(),
+            hint: Some("list one path per line (or NUL-separated with -0)".to_string()),
+        }]));
+    }
     if cli.stack {
         stack::insert_axis(&mut inputs, cli.axis)?;
     }
@@ -59,7 +90,7 @@ pub fn run(cli: &Cli) -> Result<()> {
     let format = output_format.unwrap_or(inputs[0].format);
     let options = write_options(cli, format, &inputs)?;
     let spec = cli.spec.unwrap_or_default();
-    let job = job::build(&inputs, &job_options(cli, spec, format))?;
+    let job = job::build(&inputs, &job_options(cli, spec, format, cast.as_ref()))?;
     if let Some(expected) = &cli.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }
@@ -107,8 +138,14 @@ pub fn run(cli: &Cli) -> Result<()> {
     output.commit()
 }
 
-fn job_options(cli: &Cli, spec: spec::Spec, format: Format) -> job::JobOptions<'_> {
+fn job_options<'c>(
+    cli: &'c Cli,
+    spec: spec::Spec,
+    format: Format,
+    cast: Option<&'c DType>,
+) -> job::JobOptions<'c> {
     job::JobOptions {
+        cast,
         axis: cli.axis,
         spec,
         axis_for: &cli.axis_for,
@@ -135,6 +172,9 @@ fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOpt
     if !cli.metadata.is_empty() && format != Format::SafeTensors {
         return Err(misplaced("--metadata", ".safetensors"));
     }
+    if cli.json_form != cli::JsonForm::default() && format != Format::Json {
+        return Err(misplaced("--json-form", ".json"));
+    }
     let mut metadata: Option<BTreeMap<String, String>> = inputs
         .first()
         .and_then(|input| input.metadata.clone())
@@ -146,8 +186,73 @@ fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOpt
     }
     Ok(WriteOptions {
         compress: cli.compress,
+        json_form: cli.json_form,
         metadata,
     })
+}
+
+/// The element type `--cast` names, if it is one the cast writes.
+fn cast_type(name: &str) -> Result<DType> {
+    let refused = |headline: String| {
+        Error::Refused(vec![Refusal {
+            headline,
+            details: Vec::new(),
+            hint: Some(format!("name one of: {}", cast::CAST_TYPES)),
+        }])
+    };
+    match DType::from_name(name) {
+        Some(dtype) if cast::castable(&dtype, &dtype) => Ok(dtype),
+        // float8/float4/float6 have no single rounding rule tjoin could apply silently, and
+        // strings, records and dates are not numbers.
+        Some(dtype) => Err(refused(format!(
+            "--cast {name}: tjoin does not convert to {dtype}; --cast writes numeric types only, \
+             and no 8-bit or smaller floats"
+        ))),
+        None => Err(refused(format!(
+            "--cast {name}: not an element type --cast converts to"
+        ))),
+    }
+}
+
+/// The inputs in order: those on the command line, then those `--files-from` lists.
+fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
+    let mut paths = cli.inputs.clone();
+    if let Some(list) = &cli.files_from {
+        paths.extend(read_list(list, cli.null)?);
+    }
+    let from_stdin = paths.iter().filter(|p| p.as_os_str() == STDIN).count()
+        + usize::from(cli.files_from.as_deref() == Some(Path::new(STDIN)));
+    if from_stdin > 1 {
+        return Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "standard input is named {from_stdin} times (as an input `-` or \
+                 --files-from -), but it can be read only once"
+            ),
+            details: Vec::new(),
+            hint: Some("save all but one of the streams to files first".to_string()),
+        }]));
+    }
+    Ok(paths)
+}
+
+/// The paths a `--files-from` list holds: one per line, or NUL-terminated with `--null`.
+/// Empty entries are skipped.
+fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = Vec::new();
+    let read = if list.as_os_str() == STDIN {
+        std::io::stdin().lock().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(list).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    read.map_err(|e| Error::io("read the file list", list, e))?;
+    let separator = if null { b'\0' } else { b'\n' };
+    Ok(bytes
+        .split(|&b| b == separator)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| PathBuf::from(std::ffi::OsStr::from_bytes(entry)))
+        .collect())
 }
 
 /// The job's tensors in the order the output format lists them.

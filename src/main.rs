@@ -9,6 +9,8 @@ fn main() -> ExitCode {
     let cli = tjoin::cli::Cli::parse();
     match tjoin::run(&cli) {
         Ok(()) => ExitCode::from(tjoin::ExitCode::Success as u8),
+        // The reader of a pipe went away: stop quietly, but do not claim success.
+        Err(error) if error.is_broken_pipe() => ExitCode::from(tjoin::ExitCode::Failure as u8),
         Err(error) => {
             let color = std::io::stderr().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

@@ -1,9 +1,11 @@
 //! Where the output goes. A file is written under a temporary name in the target's folder and
 //! renamed over the target only when complete, so that a failed or refused run leaves no
-//! partial file and an existing target untouched.
+//! partial file and an existing target untouched. Standard output (`-o -`) is written
+//! directly: a pipe cannot take back what it was sent.
 
 use std::fs::File;
 use std::io::{self, ErrorKind, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -43,21 +45,44 @@ impl Sink for PassThrough<'_> {
     }
 }
 
+/// What the command line names standard output as.
+pub const STDOUT: &str = "-";
+
 /// An output being written. Dropping it without `commit` deletes the temporary file.
 pub struct Output {
-    temp: NamedTempFile,
+    to: To,
     target: PathBuf,
     no_clobber: bool,
-    /// Keeps the temporary file's path where a signal handler can remove it.
-    _registered: Registered,
+}
+
+enum To {
+    Temp {
+        temp: NamedTempFile,
+        /// Keeps the temporary file's path where a signal handler can remove it.
+        _registered: Registered,
+    },
+    /// Standard output, through its own unbuffered handle: the engine writes large blocks.
+    /// It has no temporary file, so nothing to register for removal on a signal.
+    Stdout(File),
 }
 
 impl Output {
     /// Creates the temporary file next to `target`, with the permissions a new file gets
-    /// (0666 less the umask), as `numpy.save` would create it.
+    /// (0666 less the umask), as `numpy.save` would create it; or, for `-`, prepares to
+    /// write to standard output.
     /// With `no_clobber`, an existing target is refused now and, should one appear while
     /// the output is written, at the final rename.
     pub fn create(target: &Path, no_clobber: bool) -> Result<Output> {
+        if target.as_os_str() == STDOUT {
+            let name = Path::new("standard output");
+            let handle = io::stdout().as_fd().try_clone_to_owned();
+            let handle = handle.map_err(|e| Error::io("write the output to", name, e))?;
+            return Ok(Output {
+                to: To::Stdout(File::from(handle)),
+                target: name.to_path_buf(),
+                no_clobber,
+            });
+        }
         let folder = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -102,37 +127,89 @@ impl Output {
         drop(partial);
         let registered = Registered(temp.path().to_path_buf());
         Ok(Output {
-            temp,
+            to: To::Temp {
+                temp,
+                _registered: registered,
+            },
             target: target.to_path_buf(),
             no_clobber,
-            _registered: registered,
         })
     }
 
-    /// Renames the complete file over the target.
+    /// Renames the complete file over the target (standard output is already complete).
     pub fn commit(self) -> Result<()> {
         let target = self.target;
+        let To::Temp { temp, _registered } = self.to else {
+            return Ok(());
+        };
         let persisted = if self.no_clobber {
-            self.temp.persist_noclobber(&target)
+            temp.persist_noclobber(&target)
         } else {
-            self.temp.persist(&target)
+            temp.persist(&target)
         };
         persisted.map_err(|e| Error::io("rename the finished output to", &target, e.error))?;
         Ok(())
+    }
+
+    fn file(&self) -> &File {
+        match &self.to {
+            To::Temp { temp, .. } => temp.as_file(),
+            To::Stdout(file) => file,
+        }
     }
 }
 
 impl Sink for Output {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.temp.as_file().write_all(bytes)
+        self.file().write_all(bytes)
     }
 
     fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
-        crate::source::copy_in_kernel(file, offset, len, self.temp.as_file())
+        match &self.to {
+            To::Temp { temp, .. } => {
+                crate::source::copy_in_kernel(file, offset, len, temp.as_file())
+            }
+            // A pipe: the engine writes from its own buffer or map.
+            To::Stdout(_) => Ok(0),
+        }
     }
 
     fn name(&self) -> &Path {
         &self.target
+    }
+}
+
+/// An unnamed temporary file to write intermediate data to (deleted when dropped, and by the
+/// kernel should the process be killed: it has no name to leave behind).
+pub struct Scratch {
+    file: File,
+}
+
+impl Scratch {
+    /// Creates it in the temporary folder (`TMPDIR`).
+    pub fn new() -> Result<Scratch> {
+        let file = tempfile::tempfile()
+            .map_err(|e| Error::io("create a temporary file in", &std::env::temp_dir(), e))?;
+        Ok(Scratch { file })
+    }
+
+    /// The file, with everything written so far.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+}
+
+impl Sink for Scratch {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        crate::source::copy_in_kernel(file, offset, len, &self.file)
+    }
+
+    fn name(&self) -> &Path {
+        Path::new("a temporary file")
     }
 }
 

@@ -33,8 +33,10 @@ pub struct InputPlan {
     pub data_offset: u64,
     /// How many bytes of data it has.
     pub data_len: u64,
-    /// Bytes it contributes to each round.
+    /// Bytes it contributes to each round (of its own element type).
     pub run_bytes: u64,
+    /// Its element type; differs from the plan's when it is cast on the way.
+    pub dtype: DType,
     /// Byte reversals that make its elements little-endian.
     pub swaps: Swaps,
     /// Set when its layout differs from the output's, so its runs are not contiguous.
@@ -58,11 +60,27 @@ pub struct Gather {
 /// Plans the join of tensors that passed the rules along `axis` (counted from the front), in
 /// `layout` when the output format demands one, else as numpy would lay it out.
 pub fn plan(infos: &[&TensorInfo], axis: usize, layout: Option<Layout>) -> JoinPlan {
-    let dtype = infos[0].dtype.clone();
+    plan_with(infos, axis, layout, None)
+}
+
+/// [`plan`] for a join that converts every input to `cast` (`--cast`). Runs are still
+/// counted in each input's own bytes; the plan's `bytes` are the output's, after the cast.
+pub fn plan_with(
+    infos: &[&TensorInfo],
+    axis: usize,
+    layout: Option<Layout>,
+    cast: Option<&DType>,
+) -> JoinPlan {
+    let dtype = cast.unwrap_or(&infos[0].dtype).clone();
     let itemsize = dtype.itemsize();
     let mut shape = infos[0].shape.clone();
     shape[axis] = infos.iter().map(|i| i.shape[axis]).sum();
-    let bytes = infos.iter().map(|i| i.data_len).sum();
+    let bytes = if cast.is_some() {
+        // The rules refuse casts of sub-byte types, so whole bytes per element.
+        shape.iter().fold(itemsize, |n, &d| n.saturating_mul(d))
+    } else {
+        infos.iter().map(|i| i.data_len).sum()
+    };
     let layout = layout.unwrap_or_else(|| numpy_layout(infos, &shape, itemsize));
     let perm = storage_perm(shape.len(), layout);
     let storage_axis = perm.iter().position(|&a| a == axis).unwrap_or(0);
@@ -81,9 +99,11 @@ pub fn plan(infos: &[&TensorInfo], axis: usize, layout: Option<Layout>) -> JoinP
             data_len: info.data_len,
             // Sub-byte types: the rules made sure runs fill whole bytes when there are
             // several rounds; with one round the run is all of the input's data.
-            run_bytes: dtype
+            run_bytes: info
+                .dtype
                 .bytes_for(info.shape[axis] * inner)
                 .unwrap_or(info.data_len),
+            dtype: info.dtype.clone(),
             swaps: info.swaps.clone(),
             gather: gather(info, &perm, storage_axis, layout),
         })
@@ -96,6 +116,17 @@ pub fn plan(infos: &[&TensorInfo], axis: usize, layout: Option<Layout>) -> JoinP
         outer,
         inputs,
         bytes,
+    }
+}
+
+impl InputPlan {
+    /// Bytes it contributes to each round of an output of type `out`.
+    pub fn out_run_bytes(&self, out: &DType) -> u64 {
+        if &self.dtype == out {
+            self.run_bytes
+        } else {
+            self.run_bytes / self.dtype.itemsize() * out.itemsize()
+        }
     }
 }
 
@@ -248,6 +279,27 @@ mod tests {
         assert_eq!(plan(&[&a, &a], 1, None).layout, Layout::C);
         let e = info(&[0, 5], Layout::Fortran);
         assert_eq!(plan(&[&e, &e], 0, None).layout, Layout::C);
+    }
+
+    #[test]
+    fn a_cast_changes_the_output_size_but_not_the_runs_read() {
+        let mut a = info(&[2, 3], Layout::C);
+        a.dtype = DType::Float16;
+        a.data_len = 12;
+        let b = info(&[2, 1], Layout::C);
+        let plan = plan_with(&[&a, &b], 1, None, Some(&DType::Float64));
+        assert_eq!(plan.bytes, 2 * 4 * 8);
+        assert_eq!(plan.inputs[0].run_bytes, 6);
+        assert_eq!(plan.inputs[0].out_run_bytes(&plan.dtype), 24);
+        assert_eq!(plan.inputs[1].out_run_bytes(&plan.dtype), 8);
+    }
+
+    #[test]
+    fn json_outputs_force_c_order_and_gather_fortran_inputs() {
+        let a = info(&[2, 3], Layout::Fortran);
+        let plan = plan_with(&[&a, &a], 0, Some(Layout::C), None);
+        assert_eq!(plan.layout, Layout::C);
+        assert!(plan.inputs.iter().all(|i| i.gather.is_some()));
     }
 
     #[test]

@@ -29,6 +29,11 @@ impl Region {
         Ok(Region { map: Some(map) })
     }
 
+    /// An empty region, for inputs without data: nothing is opened or mapped.
+    pub fn map_nothing() -> Region {
+        Region { map: None }
+    }
+
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
@@ -99,4 +104,39 @@ pub fn copy_in_kernel(from: &File, offset: u64, len: u64, to: &File) -> io::Resu
 #[cfg(not(target_os = "linux"))]
 pub fn copy_in_kernel(_from: &File, _offset: u64, _len: u64, _to: &File) -> io::Result<u64> {
     Ok(0)
+}
+
+/// Raises this process's soft limit on open files to its hard limit and returns the limit
+/// in force: inputs are kept open up to a share of it and reopened beyond.
+#[cfg(unix)]
+pub fn raise_open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through a valid pointer to a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one `rlimit` through a valid pointer to a local; raising
+        // the soft limit up to the hard limit needs no privilege and affects only us.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    // rlim_t is u64 on Linux but not on every unix.
+    #[allow(clippy::unnecessary_cast)]
+    let current = limit.rlim_cur as u64;
+    current
+}
+
+/// Elsewhere there is no such limit to raise.
+#[cfg(not(unix))]
+pub fn raise_open_file_limit() -> u64 {
+    512
 }

@@ -2,6 +2,7 @@
 //! inputs' headers before any byte is written. Every refusal names each offending input, the
 //! dimension and the sizes, cites the spec in its own terms, and hints at what would work.
 
+use crate::cast;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
@@ -235,8 +236,19 @@ fn parse_level(text: &str) -> Option<(u32, u32)> {
 /// Checks the inputs against `spec` and returns the join axis counted from the front.
 /// `axis` is the user's; `None` takes the profile's default, where it has one.
 pub fn check(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Result<usize> {
-    check_quietly(spec, inputs, axis).map_err(|refusals| {
-        let hint = other_profiles_that_accept(spec, inputs, axis);
+    check_with(spec, inputs, axis, None)
+}
+
+/// [`check`] for a join that converts every input to `cast` (`--cast`): element types may
+/// then differ, but each must be one the cast converts from.
+pub fn check_with(
+    spec: Spec,
+    inputs: &[&Tensor],
+    axis: Option<i64>,
+    cast: Option<&DType>,
+) -> Result<usize> {
+    check_quietly(spec, inputs, axis, cast).map_err(|refusals| {
+        let hint = other_profiles_that_accept(spec, inputs, axis, cast);
         Error::Refused(with_hint(refusals, hint))
     })
 }
@@ -246,6 +258,7 @@ fn check_quietly(
     spec: Spec,
     inputs: &[&Tensor],
     axis: Option<i64>,
+    cast: Option<&DType>,
 ) -> std::result::Result<usize, Vec<Refusal>> {
     let profile = spec.profile;
     let Some(first) = inputs.first() else {
@@ -273,10 +286,17 @@ fn check_quietly(
     let rank = first.info.shape.len();
     let normalized =
         normalize_axis(axis, rank).ok_or_else(|| vec![axis_out_of_range(inputs, axis)]);
-    if spec.check_types {
-        refusals.extend(types_unsupported(&title, profile, inputs));
+    // A profile's type list is about the tensor the runtime joins: with --cast that is the
+    // cast's result, whatever the inputs' own types, so the target type is what is checked.
+    match (spec.check_types, cast) {
+        (false, _) => {}
+        (true, None) => refusals.extend(types_unsupported(&title, profile, inputs)),
+        (true, Some(to)) => refusals.extend(cast_unsupported(&title, profile, to)),
     }
-    refusals.extend(dtype_mismatch(inputs));
+    match cast {
+        Some(to) => refusals.extend(not_castable(inputs, to)),
+        None => refusals.extend(dtype_mismatch(inputs)),
+    }
     let axis = match normalized {
         Ok(axis) => axis,
         Err(mut out_of_range) => {
@@ -308,14 +328,19 @@ fn with_hint(mut refusals: Vec<Refusal>, accepted_by: Option<String>) -> Vec<Ref
 
 /// "accepted by --spec directml:4.1 (DirectML Join at feature level 4.1)", when the job
 /// was refused under an explicit spec and some other profile takes it.
-fn other_profiles_that_accept(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Option<String> {
+fn other_profiles_that_accept(
+    spec: Spec,
+    inputs: &[&Tensor],
+    axis: Option<i64>,
+    cast: Option<&DType>,
+) -> Option<String> {
     if !spec.check_types {
         return None;
     }
     let accepting: Vec<String> = PROFILES
         .iter()
         .filter(|p| *p != spec.profile)
-        .filter(|p| check_quietly(Spec::of(p, true), inputs, axis).is_ok())
+        .filter(|p| check_quietly(Spec::of(p, true), inputs, axis, cast).is_ok())
         .map(|p| p.name.to_string())
         .collect();
     (!accepting.is_empty()).then(|| format!("the same join passes --spec {}", accepting.join(", ")))
@@ -422,6 +447,28 @@ fn types_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Opti
         details,
         hint: (!others.is_empty())
             .then(|| format!("{dtype} is supported by --spec {}", others.join(", "))),
+    })
+}
+
+/// The refusal of a `--cast` to a type the profile does not support.
+fn cast_unsupported(title: &str, profile: &Profile, to: &DType) -> Option<Refusal> {
+    if supports_type(profile, to) {
+        return None;
+    }
+    let others: Vec<&str> = siblings(profile)
+        .filter(|p| supports_type(p, to))
+        .map(|p| p.name)
+        .collect();
+    Some(Refusal {
+        headline: format!(
+            "{title} does not support {to} tensors, and --cast {to} makes every input {to}"
+        ),
+        details: vec![format!("{title} supports {}", profile.types.join(", "))],
+        hint: Some(if others.is_empty() {
+            "cast to a type the profile lists instead".to_string()
+        } else {
+            format!("{to} is supported by --spec {}", others.join(", "))
+        }),
     })
 }
 
@@ -535,12 +582,49 @@ fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {
     if marks.is_empty() {
         return None;
     }
+    let promoted = cast::promote_all(inputs.iter().map(|i| &i.info.dtype));
+    let hint = match promoted {
+        Some(to) if cast::castable(&to, &to) => format!(
+            "the join rules take one element type; add --cast {to} to convert every input \
+             while joining ({to} is the type numpy would promote these to)"
+        ),
+        Some(to) => format!(
+            "the join rules take one element type; numpy would promote these to {to}, which \
+             --cast does not write; convert the inputs to one type first \
+             (numpy: x.astype('{to}'))"
+        ),
+        None => format!(
+            "the join rules take one element type; convert the inputs to one type first \
+             (numpy: x.astype('{first}'))"
+        ),
+    };
     Some(Refusal {
         headline: "cannot join inputs of different element types".to_string(),
         details: table(inputs, &marks),
+        hint: Some(hint),
+    })
+}
+
+fn not_castable(inputs: &[&Tensor], to: &DType) -> Option<Refusal> {
+    let marks: Vec<Mark> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| !cast::castable(&i.info.dtype, to))
+        .map(|(row, i)| Mark {
+            row,
+            column: Column::DType,
+            text: format!("{} cannot be cast", i.info.dtype),
+        })
+        .collect();
+    if marks.is_empty() {
+        return None;
+    }
+    Some(Refusal {
+        headline: format!("cannot cast every input to {to}"),
+        details: table(inputs, &marks),
         hint: Some(format!(
-            "the join rules take one element type; convert the inputs to one type first \
-             (numpy: x.astype('{first}'))"
+            "--cast converts between {}; convert the others first",
+            cast::CAST_TYPES
         )),
     })
 }

@@ -1,6 +1,7 @@
 //! Tensor file formats: reading what a file declares about its tensors, and writing an
 //! output's headers around the data the copy engine streams. One module per format.
 
+pub mod json;
 pub mod npy;
 pub mod npz;
 pub mod safetensors;
@@ -8,7 +9,8 @@ pub mod zip;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Seek};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,13 +27,25 @@ pub enum Format {
     Npz,
     /// Hugging Face's safetensors: named tensors behind a JSON header.
     SafeTensors,
+    /// JSON text: nested arrays, or an object with dtype, shape and data.
+    Json,
 }
+
+/// Every format's name, as `--format` and `--input-format` take it and as extensions spell it.
+const NAMES: &[(&str, Format)] = &[
+    ("npy", Format::Npy),
+    ("json", Format::Json),
+    ("npz", Format::Npz),
+    ("safetensors", Format::SafeTensors),
+];
 
 /// What the writer of an output needs beyond its tensors.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// Deflate .npz members.
     pub compress: bool,
+    /// Nested arrays, or the tensor object with dtype and shape (`--json-form`).
+    pub json_form: crate::cli::JsonForm,
     /// safetensors `__metadata__` to write, if any.
     pub metadata: Option<BTreeMap<String, String>>,
 }
@@ -57,63 +71,116 @@ pub struct Found {
 impl Format {
     /// The format's short name, as `--dry-run` prints it.
     pub fn name(self) -> &'static str {
-        match self {
-            Format::Npy => "npy",
-            Format::Npz => "npz",
-            Format::SafeTensors => "safetensors",
-        }
+        NAMES
+            .iter()
+            .find(|(_, format)| *format == self)
+            .map_or("?", |(name, _)| name)
     }
 
     /// The format of the input `file` at `path`: from its first bytes when they say (the
-    /// .npy magic, a zip signature, a safetensors JSON header), else from its extension, else
-    /// .npy (whose reader then says what it found instead).
+    /// .npy magic, a zip signature, a safetensors header), else from its extension, else
+    /// JSON when the text opens with a bracket or brace, else .npy (whose reader then says
+    /// what it found instead).
     pub fn of_input(path: &Path, file: &File) -> Format {
-        let mut start = [0u8; 9];
-        let mut reader = file;
-        let read = reader.read(&mut start).unwrap_or(0);
-        // The readers read from the start; a failed rewind fails them with a message.
-        let _ = reader.seek(io::SeekFrom::Start(0));
-        let start = &start[..read];
+        let mut head = [0u8; 64];
+        let mut filled = 0;
+        // Positional reads leave the file's cursor where the readers expect it, at 0.
+        while filled < head.len() {
+            match file.read_at(&mut head[filled..], filled as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        let start = &head[..filled];
+        let json_like = start
+            .iter()
+            .find(|b| !b" \t\r\n".contains(b))
+            .is_some_and(|b| matches!(b, b'[' | b'{'))
+            // A safetensors header length (a u64 below 2^56) holds a zero byte; text does not.
+            && !start[..start.len().min(9)].contains(&0);
         if start.starts_with(b"\x93NUMPY") {
             Format::Npy
         } else if start.starts_with(b"PK\x03\x04") || start.starts_with(b"PK\x05\x06") {
             Format::Npz
-        } else if start.len() == 9 && start[8] == b'{' {
+        } else if start.len() >= 9 && start[8] == b'{' && !json_like {
+            // A safetensors header length is a little-endian u64: JSON text never starts one.
             Format::SafeTensors
+        } else if let Some(format) = Format::of_extension(path) {
+            format
+        } else if json_like {
+            Format::Json
         } else {
-            Format::of_extension(path).unwrap_or(Format::Npy)
+            Format::Npy
         }
     }
 
-    fn of_extension(path: &Path) -> Option<Format> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        match ext.as_str() {
-            "npy" => Some(Format::Npy),
-            "npz" => Some(Format::Npz),
-            "safetensors" => Some(Format::SafeTensors),
-            _ => None,
-        }
+    /// The format a file's extension names, if it names one.
+    pub fn of_extension(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?;
+        NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(ext))
+            .map(|&(_, format)| format)
     }
 
-    /// The format to write `path` in, from its extension.
-    pub fn of_output(path: &Path) -> Result<Format> {
+    /// The format a `--format` / `--input-format` value names; refuses others, listing the
+    /// names there are.
+    pub fn from_name(name: &str, flag: &str) -> Result<Format> {
+        NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, format)| format)
+            .ok_or_else(|| {
+                refused(
+                    format!("{flag} {name}: there is no format of that name"),
+                    format!("name one of: {}", format_names()),
+                )
+            })
+    }
+
+    /// The format to write `path` in: `forced` (`--format`) if given, else from its
+    /// extension. Standard output (`-`) has no extension, so it needs `--format`.
+    pub fn of_output(path: &Path, forced: Option<Format>) -> Result<Format> {
+        if let Some(format) = forced {
+            return Ok(format);
+        }
+        if path.as_os_str() == crate::output::STDOUT {
+            return Err(refused(
+                "writing to standard output (-o -) needs --format".to_string(),
+                format!("add --format with one of: {}", format_names()),
+            ));
+        }
         Format::of_extension(path).ok_or_else(|| {
-            Error::Refused(vec![Refusal {
-                headline: format!(
+            refused(
+                format!(
                     "cannot tell which format to write {} in from its extension",
                     path.display()
                 ),
-                details: Vec::new(),
-                hint: Some(
-                    "name the output with the .npy, .npz or .safetensors extension".to_string(),
-                ),
-            }])
+                "name the output with the .npy, .npz or .safetensors extension, .json for JSON \
+                 text, or add --format"
+                    .to_string(),
+            )
         })
+    }
+
+    /// Whether the format can only hold data in C order, so the join must produce it.
+    pub fn needs_c_order(self) -> bool {
+        matches!(self, Format::SafeTensors | Format::Json)
+    }
+
+    /// The extension that names the format: `.npy`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Npy => ".npy",
+            Format::Npz => ".npz",
+            Format::SafeTensors => ".safetensors",
+            Format::Json => ".json",
+        }
     }
 
     /// Whether files of this format hold named tensors, several of them.
     pub fn is_container(self) -> bool {
-        self != Format::Npy
+        matches!(self, Format::Npz | Format::SafeTensors)
     }
 
     /// Reads the tensors a file of this format declares; with `select`, only the tensor of
@@ -136,6 +203,13 @@ impl Format {
             },
             Format::Npz => return npz::read(file, file_len, input, select),
             Format::SafeTensors => safetensors::read(file, file_len, input)?,
+            // JSON is converted into the spill file by `Input::open`, never read in place.
+            Format::Json => {
+                return Err(Error::Unsupported {
+                    input: input.clone(),
+                    reason: "JSON text has no tensor data to map".to_string(),
+                });
+            }
         };
         if let Some(wanted) = select {
             let names: Vec<String> = contents
@@ -161,8 +235,22 @@ impl Format {
             Format::SafeTensors => Box::new(safetensors::SafeTensorsWriter {
                 metadata: options.metadata.clone(),
             }),
+            Format::Json => Box::new(json::JsonWriter::new(options.json_form)),
         }
     }
+}
+
+fn format_names() -> String {
+    let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
+}
+
+fn refused(headline: String, hint: String) -> Error {
+    Error::Refused(vec![Refusal {
+        headline,
+        details: Vec::new(),
+        hint: Some(hint),
+    }])
 }
 
 /// One tensor of the output, as a writer describes it.

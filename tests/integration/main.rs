@@ -5,6 +5,7 @@ mod directml;
 mod fixtures;
 mod generated;
 mod output_safety;
+mod pipelines;
 mod property;
 mod refusals;
 mod reliability;

@@ -654,10 +654,7 @@ impl Gpu {
         let regions = sources
             .iter()
             .zip(&job.inputs)
-            .map(|(input, p)| {
-                Region::map(&input.file, p.data_offset, p.data_len)
-                    .map_err(|e| input.name.io_error("map", e))
-            })
+            .map(|(input, p)| crate::copy::map(input, p))
             .collect::<Result<Vec<Region>>>()?;
         for dispatch in plan.dispatches() {
             self.dispatch(plan, job, &dispatch, &regions, out)?;

@@ -424,6 +424,20 @@ impl Dispatch {
 
 /// Plans `job` on `device`, or says why DirectML cannot run it.
 pub fn plan(job: &JoinPlan, device: &Device) -> Result<DmlPlan, String> {
+    if let Some((index, p)) = job
+        .inputs
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.dtype != job.dtype)
+    {
+        return Err(format!(
+            "input {} is cast from {} to {}; DirectML's Join moves elements without converting \
+             them, so only the CPU engine casts",
+            index + 1,
+            p.dtype,
+            job.dtype
+        ));
+    }
     if let Some((index, _)) = job
         .inputs
         .iter()

@@ -411,7 +411,7 @@ fn synthetic(dtype: DType, outer: u64, runs: &[u64]) -> JoinPlan {
     let total: u64 = runs.iter().sum();
     JoinPlan {
         axis: 1,
-        dtype,
+        dtype: dtype.clone(),
         shape: vec![outer, total / itemsize],
         layout: Layout::C,
         outer,
@@ -421,6 +421,7 @@ fn synthetic(dtype: DType, outer: u64, runs: &[u64]) -> JoinPlan {
                 data_offset: 0,
                 data_len: run * outer,
                 run_bytes: run,
+                dtype: dtype.clone(),
                 swaps: Swaps::None,
                 gather: None,
             })
@@ -654,6 +655,17 @@ fn every_level_and_type_reproduces_the_cpu_order() {
 }
 
 #[test]
+fn casts_are_left_to_the_cpu_engine() {
+    let mut job = synthetic(DType::Float32, 2, &[12, 20]);
+    job.inputs[1].dtype = DType::Float16;
+    let declined = plan(&job, &device(FeatureLevel::V4_1)).unwrap_err();
+    assert!(
+        declined.contains("input 2 is cast from float16 to float32"),
+        "{declined}"
+    );
+}
+
+#[test]
 fn kept_tensors_and_scalars_run_as_one_input() {
     let kept = JoinPlan {
         axis: 0,
@@ -665,6 +677,7 @@ fn kept_tensors_and_scalars_run_as_one_input() {
             data_offset: 0,
             data_len: 4,
             run_bytes: 4,
+            dtype: DType::Float32,
             swaps: Swaps::None,
             gather: None,
         }],

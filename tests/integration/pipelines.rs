@@ -1,0 +1,793 @@
+//! tjoin in shell pipelines: JSON in and out, standard input and output, file lists, casts.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use tempfile::TempDir;
+
+use crate::util::{f32_le, npy_bytes, read_npy, tjoin, write_npy};
+
+/// Runs tjoin in `dir` with `stdin`, expecting success; returns stdout.
+fn pipe(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let output = tjoin()
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "tjoin {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// Runs tjoin in `dir` expecting exit `code`, nothing on stdout and no panic; returns stderr.
+fn fails(dir: &Path, args: &[&str], stdin: &[u8], code: i32) -> String {
+    let output = tjoin()
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "tjoin {args:?}:\n{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "tjoin {args:?} wrote to stdout");
+    assert!(stderr.starts_with("tjoin: error: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn json_from_stdin_joins_a_json_file_to_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("b.json"), "[[5, 6]]\n").unwrap();
+    let args = ["-a", "0", "-", "b.json", "-o", "-", "--format", "json"];
+    let out = pipe(dir.path(), &args, b"[[1,2],[3,4]]");
+    assert_eq!(text(out), "[[1,2],[3,4],[5,6]]\n");
+}
+
+#[test]
+fn npy_from_stdin_joins_a_file_to_npy_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("local.npy"),
+        "<f4",
+        &[2, 1],
+        false,
+        &f32_le(&[9.0, 8.0]),
+    );
+    let remote = npy_bytes("<f4", &[2, 2], false, &f32_le(&[1.0, 2.0, 3.0, 4.0]));
+    let args = ["-a", "1", "-", "local.npy", "-o", "-", "--format", "npy"];
+    let out = pipe(dir.path(), &args, &remote);
+    let expected = npy_bytes(
+        "<f4",
+        &[2, 3],
+        false,
+        &f32_le(&[1.0, 2.0, 9.0, 3.0, 4.0, 8.0]),
+    );
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn containers_on_stdin_are_sniffed_by_their_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = f32_le(&[1.0, 2.0, 3.0, 4.0]);
+    write_npy(&dir.path().join("a.npy"), "<f4", &[2, 2], false, &data);
+    let twice = pipe(
+        dir.path(),
+        &["-a", "0", "a.npy", "a.npy", "-o", "-", "--format", "npy"],
+        b"",
+    );
+    for container in ["a.safetensors", "a.npz"] {
+        let args = ["-a", "0", "a.npy", "--name", "x", "-o", container];
+        pipe(dir.path(), &args, b"");
+        let bytes = fs::read(dir.path().join(container)).unwrap();
+        let args = ["-a", "0", "-", "a.npy", "-o", "-", "--format", "npy"];
+        assert_eq!(
+            pipe(dir.path(), &args, &bytes),
+            twice,
+            "{container} on stdin"
+        );
+    }
+}
+
+#[test]
+fn mixed_formats_join_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[1, 2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    let object = r#"{"shape": [2, 2], "dtype": "float32", "data": [0.5, -0.0, "Infinity", 3]}"#;
+    fs::write(dir.path().join("b.json"), object).unwrap();
+    pipe(
+        dir.path(),
+        &["-a", "0", "a.npy", "b.json", "-o", "c.npy"],
+        b"",
+    );
+    let c = read_npy(&dir.path().join("c.npy"));
+    assert_eq!(
+        (c.descr.as_str(), c.shape.as_slice()),
+        ("<f4", &[3u64, 2][..])
+    );
+    assert_eq!(c.data, f32_le(&[1.0, 2.0, 0.5, -0.0, f32::INFINITY, 3.0]));
+}
+
+#[test]
+fn stdout_needs_a_format_and_formats_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.json"), "[1]").unwrap();
+    let stderr = fails(dir.path(), &["-a", "0", "a.json", "-o", "-"], b"", 2);
+    assert!(stderr.contains("--format"), "{stderr}");
+    let args = ["-a", "0", "a.json", "-o", "-", "--format", "csv"];
+    let stderr = fails(dir.path(), &args, b"", 2);
+    assert!(stderr.contains("npy, json"), "{stderr}");
+}
+
+#[test]
+fn the_format_follows_the_extension_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    // JSON text under a name that says .npy, and under no known extension.
+    fs::write(dir.path().join("a.npy"), "[[1, 2]]").unwrap();
+    fs::write(dir.path().join("b.txt"), "[[3, 4]]").unwrap();
+    let stderr = fails(dir.path(), &["-a", "0", "a.npy", "-o", "o.json"], b"", 1);
+    assert!(stderr.contains("input 1 (a.npy)"), "{stderr}");
+    let args = [
+        "-a",
+        "0",
+        "a.npy",
+        "b.txt",
+        "-o",
+        "o.json",
+        "--input-format",
+        "json",
+    ];
+    pipe(dir.path(), &args, b"");
+    assert_eq!(
+        fs::read_to_string(dir.path().join("o.json")).unwrap(),
+        "[[1,2],[3,4]]\n"
+    );
+    // b.txt alone is sniffed; --format overrides the output's extension.
+    let args = ["-a", "0", "b.txt", "-o", "o.data", "--format", "npy"];
+    pipe(dir.path(), &args, b"");
+    let o = read_npy(&dir.path().join("o.data"));
+    assert_eq!(o.descr, "<i8");
+}
+
+/// An npy of `descr` and `shape` holding `data`, through JSON (object form) and back:
+/// the data must come back byte for byte.
+fn round_trip(descr: &str, shape: &[u64], data: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("a.npy"), descr, shape, false, data);
+    let args = ["-a", "0", "a.npy", "-o", "a.json", "--json-form", "object"];
+    pipe(dir.path(), &args, b"");
+    pipe(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"], b"");
+    let back = read_npy(&dir.path().join("b.npy"));
+    assert_eq!(
+        back.descr, descr,
+        "dtype of {descr} after a JSON round trip"
+    );
+    assert_eq!(back.shape, shape);
+    assert_eq!(back.data, data, "{descr} data after a JSON round trip");
+    fs::read_to_string(dir.path().join("a.json")).unwrap()
+}
+
+fn le<const N: usize, T: Copy>(values: &[T], bytes: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| bytes(v)).collect()
+}
+
+#[test]
+fn every_integer_type_round_trips_through_json_to_its_limits() {
+    round_trip("|b1", &[3], &[1, 0, 1]);
+    round_trip("|i1", &[3], &le(&[i8::MIN, -1, i8::MAX], i8::to_le_bytes));
+    round_trip("<i2", &[2], &le(&[i16::MIN, i16::MAX], i16::to_le_bytes));
+    round_trip("<i4", &[2], &le(&[i32::MIN, i32::MAX], i32::to_le_bytes));
+    round_trip("<i8", &[2], &le(&[i64::MIN, i64::MAX], i64::to_le_bytes));
+    round_trip("|u1", &[2], &[0, u8::MAX]);
+    round_trip("<u2", &[2], &le(&[0, u16::MAX], u16::to_le_bytes));
+    round_trip("<u4", &[2], &le(&[0, u32::MAX], u32::to_le_bytes));
+    let json = round_trip("<u8", &[2], &le(&[0, u64::MAX], u64::to_le_bytes));
+    assert!(json.contains("18446744073709551615"), "{json}");
+    round_trip(
+        "<M8[ns]",
+        &[2],
+        &le(&[i64::MIN, 1_700_000_000], i64::to_le_bytes),
+    );
+}
+
+#[test]
+fn every_float_type_round_trips_through_json_exactly() {
+    let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.1];
+    let f64s = [
+        &specials[..],
+        &[f64::MAX, f64::MIN_POSITIVE, 5e-324, 1.0 / 3.0],
+    ]
+    .concat();
+    let json = round_trip("<f8", &[9], &le(&f64s, f64::to_le_bytes));
+    assert!(
+        json.contains(r#""NaN","Infinity","-Infinity",-0.0,0.1"#),
+        "{json}"
+    );
+    let f32s: Vec<f32> = f64s.iter().map(|&v| v as f32).collect();
+    let f32s = [&f32s[..], &[f32::MAX, 1e-45, 16_777_217.0]].concat();
+    let json = round_trip("<f4", &[12], &le(&f32s, f32::to_le_bytes));
+    assert!(json.contains("0.1,"), "float32 0.1 prints shortest: {json}");
+    let f16s: Vec<u16> = vec![
+        0x7e00, 0x7c00, 0xfc00, 0x8000, 0x3c01, 0x7bff, 0x0001, 0x2e66,
+    ];
+    round_trip("<f2", &[8], &le(&f16s, u16::to_le_bytes));
+    let c64 = le(&[1.5f32, f32::NAN, -0.0, f32::MAX], f32::to_le_bytes);
+    let json = round_trip("<c8", &[2], &c64);
+    assert!(json.contains(r#"[1.5,"NaN"]"#), "{json}");
+    round_trip("<c16", &[1], &le(&[0.1f64, -1e300], f64::to_le_bytes));
+}
+
+#[test]
+fn bfloat16_round_trips_through_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let object =
+        r#"{"dtype":"bfloat16","shape":[5],"data":[1.0,-0.0,"NaN",3.3895314e38,9.1835e-41]}"#;
+    fs::write(dir.path().join("a.json"), object).unwrap();
+    let args = ["-a", "0", "a.json", "-o", "-", "--format", "json"];
+    let once = pipe(
+        dir.path(),
+        &[&args[..], &["--json-form", "object"]].concat(),
+        b"",
+    );
+    let twice = pipe(
+        dir.path(),
+        &[
+            "-a",
+            "0",
+            "-",
+            "-o",
+            "-",
+            "--format",
+            "json",
+            "--json-form",
+            "object",
+        ],
+        &once,
+    );
+    assert_eq!(once, twice);
+    assert_eq!(
+        text(once),
+        "{\"dtype\":\"bfloat16\",\"shape\":[5],\"data\":[1.0,-0.0,\"NaN\",3.3895314e38,9.1835e-41]}\n"
+    );
+    // .npy has no bfloat16.
+    let stderr = fails(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"], b"", 2);
+    assert!(stderr.contains("--cast float32"), "{stderr}");
+}
+
+#[test]
+fn strings_round_trip_through_json() {
+    let ucs4: Vec<u8> = "héé\"\n"
+        .chars()
+        .chain(['x', '\0', '\0', '\0', '\0'])
+        .flat_map(|c| (c as u32).to_le_bytes())
+        .collect();
+    let json = round_trip("<U5", &[2], &ucs4);
+    assert!(json.contains(r#"["héé\"\n","x"]"#), "{json}");
+    round_trip("|S3", &[2], b"ab\0\xffyz");
+}
+
+#[test]
+fn nested_json_infers_the_type_numpy_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str); 7] = [
+        ("[[1, 2], [3, 4]]", "<i8", "[[1,2],[3,4]]"),
+        (
+            "[1, 18446744073709551615]",
+            "<u8",
+            "[1,18446744073709551615]",
+        ),
+        (
+            "[1, 2.5, \"NaN\", \"-Infinity\"]",
+            "<f8",
+            "[1.0,2.5,\"NaN\",\"-Infinity\"]",
+        ),
+        ("[1, 1e3]", "<f8", "[1.0,1000.0]"),
+        ("[true, false]", "|b1", "[true,false]"),
+        ("[\"a\", \"bcd\"]", "<U3", "[\"a\",\"bcd\"]"),
+        ("[[], []]", "<f8", "[[],[]]"),
+    ];
+    for (json, descr, back) in cases {
+        fs::write(dir.path().join("a.json"), json).unwrap();
+        pipe(dir.path(), &["-a", "0", "a.json", "-o", "a.npy"], b"");
+        assert_eq!(read_npy(&dir.path().join("a.npy")).descr, descr, "{json}");
+        let out = pipe(
+            dir.path(),
+            &["-a", "0", "a.npy", "-o", "-", "--format", "json"],
+            b"",
+        );
+        assert_eq!(text(out), format!("{back}\n"), "{json}");
+    }
+}
+
+#[test]
+fn fortran_inputs_are_written_to_json_in_logical_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // [[1, 2, 3], [4, 5, 6]] stored column by column.
+    let data = f32_le(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    write_npy(&dir.path().join("f.npy"), "<f4", &[2, 3], true, &data);
+    let args = ["-a", "0", "f.npy", "f.npy", "-o", "-", "--format", "json"];
+    let out = pipe(dir.path(), &args, b"");
+    assert_eq!(
+        text(out),
+        "[[1.0,2.0,3.0],[4.0,5.0,6.0],[1.0,2.0,3.0],[4.0,5.0,6.0]]\n"
+    );
+}
+
+/// Feeds `json` on stdin and returns the refusal, which must name `path`.
+fn malformed(json: &[u8], path: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["-a", "0", "-", "-o", "-", "--format", "json"];
+    let stderr = fails(dir.path(), &args, json, 1);
+    assert!(
+        stderr.contains(&format!("input 1 (-) is not a valid JSON file: {path}: ")),
+        "expected the path {path}:\n{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn malformed_json_is_refused_naming_the_path() {
+    let e = malformed(b"[[1, 2], [3]]", "$[1]");
+    assert!(
+        e.contains("has 1 elements where") && e.contains("ragged"),
+        "{e}"
+    );
+    malformed(b"[[1, 2], [3, 4, 5]]", "$[1][2]");
+    malformed(b"[[1, 2], 3]", "$[1]");
+    malformed(b"[[1, 2], [3, [4]]]", "$[1][1]");
+    let e = malformed(b"[[1, 2], [3, true]]", "$[1][1]");
+    assert!(e.contains("one kind of value"), "{e}");
+    malformed(b"[1, \"a\"]", "$[1]");
+    malformed(b"[1, null]", "$[1]");
+    malformed(b"[-1, 18446744073709551615]", "$[1]");
+    malformed(b"[1, 100000000000000000000]", "$[1]");
+    let e = malformed(b"[[1, 2], [3, 4", "$[1][1]");
+    assert!(e.contains("truncated"), "{e}");
+    malformed(b"[1, 2] x", "$");
+    malformed(b"[1, 2,]", "$[2]");
+    malformed(b"[01]", "$[0]");
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["-a", "0", "-", "-o", "x.npy", "--input-format", "json"];
+    let e = fails(dir.path(), &args, b" \n", 1);
+    assert!(e.contains("$: the text is empty"), "{e}");
+    let e = fails(dir.path(), &["-a", "0", "-", "-o", "x.npy"], b"", 1);
+    assert!(e.contains("standard input is empty"), "{e}");
+}
+
+#[test]
+fn tensor_objects_are_checked_against_their_dtype_and_shape() {
+    let e = malformed(
+        br#"{"dtype": "int8", "shape": [2, 2], "data": [1, 2, 3, 300]}"#,
+        "$.data[3]",
+    );
+    assert!(e.contains("out of the range of int8 (-128 to 127)"), "{e}");
+    malformed(
+        br#"{"dtype": "uint8", "shape": [2], "data": [1, -1]}"#,
+        "$.data[1]",
+    );
+    malformed(
+        br#"{"dtype": "int32", "shape": [2], "data": [1, 2.5]}"#,
+        "$.data[1]",
+    );
+    let e = malformed(
+        br#"{"dtype": "float16", "shape": [1], "data": [70000]}"#,
+        "$.data[0]",
+    );
+    assert!(e.contains("out of the range of float16"), "{e}");
+    malformed(
+        br#"{"dtype": "float32", "shape": [1], "data": [1e39]}"#,
+        "$.data[0]",
+    );
+    malformed(
+        br#"{"dtype": "bool", "shape": [1], "data": [1]}"#,
+        "$.data[0]",
+    );
+    malformed(
+        br#"{"dtype": "U2", "shape": [1], "data": ["abc"]}"#,
+        "$.data[0]",
+    );
+    // Shape and data disagree: nested, flat, too few, too many, and data first.
+    let e = malformed(
+        br#"{"dtype": "int8", "shape": [2, 2], "data": [[1, 2], [3, 4], [5, 6]]}"#,
+        "$.data[2]",
+    );
+    assert!(e.contains("the shape says 2"), "{e}");
+    malformed(
+        br#"{"dtype": "int8", "shape": [2, 3], "data": [[1, 2], [3, 4]]}"#,
+        "$.data[0]",
+    );
+    malformed(
+        br#"{"dtype": "int8", "shape": [2, 2], "data": [1, 2, 3]}"#,
+        "$.data",
+    );
+    malformed(
+        br#"{"dtype": "int8", "shape": [2, 2], "data": [1, 2, 3, 4, 5]}"#,
+        "$.data[4]",
+    );
+    malformed(
+        br#"{"data": [1, 2, 3], "shape": [2], "dtype": "int8"}"#,
+        "$.data[2]",
+    );
+    malformed(br#"{"dtype": "float32", "shape": [1]}"#, "$");
+    malformed(
+        br#"{"dtype": "float99", "shape": [1], "data": [1]}"#,
+        "$.dtype",
+    );
+    malformed(
+        br#"{"dtype": "int8", "shape": [-1], "data": []}"#,
+        "$.shape[0]",
+    );
+    malformed(
+        br#"{"dtype": "int8", "colour": "red", "data": []}"#,
+        "$.colour",
+    );
+    malformed(
+        br#"{"dtype": "complex64", "shape": [1], "data": [[1, 2, 3]]}"#,
+        "$.data[0]",
+    );
+}
+
+#[test]
+fn deep_nesting_is_refused_without_recursion() {
+    let at = format!("${}", "[0]".repeat(64));
+    let e = malformed(
+        format!("{}1{}", "[".repeat(65), "]".repeat(65)).as_bytes(),
+        &at,
+    );
+    assert!(e.contains("nested more than 64 deep"), "{e}");
+    // A million brackets: no stack overflow, in either form.
+    malformed("[".repeat(1_000_000).as_bytes(), &at);
+    let object = format!("{{\"data\": {}", "[".repeat(1_000_000));
+    malformed(object.as_bytes(), "$.data");
+    // 64 is allowed.
+    let dir = tempfile::tempdir().unwrap();
+    let deep = format!("{}7{}", "[".repeat(64), "]".repeat(64));
+    let out = pipe(
+        dir.path(),
+        &["-a", "0", "-", "-o", "-", "--format", "json"],
+        deep.as_bytes(),
+    );
+    assert_eq!(text(out), format!("{deep}\n"));
+}
+
+/// A temp folder with `count` tiny .npy files of shape [1, 2] holding [i, -i], and their
+/// names in order.
+fn many_inputs(count: usize) -> (TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..count).map(|i| format!("s{i:05}.npy")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let data = le(&[i as i32, -(i as i32)], i32::to_le_bytes);
+        fs::write(
+            dir.path().join(name),
+            npy_bytes("<i4", &[1, 2], false, &data),
+        )
+        .unwrap();
+    }
+    (dir, names)
+}
+
+#[test]
+fn ten_thousand_inputs_from_a_list_join_on_either_axis() {
+    let (dir, names) = many_inputs(10_000);
+    fs::write(dir.path().join("list.txt"), names.join("\n") + "\n").unwrap();
+    let count = names.len() as i32;
+
+    pipe(
+        dir.path(),
+        &["-a", "0", "--files-from", "list.txt", "-o", "rows.npy"],
+        b"",
+    );
+    let rows = read_npy(&dir.path().join("rows.npy"));
+    assert_eq!(rows.shape, [10_000, 2]);
+    let expected: Vec<i32> = (0..count).flat_map(|i| [i, -i]).collect();
+    assert_eq!(rows.data, le(&expected, i32::to_le_bytes));
+
+    // The same inputs from a NUL-separated list on stdin. (Axis 1 of [1, 2] inputs is still
+    // one round; `more_inputs_than_a_group_join_in_several_rounds` covers the grouping.)
+    let null_list = names.join("\0") + "\0";
+    let args = ["-a", "1", "--files-from", "-", "-0", "-o", "cols.npy"];
+    pipe(dir.path(), &args, null_list.as_bytes());
+    let cols = read_npy(&dir.path().join("cols.npy"));
+    assert_eq!(cols.shape, [1, 20_000]);
+    assert_eq!(cols.data, rows.data);
+}
+
+#[test]
+fn more_inputs_than_a_group_join_in_several_rounds() {
+    // 5,000 columns of shape [2, 1] joined on axis 1: two rounds, more inputs than the
+    // engine maps at once (4,096), so groups are joined through temporary files first.
+    let dir = tempfile::tempdir().unwrap();
+    let count: usize = 5_000;
+    let names: Vec<String> = (0..count).map(|i| format!("c{i:05}.npy")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let data = le(&[i as i32, -(i as i32)], i32::to_le_bytes);
+        fs::write(
+            dir.path().join(name),
+            npy_bytes("<i4", &[2, 1], false, &data),
+        )
+        .unwrap();
+    }
+    fs::write(dir.path().join("list.txt"), names.join("\n")).unwrap();
+    let rows: Vec<i32> = (0..count as i32)
+        .chain((0..count as i32).map(|i| -i))
+        .collect();
+    pipe(
+        dir.path(),
+        &["-a", "1", "--files-from", "list.txt", "-o", "wide.npy"],
+        b"",
+    );
+    let wide = read_npy(&dir.path().join("wide.npy"));
+    assert_eq!(wide.shape, [2, count as u64]);
+    assert_eq!(wide.data, le(&rows, i32::to_le_bytes));
+    // With a cast, converted inside the groups.
+    let args = [
+        "-a",
+        "1",
+        "--files-from",
+        "list.txt",
+        "--cast",
+        "int64",
+        "-o",
+        "w64.npy",
+    ];
+    pipe(dir.path(), &args, b"");
+    let w64 = read_npy(&dir.path().join("w64.npy"));
+    assert_eq!(w64.descr, "<i8");
+    let rows: Vec<i64> = rows.iter().map(|&v| i64::from(v)).collect();
+    assert_eq!(w64.data, le(&rows, i64::to_le_bytes));
+}
+
+#[test]
+fn listed_inputs_follow_the_named_ones() {
+    let (dir, names) = many_inputs(3);
+    fs::write(
+        dir.path().join("list"),
+        format!("{}\n\n{}\n", names[2], names[0]),
+    )
+    .unwrap();
+    let args = [
+        "-a",
+        "0",
+        &names[1],
+        "--files-from",
+        "list",
+        "-o",
+        "-",
+        "--format",
+        "json",
+    ];
+    let out = pipe(dir.path(), &args, b"");
+    assert_eq!(text(out), "[[1,-1],[2,-2],[0,0]]\n");
+    let stderr = fails(
+        dir.path(),
+        &["-a", "0", "-", "--files-from", "-", "-o", "x.npy"],
+        b"",
+        2,
+    );
+    assert!(stderr.contains("read only once"), "{stderr}");
+    let stderr = fails(
+        dir.path(),
+        &["-a", "0", "--files-from", "nope", "-o", "x.npy"],
+        b"",
+        1,
+    );
+    assert!(stderr.contains("nope"), "{stderr}");
+}
+
+/// Joins `inputs` (descr, values as little-endian bytes) along axis 0 with `--cast`.
+fn cast(to: &str, inputs: &[(&str, Vec<u8>)]) -> std::result::Result<(String, Vec<u8>), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["-a".to_string(), "0".to_string()];
+    for (i, (descr, data)) in inputs.iter().enumerate() {
+        let itemsize: usize = descr[2..].parse().unwrap();
+        let name = format!("in{i}.npy");
+        write_npy(
+            &dir.path().join(&name),
+            descr,
+            &[(data.len() / itemsize) as u64],
+            false,
+            data,
+        );
+        args.push(name);
+    }
+    args.extend(["--cast", to, "-o", "out.npy"].map(String::from));
+    let output = tjoin()
+        .current_dir(dir.path())
+        .args(&args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if !output.status.success() {
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(!dir.path().join("out.npy").exists());
+        return Err(stderr);
+    }
+    let out = read_npy(&dir.path().join("out.npy"));
+    Ok((out.descr, out.data))
+}
+
+#[test]
+fn casts_convert_in_the_single_pass() {
+    // float16 1.5, 65504 and float32 0.1 to float32: exact, exact, as is.
+    let f16 = le(&[0x3e00u16, 0x7bff], u16::to_le_bytes);
+    let f32 = f32_le(&[0.1]);
+    let (descr, data) = cast("float32", &[("<f2", f16.clone()), ("<f4", f32.clone())]).unwrap();
+    assert_eq!(
+        (descr.as_str(), data),
+        ("<f4", f32_le(&[1.5, 65504.0, 0.1]))
+    );
+    // float32 to float16: 0.1 rounds to nearest (0x2e66); 1e6 overflows to infinity.
+    let big = f32_le(&[0.1, 1e6, -1e6]);
+    let (_, data) = cast("float16", &[("<f4", big)]).unwrap();
+    assert_eq!(data, le(&[0x2e66u16, 0x7c00, 0xfc00], u16::to_le_bytes));
+    // float64 to bfloat16 (to JSON: .npy has no bfloat16): 1 + 2^-8 is a tie, to even;
+    // a hair above it rounds up, though the hair is lost in a float32 on the way.
+    let dir = tempfile::tempdir().unwrap();
+    let ties = [1.0 + 2f64.powi(-8), 1.0 + 2f64.powi(-8) + 2f64.powi(-40)];
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f8",
+        &[2],
+        false,
+        &le(&ties, f64::to_le_bytes),
+    );
+    let args = [
+        "-a", "0", "a.npy", "--cast", "bfloat16", "-o", "-", "--format", "json",
+    ];
+    assert_eq!(text(pipe(dir.path(), &args, b"")), "[1.0,1.0078125]\n");
+    let e = cast("bfloat16", &[("<f8", le(&ties, f64::to_le_bytes))]).unwrap_err();
+    assert!(e.contains("no bfloat16"), "{e}");
+    // Integers widen and narrow within range; floats truncate toward zero.
+    let ints = le(&[-128i32, 127], i32::to_le_bytes);
+    let floats = le(&[2.9f64, -2.9], f64::to_le_bytes);
+    let (descr, data) = cast("int8", &[("<i4", ints), ("<f8", floats)]).unwrap();
+    assert_eq!((descr.as_str(), data), ("|i1", vec![0x80, 0x7f, 2, 0xfe]));
+    let (_, data) = cast("bool", &[("<f4", f32_le(&[0.0, -0.0, 0.5]))]).unwrap();
+    assert_eq!(data, [0, 0, 1]);
+    let (_, data) = cast(
+        "uint64",
+        &[
+            ("|u1", vec![255]),
+            ("<i8", le(&[i64::MAX], i64::to_le_bytes)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(data, le(&[255u64, i64::MAX as u64], u64::to_le_bytes));
+}
+
+#[test]
+fn casts_refuse_what_would_wrap_naming_the_element() {
+    let ints = le(&[1i32, 2, 300], i32::to_le_bytes);
+    let e = cast("int8", &[("<i4", ints)]).unwrap_err();
+    assert!(
+        e.contains("input 1 (in0.npy)") && e.contains("element [2]"),
+        "{e}"
+    );
+    assert!(
+        e.contains("300 is out of the range of int8 (-128 to 127)"),
+        "{e}"
+    );
+    let e = cast("uint16", &[("|i1", vec![0]), ("|i1", vec![5, 0xff])]).unwrap_err();
+    assert!(
+        e.contains("input 2 (in1.npy)") && e.contains("element [1]") && e.contains("-1"),
+        "{e}"
+    );
+    let e = cast("int32", &[("<f4", f32_le(&[1.0, f32::NAN]))]).unwrap_err();
+    assert!(e.contains("element [1]") && e.contains("not finite"), "{e}");
+    let e = cast("int64", &[("<f8", le(&[9.3e18f64], f64::to_le_bytes))]).unwrap_err();
+    assert!(e.contains("out of the range of int64"), "{e}");
+    let e = cast("uint8", &[("<f4", f32_le(&[f32::INFINITY]))]).unwrap_err();
+    assert!(e.contains("not finite"), "{e}");
+    // Types the cast does not convert, and names it does not know.
+    let e = cast("float32", &[("<c8", f32_le(&[1.0, 2.0]))]).unwrap_err();
+    assert!(e.contains("cannot cast every input to float32"), "{e}");
+    let e = cast("float8", &[("<f4", f32_le(&[1.0]))]).unwrap_err();
+    assert!(e.contains("--cast float8") && e.contains("bfloat16"), "{e}");
+}
+
+#[test]
+fn without_a_cast_mixed_types_are_refused_naming_the_promotion() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("a.npy"), "<f2", &[1], false, &[0, 0x3c]);
+    write_npy(
+        &dir.path().join("b.npy"),
+        "<f4",
+        &[1],
+        false,
+        &f32_le(&[1.0]),
+    );
+    write_npy(&dir.path().join("c.npy"), "|u1", &[1], false, &[1]);
+    write_npy(&dir.path().join("d.npy"), "|i1", &[1], false, &[1]);
+    let stderr = fails(
+        dir.path(),
+        &["-a", "0", "a.npy", "b.npy", "-o", "x.npy"],
+        b"",
+        2,
+    );
+    assert!(stderr.contains("add --cast float32"), "{stderr}");
+    let stderr = fails(
+        dir.path(),
+        &["-a", "0", "c.npy", "d.npy", "-o", "x.npy"],
+        b"",
+        2,
+    );
+    assert!(stderr.contains("add --cast int16"), "{stderr}");
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_tjoin_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f64> = (0..1_000_000).map(|i| f64::from(i) / 7.0).collect();
+    write_npy(
+        &dir.path().join("big.npy"),
+        "<f8",
+        &[1_000_000],
+        false,
+        &le(&values, f64::to_le_bytes),
+    );
+    for format in ["json", "npy"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tjoin"))
+            .current_dir(dir.path())
+            .args([
+                "-a", "0", "big.npy", "big.npy", "-o", "-", "--format", format,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 10];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        // Dropping the read end closes the pipe, as `head -c 10` does when it exits.
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{format}: {stderr}");
+        assert!(
+            stderr.is_empty(),
+            "{format}: stderr should be empty: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn empty_tensors_are_written_as_empty_nesting() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("e.npy"), "<f4", &[2, 0], false, &[]);
+    let args = [
+        "-a",
+        "1",
+        "e.npy",
+        "e.npy",
+        "-o",
+        "-",
+        "--format",
+        "json",
+        "--json-form",
+        "object",
+    ];
+    let out = pipe(dir.path(), &args, b"");
+    assert_eq!(
+        text(out),
+        "{\"dtype\":\"float32\",\"shape\":[2,0],\"data\":[[],[]]}\n"
+    );
+}
