@@ -17,11 +17,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "Thousands of shards listed by find, converted to float32 on the way:",
-        "find shards -name '*.npy' -print0 | sort -z | tjoin -a 0 --files-from - -0 --cast float32 -o train.npy",
+        "find shards -name '*.npy' | sort | tjoin -a 0 --files-from - --cast float32 -o train.npy",
     ),
     (
         "Merge tensor-parallel checkpoint shards tensor by tensor, with per-tensor axes:",
-        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
+        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' tp*.safetensors -o model.safetensors",
     ),
     (
         "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
