@@ -17,7 +17,6 @@
 //!   with `outer > 1` first joins groups of them into temporary files, so that neither file
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
 
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use crate::cast;
@@ -27,7 +26,7 @@ use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
 use crate::plan::{Gather, InputPlan, JoinPlan};
-use crate::source::Region;
+use crate::source::{self, Region};
 
 /// Size of the reused output buffer.
 const BUFFER: usize = 1 << 20;
@@ -245,7 +244,7 @@ impl<'a> Packer<'a> {
             }
             let start = self.buffer.len();
             self.buffer.resize(start + len, 0);
-            file.read_exact_at(&mut self.buffer[start..], p.data_offset)
+            source::read_exact_at(&file, &mut self.buffer[start..], p.data_offset)
                 .map_err(|e| input.name.io_error("read", e))?;
             return Ok(());
         }

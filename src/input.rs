@@ -9,14 +9,13 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{Format, TensorInfo};
-use crate::source::Region;
+use crate::source::{self, Region};
 
 /// What the command line names standard input as.
 pub const STDIN: &str = "-";
@@ -99,9 +98,16 @@ impl Stamp {
 
 impl From<&std::fs::Metadata> for Stamp {
     fn from(metadata: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            (metadata.dev(), metadata.ino())
+        };
+        // Windows' file index is not in stable Rust; length and time still tell a change.
+        #[cfg(not(unix))]
+        let id = (0, 0);
         Stamp {
-            id: (metadata.dev(), metadata.ino()),
+            id,
             len: metadata.len(),
             modified: metadata.modified().ok(),
         }
@@ -243,16 +249,15 @@ impl Input {
 
 /// Opens a regular file; anything else is refused.
 fn open_regular(path: &Path, name: &InputRef) -> Result<(File, Stamp)> {
-    use std::os::unix::fs::OpenOptionsExt;
     // Non-blocking, so that opening a FIFO returns at once and is refused below instead of
     // waiting for a writer (checking the path first would leave a window in which it is
     // replaced by one); for regular files the flag changes nothing. One open and one fstat,
     // where checking the path first cost a stat more per input.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| name.io_error("open", e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| name.io_error("open", e))?;
     let metadata = file.metadata().map_err(|e| name.io_error("open", e))?;
     if !metadata.is_file() {
         let why = if metadata.is_dir() {
@@ -333,7 +338,7 @@ impl SpillWriter<'_> {
 
     fn flush(&mut self) -> io::Result<()> {
         let at = self.start + self.written;
-        self.file.write_all_at(&self.buffer, at)?;
+        source::write_all_at(&self.file, &self.buffer, at)?;
         self.written += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
@@ -358,9 +363,9 @@ impl SpillWriter<'_> {
         while done < self.written {
             let take = chunk.len().min((self.written - done) as usize);
             let piece = &mut chunk[..take];
-            self.file.read_exact_at(piece, self.start + done)?;
+            source::read_exact_at(&self.file, piece, self.start + done)?;
             piece.chunks_exact_mut(unit).for_each(&mut change);
-            self.file.write_all_at(piece, self.start + done)?;
+            source::write_all_at(&self.file, piece, self.start + done)?;
             done += take as u64;
         }
         Ok(())

@@ -239,7 +239,6 @@ fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
 /// Empty entries are skipped.
 fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
     use std::io::Read;
-    use std::os::unix::ffi::OsStrExt;
     let mut bytes = Vec::new();
     let read = if list.as_os_str() == STDIN {
         std::io::stdin().lock().read_to_end(&mut bytes)
@@ -248,11 +247,26 @@ fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
     };
     read.map_err(|e| Error::io("read the file list", list, e))?;
     let separator = if null { b'\0' } else { b'\n' };
-    Ok(bytes
+    bytes
         .split(|&b| b == separator)
         .filter(|entry| !entry.is_empty())
-        .map(|entry| PathBuf::from(std::ffi::OsStr::from_bytes(entry)))
-        .collect())
+        .map(|entry| path_from_bytes(entry, list))
+        .collect()
+}
+
+/// A path as a file list holds it: any bytes on Unix, UTF-8 text elsewhere.
+fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<PathBuf> {
+    #[cfg(unix)]
+    {
+        let _ = list;
+        use std::os::unix::ffi::OsStrExt;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+    }
+    #[cfg(not(unix))]
+    std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| {
+        let why = "it holds a path that is not UTF-8 text";
+        Error::io("read the file list", list, std::io::Error::other(why))
+    })
 }
 
 /// The job's tensors in the order the output format lists them.

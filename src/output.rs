@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::io::{self, ErrorKind, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -75,7 +74,11 @@ impl Output {
     pub fn create(target: &Path, no_clobber: bool) -> Result<Output> {
         if target.as_os_str() == STDOUT {
             let name = Path::new("standard output");
-            let handle = io::stdout().as_fd().try_clone_to_owned();
+            #[cfg(unix)]
+            let handle = std::os::fd::AsFd::as_fd(&io::stdout()).try_clone_to_owned();
+            #[cfg(windows)]
+            let handle =
+                std::os::windows::io::AsHandle::as_handle(&io::stdout()).try_clone_to_owned();
             let handle = handle.map_err(|e| Error::io("write the output to", name, e))?;
             return Ok(Output {
                 to: To::Stdout(File::from(handle)),

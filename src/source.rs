@@ -4,7 +4,9 @@
 use std::fs::File;
 use std::io;
 
-use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
+#[cfg(unix)]
+use memmap2::{Advice, UncheckedAdvice};
+use memmap2::{Mmap, MmapOptions};
 
 /// A read-only view of `len` bytes of a file from `offset`, mapped into memory.
 pub struct Region {
@@ -25,6 +27,7 @@ impl Region {
         // and modification time are checked again before the output is renamed into place.
         let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file)? };
         // Advice is a hint: a kernel that ignores it costs speed, never correctness.
+        #[cfg(unix)]
         let _ = map.advise(Advice::Sequential);
         Ok(Region { map: Some(map) })
     }
@@ -40,7 +43,14 @@ impl Region {
     }
 
     /// Drops the pages of `[start, end)` from this process's memory, so that reading a large
+    /// file front to back keeps resident memory bounded. The page cache keeps them. (Windows
+    /// has no such call for a mapped view; its working-set manager trims idle pages.)
+    #[cfg(not(unix))]
+    pub fn release(&self, _start: usize, _end: usize) {}
+
+    /// Drops the pages of `[start, end)` from this process's memory, so that reading a large
     /// file front to back keeps resident memory bounded. The page cache keeps them.
+    #[cfg(unix)]
     pub fn release(&self, start: usize, end: usize) {
         if let Some(map) = &self.map
             && end > start
@@ -139,4 +149,50 @@ pub fn raise_open_file_limit() -> u64 {
 #[cfg(not(unix))]
 pub fn raise_open_file_limit() -> u64 {
     512
+}
+
+/// Reads into `buf` from `offset` of `file`, without regard to (on Unix, without moving) the
+/// file's cursor; returns how many bytes were read. On Windows the cursor moves: callers that
+/// later read from the cursor seek first.
+pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    #[cfg(unix)]
+    return std::os::unix::fs::FileExt::read_at(file, buf, offset);
+    #[cfg(windows)]
+    return std::os::windows::fs::FileExt::seek_read(file, buf, offset);
+}
+
+/// Fills `buf` from `offset` of `file`, failing at the end of the file.
+pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match read_at(file, buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `offset` of `file`.
+pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        #[cfg(unix)]
+        let written = std::os::unix::fs::FileExt::write_at(file, buf, offset);
+        #[cfg(windows)]
+        let written = std::os::windows::fs::FileExt::seek_write(file, buf, offset);
+        match written {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

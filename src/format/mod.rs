@@ -9,8 +9,7 @@ pub mod zip;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::{self, Seek};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -84,13 +83,14 @@ impl Format {
     pub fn of_input(path: &Path, file: &File) -> Format {
         let mut head = [0u8; 64];
         let mut filled = 0;
-        // Positional reads leave the file's cursor where the readers expect it, at 0.
         while filled < head.len() {
-            match file.read_at(&mut head[filled..], filled as u64) {
+            match crate::source::read_at(file, &mut head[filled..], filled as u64) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => filled += n,
             }
         }
+        // Windows' positional reads move the cursor; the readers start at 0.
+        let _ = (&*file).seek(std::io::SeekFrom::Start(0));
         let start = &head[..filled];
         let json_like = start
             .iter()

@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Result};
@@ -26,7 +25,7 @@ pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<Tenso
     // One positional read takes in the whole header of nearly every file: over 100,000
     // inputs, each system call saved is measurable. Longer headers read on from the file.
     let mut head = vec![0u8; file_len.min(HEAD) as usize];
-    file.read_exact_at(&mut head, 0)
+    crate::source::read_exact_at(file, &mut head, 0)
         .map_err(|e| input.io_error("read the header of", e))?;
     let rest = ReadAt {
         file,
@@ -43,7 +42,7 @@ struct ReadAt<'a> {
 
 impl Read for ReadAt<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.file.read_at(buf, self.at)?;
+        let n = crate::source::read_at(self.file, buf, self.at)?;
         self.at += n as u64;
         Ok(n)
     }
