@@ -1,0 +1,17 @@
+//! The JSON tensor reader never panics, hangs, overflows its stack or allocates without
+//! bound, whatever the text (ragged arrays, deep nesting, huge shapes, bad numbers).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tjoin::input::Spill;
+use tjoin::source::Region;
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = common::with_file(data, |file, len, name| {
+        let text = Region::map(file, 0, len).expect("a readable file maps");
+        tjoin::format::json::read(&text, name, &mut Spill::default())
+    });
+});
