@@ -56,6 +56,32 @@ pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The fields of `--dry-run --format json` (src/report.rs writes them).
+const DRY_RUN_FIELDS: &[(&str, &str)] = &[
+    (
+        "rules",
+        "the rules the join passed, e.g. \"ONNX Concat-13's shape rules\".",
+    ),
+    ("spec", "the --spec profile's name, or null without --spec."),
+    ("axis_given", "the -a/--axis value as given, or null."),
+    (
+        "backend",
+        "why --backend chose its engine, or null for the CPU engine.",
+    ),
+    (
+        "inputs",
+        "one object per input: position (from 1), path, format (npy, npz, safetensors, json), and tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes.",
+    ),
+    (
+        "tensors",
+        "one object per output tensor, in output order: name, kept (copied by --keep), axis (counted from 0; null when kept), dtype, shape, bytes, inputs (the positions it comes from) and engine (what DirectML does with it, or null).",
+    ),
+    (
+        "output",
+        "path and format (null without -o), and bytes: the data the output would hold.",
+    ),
+];
+
 /// clap_mangen's sections, then the ones it has no source for: exit status and examples.
 fn man_page(out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(Cli::command()).date("");
@@ -83,6 +109,17 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
         roff.control("TP", [])
             .text([bold(code)])
             .text([roman(meaning)]);
+    }
+    roff.control("SH", ["DRY RUN"]);
+    roff.text([roman(
+        "--dry-run reads every header, checks every rule and plans every tensor, then prints the \
+         plan on standard output and writes nothing. It exits 0 when the join would be \
+         accepted. With --format json the plan is one JSON object with these fields:",
+    )]);
+    for (field, meaning) in DRY_RUN_FIELDS {
+        roff.control("TP", [])
+            .text([bold(*field)])
+            .text([roman(*meaning)]);
     }
     roff.control("SH", ["EXAMPLES"]);
     for (what, command) in EXAMPLES {

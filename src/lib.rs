@@ -55,6 +55,9 @@ pub fn run(cli: &Cli) -> Result<()> {
             .transpose()
     };
     let forced = format_flag(&cli.format, "--format")?;
+    // With --dry-run, --format json asks for the plan as JSON, not for a JSON output.
+    let plan_as_json = cli.dry_run && forced == Some(Format::Json);
+    let forced = forced.filter(|_| !plan_as_json);
     let output_format = match &cli.output {
         Some(path) => Some(Format::of_output(path, forced)?),
         None => forced,
@@ -113,10 +116,12 @@ pub fn run(cli: &Cli) -> Result<()> {
     let mut engine = Engine::choose(cli.backend, cli.dml_adapter, &job)?;
     let (Some(path), false) = (&cli.output, cli.dry_run) else {
         let output = cli.output.as_deref().zip(output_format);
-        print!(
-            "{}",
-            report::dry_run(spec, &inputs, &job, cli.axis, output, &engine)
-        );
+        let report = if plan_as_json {
+            report::dry_run_json
+        } else {
+            report::dry_run
+        };
+        print!("{}", report(spec, &inputs, &job, cli.axis, output, &engine));
         return Ok(());
     };
     let mut output = Output::create(path, cli.no_clobber)?;

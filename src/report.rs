@@ -101,6 +101,71 @@ pub fn dry_run(
     text
 }
 
+/// The same plan as JSON, for scripts (`--dry-run --format json`). The fields are listed in
+/// the man page's DRY RUN section; keep the two in step.
+pub fn dry_run_json(
+    spec: Spec,
+    inputs: &[Input],
+    job: &[TensorJob],
+    axis_given: Option<i64>,
+    output: Option<(&Path, Format)>,
+    engine: &Engine,
+) -> String {
+    let inputs: Vec<serde_json::Value> = inputs
+        .iter()
+        .map(|input| {
+            let tensors: Vec<serde_json::Value> = input
+                .tensors
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "name": t.name.tensor,
+                        "dtype": t.info.dtype.to_string(),
+                        "shape": t.info.shape,
+                        "bytes": t.info.data_len,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "position": input.name.position,
+                "path": input.name.label(),
+                "format": input.format.name(),
+                "tensors": tensors,
+            })
+        })
+        .collect();
+    let tensors: Vec<serde_json::Value> = job
+        .iter()
+        .enumerate()
+        .map(|(index, t)| {
+            serde_json::json!({
+                "name": t.out.name,
+                "kept": t.kept,
+                "axis": (!t.kept).then_some(t.plan.axis),
+                "dtype": t.out.dtype.to_string(),
+                "shape": t.out.shape,
+                "bytes": t.out.bytes,
+                "inputs": t.sources.iter().map(|s| s.name.position).collect::<Vec<_>>(),
+                "engine": engine.describe(index),
+            })
+        })
+        .collect();
+    let plan = serde_json::json!({
+        "rules": if spec.check_types { spec.title() } else { format!("{}'s shape rules", spec.title()) },
+        "spec": spec.check_types.then_some(spec.profile.name),
+        "axis_given": axis_given,
+        "backend": engine.note,
+        "inputs": inputs,
+        "tensors": tensors,
+        "output": {
+            "path": output.map(|(path, _)| path.display().to_string()),
+            "format": output.map(|(_, format)| format.name()),
+            "bytes": job.iter().map(|t| t.out.bytes).sum::<u64>(),
+        },
+    });
+    format!("{plan}\n")
+}
+
 /// The join axis as the operator takes it, and as given when that differs.
 fn axis(tensor: &TensorJob, given: Option<i64>) -> String {
     let axis = tensor.plan.axis;

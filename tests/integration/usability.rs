@@ -305,3 +305,41 @@ fn dry_run_prints_one_line_per_tensor_of_a_container_join() {
     }
     assert!(!tp.join("model.safetensors").exists());
 }
+
+#[test]
+fn dry_run_json_is_the_plan_for_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    three_2x2(dir.path());
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args([
+            "--dry-run",
+            "--format",
+            "json",
+            "--spec",
+            "directml:4.1",
+            "--stack",
+            "-a",
+            "-1",
+        ])
+        .args(["a.npy", "b.npy", "-o", "out.npy"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["spec"], "directml:4.1");
+    assert_eq!(plan["rules"], "DirectML Join at feature level 4.1");
+    assert_eq!(plan["axis_given"], -1);
+    assert_eq!(plan["inputs"][1]["path"], "b.npy");
+    assert_eq!(plan["inputs"][1]["format"], "npy");
+    assert_eq!(plan["tensors"][0]["axis"], 2);
+    assert_eq!(plan["tensors"][0]["shape"], serde_json::json!([2, 2, 2]));
+    assert_eq!(plan["tensors"][0]["inputs"], serde_json::json!([1, 2]));
+    assert_eq!(plan["output"]["format"], "npy");
+    assert_eq!(plan["output"]["bytes"], 32);
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "c.npy"]);
+}
