@@ -29,6 +29,12 @@ axis, out, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 np.save(out, np.concatenate([np.load(f) for f in files], axis=axis))
 """
 
+NUMPY_JSON = """
+import sys, json, numpy as np
+out, files = sys.argv[1], sys.argv[2:]
+np.save(out, np.concatenate([np.array(json.load(open(f))) for f in files]))
+"""
+
 SAFETENSORS_PY = """
 import sys, numpy as np
 from safetensors import safe_open
@@ -50,7 +56,8 @@ arrays = [np.load(f, mmap_mode='r') for f in files]
 shape = list(arrays[0].shape)
 shape[axis] = sum(a.shape[axis] for a in arrays)
 fortran = all(a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays)
-dst = open_memmap(out, mode='w+', dtype=arrays[0].dtype, shape=tuple(shape), fortran_order=fortran)
+dtype = np.result_type(*arrays)
+dst = open_memmap(out, mode='w+', dtype=dtype, shape=tuple(shape), fortran_order=fortran)
 start = 0
 for a in arrays:
     index = [slice(None)] * dst.ndim
@@ -112,6 +119,30 @@ def scenario_inputs(name, scale, folder):
             p = folder / f"in{i:05d}.npy"
             np.save(p, (np.arange(16 * 64, dtype=np.float32).reshape(16, 64) + i))
             paths.append(p)
+        listing = folder / "inputs.txt"
+        listing.write_text("".join(f"{p}\n" for p in paths))
+        return 0, paths, ["--files-from", str(listing)]
+    if name == "cast":
+        # float16 (N, 1024) + float32 (N, 1024), joined as float32: 1 GiB of input.
+        n = rows(GIB, 6 * 1024)
+        for i, dtype in enumerate((np.float16, np.float32)):
+            p = folder / f"in{i}.npy"
+            fill(p, dtype, (n, 1024), i)
+            paths.append(p)
+        return 0, paths, ["--cast", "float32"]
+    if name == "json_parse":
+        # About 100 MB of JSON: rows of floats with a fraction and an exponent here and there.
+        p = folder / "in0.json"
+        rng = np.random.default_rng(0)
+        rows_ = max(1, int(400_000 * scale))
+        with open(p, "w") as f:
+            f.write("[")
+            for start in range(0, rows_, 10_000):
+                block = rng.standard_normal((min(10_000, rows_ - start), 16)) * 1e3
+                text = ",".join("[" + ",".join(repr(float(v)) for v in row) + "]" for row in block)
+                f.write(("," if start else "") + text)
+            f.write("]")
+        paths.append(p)
         return 0, paths, []
     if name == "safetensors_shards":
         from safetensors.numpy import save_file
@@ -160,7 +191,7 @@ def timed(command, out):
 
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
-    suffix = paths[0].suffix
+    suffix = paths[0].suffix if paths[0].suffix != ".json" else ".npy"
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
@@ -170,8 +201,15 @@ def competitors(axis, paths, folder, extra):
             "tjoin": ([str(TJOIN), "-a", str(axis), *extra, *files, "-o", str(out["tjoin"])], out["tjoin"]),
             "safetensors_py": ([py, "-c", SAFETENSORS_PY, str(out["safetensors_py"]), *files], out["safetensors_py"]),
         }
-    tjoin = [str(TJOIN), "-a", str(axis), *extra, *files, "-o", str(out["tjoin"])]
+    listed = "--files-from" in extra
+    tjoin = [str(TJOIN), "-a", str(axis), *extra, *([] if listed else files), "-o", str(out["tjoin"])]
     catter = ["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files]
+    if paths[0].suffix == ".json":
+        return {
+            "cat": (catter, out["cat"]),
+            "tjoin": (tjoin, out["tjoin"]),
+            "numpy": ([py, "-c", NUMPY_JSON, str(out["numpy"]), *files], out["numpy"]),
+        }
     return {
         "cat": (catter, out["cat"]),
         "tjoin": (tjoin, out["tjoin"]),
@@ -217,6 +255,14 @@ def check_output(axis, paths, out, runs):
         if not same:
             raise SystemExit("tjoin's output differs from the safetensors library's")
         return
+    if paths[0].suffix == ".json":
+        command, reference = runs["numpy"]
+        subprocess.run(command, check=True)
+        same = subprocess.run(["cmp", "-s", str(reference), str(out)]).returncode == 0
+        reference.unlink()
+        if not same:
+            raise SystemExit("tjoin's output differs from numpy's for the JSON input")
+        return
     arrays = [np.load(p, mmap_mode="r") for p in paths]
     reference = out.with_name("reference.npy")
     if sum(a.nbytes for a in arrays) <= 4 * GIB:
@@ -245,7 +291,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse"])
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")

@@ -290,13 +290,19 @@ impl<'a> Packer<'a> {
         }
         let start = (round * p.run_bytes) as usize;
         let run = &region.bytes()[start..start + p.run_bytes as usize];
-        if p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype {
-            self.flush()?;
-            self.out.write_all(run).map_err(|e| self.write_error(e))?;
-        } else {
-            self.append(run, input, p, start as u64)?;
+        let direct = p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype;
+        // A run can be a whole input: in pieces, so the pages behind are released as it goes.
+        let in_size = p.dtype.itemsize().max(1) as usize;
+        let piece_len = (RELEASE_BUDGET as usize / in_size).max(1) * in_size;
+        for (k, piece) in run.chunks(piece_len).enumerate() {
+            if direct {
+                self.flush()?;
+                self.out.write_all(piece).map_err(|e| self.write_error(e))?;
+            } else {
+                self.append(piece, input, p, (start + k * piece_len) as u64)?;
+            }
+            cursors.advance(index, piece.len() as u64);
         }
-        cursors.advance(index, p.run_bytes);
         Ok(())
     }
 
@@ -368,7 +374,16 @@ impl<'a> Packer<'a> {
         let count: u64 = gather.run_dims.iter().product();
         let cast = p.dtype != self.dtype;
         let in_size = p.dtype.itemsize() as usize;
+        // Gathering jumps across the whole input: within a long run, release all of it
+        // whenever a budget's worth has been read, so resident memory stays bounded.
+        let release_every = (RELEASE_BUDGET as usize / in_size.max(1)).max(1);
+        let mut until_release = release_every;
         for index in 0..count {
+            until_release -= 1;
+            if until_release == 0 {
+                region.release(0, bytes.len());
+                until_release = release_every;
+            }
             let at = (base + offset_of(index, &gather.run_dims, &gather.run_strides)) as usize;
             if cast {
                 self.append_cast(&bytes[at..at + in_size], input, p, at as u64)?;
