@@ -196,3 +196,59 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     }
     Ok(())
 }
+
+/// The temporary output a bus error must remove, as a C string; null when there is none.
+#[cfg(unix)]
+static PARTIAL_ON_BUS_ERROR: std::sync::atomic::AtomicPtr<libc::c_char> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Reading a mapped page of a file that another process has truncated raises SIGBUS, which
+/// would kill tjoin and leave its temporary output behind. From the first call on, a bus
+/// error removes `partial` (the temporary output being written, if any), says what happened
+/// and exits with status 1. Call with `None` once the output is complete or gone.
+#[cfg(unix)]
+pub fn remove_on_bus_error(partial: Option<&std::path::Path>) {
+    use std::os::unix::ffi::OsStrExt;
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: `on_bus_error` calls only async-signal-safe functions (unlink, write,
+        // _exit) and reads the path through an atomic; sigaction is given a zeroed, then
+        // filled, struct and no old action is requested.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_bus_error as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
+    let new = partial
+        .and_then(|path| std::ffi::CString::new(path.as_os_str().as_bytes()).ok())
+        .map_or(std::ptr::null_mut(), std::ffi::CString::into_raw);
+    let old = PARTIAL_ON_BUS_ERROR.swap(new, std::sync::atomic::Ordering::SeqCst);
+    if !old.is_null() {
+        // SAFETY: every non-null pointer stored here came from `CString::into_raw` just
+        // above, and the swap took it out, so this is its only owner. The handler runs on
+        // the thread that reads the maps, which is the one calling this function.
+        drop(unsafe { std::ffi::CString::from_raw(old) });
+    }
+}
+
+/// Elsewhere a truncated mapping raises no signal tjoin could handle.
+#[cfg(not(unix))]
+pub fn remove_on_bus_error(_partial: Option<&std::path::Path>) {}
+
+#[cfg(unix)]
+extern "C" fn on_bus_error(_signal: libc::c_int) {
+    const MESSAGE: &[u8] = b"tjoin: error: an input shrank while tjoin was reading it (the \
+system raised SIGBUS); no output was written, run again once nothing else writes to it\n";
+    let path = PARTIAL_ON_BUS_ERROR.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: unlink, write and _exit are async-signal-safe; `path` is null or a valid C
+    // string owned by PARTIAL_ON_BUS_ERROR.
+    unsafe {
+        if !path.is_null() {
+            libc::unlink(path);
+        }
+        libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+        libc::_exit(1);
+    }
+}

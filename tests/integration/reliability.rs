@@ -444,3 +444,27 @@ fn fuzz_findings_stay_fixed() {
     }
     assert!(dir_entries(out.path()).is_empty());
 }
+
+/// An input truncated underneath a running join makes reading its mapped pages raise SIGBUS:
+/// tjoin removes its temporary output, says so and exits 1.
+#[test]
+fn an_input_truncated_while_mapped_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    slow_join_inputs(dir.path(), 4096, 65536);
+    let child = start_slow_join(dir.path(), "out.npy");
+    wait_for_partial_output(dir.path());
+    OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("b.npy"))
+        .unwrap()
+        .set_len(128)
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("an input shrank while tjoin was reading it"),
+        "{stderr}"
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
+}
