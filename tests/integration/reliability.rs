@@ -379,6 +379,10 @@ fn lying_headers_are_refused_quickly_in_little_memory() {
             "input 1 (huge_shape.safetensors)",
         ),
     ];
+    let deep = ["[".repeat(1_000_000), "]".repeat(1_000_000)]
+        .concat()
+        .into_bytes();
+    let huge_json = br#"{"dtype": "float32", "shape": [1000000000, 1000000000], "data": [1, 2]}"#;
     let bad = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad");
     let mut cases = cases;
     for (name, expected) in [
@@ -393,6 +397,12 @@ fn lying_headers_are_refused_quickly_in_little_memory() {
     ] {
         cases.push((name, fs::read(bad.join(name)).unwrap(), expected));
     }
+    cases.push((
+        "huge_shape.json",
+        huge_json.to_vec(),
+        "the shape says 1000000000000000000",
+    ));
+    cases.push(("deep.json", deep, "nested more than 64 deep"));
     let dir = tempfile::tempdir().unwrap();
     for (name, bytes, expected) in cases {
         fs::write(dir.path().join(name), bytes).unwrap();
