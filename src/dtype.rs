@@ -197,10 +197,14 @@ impl DType {
     /// Whether numpy has a `descr` for the type, so that .npy and .npz can hold it. numpy
     /// itself has no bfloat16, float8, float6 or float4.
     pub fn in_npy(&self) -> bool {
-        !matches!(
+        *self != DType::BFloat16 && !self.is_small_float()
+    }
+
+    /// The float8, float6 and float4 types of machine-learning checkpoints.
+    pub fn is_small_float(&self) -> bool {
+        matches!(
             self,
-            DType::BFloat16
-                | DType::Float8E4M3
+            DType::Float8E4M3
                 | DType::Float8E5M2
                 | DType::Float8E8M0
                 | DType::Float8E4M3Fnuz

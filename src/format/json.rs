@@ -818,14 +818,7 @@ fn unsupported(dtype: &DType) -> Option<String> {
         DType::Void(_) | DType::Record(_) => Some(format!(
             "{dtype} elements are raw bytes or records, which JSON tensors do not hold"
         )),
-        DType::Float8E4M3
-        | DType::Float8E5M2
-        | DType::Float8E8M0
-        | DType::Float8E4M3Fnuz
-        | DType::Float8E5M2Fnuz
-        | DType::Float4
-        | DType::Float6E2M3
-        | DType::Float6E3M2 => Some(format!(
+        small if small.is_small_float() => Some(format!(
             "{dtype} has no decimal form tjoin reads or writes; keep it in .safetensors"
         )),
         _ => None,
