@@ -41,39 +41,85 @@ use job::TensorJob;
 use output::{Output, Sink};
 use progress::{Counted, When};
 
-/// Runs the join the command line asks for.
+/// Runs the join the command line asks for: open the inputs, check and plan every output
+/// tensor, then either print the plan (`--dry-run`) or write the output and commit it.
 pub fn run(cli: &Cli) -> Result<()> {
     if let Some(kind) = cli.generate {
         let mut stdout = std::io::stdout().lock();
         return generate::generate(kind, &mut stdout)
-            .map_err(|e| Error::io("write", std::path::Path::new("standard output"), e));
+            .map_err(|e| Error::io("write", Path::new("standard output"), e));
     }
+    let formats = Formats::from_cli(cli)?;
+    let inputs = open_inputs(cli, formats.input)?;
+    // A dry run without an output plans as if the output were like the first input.
+    let format = formats.output.unwrap_or(inputs[0].format);
+    let spec = cli.spec.unwrap_or_default();
+    let mut writer = format.writer(&write_options(cli, format, &inputs)?);
+    let job = plan(cli, &inputs, spec, format, writer.as_ref())?;
+    let mut engine = Engine::choose(cli.backend, cli.dml_adapter, &job)?;
+    match (&cli.output, cli.dry_run) {
+        (Some(path), false) => {
+            write_and_commit(cli, path, &inputs, &job, writer.as_mut(), &mut engine)
+        }
+        _ => {
+            let output = cli.output.as_deref().zip(formats.output);
+            let report = if formats.plan_as_json {
+                report::dry_run_json
+            } else {
+                report::dry_run
+            };
+            print!("{}", report(spec, &inputs, &job, cli.axis, output, &engine));
+            Ok(())
+        }
+    }
+}
+
+/// The formats the flags and the output's name ask for.
+struct Formats {
+    /// The output's format, when there is an output or `--format` names one.
+    output: Option<Format>,
+    /// `--input-format`.
+    input: Option<Format>,
+    /// `--dry-run --format json`: the plan as JSON (the output's format still comes from
+    /// its extension).
+    plan_as_json: bool,
+}
+
+impl Formats {
+    fn from_cli(cli: &Cli) -> Result<Formats> {
+        let named = |name: &Option<String>, flag| {
+            name.as_deref()
+                .map(|n| Format::from_name(n, flag))
+                .transpose()
+        };
+        let forced = named(&cli.format, "--format")?;
+        let plan_as_json = cli.dry_run && forced == Some(Format::Json);
+        let forced = forced.filter(|_| !plan_as_json);
+        let output = match &cli.output {
+            Some(path) => Some(Format::of_output(path, forced)?),
+            None => forced,
+        };
+        let input = named(&cli.input_format, "--input-format")?;
+        Ok(Formats {
+            output,
+            input,
+            plan_as_json,
+        })
+    }
+}
+
+/// Opens every input and reads its headers; with `--stack`, inserts the new axis.
+fn open_inputs(cli: &Cli, format: Option<Format>) -> Result<Vec<Input>> {
     let open_files = source::raise_open_file_limit();
-    let format_flag = |name: &Option<String>, flag| {
-        name.as_deref()
-            .map(|n| Format::from_name(n, flag))
-            .transpose()
-    };
-    let forced = format_flag(&cli.format, "--format")?;
-    // With --dry-run, --format json asks for the plan as JSON, not for a JSON output.
-    let plan_as_json = cli.dry_run && forced == Some(Format::Json);
-    let forced = forced.filter(|_| !plan_as_json);
-    let output_format = match &cli.output {
-        Some(path) => Some(Format::of_output(path, forced)?),
-        None => forced,
-    };
-    let input_format = format_flag(&cli.input_format, "--input-format")?;
-    let cast = cli.cast.as_deref().map(cast_type).transpose()?;
-    let paths = input_paths(cli)?;
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
     let mut spill = Spill::default();
-    let mut inputs = paths
+    let mut inputs = input_paths(cli)?
         .iter()
         .enumerate()
         .map(|(index, path)| {
             let options = OpenOptions {
-                format: input_format,
+                format,
                 keep_open: index < keep_open,
             };
             Input::open(index + 1, path, options, &mut spill)
@@ -89,22 +135,27 @@ pub fn run(cli: &Cli) -> Result<()> {
     if cli.stack {
         stack::insert_axis(&mut inputs, cli.axis)?;
     }
-    // A dry run without an output plans as if the output were like the first input.
-    let format = output_format.unwrap_or(inputs[0].format);
-    let options = write_options(cli, format, &inputs)?;
-    let spec = cli.spec.unwrap_or_default();
-    let job = job::build(&inputs, &job_options(cli, spec, format, cast.as_ref()))?;
+    Ok(inputs)
+}
+
+/// Checks and plans every output tensor, in the order `writer` lists them, and checks that
+/// the output format can hold them.
+fn plan<'a>(
+    cli: &Cli,
+    inputs: &'a [Input],
+    spec: spec::Spec,
+    format: Format,
+    writer: &dyn Writer,
+) -> Result<Vec<TensorJob<'a>>> {
+    let cast = cli.cast.as_deref().map(cast_type).transpose()?;
+    let job = job::build(inputs, &job_options(cli, spec, format, cast.as_ref()))?;
     if let Some(expected) = &cli.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }
-    let mut writer = format.writer(&options);
-    let job = in_writer_order(job, writer.as_ref());
+    let job = in_writer_order(job, writer);
     let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
-    let target = cli
-        .output
-        .as_deref()
-        .unwrap_or(std::path::Path::new("the output"));
     writer.check(&described).map_err(|reason| {
+        let target = cli.output.as_deref().unwrap_or(Path::new("the output"));
         let mut lines = reason.lines().map(str::to_string);
         let first = lines.next().unwrap_or_default();
         Error::Refused(vec![Refusal {
@@ -113,31 +164,27 @@ pub fn run(cli: &Cli) -> Result<()> {
             hint: None,
         }])
     })?;
-    let mut engine = Engine::choose(cli.backend, cli.dml_adapter, &job)?;
-    let (Some(path), false) = (&cli.output, cli.dry_run) else {
-        let output = cli.output.as_deref().zip(output_format);
-        let report = if plan_as_json {
-            report::dry_run_json
-        } else {
-            report::dry_run
-        };
-        print!("{}", report(spec, &inputs, &job, cli.axis, output, &engine));
-        return Ok(());
-    };
+    Ok(job)
+}
+
+/// Writes the output under a temporary name, with progress, and renames it into place once
+/// every input is checked unchanged.
+fn write_and_commit(
+    cli: &Cli,
+    path: &Path,
+    inputs: &[Input],
+    job: &[TensorJob],
+    writer: &mut dyn Writer,
+    engine: &mut Engine,
+) -> Result<()> {
     let mut output = Output::create(path, cli.no_clobber)?;
+    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
     let total = job.iter().map(|t| t.plan.bytes).sum();
     let progress = progress::start(total, if cli.quiet { When::Never } else { cli.progress });
-    let written = write(
-        &job,
-        &described,
-        writer.as_mut(),
-        &mut output,
-        &progress.bar,
-        &mut engine,
-    );
+    let written = write(job, &described, writer, &mut output, &progress.bar, engine);
     progress.finish();
     written?;
-    for input in &inputs {
+    for input in inputs {
         input.check_unchanged()?;
     }
     output.commit()
