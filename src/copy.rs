@@ -348,10 +348,16 @@ impl<'a> Packer<'a> {
                 continue;
             }
             let take = room.min(bytes.len() / in_size);
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&bytes[..take * in_size]);
-            swap_in_place(&mut self.scratch, in_size, &p.swaps);
-            cast::convert(&p.dtype, &self.dtype, &self.scratch, &mut self.buffer)
+            let source = if p.swaps.is_none() {
+                &bytes[..take * in_size]
+            } else {
+                // Swapped into a copy: the input is a read-only map.
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&bytes[..take * in_size]);
+                swap_in_place(&mut self.scratch, in_size, &p.swaps);
+                &self.scratch
+            };
+            cast::convert(&p.dtype, &self.dtype, source, &mut self.buffer)
                 .map_err(|e| cast_refused(input, element + e.index as u64, &self.dtype, e))?;
             bytes = &bytes[take * in_size..];
             element += take as u64;

@@ -162,9 +162,10 @@ impl Input {
         } else {
             open_regular(&path, &name)?
         };
+        let head = crate::format::npy::read_head(&file, stamp.len, &name)?;
         let format = options
             .format
-            .unwrap_or_else(|| Format::of_input(&path, &file));
+            .unwrap_or_else(|| Format::of_input(&path, &head));
         if selected.is_some() && !format.is_container() {
             return Err(Error::Refused(vec![Refusal {
                 headline: format!(
@@ -203,7 +204,7 @@ impl Input {
             let data = DataFile::Open(spill.file(&name)?);
             (keep(file, false), data, contents)
         } else {
-            let contents = format.read(&file, stamp.len, &name, selected.as_deref())?;
+            let contents = format.read(&file, stamp.len, &name, selected.as_deref(), &head)?;
             let own = keep(file, options.keep_open);
             (own.clone(), own, contents)
         };

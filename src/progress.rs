@@ -97,6 +97,9 @@ impl Sink for Counted<'_> {
 
     /// Copies in pieces, so that a multi-GiB kernel copy moves the bar as it goes.
     fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        if self.bar.is_hidden() {
+            return self.inner.copy_from(file, offset, len);
+        }
         let mut copied = 0;
         while copied < len {
             let piece = (len - copied).min(PIECE);

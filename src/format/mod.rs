@@ -9,7 +9,7 @@ pub mod zip;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Seek};
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -80,18 +80,8 @@ impl Format {
     /// .npy magic, a zip signature, a safetensors header), else from its extension, else
     /// JSON when the text opens with a bracket or brace, else .npy (whose reader then says
     /// what it found instead).
-    pub fn of_input(path: &Path, file: &File) -> Format {
-        let mut head = [0u8; 64];
-        let mut filled = 0;
-        while filled < head.len() {
-            match crate::source::read_at(file, &mut head[filled..], filled as u64) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => filled += n,
-            }
-        }
-        // Windows' positional reads move the cursor; the readers start at 0.
-        let _ = (&*file).seek(std::io::SeekFrom::Start(0));
-        let start = &head[..filled];
+    pub fn of_input(path: &Path, head: &[u8]) -> Format {
+        let start = &head[..head.len().min(64)];
         let json_like = start
             .iter()
             .find(|b| !b" \t\r\n".contains(b))
@@ -185,18 +175,21 @@ impl Format {
 
     /// Reads the tensors a file of this format declares; with `select`, only the tensor of
     /// that name (an error lists the names there are when none has it).
+    /// `head` holds the file's first bytes, already read (the .npy reader needs no more for
+    /// nearly every file).
     pub fn read(
         self,
         file: &File,
         file_len: u64,
         input: &InputRef,
         select: Option<&str>,
+        head: &[u8],
     ) -> Result<Contents> {
         let mut contents = match self {
             Format::Npy => Contents {
                 tensors: vec![Found {
                     name: None,
-                    info: npy::read_header(file, file_len, input)?,
+                    info: npy::read_header_from(file, file_len, input, head.to_vec())?,
                     file: None,
                 }],
                 metadata: None,

@@ -22,11 +22,34 @@ const MAX_HEADER_LEN: u64 = 64 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
-    // One positional read takes in the whole header of nearly every file: over 100,000
-    // inputs, each system call saved is measurable. Longer headers read on from the file.
+    read_header_from(file, file_len, input, read_head(file, file_len, input)?)
+}
+
+/// The file's first bytes, as many as nearly every header needs: one positional read, the
+/// only one most inputs cost (over 100,000 inputs, each system call saved is measurable).
+pub fn read_head(file: &File, file_len: u64, input: &InputRef) -> Result<Vec<u8>> {
     let mut head = vec![0u8; file_len.min(HEAD) as usize];
     crate::source::read_exact_at(file, &mut head, 0)
         .map_err(|e| input.io_error("read the header of", e))?;
+    // Windows' positional reads move the cursor; the other readers start from it, at 0.
+    #[cfg(windows)]
+    {
+        use std::io::Seek;
+        (&*file)
+            .seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| input.io_error("read the header of", e))?;
+    }
+    Ok(head)
+}
+
+/// Reads the header of which `head` holds the file's first bytes; longer headers read on
+/// from the file.
+pub fn read_header_from(
+    file: &File,
+    file_len: u64,
+    input: &InputRef,
+    head: Vec<u8>,
+) -> Result<TensorInfo> {
     let rest = ReadAt {
         file,
         at: head.len() as u64,
