@@ -1,6 +1,7 @@
 //! The output file: written only on success, safe over an input, no leftovers, normal permissions.
 
 use std::fs;
+use std::path::Path;
 
 use crate::util::{dir_entries, npy_bytes, read_npy, tjoin, write_npy};
 
@@ -9,23 +10,16 @@ fn i32_le(values: impl IntoIterator<Item = i32>) -> Vec<u8> {
     values.into_iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// Writes `dir/name`, an `<i4` array of `shape` holding `values`.
+fn write_i4(dir: &Path, name: &str, shape: &[u64], values: impl IntoIterator<Item = i32>) {
+    write_npy(&dir.join(name), "<i4", shape, false, &i32_le(values));
+}
+
 #[test]
 fn output_may_overwrite_an_input() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("x.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
-    write_npy(
-        &dir.path().join("y.npy"),
-        "<i4",
-        &[1, 3],
-        false,
-        &i32_le(6..9),
-    );
+    write_i4(dir.path(), "x.npy", &[2, 3], 0..6);
+    write_i4(dir.path(), "y.npy", &[1, 3], 6..9);
     tjoin()
         .current_dir(dir.path())
         .args(["-a", "0", "x.npy", "y.npy", "-o", "x.npy"])
@@ -41,20 +35,8 @@ fn output_may_overwrite_an_input() {
 #[test]
 fn refused_join_leaves_an_existing_output_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
-    write_npy(
-        &dir.path().join("b.npy"),
-        "<i4",
-        &[2, 4],
-        false,
-        &i32_le(0..8),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
+    write_i4(dir.path(), "b.npy", &[2, 4], 0..8);
     fs::write(dir.path().join("out.npy"), "precious").unwrap();
     tjoin()
         .current_dir(dir.path())
@@ -68,20 +50,8 @@ fn refused_join_leaves_an_existing_output_untouched() {
 #[test]
 fn truncated_input_leaves_an_existing_output_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
-    write_npy(
-        &dir.path().join("b.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..5),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
+    write_i4(dir.path(), "b.npy", &[2, 3], 0..5);
     fs::write(dir.path().join("out.npy"), "precious").unwrap();
     tjoin()
         .current_dir(dir.path())
@@ -95,20 +65,8 @@ fn truncated_input_leaves_an_existing_output_untouched() {
 #[test]
 fn success_leaves_only_the_output_behind() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
-    write_npy(
-        &dir.path().join("b.npy"),
-        "<i4",
-        &[2, 1],
-        false,
-        &i32_le(6..8),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
+    write_i4(dir.path(), "b.npy", &[2, 1], 6..8);
     tjoin()
         .current_dir(dir.path())
         .args(["-a", "1", "a.npy", "b.npy", "-o", "out.npy"])
@@ -126,13 +84,7 @@ fn success_leaves_only_the_output_behind() {
 #[test]
 fn failed_write_leaves_no_temp_file() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
     fs::create_dir(dir.path().join("out.npy")).unwrap();
     tjoin()
         .current_dir(dir.path())
@@ -146,13 +98,7 @@ fn failed_write_leaves_no_temp_file() {
 #[test]
 fn one_input_is_copied() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
     tjoin()
         .current_dir(dir.path())
         .args(["-a", "1", "a.npy", "-o", "out.npy"])
@@ -168,13 +114,7 @@ fn one_input_is_copied() {
 fn zero_sized_dimensions_join() {
     let dir = tempfile::tempdir().unwrap();
     write_npy(&dir.path().join("a.npy"), "<i4", &[2, 0, 3], false, &[]);
-    write_npy(
-        &dir.path().join("b.npy"),
-        "<i4",
-        &[2, 4, 3],
-        false,
-        &i32_le(0..24),
-    );
+    write_i4(dir.path(), "b.npy", &[2, 4, 3], 0..24);
     tjoin()
         .current_dir(dir.path())
         .args(["-a", "1", "a.npy", "b.npy", "-o", "out.npy"])
@@ -212,13 +152,7 @@ fn output_has_the_permissions_of_a_normal_file() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<i4",
-        &[2, 3],
-        false,
-        &i32_le(0..6),
-    );
+    write_i4(dir.path(), "a.npy", &[2, 3], 0..6);
     tjoin()
         .current_dir(dir.path())
         .args(["-a", "0", "a.npy", "a.npy", "-o", "out.npy"])
