@@ -10,8 +10,9 @@ use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
-/// How much of a file one read takes in to find its header (numpy's are 128 bytes).
-const HEAD: u64 = 4096;
+/// How much of a file one read takes in to find its header: numpy's are 128 bytes for plain
+/// types. More would copy a small input's data twice (4 KiB cost 10% on 10,000 small files).
+const HEAD: u64 = 1024;
 /// numpy aligns the start of the data to this many bytes.
 const ALIGN: usize = 64;
 /// numpy leaves room for the growth axis to reach this many digits.
