@@ -350,7 +350,7 @@ impl DType {
             npyz::DType::Plain(type_str) => {
                 let (dtype, order) = from_type_str(type_str)?;
                 let swaps = match (order, dtype.swap_width()) {
-                    (ByteOrder::Big, Some(width)) => Swaps::uniform(width),
+                    (ByteOrder::Big, Some(width)) => Swaps::Uniform(width),
                     _ => Swaps::default(),
                 };
                 Ok(Stored {
@@ -403,10 +403,6 @@ pub enum Swaps {
 }
 
 impl Swaps {
-    fn uniform(width: usize) -> Swaps {
-        Swaps::Uniform(width)
-    }
-
     /// Whether elements need any byte reversed.
     pub fn is_none(&self) -> bool {
         match self {

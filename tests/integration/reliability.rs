@@ -101,7 +101,7 @@ fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
 #[test]
 fn an_input_changed_while_it_is_read_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    slow_join_inputs(dir.path(), 1024, 32768);
+    slow_join_inputs(dir.path(), 1024, 8192);
     let child = start_slow_join(dir.path(), "out.npy");
     wait_for_partial_output(dir.path());
     OpenOptions::new()
@@ -110,13 +110,9 @@ fn an_input_changed_while_it_is_read_fails_the_run() {
         .unwrap()
         .write_all(b"more")
         .unwrap();
+    // The gather runs for seconds in a debug build; the append lands while it writes.
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    if output.status.success() {
-        // The run finished before the append: nothing to detect, and the output is complete.
-        assert_eq!(read_npy(&dir.path().join("out.npy")).shape, [1024, 32770]);
-        return;
-    }
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("input 2 (b.npy)") && stderr.contains("changed while tjoin was reading it"),
