@@ -15,6 +15,7 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
         return Err(refused(
             "--stack needs an axis: name where the new dimension goes with -a/--axis".to_string(),
             Vec::new(),
+            "-a 0 puts the new dimension first, -a -1 last",
         ));
     };
     let first = &inputs[0].tensors[0];
@@ -31,6 +32,7 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
         return Err(refused(
             "--stack needs inputs of one shape (numpy.stack's rule)".to_string(),
             details,
+            "inputs that differ along one dimension join along it without --stack",
         ));
     }
     for tensor in inputs.iter_mut().flat_map(|i| &mut i.tensors) {
@@ -38,10 +40,12 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
         let at = normalize_axis(axis, rank + 1).ok_or_else(|| {
             refused(
                 format!(
-                    "--stack axis {axis} is out of range for inputs of rank {rank} (valid: -{} to {rank})",
+                    "--stack axis {axis} is out of range for {} of rank {rank} (valid: -{} to {rank})",
+                    tensor.name,
                     rank + 1
                 ),
                 Vec::new(),
+                "-a 0 puts the new dimension first, -a -1 last",
             )
         })?;
         tensor.info.shape.insert(at, 1);
@@ -49,10 +53,10 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
     Ok(())
 }
 
-fn refused(headline: String, details: Vec<String>) -> Error {
+fn refused(headline: String, details: Vec<String>, hint: &str) -> Error {
     Error::Refused(vec![Refusal {
         headline,
         details,
-        hint: None,
+        hint: Some(hint.to_string()),
     }])
 }

@@ -90,13 +90,21 @@ fn stack_refuses_different_shapes_and_axes_out_of_range() {
         .stderr(predicates::str::contains(
             "--stack needs inputs of one shape",
         ))
-        .stderr(predicates::str::contains("input 2 (d.npy) is [2, 3]"));
+        .stderr(predicates::str::contains("input 2 (d.npy) is [2, 3]"))
+        .stderr(predicates::str::contains(
+            "hint: inputs that differ along one dimension join along it without --stack",
+        ));
     tjoin()
         .current_dir(dir.path())
         .args(["--stack", "-a", "3", "a.npy", "b.npy", "-o", "out.npy"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("valid: -3 to 2"));
+        .stderr(predicates::str::contains(
+            "input 1 (a.npy) of rank 2 (valid: -3 to 2)",
+        ))
+        .stderr(predicates::str::contains(
+            "hint: -a 0 puts the new dimension first",
+        ));
     assert!(!dir.path().join("out.npy").exists());
 }
 
