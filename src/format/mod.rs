@@ -189,7 +189,7 @@ impl Format {
             Format::Npy => Contents {
                 tensors: vec![Found {
                     name: None,
-                    info: npy::read_header_from(file, file_len, input, head.to_vec())?,
+                    info: npy::read_header_from(file, file_len, input, head)?,
                     file: None,
                 }],
                 metadata: None,

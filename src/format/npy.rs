@@ -23,7 +23,7 @@ const MAX_HEADER_LEN: u64 = 64 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
-    read_header_from(file, file_len, input, read_head(file, file_len, input)?)
+    read_header_from(file, file_len, input, &read_head(file, file_len, input)?)
 }
 
 /// The file's first bytes, as many as nearly every header needs: one positional read, the
@@ -49,13 +49,13 @@ pub fn read_header_from(
     file: &File,
     file_len: u64,
     input: &InputRef,
-    head: Vec<u8>,
+    head: &[u8],
 ) -> Result<TensorInfo> {
     let rest = ReadAt {
         file,
         at: head.len() as u64,
     };
-    read_header_at(&mut head.as_slice().chain(rest), 0, file_len, input)
+    read_header_at(&mut head.chain(rest), 0, file_len, input)
 }
 
 /// Reads a file from `at` on with positional reads, leaving its cursor alone.
