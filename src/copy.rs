@@ -49,31 +49,67 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
     if plan.outer > 1 && inputs.len() > GROUP {
         return execute_in_groups(plan, inputs, out);
     }
-    let mut sink = Packer::new(out, &plan.dtype);
     if plan.outer == 1 {
-        for (input, p) in inputs.iter().zip(&plan.inputs) {
-            sink.whole_input(input, p)?;
-        }
+        return execute_rest(plan, inputs, 0, out);
+    }
+    let mut sink = Packer::new(out, &plan.dtype);
+    // A map outlives its file descriptor: reopened inputs are closed again at once.
+    let regions = inputs
+        .iter()
+        .zip(&plan.inputs)
+        .map(|(input, p)| map(input, p))
+        .collect::<Result<Vec<Region>>>()?;
+    let mut cursors = Cursors::new(&regions);
+    if packable(plan) {
+        sink.packed_rounds(plan, &regions, &mut cursors)?;
     } else {
-        // A map outlives its file descriptor: reopened inputs are closed again at once.
-        let regions = inputs
-            .iter()
-            .zip(&plan.inputs)
-            .map(|(input, p)| map(input, p))
-            .collect::<Result<Vec<Region>>>()?;
-        let mut cursors = Cursors::new(&regions);
-        if packable(plan) {
-            sink.packed_rounds(plan, &regions, &mut cursors)?;
-        } else {
-            for round in 0..plan.outer {
-                let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(0..);
-                for (((input, p), region), index) in each {
-                    sink.run(input, p, region, round, index, &mut cursors)?;
-                }
+        for round in 0..plan.outer {
+            let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(0..);
+            for (((input, p), region), index) in each {
+                sink.run(input, p, region, round, index, &mut cursors)?;
             }
         }
     }
     sink.flush()
+}
+
+/// Writes the data of the inputs from `first` on, for a plan of one round (`outer == 1`) in
+/// which each input is one run: the rest of a join whose first inputs the early copy wrote.
+pub fn execute_rest(
+    plan: &JoinPlan,
+    inputs: &[&Tensor],
+    first: usize,
+    out: &mut dyn Sink,
+) -> Result<()> {
+    debug_assert!(plan.outer <= 1);
+    let mut sink = Packer::new(out, &plan.dtype);
+    for (input, p) in inputs.iter().zip(&plan.inputs).skip(first) {
+        sink.whole_input(input, p)?;
+    }
+    sink.flush()
+}
+
+/// Appends `bytes` to `buffer`, first writing what it holds to `out` when they would not
+/// fit in its capacity: the early copy's writes (`early.rs`), in blocks of the engine's size.
+pub(crate) fn append_buffered(
+    buffer: &mut Vec<u8>,
+    bytes: &[u8],
+    out: &mut dyn Sink,
+) -> std::io::Result<()> {
+    if buffer.capacity() - buffer.len() < bytes.len() {
+        out.write_all(buffer)?;
+        buffer.clear();
+    }
+    if bytes.len() > buffer.capacity() {
+        return out.write_all(bytes);
+    }
+    buffer.extend_from_slice(bytes);
+    Ok(())
+}
+
+/// A buffer for `append_buffered`.
+pub(crate) fn append_buffer() -> Vec<u8> {
+    Vec::with_capacity(BUFFER)
 }
 
 /// Maps an input's data, opening it again if it was closed after its header was read.

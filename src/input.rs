@@ -127,18 +127,23 @@ pub struct OpenOptions {
     pub format: Option<Format>,
     /// Keep the file open for the whole run; else close it once its header is read.
     pub keep_open: bool,
+    /// Read files of at most this many bytes whole, with their header, and close them: the
+    /// early copy (`early.rs`) takes their data from that read. 0: read headers only.
+    pub read_whole_up_to: u64,
 }
 
 impl Input {
     /// Opens the input at `position` (from 1) and reads its header(s). `FILE:NAME` (when no
     /// file has the whole name) names one tensor of a file that holds several. `-` is
     /// standard input, copied into a temporary file first; JSON text is converted into
-    /// `spill`.
+    /// `spill`. `head` is left holding the file's first bytes (all of it when it is small
+    /// enough to be read whole).
     pub fn open(
         position: usize,
         path: &Path,
         options: OpenOptions,
         spill: &mut Spill,
+        head: &mut Vec<u8>,
     ) -> Result<Input> {
         let is_stdin = path.as_os_str() == STDIN;
         let (path, selected) = if is_stdin {
@@ -162,10 +167,11 @@ impl Input {
         } else {
             open_regular(&path, &name)?
         };
-        let head = crate::format::npy::read_head(&file, stamp.len, &name)?;
+        let whole = !is_stdin && stamp.len <= options.read_whole_up_to;
+        crate::format::npy::read_head(&file, stamp.len, whole, &name, head)?;
         let format = options
             .format
-            .unwrap_or_else(|| Format::of_input(&path, &head));
+            .unwrap_or_else(|| Format::of_input(&path, head));
         if selected.is_some() && !format.is_container() {
             return Err(Error::Refused(vec![Refusal {
                 headline: format!(
@@ -204,8 +210,8 @@ impl Input {
             let data = DataFile::Open(spill.file(&name)?);
             (keep(file, false), data, contents)
         } else {
-            let contents = format.read(&file, stamp.len, &name, selected.as_deref(), &head)?;
-            let own = keep(file, options.keep_open);
+            let contents = format.read(&file, stamp.len, &name, selected.as_deref(), head)?;
+            let own = keep(file, options.keep_open && !whole);
             (own.clone(), own, contents)
         };
         let tensors = contents

@@ -12,6 +12,7 @@ pub mod cast;
 pub mod cli;
 pub mod copy;
 pub mod dtype;
+pub mod early;
 pub mod error;
 pub mod format;
 pub mod generate;
@@ -30,6 +31,7 @@ pub use error::{Error, ExitCode, Result};
 use backend::Engine;
 use cli::Cli;
 use dtype::DType;
+use early::{EarlyCopy, WHOLE_FILE_MAX};
 use error::Refusal;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +52,8 @@ pub fn run(cli: &Cli) -> Result<()> {
             .map_err(|e| Error::io("write", Path::new("standard output"), e));
     }
     let formats = Formats::from_cli(cli)?;
-    let inputs = open_inputs(cli, formats.input)?;
+    let mut early = EarlyCopy::for_run(cli, formats.output, formats.input);
+    let inputs = open_inputs(cli, formats.input, early.as_mut())?;
     // A dry run without an output plans as if the output were like the first input.
     let format = formats.output.unwrap_or(inputs[0].format);
     let spec = cli.spec.unwrap_or_default();
@@ -59,7 +62,16 @@ pub fn run(cli: &Cli) -> Result<()> {
     let mut engine = Engine::choose(cli.backend, cli.dml_adapter, &job)?;
     match (&cli.output, cli.dry_run) {
         (Some(path), false) => {
-            write_and_commit(cli, path, &inputs, &job, writer.as_mut(), &mut engine)
+            let early = early.and_then(|early| early.fits(&inputs, &job));
+            write_and_commit(
+                cli,
+                path,
+                &inputs,
+                &job,
+                writer.as_mut(),
+                &mut engine,
+                early,
+            )
         }
         _ => {
             let output = cli.output.as_deref().zip(formats.output);
@@ -108,21 +120,33 @@ impl Formats {
     }
 }
 
-/// Opens every input and reads its headers; with `--stack`, inserts the new axis.
-fn open_inputs(cli: &Cli, format: Option<Format>) -> Result<Vec<Input>> {
+/// Opens every input and reads its headers, handing each to the early copy if there is one;
+/// with `--stack`, inserts the new axis.
+fn open_inputs(
+    cli: &Cli,
+    format: Option<Format>,
+    mut early: Option<&mut EarlyCopy>,
+) -> Result<Vec<Input>> {
     let open_files = source::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
     let mut spill = Spill::default();
+    let mut head = Vec::new();
     let mut inputs = input_paths(cli)?
         .iter()
         .enumerate()
         .map(|(index, path)| {
+            let taking = early.as_deref().is_some_and(EarlyCopy::taking);
             let options = OpenOptions {
                 format,
                 keep_open: index < keep_open,
+                read_whole_up_to: if taking { WHOLE_FILE_MAX } else { 0 },
             };
-            Input::open(index + 1, path, options, &mut spill)
+            let input = Input::open(index + 1, path, options, &mut spill, &mut head)?;
+            if let Some(early) = early.as_deref_mut() {
+                early.take(&input, &head);
+            }
+            Ok(input)
         })
         .collect::<Result<Vec<Input>>>()?;
     if inputs.is_empty() {
@@ -167,8 +191,8 @@ fn plan<'a>(
     Ok(job)
 }
 
-/// Writes the output under a temporary name, with progress, and renames it into place once
-/// every input is checked unchanged.
+/// Writes the output under a temporary name (or completes the early copy's), with progress,
+/// and renames it into place once every input is checked unchanged.
 fn write_and_commit(
     cli: &Cli,
     path: &Path,
@@ -176,11 +200,25 @@ fn write_and_commit(
     job: &[TensorJob],
     writer: &mut dyn Writer,
     engine: &mut Engine,
+    early: Option<early::Fitted>,
 ) -> Result<()> {
-    let mut output = Output::create(path, cli.no_clobber)?;
-    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
     let total = job.iter().map(|t| t.plan.bytes).sum();
     let progress = progress::start(total, if cli.quiet { When::Never } else { cli.progress });
+    if let Some(early) = early {
+        // The inputs it took were read whole, header and data in one read: nothing to
+        // re-check.
+        let taken = early.inputs();
+        progress.bar.inc(early.bytes());
+        let output = early.finish(&job[0], &progress.bar);
+        progress.finish();
+        let output = output?;
+        for input in &inputs[taken..] {
+            input.check_unchanged()?;
+        }
+        return output.commit();
+    }
+    let mut output = Output::create(path, cli.no_clobber)?;
+    let described: Vec<OutTensor> = job.iter().map(|t| t.out.clone()).collect();
     let written = write(job, &described, writer, &mut output, &progress.bar, engine);
     progress.finish();
     written?;

@@ -155,6 +155,15 @@ impl Output {
         Ok(())
     }
 
+    /// Writes `bytes` at `offset`, over what is there: the early copy's header, once the
+    /// whole shape is known. Only a file can be rewritten; standard output refuses.
+    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        match &self.to {
+            To::Temp { temp, .. } => crate::source::write_all_at(temp.as_file(), bytes, offset),
+            To::Stdout(_) => Err(io::Error::other("standard output cannot be rewritten")),
+        }
+    }
+
     fn file(&self) -> &File {
         match &self.to {
             To::Temp { temp, .. } => temp.as_file(),

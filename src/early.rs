@@ -1,0 +1,389 @@
+//! The early copy: a join of small .npy files along axis 0 (thousands of dataset shards into
+//! one file) is written while the inputs are opened, so that each input costs one read of
+//! the whole file and no second visit: open, stat, read, close, where opening and then
+//! copying costs six system calls (the two visits measured 2x the system time of one).
+//!
+//! It is speculative and invisible. While every input so far is a C-order .npy read whole,
+//! of the first one's element type and trailing dimensions, it appends their data to the
+//! output behind a placeholder header of the final header's length (numpy pads the growth
+//! axis to 21 digits, so the length does not depend on it). Once the join is planned, under
+//! the same rules as any run, `fits` confirms that the plan is that very concatenation; the
+//! engine then writes the inputs the early copy did not take, and the real header goes over
+//! the placeholder. An input it does not take ends the taking there; a plan it does not fit
+//! discards the file. It never fails a run: on a failure it discards the file, and the usual
+//! path meets and reports the failure.
+
+use std::path::{Path, PathBuf};
+
+use indicatif::ProgressBar;
+
+use crate::backend::Backend;
+use crate::cli::Cli;
+use crate::copy;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::{Format, Layout, npy};
+use crate::input::Input;
+use crate::job::TensorJob;
+use crate::output::{Output, STDOUT, Sink};
+use crate::progress::Counted;
+
+/// Inputs of at most this many bytes are read whole when they are opened, for the early copy
+/// to take; larger ones are better copied inside the kernel by the engine.
+pub const WHOLE_FILE_MAX: u64 = 64 << 10;
+
+/// The early copy of a run, while inputs are being opened.
+pub struct EarlyCopy {
+    target: PathBuf,
+    no_clobber: bool,
+    /// `--axis`, to be 0 (or minus the rank) for an input to be taken.
+    axis: i64,
+    /// Whether inputs are still taken: every one so far was.
+    taking: bool,
+    /// The output, from the first input taken on.
+    written: Option<Written>,
+}
+
+/// What the early copy wrote.
+struct Written {
+    output: Output,
+    buffer: Vec<u8>,
+    dtype: DType,
+    /// The dimensions after the first, the same in every input taken.
+    trailing: Vec<u64>,
+    /// The placeholder header's length, which the real one must have.
+    header_len: usize,
+    /// How many inputs (the first ones) it took, and their bytes of data.
+    inputs: usize,
+    bytes: u64,
+}
+
+impl EarlyCopy {
+    /// The early copy for a run, when its flags make it an axis-0 join into a .npy file with
+    /// nothing to convert or choose per tensor; else `None`.
+    pub fn for_run(cli: &Cli, output: Option<Format>, input: Option<Format>) -> Option<EarlyCopy> {
+        let target = cli.output.as_deref()?;
+        let plain = !cli.dry_run
+            && target != Path::new(STDOUT)
+            && output == Some(Format::Npy)
+            && matches!(input, None | Some(Format::Npy))
+            && cli.cast.is_none()
+            && !cli.stack
+            && cli.axis_for.is_empty()
+            && cli.keep.is_empty()
+            && cli.name.is_none()
+            && cli.backend == Backend::Cpu
+            && cli.dml_adapter.is_none();
+        let axis = cli.axis?;
+        plain.then(|| EarlyCopy {
+            target: target.to_path_buf(),
+            no_clobber: cli.no_clobber,
+            axis,
+            taking: true,
+            written: None,
+        })
+    }
+
+    /// Whether it still takes inputs: only then are small inputs worth reading whole.
+    pub fn taking(&self) -> bool {
+        self.taking
+    }
+
+    /// Appends the data of `input`, just opened, whose file `head` holds whole, if it
+    /// continues the join; once one does not, takes no more.
+    pub fn take(&mut self, input: &Input, head: &[u8]) {
+        if self.taking {
+            self.taking = self.try_take(input, head);
+        }
+    }
+
+    fn try_take(&mut self, input: &Input, head: &[u8]) -> bool {
+        let [tensor] = input.tensors.as_slice() else {
+            return false;
+        };
+        let info = &tensor.info;
+        let in_head = info.data_offset.checked_add(info.data_len) == Some(head.len() as u64);
+        let Some((_, trailing)) = info.shape.split_first() else {
+            return false;
+        };
+        let rank = info.shape.len() as i64;
+        if input.format != Format::Npy
+            || input.selected.is_some()
+            || !in_head
+            || info.layout != Layout::C
+            || !info.swaps.is_none()
+            || (self.axis != 0 && self.axis != -rank)
+        {
+            return false;
+        }
+        if self.written.is_none() {
+            self.written = self.start(&info.dtype, trailing);
+        }
+        let Some(written) = self.written.as_mut() else {
+            return false;
+        };
+        if written.dtype != info.dtype || written.trailing != trailing {
+            return false;
+        }
+        let data = &head[info.data_offset as usize..];
+        if copy::append_buffered(&mut written.buffer, data, &mut written.output).is_err() {
+            // Removes the temporary file; the usual path will meet the failure and report it.
+            self.written = None;
+            return false;
+        }
+        written.inputs += 1;
+        written.bytes += info.data_len;
+        true
+    }
+
+    /// Creates the output and writes a placeholder header of the right length.
+    fn start(&self, dtype: &DType, trailing: &[u64]) -> Option<Written> {
+        let shape: Vec<u64> = std::iter::once(0).chain(trailing.iter().copied()).collect();
+        let placeholder = npy::header(dtype, &shape, Layout::C).ok()?;
+        let mut output = Output::create(&self.target, self.no_clobber).ok()?;
+        output.write_all(&placeholder).ok()?;
+        Some(Written {
+            output,
+            buffer: copy::append_buffer(),
+            dtype: dtype.clone(),
+            trailing: trailing.to_vec(),
+            header_len: placeholder.len(),
+            inputs: 0,
+            bytes: 0,
+        })
+    }
+
+    /// What the early copy wrote, if `job` (planned from `inputs`) is the concatenation it
+    /// began: one tensor along axis 0, in C order, whose first inputs are the ones taken,
+    /// each copied whole without change; else `None`, and the file is removed.
+    pub fn fits(self, inputs: &[Input], job: &[TensorJob]) -> Option<Fitted> {
+        let written = self.written?;
+        let [tensor] = job else {
+            return None;
+        };
+        let plan = &tensor.plan;
+        let taken = written.inputs;
+        let header = npy::header(&tensor.out.dtype, &tensor.out.shape, tensor.out.layout).ok()?;
+        let same_inputs = tensor.sources.len() >= taken
+            && inputs.len() >= taken
+            && (0..taken).all(|i| {
+                let p = &plan.inputs[i];
+                std::ptr::eq(tensor.sources[i], &inputs[i].tensors[0])
+                    && p.gather.is_none()
+                    && p.swaps.is_none()
+                    && p.dtype == plan.dtype
+            })
+            && plan.inputs[..taken].iter().map(|p| p.data_len).sum::<u64>() == written.bytes;
+        let fits = !tensor.kept
+            && plan.outer <= 1
+            && plan.axis == 0
+            && plan.layout == Layout::C
+            && tensor.out.layout == Layout::C
+            && plan.dtype == written.dtype
+            && header.len() == written.header_len
+            && same_inputs;
+        fits.then_some(Fitted { written, header })
+    }
+}
+
+/// An early copy that fits the planned job.
+pub struct Fitted {
+    written: Written,
+    header: Vec<u8>,
+}
+
+impl Fitted {
+    /// How many inputs (the first ones) it took.
+    pub fn inputs(&self) -> usize {
+        self.written.inputs
+    }
+
+    /// How many bytes of data it wrote.
+    pub fn bytes(&self) -> u64 {
+        self.written.bytes
+    }
+
+    /// Writes the data of the inputs it did not take with the copy engine, counting them on
+    /// `bar`, then the header; returns the complete output, to be committed.
+    pub fn finish(self, tensor: &TensorJob, bar: &ProgressBar) -> Result<Output> {
+        let Written {
+            mut output,
+            buffer,
+            inputs,
+            ..
+        } = self.written;
+        let name = output.name().to_path_buf();
+        let failed = |e| Error::io("write the output", &name, e);
+        output.write_all(&buffer).map_err(failed)?;
+        let mut counted = Counted {
+            inner: &mut output,
+            bar,
+        };
+        copy::execute_rest(&tensor.plan, &tensor.sources, inputs, &mut counted)?;
+        output.write_at(0, &self.header).map_err(failed)?;
+        Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{OpenOptions, Spill};
+    use crate::job::{self, JobOptions};
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()))
+    }
+
+    fn float32() -> DType {
+        DType::from_name("float32").expect("a type")
+    }
+
+    /// Writes a float32 .npy file of `shape` (C order unless `fortran`), filled with `value`.
+    fn npy(dir: &Path, name: &str, shape: &[u64], fortran: bool, value: f32) -> PathBuf {
+        let layout = if fortran { Layout::Fortran } else { Layout::C };
+        let mut bytes = npy::header(&float32(), shape, layout).expect("a header");
+        let count: u64 = shape.iter().product();
+        for _ in 0..count {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).expect("written");
+        path
+    }
+
+    /// Opens `paths` as a run does, handing each to `early`.
+    fn open(paths: &[PathBuf], early: &mut EarlyCopy) -> Vec<Input> {
+        let mut head = Vec::new();
+        let mut spill = Spill::default();
+        let options = OpenOptions {
+            format: None,
+            keep_open: true,
+            read_whole_up_to: WHOLE_FILE_MAX,
+        };
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, path)| {
+                let input = Input::open(i + 1, path, options, &mut spill, &mut head).unwrap();
+                early.take(&input, &head);
+                input
+            })
+            .collect()
+    }
+
+    fn job<'a>(inputs: &'a [Input], axis: i64) -> Vec<TensorJob<'a>> {
+        let options = JobOptions {
+            cast: None,
+            axis: Some(axis),
+            spec: Default::default(),
+            axis_for: &[],
+            keep: &[],
+            name: None,
+            output: Format::Npy,
+        };
+        job::build(inputs, &options).unwrap()
+    }
+
+    fn taken(early: &EarlyCopy) -> usize {
+        early.written.as_ref().map_or(0, |w| w.inputs)
+    }
+
+    #[test]
+    fn runs_only_for_plain_axis_0_joins_into_a_npy_file() {
+        let for_run =
+            |args: &[&str], output| EarlyCopy::for_run(&cli(args), output, None).is_some();
+        let npy = Some(Format::Npy);
+        assert!(for_run(&["-a", "0", "a.npy", "-o", "o.npy"], npy));
+        assert!(for_run(
+            &["-a", "-2", "a.npy", "-o", "o.npy", "--spec", "onnx"],
+            npy
+        ));
+        for args in [
+            &["a.npy", "-o", "o.npy"][..],
+            &["-a", "0", "a.npy", "-o", "-", "--format", "npy"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--dry-run"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--cast", "float64"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--stack"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--keep", "x"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--name", "x"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--backend", "auto"],
+            &["-a", "0", "a.npy", "--dry-run"],
+        ] {
+            assert!(!for_run(args, npy), "{args:?}");
+        }
+        assert!(!for_run(
+            &["-a", "0", "a.npy", "-o", "o.json"],
+            Some(Format::Json)
+        ));
+    }
+
+    #[test]
+    fn takes_small_inputs_and_fits_the_plan_of_their_concatenation() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.npy");
+        let paths = [
+            npy(dir.path(), "a.npy", &[2, 3], false, 1.0),
+            npy(dir.path(), "b.npy", &[0, 3], false, 2.0),
+            npy(dir.path(), "c.npy", &[5, 3], false, 3.0),
+        ];
+        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
+        let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+        let inputs = open(&paths, &mut early);
+        assert_eq!(taken(&early), 3);
+        let job = job(&inputs, 0);
+        let fitted = early
+            .fits(&inputs, &job)
+            .expect("the plan is the concatenation");
+        assert_eq!((fitted.inputs(), fitted.bytes()), (3, 7 * 3 * 4));
+        let output = fitted.finish(&job[0], &ProgressBar::hidden()).unwrap();
+        output.commit().unwrap();
+        let mut expected = npy::header(&float32(), &[7, 3], Layout::C).unwrap();
+        for value in [1.0f32, 1.0, 3.0, 3.0, 3.0, 3.0, 3.0] {
+            (0..3).for_each(|_| expected.extend_from_slice(&value.to_le_bytes()));
+        }
+        assert_eq!(std::fs::read(&out).unwrap(), expected);
+    }
+
+    #[test]
+    fn stops_taking_at_the_first_input_that_does_not_continue_the_join() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = |name, value| npy(dir.path(), name, &[2, 3], false, value);
+        let cases = [
+            // Too large to be read whole: the engine copies it, and what follows.
+            npy(dir.path(), "large.npy", &[8192, 3], false, 9.0),
+            npy(dir.path(), "wide.npy", &[2, 4], false, 9.0),
+            npy(dir.path(), "fortran.npy", &[2, 3], true, 9.0),
+        ];
+        let out = dir.path().join("out.npy");
+        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
+        for case in cases {
+            let paths = [small("a.npy", 1.0), case.clone(), small("b.npy", 2.0)];
+            let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+            open(&paths, &mut early);
+            assert_eq!(taken(&early), 1, "{}", case.display());
+        }
+    }
+
+    #[test]
+    fn does_not_fit_a_plan_along_another_axis() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = [
+            npy(dir.path(), "a.npy", &[1, 3], false, 1.0),
+            npy(dir.path(), "b.npy", &[1, 3], false, 2.0),
+        ];
+        let out = dir.path().join("out.npy");
+        // Taken as an axis-0 join: the plan along axis 1 is not one.
+        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
+        let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+        let inputs = open(&paths, &mut early);
+        assert_eq!(taken(&early), 2);
+        assert!(early.fits(&inputs, &job(&inputs, 1)).is_none());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no file left"
+        );
+    }
+}
