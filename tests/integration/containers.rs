@@ -9,7 +9,7 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use crate::util::{dir_entries, f32_le, tjoin, write_npy};
+use crate::util::{assert_mentions, dir_entries, f32_le, tjoin, write_npy};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/containers");
 
@@ -72,16 +72,6 @@ fn refused(dir: &Path, args: &[&str], code: i32) -> String {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(dir_entries(dir), before, "tjoin {args:?} left files behind");
     stderr
-}
-
-#[track_caller]
-fn assert_mentions(stderr: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{stderr}"
-        );
-    }
 }
 
 fn args_of(case: &str) -> Vec<String> {

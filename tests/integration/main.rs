@@ -2,6 +2,7 @@
 
 mod containers;
 mod directml;
+mod early_copy;
 mod fixtures;
 mod generated;
 mod output_safety;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use tempfile::TempDir;
 
-use crate::util::{dir_entries, f32_le, read_npy, tjoin, write_npy};
+use crate::util::{assert_mentions, dir_entries, f32_le, read_npy, tjoin, write_npy};
 
 /// A temp folder holding `<f4` inputs of the given shapes, named `a.npy`, `b.npy`, ...
 fn folder_with_f32(shapes: &[&[u64]]) -> TempDir {
@@ -60,16 +60,6 @@ fn error(dir: &Path, args: &[&str], code: i32) -> String {
         "stderr does not start with `tjoin: error: `:\n{stderr}"
     );
     stderr
-}
-
-#[track_caller]
-fn assert_mentions(stderr: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{stderr}"
-        );
-    }
 }
 
 #[track_caller]

@@ -149,3 +149,14 @@ fn first_difference(what: &str, want: &[u8], got: &[u8]) -> String {
         ),
     }
 }
+
+/// Fails unless `stderr` contains every one of `needles`.
+#[track_caller]
+pub fn assert_mentions(stderr: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{stderr}"
+        );
+    }
+}
