@@ -266,7 +266,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, path)| {
-                let input = Input::open(i + 1, path, options, &mut spill, &mut head).unwrap();
+                let input = Input::open(i + 1, path, options, &mut spill, &mut head, None).unwrap();
                 early.take(&input, &head);
                 input
             })

@@ -10,7 +10,8 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -136,14 +137,16 @@ impl Input {
     /// Opens the input at `position` (from 1) and reads its header(s). `FILE:NAME` (when no
     /// file has the whole name) names one tensor of a file that holds several. `-` is
     /// standard input, copied into a temporary file first; JSON text is converted into
-    /// `spill`. `head` is left holding the file's first bytes (all of it when it is small
-    /// enough to be read whole).
+    /// `spill`. `fetched` is the file already opened and its head read by `Prefetch`, if it
+    /// was. `head` is left holding the file's first bytes (all of it when it is small enough
+    /// to be read whole).
     pub fn open(
         position: usize,
         path: &Path,
         options: OpenOptions,
         spill: &mut Spill,
         head: &mut Vec<u8>,
+        fetched: Option<Fetched>,
     ) -> Result<Input> {
         let is_stdin = path.as_os_str() == STDIN;
         let (path, selected) = if is_stdin {
@@ -163,12 +166,16 @@ impl Input {
                 let why = "standard input is empty: nothing was piped in";
                 return Err(name.io_error("read", io::Error::other(why)));
             }
+            crate::format::npy::read_head(&file, stamp.len, false, head)
+                .map_err(|e| name.io_error("read the header of", e))?;
             (file, stamp)
         } else {
-            open_regular(&path, &name)?
+            let fetched = fetched.unwrap_or_else(|| {
+                Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
+            });
+            fetched.into_regular(&name, head)?
         };
         let whole = !is_stdin && stamp.len <= options.read_whole_up_to;
-        crate::format::npy::read_head(&file, stamp.len, whole, &name, head)?;
         let format = options
             .format
             .unwrap_or_else(|| Format::of_input(&path, head));
@@ -254,28 +261,143 @@ impl Input {
     }
 }
 
-/// Opens a regular file; anything else is refused.
-fn open_regular(path: &Path, name: &InputRef) -> Result<(File, Stamp)> {
-    // Non-blocking, so that opening a FIFO returns at once and is refused below instead of
-    // waiting for a writer (checking the path first would leave a window in which it is
-    // replaced by one); for regular files the flag changes nothing. One open and one fstat,
-    // where checking the path first cost a stat more per input.
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| name.io_error("open", e))?;
-    let metadata = file.metadata().map_err(|e| name.io_error("open", e))?;
-    if !metadata.is_file() {
-        let why = if metadata.is_dir() {
-            "it is a directory"
-        } else {
-            "it is not a regular file (tjoin maps its inputs into memory; pass a pipe as `-` \
-             to read it from standard input, or save the data to a file first)"
+/// An input file opened, its metadata taken and its first bytes read: by `Input::open`
+/// itself, or ahead of it on another thread (`Prefetch`).
+pub struct Fetched {
+    /// The file and its metadata, or why it could not be opened.
+    opened: io::Result<(File, std::fs::Metadata)>,
+    /// Its first bytes (all of it when it is small enough), or why they could not be read;
+    /// nothing for anything but a regular file.
+    head: io::Result<Vec<u8>>,
+}
+
+impl Fetched {
+    /// Opens `path` and reads its first bytes into `head` (a buffer to reuse): all of it when
+    /// it is a regular file of at most `whole_up_to` bytes.
+    pub fn fetch(path: &Path, whole_up_to: u64, mut head: Vec<u8>) -> Fetched {
+        // Non-blocking, so that opening a FIFO returns at once and is refused by
+        // `into_regular` instead of waiting for a writer (checking the path first would leave
+        // a window in which it is replaced by one); for regular files the flag changes
+        // nothing. One open and one fstat, where checking the path first cost a stat more
+        // per input.
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        let opened = options
+            .open(path)
+            .and_then(|file| Ok((file.metadata()?, file)))
+            .map(|(metadata, file)| (file, metadata));
+        let head = match &opened {
+            Ok((file, metadata)) if metadata.is_file() => {
+                let whole = metadata.len() <= whole_up_to;
+                crate::format::npy::read_head(file, metadata.len(), whole, &mut head).map(|()| head)
+            }
+            _ => Ok(Vec::new()),
         };
-        return Err(name.io_error("open", io::Error::other(why)));
+        Fetched { opened, head }
     }
-    Ok((file, Stamp::from(&metadata)))
+
+    /// The file and its stamp, leaving its first bytes in `head`; anything but a regular file
+    /// is refused.
+    fn into_regular(self, name: &InputRef, head: &mut Vec<u8>) -> Result<(File, Stamp)> {
+        let (file, metadata) = self.opened.map_err(|e| name.io_error("open", e))?;
+        if !metadata.is_file() {
+            let why = if metadata.is_dir() {
+                "it is a directory"
+            } else {
+                "it is not a regular file (tjoin maps its inputs into memory; pass a pipe as \
+                 `-` to read it from standard input, or save the data to a file first)"
+            };
+            return Err(name.io_error("open", io::Error::other(why)));
+        }
+        *head = self
+            .head
+            .map_err(|e| name.io_error("read the header of", e))?;
+        Ok((file, Stamp::from(&metadata)))
+    }
+}
+
+/// Opens inputs ahead of `Input::open`, on a thread of its own: with two cores, opening and
+/// reading the next files overlaps the work on the current one (10,000 files of 4 KiB run
+/// from a shell: 0.06 s instead of 0.085). Files go over in batches of 32, so that the
+/// threads seldom wait for each other (batches of 256 measured slower: less overlap), and at
+/// most a few batches are open at once: some 128 file descriptors and, for small files read
+/// whole, 8 MiB.
+pub struct Prefetch {
+    batches: Option<mpsc::Receiver<Vec<Option<Fetched>>>>,
+    batch: std::vec::IntoIter<Option<Fetched>>,
+    /// Heads that are done with, for the thread to read into again: fresh memory is costly.
+    spare: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+/// Files opened ahead per batch.
+const BATCH: usize = 32;
+/// Batches waiting to be taken, at most.
+const BATCHES_AHEAD: usize = 2;
+/// With fewer inputs, a thread is not worth starting.
+const PREFETCH_MIN: usize = 16;
+
+impl Prefetch {
+    /// Starts opening `paths` in `scope`; regular files of at most `whole_up_to` bytes (read
+    /// when each is opened) are read whole. Standard input and `FILE:NAME` paths are left to
+    /// `Input::open`.
+    pub fn start<'scope, 'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        paths: &'env [PathBuf],
+        whole_up_to: &'env AtomicU64,
+    ) -> Prefetch {
+        if paths.len() < PREFETCH_MIN {
+            return Prefetch {
+                batches: None,
+                batch: Vec::new().into_iter(),
+                spare: None,
+            };
+        }
+        let (send_batch, batches) = mpsc::sync_channel(BATCHES_AHEAD);
+        let (spare, spares) = mpsc::channel::<Vec<u8>>();
+        scope.spawn(move || {
+            for chunk in paths.chunks(BATCH) {
+                let batch = chunk
+                    .iter()
+                    .map(|path| {
+                        let plain = path.as_os_str() != STDIN
+                            && !path.to_str().is_some_and(|p| p.contains(':'));
+                        plain.then(|| {
+                            let head = spares.try_recv().unwrap_or_default();
+                            Fetched::fetch(path, whole_up_to.load(Ordering::Relaxed), head)
+                        })
+                    })
+                    .collect();
+                // The inputs' owner stopped (at an error): open no more.
+                if send_batch.send(batch).is_err() {
+                    return;
+                }
+            }
+        });
+        Prefetch {
+            batches: Some(batches),
+            batch: Vec::new().into_iter(),
+            spare: Some(spare),
+        }
+    }
+
+    /// The next input, if it was opened ahead (to be called once per path, in order).
+    pub fn take_next(&mut self) -> Option<Fetched> {
+        if self.batch.len() == 0 {
+            self.batch = self.batches.as_ref()?.recv().ok()?.into_iter();
+        }
+        self.batch.next().flatten()
+    }
+
+    /// Hands a head that is done with back to the thread; without one, leaves it to be
+    /// reused here.
+    pub fn recycle(&self, head: &mut Vec<u8>) {
+        if let Some(spare) = &self.spare {
+            // The thread may have finished: the buffer is then simply dropped.
+            let _ = spare.send(std::mem::take(head));
+        }
+    }
 }
 
 /// Copies all of standard input into an unnamed temporary file, so that it can be mapped

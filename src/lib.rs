@@ -35,10 +35,11 @@ use early::{EarlyCopy, WHOLE_FILE_MAX};
 use error::Refusal;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use format::{Format, OutTensor, WriteOptions, Writer};
 use indicatif::ProgressBar;
-use input::{Input, OpenOptions, STDIN, Spill};
+use input::{Input, OpenOptions, Prefetch, STDIN, Spill};
 use job::TensorJob;
 use output::{Output, Sink};
 use progress::{Counted, When};
@@ -130,25 +131,38 @@ fn open_inputs(
     let open_files = source::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
+    let paths = input_paths(cli)?;
+    let whole_up_to = |taking: bool| if taking { WHOLE_FILE_MAX } else { 0 };
+    // Shared with the thread that opens inputs ahead: once the early copy stops taking
+    // inputs, reading them whole is of no use.
+    let ahead_whole_up_to = AtomicU64::new(whole_up_to(early.is_some()));
     let mut spill = Spill::default();
     let mut head = Vec::new();
-    let mut inputs = input_paths(cli)?
-        .iter()
-        .enumerate()
-        .map(|(index, path)| {
-            let taking = early.as_deref().is_some_and(EarlyCopy::taking);
-            let options = OpenOptions {
-                format,
-                keep_open: index < keep_open,
-                read_whole_up_to: if taking { WHOLE_FILE_MAX } else { 0 },
-            };
-            let input = Input::open(index + 1, path, options, &mut spill, &mut head)?;
-            if let Some(early) = early.as_deref_mut() {
-                early.take(&input, &head);
-            }
-            Ok(input)
-        })
-        .collect::<Result<Vec<Input>>>()?;
+    let mut inputs = std::thread::scope(|scope| {
+        let mut prefetch = Prefetch::start(scope, &paths, &ahead_whole_up_to);
+        paths
+            .iter()
+            .enumerate()
+            .map(|(index, path)| {
+                let taking = early.as_deref().is_some_and(EarlyCopy::taking);
+                let options = OpenOptions {
+                    format,
+                    keep_open: index < keep_open,
+                    read_whole_up_to: whole_up_to(taking),
+                };
+                let fetched = prefetch.take_next();
+                let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
+                if let Some(early) = early.as_deref_mut() {
+                    early.take(&input, &head);
+                    if !early.taking() {
+                        ahead_whole_up_to.store(0, Ordering::Relaxed);
+                    }
+                }
+                prefetch.recycle(&mut head);
+                Ok(input)
+            })
+            .collect::<Result<Vec<Input>>>()
+    })?;
     if inputs.is_empty() {
         return Err(Error::Refused(vec![Refusal {
             headline: "nothing to join: the --files-from list names no inputs".to_string(),

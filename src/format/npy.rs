@@ -24,32 +24,24 @@ const MAX_HEADER_LEN: u64 = 64 << 20;
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
     let mut head = Vec::new();
-    read_head(file, file_len, false, input, &mut head)?;
+    read_head(file, file_len, false, &mut head)
+        .map_err(|e| input.io_error("read the header of", e))?;
     read_header_from(file, file_len, input, &head)
 }
 
 /// Reads into `head` the file's first bytes, as many as nearly every header needs, or all of
 /// it when `whole`: one positional read, the only one most inputs cost (over 100,000 inputs,
 /// each system call saved is measurable).
-pub fn read_head(
-    file: &File,
-    file_len: u64,
-    whole: bool,
-    input: &InputRef,
-    head: &mut Vec<u8>,
-) -> Result<()> {
+pub fn read_head(file: &File, file_len: u64, whole: bool, head: &mut Vec<u8>) -> io::Result<()> {
     let len = if whole { file_len } else { file_len.min(HEAD) };
     head.clear();
     head.resize(len as usize, 0);
-    crate::source::read_exact_at(file, head, 0)
-        .map_err(|e| input.io_error("read the header of", e))?;
+    crate::source::read_exact_at(file, head, 0)?;
     // Windows' positional reads move the cursor; the other readers start from it, at 0.
     #[cfg(windows)]
     {
         use std::io::Seek;
-        (&*file)
-            .seek(std::io::SeekFrom::Start(0))
-            .map_err(|e| input.io_error("read the header of", e))?;
+        (&*file).seek(std::io::SeekFrom::Start(0))?;
     }
     Ok(())
 }

@@ -533,6 +533,38 @@ fn ten_thousand_inputs_from_a_list_join_on_either_axis() {
 }
 
 #[test]
+fn standard_input_and_named_tensors_mix_with_many_listed_inputs() {
+    // Past 16 inputs, files are opened ahead on a thread of their own; `-` and FILE:NAME are
+    // left to the main one, in their place.
+    let (dir, names) = many_inputs(40);
+    let mut header = r#"{"t":{"dtype":"I32","shape":[1,2],"data_offsets":[0,8]}}"#.to_string();
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut shard = (header.len() as u64).to_le_bytes().to_vec();
+    shard.extend_from_slice(header.as_bytes());
+    shard.extend(le(&[1000, -1000], i32::to_le_bytes));
+    fs::write(dir.path().join("w.safetensors"), shard).unwrap();
+    let piped = npy_bytes("<i4", &[1, 2], false, &le(&[2000, -2000], i32::to_le_bytes));
+    let mut args = vec!["-a", "0"];
+    args.extend(names[..20].iter().map(String::as_str));
+    args.push("-");
+    args.extend(names[20..30].iter().map(String::as_str));
+    args.push("w.safetensors:t");
+    args.extend(names[30..].iter().map(String::as_str));
+    args.extend(["-o", "out.npy"]);
+    pipe(dir.path(), &args, &piped);
+    let mut expected: Vec<i32> = (0..20).flat_map(|i| [i, -i]).collect();
+    expected.extend([2000, -2000]);
+    expected.extend((20..30).flat_map(|i| [i, -i]));
+    expected.extend([1000, -1000]);
+    expected.extend((30..40).flat_map(|i| [i, -i]));
+    let out = read_npy(&dir.path().join("out.npy"));
+    assert_eq!(out.shape, [42, 2]);
+    assert_eq!(out.data, le(&expected, i32::to_le_bytes));
+}
+
+#[test]
 fn more_inputs_than_a_group_join_in_several_rounds() {
     // 5,000 columns of shape [2, 1] joined on axis 1: two rounds, more inputs than the
     // engine maps at once (4,096), so groups are joined through temporary files first.

@@ -474,3 +474,50 @@ fn an_input_truncated_while_mapped_fails_cleanly() {
     );
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
 }
+
+#[test]
+fn unusable_paths_among_many_inputs_are_reported_first_come_first_served() {
+    // Past 16 inputs, files are opened ahead on a thread of their own: the first unusable
+    // input must still be the one reported, in the words used for a single input.
+    let dir = tempfile::tempdir().unwrap();
+    let mut names: Vec<String> = (0..40).map(|i| format!("a{i:02}.npy")).collect();
+    for name in &names {
+        write_npy(&dir.path().join(name), "<f4", &[1, 2], false, &[0; 8]);
+    }
+    fs::create_dir(dir.path().join("folder")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(dir.path().join("fifo.npy"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A later problem that must not be the one reported.
+    names[33] = "missing-too.npy".to_string();
+    let before = dir_entries(dir.path());
+    for (bad, expected) in [
+        ("folder", "cannot open input 25 (folder): it is a directory"),
+        (
+            "fifo.npy",
+            "cannot open input 25 (fifo.npy): it is not a regular file",
+        ),
+        (
+            "missing.npy",
+            "cannot open input 25 (missing.npy): No such file",
+        ),
+    ] {
+        let mut listed = names.clone();
+        listed[24] = bad.to_string();
+        fs::write(dir.path().join("list.txt"), listed.join("\n")).unwrap();
+        let output = tjoin()
+            .current_dir(dir.path())
+            .args(["-a", "0", "--files-from", "list.txt", "-o", "out.npy"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{bad}: {stderr}");
+        assert!(stderr.contains(expected), "{bad}: {stderr}");
+        fs::remove_file(dir.path().join("list.txt")).unwrap();
+        assert_eq!(dir_entries(dir.path()), before, "{bad}: files left behind");
+    }
+}
