@@ -222,6 +222,9 @@ def run_scenario(name, scale, rounds, workdir, skip):
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
     try:
         axis, paths, extra = scenario_inputs(name, scale, folder)
+        # Freshly written inputs are written back to disk over the next half minute or so, by
+        # kernel threads that would take a core from whoever runs meanwhile: flush them first.
+        os.sync()
         size = sum(p.stat().st_size for p in paths)
         runs = competitors(axis, paths, folder, extra)
         names = [n for n in runs if n not in skip]
@@ -282,6 +285,10 @@ def report(name, size, names, times, rss):
         ratio = statistics.median(t / c for t, c in zip(times[n], cat) if c > 0) if n != "cat" else 1.0
         rate = size / median / 1e9 if median > 0 else float("inf")
         print(f"  {n:<14} {median:>9.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x")
+    for other in ("numpy", "safetensors_py"):
+        if other in times and "tjoin" in times:
+            faster = statistics.median(o / t for o, t in zip(times[other], times["tjoin"]) if t > 0)
+            print(f"  tjoin is {faster:.1f}x faster than {other} (median of paired ratios)")
     sys.stdout.flush()
 
 
