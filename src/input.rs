@@ -319,11 +319,11 @@ impl Fetched {
 }
 
 /// Opens inputs ahead of `Input::open`, on a thread of its own: with two cores, opening and
-/// reading the next files overlaps the work on the current one (10,000 files of 4 KiB run
-/// from a shell: 0.06 s instead of 0.085). Files go over in batches of 32, so that the
-/// threads seldom wait for each other (batches of 256 measured slower: less overlap), and at
-/// most a few batches are open at once: some 128 file descriptors and, for small files read
-/// whole, 8 MiB.
+/// reading the next files overlaps the work on the current one (10,000 files of 4 KiB: 0.054 s
+/// instead of 0.085). Files go over in batches of 32, so that the threads seldom wait for
+/// each other (batches of 256 measured slower: less overlap), and at most a few batches are
+/// open at once: `PREFETCH_FILES` file descriptors and, for small files read whole, 8 MiB.
+/// The caller reserves the descriptors first (`source::reserve_file_descriptors`).
 pub struct Prefetch {
     batches: Option<mpsc::Receiver<Vec<Option<Fetched>>>>,
     batch: std::vec::IntoIter<Option<Fetched>>,
@@ -337,6 +337,9 @@ const BATCH: usize = 32;
 const BATCHES_AHEAD: usize = 2;
 /// With fewer inputs, a thread is not worth starting.
 const PREFETCH_MIN: usize = 16;
+/// The most files open ahead at once: the batches waiting, the one being filled and the one
+/// being taken.
+pub const PREFETCH_FILES: usize = (BATCHES_AHEAD + 2) * BATCH;
 
 impl Prefetch {
     /// Starts opening `paths` in `scope`; regular files of at most `whole_up_to` bytes (read

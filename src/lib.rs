@@ -132,6 +132,9 @@ fn open_inputs(
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
     let paths = input_paths(cli)?;
+    // Every descriptor open at once: the inputs kept open, those opened ahead, a few more.
+    let open_at_once = paths.len().min(keep_open) + input::PREFETCH_FILES + 64;
+    source::reserve_file_descriptors((open_at_once as u64).min(open_files));
     let whole_up_to = |taking: bool| if taking { WHOLE_FILE_MAX } else { 0 };
     // Shared with the thread that opens inputs ahead: once the early copy stops taking
     // inputs, reading them whole is of no use.

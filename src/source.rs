@@ -151,6 +151,33 @@ pub fn raise_open_file_limit() -> u64 {
     512
 }
 
+/// Grows this process's table of file descriptors to hold `count` of them now, while it has
+/// one thread. Linux grows the table as descriptors are opened, and when threads share it
+/// each growth first waits for an RCU grace period (`synchronize_rcu` in `expand_fdtable`):
+/// 8 to 17 ms apiece on these machines, stalls that cost a join of 10,000 small files, opened
+/// ahead on a second thread, a third of its time.
+#[cfg(target_os = "linux")]
+pub fn reserve_file_descriptors(count: u64) {
+    let Ok(top) = libc::c_int::try_from(count.saturating_sub(1)) else {
+        return;
+    };
+    for fd in 0..3 {
+        // SAFETY: F_DUPFD_CLOEXEC duplicates descriptor `fd` onto the lowest free number at
+        // or above `top`, or fails (EBADF when `fd` is not open, EINVAL past the limit); it
+        // reads and writes no memory of ours.
+        let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, top) };
+        if copy >= 0 {
+            // SAFETY: `copy` is the descriptor just made, known to nothing else.
+            unsafe { libc::close(copy) };
+            return;
+        }
+    }
+}
+
+/// Elsewhere the table of open files is not known to stall a growing process.
+#[cfg(not(target_os = "linux"))]
+pub fn reserve_file_descriptors(_count: u64) {}
+
 /// Reads into `buf` from `offset` of `file`, without regard to (on Unix, without moving) the
 /// file's cursor; returns how many bytes were read. On Windows the cursor moves: callers that
 /// later read from the cursor seek first.
@@ -250,5 +277,31 @@ system raised SIGBUS); no output was written, run again once nothing else writes
         }
         libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
         libc::_exit(1);
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The slots this process's table of file descriptors has room for (`FDSize`).
+    fn table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("FDSize:")).unwrap();
+        line["FDSize:".len()..].trim().parse().unwrap()
+    }
+
+    #[test]
+    fn reserving_descriptors_grows_the_table_once_and_leaves_none_open() {
+        let wanted = (table_size() * 4).min(raise_open_file_limit());
+        reserve_file_descriptors(wanted);
+        assert!(table_size() >= wanted, "{} < {wanted}", table_size());
+        // The descriptor that grew it is closed (other tests' stay far below).
+        let highest = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap();
+        assert!(highest < wanted - 1, "descriptor {highest} left open");
     }
 }
