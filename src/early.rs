@@ -1,7 +1,7 @@
 //! The early copy: a join of small .npy files along axis 0 (thousands of dataset shards into
 //! one file) is written while the inputs are opened, so that each input costs one read of
 //! the whole file and no second visit: open, stat, read, close, where opening and then
-//! copying costs six system calls (the two visits measured 2x the system time of one).
+//! copying cost six system calls (10,000 files of 4 KiB: 0.083 s instead of 0.107).
 //!
 //! It is speculative and invisible. While every input so far is a C-order .npy read whole,
 //! of the first one's element type and trailing dimensions, it appends their data to the
