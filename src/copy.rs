@@ -90,7 +90,8 @@ pub fn execute_rest(
 }
 
 /// Appends `bytes` to `buffer`, first writing what it holds to `out` when they would not
-/// fit in its capacity: the early copy's writes (`early.rs`), in blocks of the engine's size.
+/// fit in its capacity: the early copy's writes (`early.rs`), in blocks of the engine's size
+/// (its inputs are far smaller than the buffer).
 pub(crate) fn append_buffered(
     buffer: &mut Vec<u8>,
     bytes: &[u8],
@@ -99,9 +100,6 @@ pub(crate) fn append_buffered(
     if buffer.capacity() - buffer.len() < bytes.len() {
         out.write_all(buffer)?;
         buffer.clear();
-    }
-    if bytes.len() > buffer.capacity() {
-        return out.write_all(bytes);
     }
     buffer.extend_from_slice(bytes);
     Ok(())

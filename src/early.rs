@@ -164,21 +164,19 @@ impl EarlyCopy {
         let plan = &tensor.plan;
         let taken = written.inputs;
         let header = npy::header(&tensor.out.dtype, &tensor.out.shape, tensor.out.layout).ok()?;
+        // The taken inputs are the first of `inputs`, one tensor each.
         let same_inputs = tensor.sources.len() >= taken
-            && inputs.len() >= taken
             && (0..taken).all(|i| {
                 let p = &plan.inputs[i];
                 std::ptr::eq(tensor.sources[i], &inputs[i].tensors[0])
                     && p.gather.is_none()
                     && p.swaps.is_none()
                     && p.dtype == plan.dtype
-            })
-            && plan.inputs[..taken].iter().map(|p| p.data_len).sum::<u64>() == written.bytes;
+            });
         let fits = !tensor.kept
             && plan.outer <= 1
             && plan.axis == 0
             && plan.layout == Layout::C
-            && tensor.out.layout == Layout::C
             && plan.dtype == written.dtype
             && header.len() == written.header_len
             && same_inputs;

@@ -135,30 +135,28 @@ fn open_inputs(
     // Every descriptor open at once: the inputs kept open, those opened ahead, a few more.
     let open_at_once = paths.len().min(keep_open) + input::PREFETCH_FILES + 64;
     source::reserve_file_descriptors((open_at_once as u64).min(open_files));
-    let whole_up_to = |taking: bool| if taking { WHOLE_FILE_MAX } else { 0 };
-    // Shared with the thread that opens inputs ahead: once the early copy stops taking
-    // inputs, reading them whole is of no use.
-    let ahead_whole_up_to = AtomicU64::new(whole_up_to(early.is_some()));
+    // Small inputs are read whole while the early copy takes them; once it stops, reading
+    // them whole is of no use. Shared with the thread that opens inputs ahead.
+    let whole_up_to = AtomicU64::new(if early.is_some() { WHOLE_FILE_MAX } else { 0 });
     let mut spill = Spill::default();
     let mut head = Vec::new();
     let mut inputs = std::thread::scope(|scope| {
-        let mut prefetch = Prefetch::start(scope, &paths, &ahead_whole_up_to);
+        let mut prefetch = Prefetch::start(scope, &paths, &whole_up_to);
         paths
             .iter()
             .enumerate()
             .map(|(index, path)| {
-                let taking = early.as_deref().is_some_and(EarlyCopy::taking);
                 let options = OpenOptions {
                     format,
                     keep_open: index < keep_open,
-                    read_whole_up_to: whole_up_to(taking),
+                    read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
                 };
                 let fetched = prefetch.take_next();
                 let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
                 if let Some(early) = early.as_deref_mut() {
                     early.take(&input, &head);
                     if !early.taking() {
-                        ahead_whole_up_to.store(0, Ordering::Relaxed);
+                        whole_up_to.store(0, Ordering::Relaxed);
                     }
                 }
                 prefetch.recycle(&mut head);
