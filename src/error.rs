@@ -39,7 +39,11 @@ pub enum Error {
         source: io::Error,
     },
     /// An input file is damaged or is not the format its name says.
-    #[error("{input} is not a valid {format} file: {reason}")]
+    #[error(
+        "{input} is not a valid {format} file: {reason}\nhint: write it again (it may be cut \
+         short or damaged), or, if it is another format under this name, name that format \
+         with --input-format"
+    )]
     Malformed {
         /// Which input.
         input: InputRef,
@@ -205,6 +209,27 @@ pub fn render(error: &Error, color: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_damaged_file_is_named_with_its_position_and_a_hint() {
+        let error = Error::Malformed {
+            input: InputRef {
+                position: 3,
+                path: PathBuf::from("c.npy"),
+                tensor: None,
+            },
+            format: ".npy",
+            reason: "the file is truncated".to_string(),
+        };
+        let text = render(&error, false);
+        let (first, hint) = text.split_once('\n').unwrap();
+        assert_eq!(
+            first,
+            "tjoin: error: input 3 (c.npy) is not a valid .npy file: the file is truncated"
+        );
+        assert!(hint.starts_with("hint: write it again"), "{hint}");
+        assert!(hint.contains("--input-format"), "{hint}");
+    }
 
     #[test]
     fn color_marks_prefixes_carets_and_hints_only() {
