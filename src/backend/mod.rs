@@ -101,7 +101,12 @@ impl Engine {
             Err(why) if backend == Backend::Auto => {
                 return Ok(cpu(Some(format!("cpu, as --backend auto chose: {why}"))));
             }
-            Err(why) => return Err(Error::Device(why)),
+            Err(why) => {
+                return Err(Error::Device(format!(
+                    "{why}\nhint: --backend auto runs the join on the CPU engine when DirectML is \
+                     unavailable, as does --backend cpu"
+                )));
+            }
         };
         let on = format!(
             "DirectML on {} (feature level {})",

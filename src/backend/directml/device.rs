@@ -20,7 +20,6 @@ use super::plan::{
 use crate::backend::Adapter;
 use crate::copy::swap_in_place;
 use crate::error::{Error, Result};
-use crate::input::Tensor;
 use crate::output::Sink;
 use crate::plan::JoinPlan;
 use crate::source::Region;
@@ -29,8 +28,8 @@ type Outcome<T> = std::result::Result<T, String>;
 
 /// An open device and everything a join reuses on it.
 pub struct Gpu {
+    /// The adapter's name and how it was chosen, for messages.
     name: String,
-    capabilities: plan::Device,
     device: ID3D12Device,
     queue: ID3D12CommandQueue,
     allocator: ID3D12CommandAllocator,
@@ -43,9 +42,9 @@ pub struct Gpu {
     /// The upload buffer, mapped for writing for as long as it lives.
     upload_bytes: *mut u8,
     readback: ID3D12Resource,
+    /// The input buffer: in the copy-destination state when new, else between dispatches in
+    /// the unordered-access state, as is the output buffer always.
     input: Option<(ID3D12Resource, u64)>,
-    /// Whether the input buffer is in the copy-destination state (else unordered access).
-    input_copy_dest: bool,
     output: Option<(ID3D12Resource, u64)>,
     temporary: Option<(ID3D12Resource, u64)>,
     heap: Option<(ID3D12DescriptorHeap, u32)>,
@@ -122,51 +121,77 @@ fn enum_adapter(factory: &IDXGIFactory4, index: u32) -> windows_core::Result<IDX
 
 /// The adapter `choice` names and a Direct3D 12 device on it.
 fn pick(factory: &IDXGIFactory4, choice: Adapter) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
-    match choice {
-        Adapter::Warp => {
-            // SAFETY: a live factory; the binding passes IDXGIAdapter1's IID.
-            let adapter: IDXGIAdapter1 = unsafe { factory.EnumWarpAdapter() }
-                .map_err(|e| failed("IDXGIFactory4::EnumWarpAdapter", e))?;
-            let device = create_device(&adapter)?;
-            Ok((adapter, device))
-        }
-        Adapter::Index(index) => {
-            let adapter = enum_adapter(factory, index).map_err(|e| {
-                if e.code() == DXGI_ERROR_NOT_FOUND {
-                    let count = (0..)
-                        .take_while(|&i| enum_adapter(factory, i).is_ok())
-                        .count();
-                    format!("there is no adapter {index}: DXGI lists {count}, from 0")
-                } else {
-                    failed("IDXGIFactory1::EnumAdapters1", e)
-                }
-            })?;
-            let device = create_device(&adapter)?;
-            Ok((adapter, device))
-        }
-        Adapter::Default => {
-            let mut last = "DXGI lists no adapter".to_string();
-            for index in 0.. {
-                let adapter = match enum_adapter(factory, index) {
-                    Ok(adapter) => adapter,
-                    Err(e) if e.code() == DXGI_ERROR_NOT_FOUND => break,
-                    Err(e) => return Err(failed("IDXGIFactory1::EnumAdapters1", e)),
-                };
-                let (name, _, software) = describe(&adapter)?;
-                if software {
-                    continue;
-                }
-                match create_device(&adapter) {
-                    Ok(device) => return Ok((adapter, device)),
-                    Err(why) => last = format!("adapter {index} ({name}): {why}"),
-                }
+    let adapter = match choice {
+        Adapter::Default => return first_hardware(factory),
+        // SAFETY: a live factory; the binding passes IDXGIAdapter1's IID.
+        Adapter::Warp => unsafe { factory.EnumWarpAdapter() }
+            .map_err(|e| failed("IDXGIFactory4::EnumWarpAdapter", e))?,
+        Adapter::Index(index) => enum_adapter(factory, index).map_err(|e| {
+            if e.code() == DXGI_ERROR_NOT_FOUND {
+                let count = (0..)
+                    .take_while(|&i| enum_adapter(factory, i).is_ok())
+                    .count();
+                format!(
+                    "there is no adapter {index}: DXGI lists {count}, from 0; \
+                     --dml-adapter takes one of those, default or warp"
+                )
+            } else {
+                failed("IDXGIFactory1::EnumAdapters1", e)
             }
-            Err(format!(
-                "no hardware adapter runs Direct3D 12 ({last}); --dml-adapter warp runs on \
-                 Windows' software adapter"
-            ))
+        })?,
+    };
+    let device = create_device(&adapter)?;
+    Ok((adapter, device))
+}
+
+/// The first hardware adapter in DXGI's order that runs Direct3D 12, and a device on it.
+fn first_hardware(factory: &IDXGIFactory4) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
+    let mut last = "DXGI lists no adapter".to_string();
+    for index in 0.. {
+        let adapter = match enum_adapter(factory, index) {
+            Ok(adapter) => adapter,
+            Err(e) if e.code() == DXGI_ERROR_NOT_FOUND => break,
+            Err(e) => return Err(failed("IDXGIFactory1::EnumAdapters1", e)),
+        };
+        let (name, _, software) = describe(&adapter)?;
+        if software {
+            continue;
+        }
+        match create_device(&adapter) {
+            Ok(device) => return Ok((adapter, device)),
+            Err(why) => last = format!("adapter {index} ({name}): {why}"),
         }
     }
+    Err(format!(
+        "no hardware adapter runs Direct3D 12 ({last}); --dml-adapter warp runs on \
+         Windows' software adapter"
+    ))
+}
+
+/// Asks the device about `feature`, with `query` in and `data` out; false when it does not
+/// answer (an older DirectML, or a feature it does not know).
+///
+/// # Safety
+/// `Q` and `D` must be the query and data structures DirectML documents for `feature`
+/// (plain data, valid whatever DirectML writes into `data`).
+unsafe fn check_feature<Q, D>(
+    dml: &IDMLDevice,
+    feature: DML_FEATURE,
+    query: &Q,
+    data: &mut D,
+) -> bool {
+    // SAFETY: `query` and `data` are alive for the call and the sizes passed are theirs, so
+    // DirectML reads and writes only inside them; the caller vouches for their types.
+    unsafe {
+        dml.CheckFeatureSupport(
+            feature,
+            size_of_val(query) as u32,
+            Some(query as *const Q as *const c_void),
+            size_of_val(data) as u32,
+            data as *mut D as *mut c_void,
+        )
+    }
+    .is_ok()
 }
 
 /// The highest feature level the device reports among those tjoin knows. DirectML before
@@ -181,18 +206,9 @@ fn feature_level(dml: &IDMLDevice) -> FeatureLevel {
             RequestedFeatureLevels: levels.as_ptr(),
         };
         let mut data = DML_FEATURE_DATA_FEATURE_LEVELS::default();
-        // SAFETY: `query` points at `levels`, both alive for the call; the sizes passed are
-        // those of the structures passed.
-        let result = unsafe {
-            dml.CheckFeatureSupport(
-                DML_FEATURE_FEATURE_LEVELS,
-                size_of_val(&query) as u32,
-                Some(&query as *const _ as *const c_void),
-                size_of_val(&data) as u32,
-                &mut data as *mut _ as *mut c_void,
-            )
-        };
-        if result.is_ok() {
+        // SAFETY: the FEATURE_LEVELS query and data structures; `query` points at `levels`,
+        // alive for the call.
+        if unsafe { check_feature(dml, DML_FEATURE_FEATURE_LEVELS, &query, &mut data) } {
             return FeatureLevel::from_code(data.MaxSupportedFeatureLevel);
         }
     }
@@ -204,17 +220,10 @@ fn supports_float64(dml: &IDMLDevice) -> bool {
         DataType: DML_TENSOR_DATA_TYPE_FLOAT64,
     };
     let mut data = DML_FEATURE_DATA_TENSOR_DATA_TYPE_SUPPORT::default();
-    // SAFETY: as in `feature_level`: live structures of the sizes passed.
-    let result = unsafe {
-        dml.CheckFeatureSupport(
-            DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT,
-            size_of_val(&query) as u32,
-            Some(&query as *const _ as *const c_void),
-            size_of_val(&data) as u32,
-            &mut data as *mut _ as *mut c_void,
-        )
-    };
-    result.is_ok() && data.IsSupported.as_bool()
+    // SAFETY: the TENSOR_DATA_TYPE_SUPPORT query and data structures.
+    let answered =
+        unsafe { check_feature(dml, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, &query, &mut data) };
+    answered && data.IsSupported.as_bool()
 }
 
 /// A committed buffer of `size` bytes on a heap of type `heap`.
@@ -315,10 +324,8 @@ fn buffer_tensor_desc(desc: &TensorDesc) -> DML_BUFFER_TENSOR_DESC {
         Flags: DML_TENSOR_FLAG_NONE,
         DimensionCount: desc.sizes.len() as u32,
         Sizes: desc.sizes.as_ptr(),
-        Strides: desc
-            .strides
-            .as_ref()
-            .map_or(std::ptr::null(), |s| s.as_ptr()),
+        // Packed.
+        Strides: std::ptr::null(),
         TotalTensorSizeInBytes: desc.total_bytes,
         GuaranteedBaseOffsetAlignment: plan::BINDING_ALIGNMENT as u32,
     }
@@ -326,8 +333,8 @@ fn buffer_tensor_desc(desc: &TensorDesc) -> DML_BUFFER_TENSOR_DESC {
 
 impl Gpu {
     /// Steps 1 to 4 of DIRECTML.md: device, queue, allocator, list, fence, DirectML device,
-    /// feature level; and the two staging buffers.
-    pub fn open(choice: Adapter) -> Outcome<Gpu> {
+    /// feature level; and the two staging buffers. Also what planning needs to know.
+    pub fn open(choice: Adapter) -> Outcome<(Gpu, plan::Device)> {
         // SAFETY: the binding passes IDXGIFactory4's IID and wraps the owned result.
         let factory: IDXGIFactory4 =
             unsafe { CreateDXGIFactory1() }.map_err(|e| failed("CreateDXGIFactory1", e))?;
@@ -393,9 +400,8 @@ impl Gpu {
             Adapter::Warp => format!("{name} (WARP)"),
             Adapter::Index(index) => format!("{name} (adapter {index})"),
         };
-        Ok(Gpu {
+        let gpu = Gpu {
             name: label,
-            capabilities,
             device,
             queue,
             allocator,
@@ -408,22 +414,17 @@ impl Gpu {
             upload_bytes: mapped.cast(),
             readback,
             input: None,
-            input_copy_dest: true,
             output: None,
             temporary: None,
             heap: None,
             operators: HashMap::new(),
-        })
+        };
+        Ok((gpu, capabilities))
     }
 
-    /// The adapter, for messages.
-    pub fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    /// What planning needs to know.
-    pub fn capabilities(&self) -> plan::Device {
-        self.capabilities
+    /// The adapter's name and how it was chosen, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Closes the command list, runs it, waits for the fence, and resets list and allocator.
@@ -467,15 +468,18 @@ impl Gpu {
         Ok(())
     }
 
-    /// A buffer in `slot` of at least `size` bytes, made anew when the old one is smaller.
+    /// The buffer in `slot`, of at least `size` bytes, made anew in `state` when the old one
+    /// is smaller; and whether it was.
     fn ensure(
         device: &ID3D12Device,
         slot: &mut Option<(ID3D12Resource, u64)>,
         size: u64,
         state: D3D12_RESOURCE_STATES,
-    ) -> Outcome<bool> {
-        if slot.as_ref().is_some_and(|(_, have)| *have >= size) {
-            return Ok(false);
+    ) -> Outcome<(ID3D12Resource, bool)> {
+        if let Some((buffer, have)) = slot
+            && *have >= size
+        {
+            return Ok((buffer.clone(), false));
         }
         let made = buffer(
             device,
@@ -484,13 +488,12 @@ impl Gpu {
             D3D12_RESOURCE_FLAG_ALLOW_UNORDERED_ACCESS,
             state,
         )?;
-        *slot = Some((made, size));
-        Ok(true)
+        *slot = Some((made.clone(), size));
+        Ok((made, true))
     }
 
     /// A shader-visible descriptor heap with at least `count` descriptors.
     fn heap(&mut self, count: u32) -> Outcome<ID3D12DescriptorHeap> {
-        let count = count.max(1);
         if let Some((heap, have)) = &self.heap
             && *have >= count
         {
@@ -509,13 +512,14 @@ impl Gpu {
         Ok(heap)
     }
 
-    /// A binding table for `dispatchable` over the whole descriptor heap, which is also set
-    /// on the command list.
+    /// A binding table for `dispatchable` over `count` descriptors (at least one) of the
+    /// descriptor heap, which is also set on the command list.
     fn binding_table(
         &mut self,
         dispatchable: &IDMLDispatchable,
         count: u32,
     ) -> Outcome<IDMLBindingTable> {
+        let count = count.max(1);
         let heap = self.heap(count)?;
         // SAFETY (this block): live heap, list and device; the table description borrows
         // `dispatchable` (alive for the call, never released through it).
@@ -524,7 +528,7 @@ impl Gpu {
                 Dispatchable: borrowed(dispatchable),
                 CPUDescriptorHandle: heap.GetCPUDescriptorHandleForHeapStart(),
                 GPUDescriptorHandle: heap.GetGPUDescriptorHandleForHeapStart(),
-                SizeInDescriptors: count.max(1),
+                SizeInDescriptors: count,
             };
             self.list.SetDescriptorHeaps(&[Some(heap.clone())]);
             self.dml
@@ -643,31 +647,17 @@ impl Gpu {
         Ok(())
     }
 
-    /// Runs every dispatch of `plan`, writing the joined bytes to `out` in order.
-    pub fn execute(
-        &mut self,
-        plan: &DmlPlan,
-        job: &JoinPlan,
-        sources: &[&Tensor],
-        out: &mut dyn Sink,
-    ) -> Result<()> {
-        let regions = sources
-            .iter()
-            .zip(&job.inputs)
-            .map(|(input, p)| crate::copy::map(input, p))
-            .collect::<Result<Vec<Region>>>()?;
-        for dispatch in plan.dispatches() {
-            self.dispatch(plan, job, &dispatch, &regions, out)?;
-        }
-        Ok(())
-    }
-
+    /// A failure of the device, named, with the way around it.
     fn device_error(&self, why: String) -> Error {
-        Error::Device(format!("DirectML on {}: {why}", self.name))
+        Error::Device(format!(
+            "DirectML on {}: {why}\nhint: --backend cpu writes the same bytes without the device",
+            self.name
+        ))
     }
 
-    /// Steps 11 to 14 for one dispatch: upload, bind, dispatch, read back.
-    fn dispatch(
+    /// Steps 11 to 14 for one dispatch of `plan`, `job`'s DirectML plan: upload from
+    /// `regions` (the inputs' data, mapped), bind, dispatch, read back to `out`.
+    pub fn dispatch(
         &mut self,
         plan: &DmlPlan,
         job: &JoinPlan,
@@ -692,20 +682,13 @@ impl Gpu {
         dispatch: &Dispatch,
         regions: &[Region],
     ) -> Outcome<()> {
-        if Gpu::ensure(
+        let (input, new) = Gpu::ensure(
             &self.device,
             &mut self.input,
             dispatch.input_buffer_bytes,
             D3D12_RESOURCE_STATE_COPY_DEST,
-        )? {
-            self.input_copy_dest = true;
-        }
-        let input = self
-            .input
-            .as_ref()
-            .map(|(b, _)| b.clone())
-            .ok_or("no input buffer")?;
-        if !self.input_copy_dest {
+        )?;
+        if !new {
             let barrier = transition(
                 &input,
                 D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
@@ -713,7 +696,6 @@ impl Gpu {
             );
             // SAFETY: records a barrier on a live buffer.
             unsafe { self.list.ResourceBarrier(&[barrier]) };
-            self.input_copy_dest = true;
         }
         let itemsize = job.dtype.itemsize() as usize;
         let mut staged = 0u64;
@@ -755,13 +737,12 @@ impl Gpu {
         );
         // SAFETY: records a barrier on a live buffer.
         unsafe { self.list.ResourceBarrier(&[barrier]) };
-        self.input_copy_dest = false;
         Ok(())
     }
 
     /// Binds the inputs, output, temporary and persistent resources, and runs the Join.
     fn run(&mut self, dispatch: &Dispatch) -> Outcome<()> {
-        Gpu::ensure(
+        let (output, _) = Gpu::ensure(
             &self.device,
             &mut self.output,
             dispatch.output.total_bytes,
@@ -780,11 +761,6 @@ impl Gpu {
             .as_ref()
             .map(|(b, _)| b.clone())
             .ok_or("no input buffer")?;
-        let output = self
-            .output
-            .as_ref()
-            .map(|(b, _)| b.clone())
-            .ok_or("no output buffer")?;
         let inputs: Vec<DML_BUFFER_BINDING> = dispatch
             .inputs
             .iter()
@@ -858,5 +834,57 @@ impl Gpu {
         // command outlives a buffer the next dispatch may replace.
         unsafe { self.list.ResourceBarrier(&[barrier]) };
         self.submit().map_err(|why| self.device_error(why))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plan::DataType;
+
+    #[test]
+    fn plan_codes_are_the_generated_bindings_values() {
+        for (data_type, code) in [
+            (DataType::Float32, DML_TENSOR_DATA_TYPE_FLOAT32),
+            (DataType::Float16, DML_TENSOR_DATA_TYPE_FLOAT16),
+            (DataType::UInt32, DML_TENSOR_DATA_TYPE_UINT32),
+            (DataType::UInt16, DML_TENSOR_DATA_TYPE_UINT16),
+            (DataType::UInt8, DML_TENSOR_DATA_TYPE_UINT8),
+            (DataType::Int32, DML_TENSOR_DATA_TYPE_INT32),
+            (DataType::Int16, DML_TENSOR_DATA_TYPE_INT16),
+            (DataType::Int8, DML_TENSOR_DATA_TYPE_INT8),
+            (DataType::Float64, DML_TENSOR_DATA_TYPE_FLOAT64),
+            (DataType::UInt64, DML_TENSOR_DATA_TYPE_UINT64),
+            (DataType::Int64, DML_TENSOR_DATA_TYPE_INT64),
+        ] {
+            assert_eq!(data_type.code(), code, "{data_type}");
+        }
+        let levels = [
+            DML_FEATURE_LEVEL_1_0,
+            DML_FEATURE_LEVEL_2_0,
+            DML_FEATURE_LEVEL_2_1,
+            DML_FEATURE_LEVEL_3_0,
+            DML_FEATURE_LEVEL_3_1,
+            DML_FEATURE_LEVEL_4_0,
+            DML_FEATURE_LEVEL_4_1,
+            DML_FEATURE_LEVEL_5_0,
+            DML_FEATURE_LEVEL_5_1,
+            DML_FEATURE_LEVEL_5_2,
+            DML_FEATURE_LEVEL_6_0,
+            DML_FEATURE_LEVEL_6_1,
+            DML_FEATURE_LEVEL_6_2,
+            DML_FEATURE_LEVEL_6_3,
+            DML_FEATURE_LEVEL_6_4,
+        ];
+        assert_eq!(KNOWN_LEVELS.map(FeatureLevel::code), levels);
+    }
+
+    #[test]
+    fn hresults_are_named_when_known() {
+        assert_eq!(
+            hresult_text(DXGI_ERROR_NOT_FOUND),
+            "DXGI_ERROR_NOT_FOUND (0x887A0002)"
+        );
+        assert_eq!(hresult_text(HRESULT(0x1234_5678)), "0x12345678");
     }
 }

@@ -51,7 +51,7 @@ pub struct Session {
 pub fn open(adapter: Adapter) -> std::result::Result<Session, String> {
     #[cfg(feature = "directml")]
     {
-        let gpu = device::Gpu::open(adapter).map_err(|why| {
+        let (gpu, device) = device::Gpu::open(adapter).map_err(|why| {
             if cfg!(windows) {
                 format!("DirectML is unavailable: device creation failed: {why}")
             } else {
@@ -62,8 +62,8 @@ pub fn open(adapter: Adapter) -> std::result::Result<Session, String> {
             }
         })?;
         Ok(Session {
-            device: gpu.capabilities(),
-            adapter: gpu.name(),
+            device,
+            adapter: gpu.name().to_string(),
             gpu,
         })
     }
@@ -79,7 +79,8 @@ pub fn open(adapter: Adapter) -> std::result::Result<Session, String> {
 }
 
 impl Session {
-    /// Runs `plan`, the DirectML plan of `job`, reading `sources` and writing to `out`.
+    /// Runs every dispatch of `plan`, the DirectML plan of `job`, reading `sources` and
+    /// writing the joined bytes to `out` in order.
     pub fn execute(
         &mut self,
         plan: &DmlPlan,
@@ -89,7 +90,15 @@ impl Session {
     ) -> Result<()> {
         #[cfg(feature = "directml")]
         {
-            self.gpu.execute(plan, job, sources, out)
+            let regions = sources
+                .iter()
+                .zip(&job.inputs)
+                .map(|(input, p)| crate::copy::map(input, p))
+                .collect::<Result<Vec<_>>>()?;
+            for dispatch in plan.dispatches() {
+                self.gpu.dispatch(plan, job, &dispatch, &regions, out)?;
+            }
+            Ok(())
         }
         #[cfg(not(feature = "directml"))]
         {

@@ -32,14 +32,10 @@ pub const MAX_ELEMENTS: u64 = u32::MAX as u64;
 /// `DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT`: every buffer binding's offset is a multiple of it.
 pub const MIN_BINDING_ALIGNMENT: u64 = 16;
 /// The alignment tjoin gives binding offsets: a multiple of the minimum that DirectML's docs
-/// call faster, and the one temporary and persistent resources need.
+/// call faster, and the one temporary and persistent resources need (tjoin binds those at
+/// offset 0).
 pub const BINDING_ALIGNMENT: u64 = 256;
-/// Offsets of temporary and persistent resource bindings are multiples of this.
-pub const RESOURCE_ALIGNMENT: u64 = 256;
-/// `DML_TENSOR_DIMENSION_COUNT_MAX` (DirectML 1.0): the most dimensions before feature level 3.0.
-pub const DIMENSION_COUNT_MAX: usize = 5;
-/// `DML_TENSOR_DIMENSION_COUNT_MAX1` (feature level 4.1 and up).
-pub const DIMENSION_COUNT_MAX1: usize = 8;
+const _: () = assert!(BINDING_ALIGNMENT % MIN_BINDING_ALIGNMENT == 0);
 /// Bytes of each host-visible staging buffer (one for uploads, one for readbacks): with the
 /// device's own buffers in video memory, this is what a DirectML join adds to tjoin's memory.
 pub const SLAB: u64 = 16 << 20;
@@ -251,15 +247,13 @@ pub fn buffer_budget(dedicated_video_memory: u64, software: bool) -> u64 {
     }
 }
 
-/// A `DML_BUFFER_TENSOR_DESC`: packed (no strides), as tjoin always lays tensors out.
+/// A `DML_BUFFER_TENSOR_DESC`: packed (null strides), as tjoin always lays tensors out.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TensorDesc {
     /// Its element type.
     pub data_type: DataType,
     /// Its sizes, slowest dimension first.
     pub sizes: Vec<u32>,
-    /// Its strides in elements; `None` is packed.
-    pub strides: Option<Vec<u32>>,
     /// `TotalTensorSizeInBytes`: what `DMLCalcBufferTensorSize` gives.
     pub total_bytes: u64,
 }
@@ -267,11 +261,10 @@ pub struct TensorDesc {
 impl TensorDesc {
     /// A packed tensor of these sizes.
     pub fn packed(data_type: DataType, sizes: Vec<u32>) -> TensorDesc {
-        let total_bytes = buffer_tensor_size(data_type, &sizes, None);
+        let total_bytes = buffer_tensor_size(data_type, &sizes);
         TensorDesc {
             data_type,
             sizes,
-            strides: None,
             total_bytes,
         }
     }
@@ -287,20 +280,11 @@ impl TensorDesc {
     }
 }
 
-/// `DMLCalcBufferTensorSize` (DirectMLX.h): the bytes up to one past the last element, rounded
-/// up to 4 because DirectML binds whole DWORDs (and may write the padding of an output).
-pub fn buffer_tensor_size(data_type: DataType, sizes: &[u32], strides: Option<&[u32]>) -> u64 {
-    let elements = match strides {
-        None => sizes.iter().map(|&s| u64::from(s)).product(),
-        Some(strides) => {
-            let last: u64 = sizes
-                .iter()
-                .zip(strides)
-                .map(|(&size, &stride)| u64::from(size.saturating_sub(1)) * u64::from(stride))
-                .sum();
-            last + 1
-        }
-    };
+/// `DMLCalcBufferTensorSize` (DirectMLX.h) for a packed tensor: the bytes of its elements,
+/// rounded up to 4 because DirectML binds whole DWORDs (and may write the padding of an
+/// output).
+pub fn buffer_tensor_size(data_type: DataType, sizes: &[u32]) -> u64 {
+    let elements: u64 = sizes.iter().map(|&s| u64::from(s)).product();
     round_up(elements * data_type.size(), 4)
 }
 

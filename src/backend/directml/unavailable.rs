@@ -12,6 +12,8 @@ use windows_core::{GUID, HRESULT};
 pub const E_NOTIMPL: HRESULT = HRESULT(0x8000_4001_u32 as i32);
 
 /// dxgi.dll's `CreateDXGIFactory1`.
+// SAFETY: no other definition of `CreateDXGIFactory1` is linked off Windows, and the signature is
+// the one the bindings import it with.
 #[unsafe(no_mangle)]
 pub extern "system" fn CreateDXGIFactory1(
     _riid: *const GUID,
@@ -21,6 +23,8 @@ pub extern "system" fn CreateDXGIFactory1(
 }
 
 /// d3d12.dll's `D3D12CreateDevice`.
+// SAFETY: no other definition of `D3D12CreateDevice` is linked off Windows, and the signature is
+// the one the bindings import it with.
 #[unsafe(no_mangle)]
 pub extern "system" fn D3D12CreateDevice(
     _adapter: *mut c_void,
@@ -32,6 +36,8 @@ pub extern "system" fn D3D12CreateDevice(
 }
 
 /// directml.dll's `DMLCreateDevice`.
+// SAFETY: no other definition of `DMLCreateDevice` is linked off Windows, and the signature is
+// the one the bindings import it with.
 #[unsafe(no_mangle)]
 pub extern "system" fn DMLCreateDevice(
     _d3d12_device: *mut c_void,
