@@ -1,12 +1,12 @@
 //! `--backend`: the DirectML backend's failure path where there is no DirectML (Linux, CI),
 //! `--backend auto` falling back to the CPU engine, the check that the generated bindings are
 //! current, and on Windows SPEC.md's worked examples through the GPU compared with the CPU
-//! engine's output (skipped elsewhere, with a message).
+//! engine's output (ignored elsewhere).
 
 use std::fs;
 use std::path::Path;
 
-use crate::util::{dir_entries, f32_le, tjoin, write_npy};
+use crate::util::{assert_mentions, dir_entries, f32_le, refused, tjoin, write_npy};
 
 /// DirectML example 1's inputs in `dir`.
 fn example_1(dir: &Path) {
@@ -21,21 +21,17 @@ fn example_1(dir: &Path) {
 fn directml_fails_cleanly_where_there_is_none() {
     let dir = tempfile::tempdir().unwrap();
     example_1(dir.path());
-    let assert = tjoin()
-        .current_dir(dir.path())
-        .args([
-            "--backend",
-            "directml",
-            "-a",
-            "3",
-            "a.npy",
-            "b.npy",
-            "-o",
-            "out.npy",
-        ])
-        .assert()
-        .code(1);
-    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let args = [
+        "--backend",
+        "directml",
+        "-a",
+        "3",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "out.npy",
+    ];
+    let stderr = refused(dir.path(), &args, 1);
     assert!(
         stderr.starts_with("tjoin: error: DirectML is unavailable"),
         "{stderr}"
@@ -105,23 +101,20 @@ fn the_cpu_backend_prints_no_backend_line_and_refuses_an_adapter() {
         .assert()
         .success();
     assert!(!String::from_utf8_lossy(&assert.get_output().stdout).contains("backend:"));
-    tjoin()
-        .current_dir(dir.path())
-        .args([
-            "--dml-adapter",
-            "warp",
-            "-a",
-            "3",
-            "a.npy",
-            "b.npy",
-            "-o",
-            "out.npy",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "--dml-adapter applies to --backend directml",
-        ));
+    let args = [
+        "--dml-adapter",
+        "warp",
+        "-a",
+        "3",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "out.npy",
+    ];
+    assert_mentions(
+        &refused(dir.path(), &args, 2),
+        &["--dml-adapter applies to --backend directml"],
+    );
 }
 
 /// Regenerates the bindings with tools/dml-bindgen into a temporary file and fails when the
@@ -151,8 +144,11 @@ fn generated_bindings_are_current() {
 
 /// SPEC.md's worked examples through DirectML on WARP (every Windows has it, no GPU needed),
 /// each compared byte for byte with the CPU engine's output, in every output format.
-#[cfg(all(windows, feature = "directml"))]
 #[test]
+#[cfg_attr(
+    not(all(windows, feature = "directml")),
+    ignore = "DirectML runs on Windows only, with `cargo test --features directml`"
+)]
 fn spec_examples_through_directml_match_the_cpu_engine() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -204,13 +200,4 @@ fn spec_examples_through_directml_match_the_cpu_engine() {
             assert!(cpu == gpu, "{inputs:?} on axis {axis} as .{ext} differ");
         }
     }
-}
-
-#[cfg(not(all(windows, feature = "directml")))]
-#[test]
-fn spec_examples_through_directml_match_the_cpu_engine() {
-    eprintln!(
-        "skipped: SPEC.md's examples through DirectML run on Windows only, with \
-         `cargo test --features directml`"
-    );
 }

@@ -9,8 +9,8 @@ use std::fs;
 use std::path::Path;
 
 use crate::util::{
-    assert_mentions, describe_difference, dir_entries, f32_le, npy_bytes, npy_header, read_npy,
-    tjoin, write_npy,
+    self, assert_mentions, describe_difference, dir_entries, f32_le, npy_bytes, npy_header,
+    read_npy, write_npy,
 };
 
 /// Rows of a `<f4` input of 4 columns too large for the early copy to take (312.5 KiB).
@@ -121,17 +121,7 @@ impl<'a> Inputs<'a> {
 /// `tjoin <args> -o <out>` in `dir`: asserts success and that the folder holds exactly
 /// `inputs` and `out` (no temporary file); returns the bytes of `out`.
 fn join(dir: &Path, args: &[&str], inputs: &[&str], out: &str) -> Vec<u8> {
-    let output = tjoin()
-        .current_dir(dir)
-        .args(args)
-        .args(["-o", out])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "tjoin {args:?} -o {out} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    util::succeeds(dir, &[args, &["-o", out]].concat());
     let mut expected: Vec<String> = inputs.iter().map(|n| n.to_string()).collect();
     if !expected.iter().any(|n| n == out) {
         expected.push(out.to_string());
@@ -154,41 +144,13 @@ fn assert_bytes(expected: &[u8], actual: &[u8], what: &str) {
     );
 }
 
-/// `tjoin <args>` in `dir`, expected to fail with exit `code`, nothing on stdout and the
-/// folder unchanged; then the same with `--backend auto`, which never takes the early copy:
-/// its exit code and stderr must be the same. Returns stderr.
+/// `tjoin <args>` in `dir`, refused cleanly with exit `code` (see [`util::refused`]); then
+/// the same with `--backend auto`, which never takes the early copy: its stderr must be the
+/// same. Returns stderr.
+#[track_caller]
 fn refused(dir: &Path, args: &[&str], code: i32) -> String {
-    let before = dir_entries(dir);
-    let run = |backend: &[&str]| {
-        let output = tjoin()
-            .current_dir(dir)
-            .args(backend)
-            .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "tjoin {backend:?} {args:?}: wrong exit status\nstderr:\n{stderr}"
-        );
-        assert!(
-            output.stdout.is_empty(),
-            "tjoin {backend:?} {args:?}: stdout is not empty on error"
-        );
-        assert_eq!(
-            dir_entries(dir),
-            before,
-            "tjoin {backend:?} {args:?}: the folder changed (a leftover output or temporary file)"
-        );
-        assert!(
-            stderr.starts_with("tjoin: error: ") && !stderr.contains("panicked"),
-            "{stderr}"
-        );
-        stderr
-    };
-    let early = run(&[]);
-    let usual = run(&["--backend", "auto"]);
+    let early = util::refused(dir, args, code);
+    let usual = util::refused(dir, &[&["--backend", "auto"][..], args].concat(), code);
     assert_eq!(
         early, usual,
         "tjoin {args:?}: the early copy's message differs from the usual path's"
@@ -654,17 +616,8 @@ fn a_small_npy_on_standard_input_joins_with_small_files() {
     inputs.c("a.npy", &[2, 4]).c("b.npy", &[3, 4]);
     let piped = inputs.values(4);
     let stdin = npy_bytes("<f4", &[1, 4], false, &f32_le(&piped));
-    let output = tjoin()
-        .current_dir(dir.path())
-        .args(["-a", "0", "-", "a.npy", "b.npy", "-o", "out.npy"])
-        .write_stdin(stdin)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let args = ["-a", "0", "-", "a.npy", "b.npy", "-o", "out.npy"];
+    util::succeeds_with_stdin(dir.path(), &args, &stdin);
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "out.npy"]);
     let mut data = f32_le(&piped);
     data.extend_from_slice(&inputs.data);

@@ -34,8 +34,9 @@ fn checked_in_man_page_and_completions_are_current() {
 
 #[test]
 fn the_man_page_documents_exit_status_and_examples() {
-    let page = tjoin().args(["--generate", "man"]).output().unwrap().stdout;
-    let page = String::from_utf8(page).unwrap();
+    let output = tjoin().args(["--generate", "man"]).output().unwrap();
+    assert!(output.status.success(), "--generate man failed");
+    let page = String::from_utf8(output.stdout).unwrap();
     for section in [
         ".SH NAME",
         ".SH SYNOPSIS",

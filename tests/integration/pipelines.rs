@@ -2,48 +2,14 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
 
-use crate::util::{f32_le, npy_bytes, read_npy, tjoin, write_npy};
-
-/// Runs tjoin in `dir` with `stdin`, expecting success; returns stdout.
-fn pipe(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
-    let output = tjoin()
-        .current_dir(dir)
-        .args(args)
-        .write_stdin(stdin)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "tjoin {args:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
-/// Runs tjoin in `dir` expecting exit `code`, nothing on stdout and no panic; returns stderr.
-fn fails(dir: &Path, args: &[&str], stdin: &[u8], code: i32) -> String {
-    let output = tjoin()
-        .current_dir(dir)
-        .args(args)
-        .write_stdin(stdin)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "tjoin {args:?}:\n{stderr}"
-    );
-    assert!(output.stdout.is_empty(), "tjoin {args:?} wrote to stdout");
-    assert!(stderr.starts_with("tjoin: error: "), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    stderr
-}
+use crate::util::{
+    f32_le, npy_bytes, read_npy, refused, refused_with_stdin, succeeds, succeeds_with_stdin,
+    write_npy,
+};
 
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap()
@@ -54,7 +20,7 @@ fn json_from_stdin_joins_a_json_file_to_json_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("b.json"), "[[5, 6]]\n").unwrap();
     let args = ["-a", "0", "-", "b.json", "-o", "-", "--format", "json"];
-    let out = pipe(dir.path(), &args, b"[[1,2],[3,4]]");
+    let out = succeeds_with_stdin(dir.path(), &args, b"[[1,2],[3,4]]");
     assert_eq!(text(out), "[[1,2],[3,4],[5,6]]\n");
 }
 
@@ -70,7 +36,7 @@ fn npy_from_stdin_joins_a_file_to_npy_on_stdout() {
     );
     let remote = npy_bytes("<f4", &[2, 2], false, &f32_le(&[1.0, 2.0, 3.0, 4.0]));
     let args = ["-a", "1", "-", "local.npy", "-o", "-", "--format", "npy"];
-    let out = pipe(dir.path(), &args, &remote);
+    let out = succeeds_with_stdin(dir.path(), &args, &remote);
     let expected = npy_bytes(
         "<f4",
         &[2, 3],
@@ -85,18 +51,17 @@ fn containers_on_stdin_are_sniffed_by_their_first_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let data = f32_le(&[1.0, 2.0, 3.0, 4.0]);
     write_npy(&dir.path().join("a.npy"), "<f4", &[2, 2], false, &data);
-    let twice = pipe(
+    let twice = succeeds(
         dir.path(),
         &["-a", "0", "a.npy", "a.npy", "-o", "-", "--format", "npy"],
-        b"",
     );
     for container in ["a.safetensors", "a.npz"] {
         let args = ["-a", "0", "a.npy", "--name", "x", "-o", container];
-        pipe(dir.path(), &args, b"");
+        succeeds(dir.path(), &args);
         let bytes = fs::read(dir.path().join(container)).unwrap();
         let args = ["-a", "0", "-", "a.npy", "-o", "-", "--format", "npy"];
         assert_eq!(
-            pipe(dir.path(), &args, &bytes),
+            succeeds_with_stdin(dir.path(), &args, &bytes),
             twice,
             "{container} on stdin"
         );
@@ -115,11 +80,7 @@ fn mixed_formats_join_into_one_file() {
     );
     let object = r#"{"shape": [2, 2], "dtype": "float32", "data": [0.5, -0.0, "Infinity", 3]}"#;
     fs::write(dir.path().join("b.json"), object).unwrap();
-    pipe(
-        dir.path(),
-        &["-a", "0", "a.npy", "b.json", "-o", "c.npy"],
-        b"",
-    );
+    succeeds(dir.path(), &["-a", "0", "a.npy", "b.json", "-o", "c.npy"]);
     let c = read_npy(&dir.path().join("c.npy"));
     assert_eq!(
         (c.descr.as_str(), c.shape.as_slice()),
@@ -132,10 +93,10 @@ fn mixed_formats_join_into_one_file() {
 fn stdout_needs_a_format_and_formats_are_named() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("a.json"), "[1]").unwrap();
-    let stderr = fails(dir.path(), &["-a", "0", "a.json", "-o", "-"], b"", 2);
+    let stderr = refused(dir.path(), &["-a", "0", "a.json", "-o", "-"], 2);
     assert!(stderr.contains("--format"), "{stderr}");
     let args = ["-a", "0", "a.json", "-o", "-", "--format", "csv"];
-    let stderr = fails(dir.path(), &args, b"", 2);
+    let stderr = refused(dir.path(), &args, 2);
     assert!(stderr.contains("npy, json"), "{stderr}");
 }
 
@@ -145,7 +106,7 @@ fn the_format_follows_the_extension_unless_told_otherwise() {
     // JSON text under a name that says .npy, and under no known extension.
     fs::write(dir.path().join("a.npy"), "[[1, 2]]").unwrap();
     fs::write(dir.path().join("b.txt"), "[[3, 4]]").unwrap();
-    let stderr = fails(dir.path(), &["-a", "0", "a.npy", "-o", "o.json"], b"", 1);
+    let stderr = refused(dir.path(), &["-a", "0", "a.npy", "-o", "o.json"], 1);
     assert!(stderr.contains("input 1 (a.npy)"), "{stderr}");
     let args = [
         "-a",
@@ -157,14 +118,14 @@ fn the_format_follows_the_extension_unless_told_otherwise() {
         "--input-format",
         "json",
     ];
-    pipe(dir.path(), &args, b"");
+    succeeds(dir.path(), &args);
     assert_eq!(
         fs::read_to_string(dir.path().join("o.json")).unwrap(),
         "[[1,2],[3,4]]\n"
     );
     // b.txt alone is sniffed; --format overrides the output's extension.
     let args = ["-a", "0", "b.txt", "-o", "o.data", "--format", "npy"];
-    pipe(dir.path(), &args, b"");
+    succeeds(dir.path(), &args);
     let o = read_npy(&dir.path().join("o.data"));
     assert_eq!(o.descr, "<i8");
 }
@@ -175,8 +136,8 @@ fn round_trip(descr: &str, shape: &[u64], data: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     write_npy(&dir.path().join("a.npy"), descr, shape, false, data);
     let args = ["-a", "0", "a.npy", "-o", "a.json", "--json-form", "object"];
-    pipe(dir.path(), &args, b"");
-    pipe(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"], b"");
+    succeeds(dir.path(), &args);
+    succeeds(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"]);
     let back = read_npy(&dir.path().join("b.npy"));
     assert_eq!(
         back.descr, descr,
@@ -244,12 +205,11 @@ fn bfloat16_round_trips_through_json() {
         r#"{"dtype":"bfloat16","shape":[5],"data":[1.0,-0.0,"NaN",3.3895314e38,9.1835e-41]}"#;
     fs::write(dir.path().join("a.json"), object).unwrap();
     let args = ["-a", "0", "a.json", "-o", "-", "--format", "json"];
-    let once = pipe(
+    let once = succeeds(
         dir.path(),
         &[&args[..], &["--json-form", "object"]].concat(),
-        b"",
     );
-    let twice = pipe(
+    let twice = succeeds_with_stdin(
         dir.path(),
         &[
             "-a",
@@ -270,7 +230,7 @@ fn bfloat16_round_trips_through_json() {
         "{\"dtype\":\"bfloat16\",\"shape\":[5],\"data\":[1.0,-0.0,\"NaN\",3.3895314e38,9.1835e-41]}\n"
     );
     // .npy has no bfloat16.
-    let stderr = fails(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"], b"", 2);
+    let stderr = refused(dir.path(), &["-a", "0", "a.json", "-o", "b.npy"], 2);
     assert!(stderr.contains("--cast float32"), "{stderr}");
 }
 
@@ -308,12 +268,11 @@ fn nested_json_infers_the_type_numpy_would() {
     ];
     for (json, descr, back) in cases {
         fs::write(dir.path().join("a.json"), json).unwrap();
-        pipe(dir.path(), &["-a", "0", "a.json", "-o", "a.npy"], b"");
+        succeeds(dir.path(), &["-a", "0", "a.json", "-o", "a.npy"]);
         assert_eq!(read_npy(&dir.path().join("a.npy")).descr, descr, "{json}");
-        let out = pipe(
+        let out = succeeds(
             dir.path(),
             &["-a", "0", "a.npy", "-o", "-", "--format", "json"],
-            b"",
         );
         assert_eq!(text(out), format!("{back}\n"), "{json}");
     }
@@ -326,7 +285,7 @@ fn fortran_inputs_are_written_to_json_in_logical_order() {
     let data = f32_le(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     write_npy(&dir.path().join("f.npy"), "<f4", &[2, 3], true, &data);
     let args = ["-a", "0", "f.npy", "f.npy", "-o", "-", "--format", "json"];
-    let out = pipe(dir.path(), &args, b"");
+    let out = succeeds(dir.path(), &args);
     assert_eq!(
         text(out),
         "[[1.0,2.0,3.0],[4.0,5.0,6.0],[1.0,2.0,3.0],[4.0,5.0,6.0]]\n"
@@ -337,7 +296,7 @@ fn fortran_inputs_are_written_to_json_in_logical_order() {
 fn malformed(json: &[u8], path: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let args = ["-a", "0", "-", "-o", "-", "--format", "json"];
-    let stderr = fails(dir.path(), &args, json, 1);
+    let stderr = refused_with_stdin(dir.path(), &args, json, 1);
     assert!(
         stderr.contains(&format!("input 1 (-) is not a valid JSON file: {path}: ")),
         "expected the path {path}:\n{stderr}"
@@ -368,9 +327,9 @@ fn malformed_json_is_refused_naming_the_path() {
     malformed(b"[01]", "$[0]");
     let dir = tempfile::tempdir().unwrap();
     let args = ["-a", "0", "-", "-o", "x.npy", "--input-format", "json"];
-    let e = fails(dir.path(), &args, b" \n", 1);
+    let e = refused_with_stdin(dir.path(), &args, b" \n", 1);
     assert!(e.contains("$: the text is empty"), "{e}");
-    let e = fails(dir.path(), &["-a", "0", "-", "-o", "x.npy"], b"", 1);
+    let e = refused(dir.path(), &["-a", "0", "-", "-o", "x.npy"], 1);
     assert!(e.contains("standard input is empty"), "{e}");
 }
 
@@ -386,12 +345,12 @@ fn tensor_objects_are_checked_against_their_dtype_and_shape() {
         (
             r#"{"dtype": "uint8", "shape": [2], "data": [1, -1]}"#,
             "$.data[1]",
-            "",
+            "-1 is out of the range of uint8 (0 to 255)",
         ),
         (
             r#"{"dtype": "int32", "shape": [2], "data": [1, 2.5]}"#,
             "$.data[1]",
-            "",
+            "expected an integer for int32, found 2.5",
         ),
         (
             r#"{"dtype": "float16", "shape": [1], "data": [70000]}"#,
@@ -401,17 +360,17 @@ fn tensor_objects_are_checked_against_their_dtype_and_shape() {
         (
             r#"{"dtype": "float32", "shape": [1], "data": [1e39]}"#,
             "$.data[0]",
-            "",
+            "1e39 is out of the range of float32",
         ),
         (
             r#"{"dtype": "bool", "shape": [1], "data": [1]}"#,
             "$.data[0]",
-            "",
+            "expected true or false for bool, found 1",
         ),
         (
             r#"{"dtype": "U2", "shape": [1], "data": ["abc"]}"#,
             "$.data[0]",
-            "",
+            "the string \"abc\" has 3 characters, more than U2 holds",
         ),
         // Shape and data disagree: nested, flat, too few, too many, and data first.
         (
@@ -422,43 +381,47 @@ fn tensor_objects_are_checked_against_their_dtype_and_shape() {
         (
             r#"{"dtype": "int8", "shape": [2, 3], "data": [[1, 2], [3, 4]]}"#,
             "$.data[0]",
-            "",
+            "has 2 elements where the shape says 3",
         ),
         (
             r#"{"dtype": "int8", "shape": [2, 2], "data": [1, 2, 3]}"#,
             "$.data",
-            "",
+            "has 3 elements where the shape says 4",
         ),
         (
             r#"{"dtype": "int8", "shape": [2, 2], "data": [1, 2, 3, 4, 5]}"#,
             "$.data[4]",
-            "",
+            "one element too many: the shape says 4",
         ),
         (
             r#"{"data": [1, 2, 3], "shape": [2], "dtype": "int8"}"#,
             "$.data[2]",
-            "",
+            "one element too many: the shape says 2",
         ),
-        (r#"{"dtype": "float32", "shape": [1]}"#, "$", ""),
+        (
+            r#"{"dtype": "float32", "shape": [1]}"#,
+            "$",
+            "the tensor object has no \"data\" key",
+        ),
         (
             r#"{"dtype": "float99", "shape": [1], "data": [1]}"#,
             "$.dtype",
-            "",
+            "unknown element type \"float99\"",
         ),
         (
             r#"{"dtype": "int8", "shape": [-1], "data": []}"#,
             "$.shape[0]",
-            "",
+            "-1 is not a dimension",
         ),
         (
             r#"{"dtype": "int8", "colour": "red", "data": []}"#,
             "$.colour",
-            "",
+            "unknown key: a tensor object has the keys",
         ),
         (
             r#"{"dtype": "complex64", "shape": [1], "data": [[1, 2, 3]]}"#,
             "$.data[0]",
-            "",
+            "a complex value is a pair [re, im]",
         ),
     ];
     for (json, path, phrase) in cases {
@@ -482,7 +445,7 @@ fn deep_nesting_is_refused_without_recursion() {
     // 64 is allowed.
     let dir = tempfile::tempdir().unwrap();
     let deep = format!("{}7{}", "[".repeat(64), "]".repeat(64));
-    let out = pipe(
+    let out = succeeds_with_stdin(
         dir.path(),
         &["-a", "0", "-", "-o", "-", "--format", "json"],
         deep.as_bytes(),
@@ -512,10 +475,9 @@ fn ten_thousand_inputs_from_a_list_join_on_either_axis() {
     fs::write(dir.path().join("list.txt"), names.join("\n") + "\n").unwrap();
     let count = names.len() as i32;
 
-    pipe(
+    succeeds(
         dir.path(),
         &["-a", "0", "--files-from", "list.txt", "-o", "rows.npy"],
-        b"",
     );
     let rows = read_npy(&dir.path().join("rows.npy"));
     assert_eq!(rows.shape, [10_000, 2]);
@@ -526,7 +488,7 @@ fn ten_thousand_inputs_from_a_list_join_on_either_axis() {
     // one round; `more_inputs_than_a_group_join_in_several_rounds` covers the grouping.)
     let null_list = names.join("\0") + "\0";
     let args = ["-a", "1", "--files-from", "-", "-0", "-o", "cols.npy"];
-    pipe(dir.path(), &args, null_list.as_bytes());
+    succeeds_with_stdin(dir.path(), &args, null_list.as_bytes());
     let cols = read_npy(&dir.path().join("cols.npy"));
     assert_eq!(cols.shape, [1, 20_000]);
     assert_eq!(cols.data, rows.data);
@@ -553,7 +515,7 @@ fn standard_input_and_named_tensors_mix_with_many_listed_inputs() {
     args.push("w.safetensors:t");
     args.extend(names[30..].iter().map(String::as_str));
     args.extend(["-o", "out.npy"]);
-    pipe(dir.path(), &args, &piped);
+    succeeds_with_stdin(dir.path(), &args, &piped);
     let mut expected: Vec<i32> = (0..20).flat_map(|i| [i, -i]).collect();
     expected.extend([2000, -2000]);
     expected.extend((20..30).flat_map(|i| [i, -i]));
@@ -583,10 +545,9 @@ fn more_inputs_than_a_group_join_in_several_rounds() {
     let rows: Vec<i32> = (0..count as i32)
         .chain((0..count as i32).map(|i| -i))
         .collect();
-    pipe(
+    succeeds(
         dir.path(),
         &["-a", "1", "--files-from", "list.txt", "-o", "wide.npy"],
-        b"",
     );
     let wide = read_npy(&dir.path().join("wide.npy"));
     assert_eq!(wide.shape, [2, count as u64]);
@@ -602,7 +563,7 @@ fn more_inputs_than_a_group_join_in_several_rounds() {
         "-o",
         "w64.npy",
     ];
-    pipe(dir.path(), &args, b"");
+    succeeds(dir.path(), &args);
     let w64 = read_npy(&dir.path().join("w64.npy"));
     assert_eq!(w64.descr, "<i8");
     let rows: Vec<i64> = rows.iter().map(|&v| i64::from(v)).collect();
@@ -628,26 +589,26 @@ fn listed_inputs_follow_the_named_ones() {
         "--format",
         "json",
     ];
-    let out = pipe(dir.path(), &args, b"");
+    let out = succeeds(dir.path(), &args);
     assert_eq!(text(out), "[[1,-1],[2,-2],[0,0]]\n");
-    let stderr = fails(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "-", "--files-from", "-", "-o", "x.npy"],
-        b"",
         2,
     );
     assert!(stderr.contains("read only once"), "{stderr}");
-    let stderr = fails(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "--files-from", "nope", "-o", "x.npy"],
-        b"",
         1,
     );
     assert!(stderr.contains("nope"), "{stderr}");
 }
 
-/// Joins `inputs` (descr, values as little-endian bytes) along axis 0 with `--cast`.
-fn cast(to: &str, inputs: &[(&str, Vec<u8>)]) -> std::result::Result<(String, Vec<u8>), String> {
+/// Writes `inputs` (descr, values as little-endian bytes) as 1-D `in0.npy`, `in1.npy`, ...
+/// into a fresh folder; returns it and the arguments that join them along axis 0 with
+/// `--cast to` into `out.npy`.
+fn cast_job(to: &str, inputs: &[(&str, Vec<u8>)]) -> (TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec!["-a".to_string(), "0".to_string()];
     for (i, (descr, data)) in inputs.iter().enumerate() {
@@ -663,20 +624,24 @@ fn cast(to: &str, inputs: &[(&str, Vec<u8>)]) -> std::result::Result<(String, Ve
         args.push(name);
     }
     args.extend(["--cast", to, "-o", "out.npy"].map(String::from));
-    let output = tjoin()
-        .current_dir(dir.path())
-        .args(&args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    if !output.status.success() {
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
-        assert!(!dir.path().join("out.npy").exists());
-        return Err(stderr);
-    }
+    (dir, args)
+}
+
+/// Joins `inputs` (see [`cast_job`]) with `--cast to`; returns the output's descr and data.
+fn cast(to: &str, inputs: &[(&str, Vec<u8>)]) -> (String, Vec<u8>) {
+    let (dir, args) = cast_job(to, inputs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeds(dir.path(), &args);
     let out = read_npy(&dir.path().join("out.npy"));
-    Ok((out.descr, out.data))
+    (out.descr, out.data)
+}
+
+/// Joins `inputs` (see [`cast_job`]) with `--cast to`, expecting a refusal with exit 2 and
+/// nothing written; returns stderr.
+fn cast_refused(to: &str, inputs: &[(&str, Vec<u8>)]) -> String {
+    let (dir, args) = cast_job(to, inputs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    refused(dir.path(), &args, 2)
 }
 
 #[test]
@@ -684,14 +649,14 @@ fn casts_convert_in_the_single_pass() {
     // float16 1.5, 65504 and float32 0.1 to float32: exact, exact, as is.
     let f16 = le(&[0x3e00u16, 0x7bff], u16::to_le_bytes);
     let f32 = f32_le(&[0.1]);
-    let (descr, data) = cast("float32", &[("<f2", f16.clone()), ("<f4", f32.clone())]).unwrap();
+    let (descr, data) = cast("float32", &[("<f2", f16), ("<f4", f32)]);
     assert_eq!(
         (descr.as_str(), data),
         ("<f4", f32_le(&[1.5, 65504.0, 0.1]))
     );
     // float32 to float16: 0.1 rounds to nearest (0x2e66); 1e6 overflows to infinity.
     let big = f32_le(&[0.1, 1e6, -1e6]);
-    let (_, data) = cast("float16", &[("<f4", big)]).unwrap();
+    let (_, data) = cast("float16", &[("<f4", big)]);
     assert_eq!(data, le(&[0x2e66u16, 0x7c00, 0xfc00], u16::to_le_bytes));
     // float64 to bfloat16 (to JSON: .npy has no bfloat16): 1 + 2^-8 is a tie, to even;
     // a hair above it rounds up, though the hair is lost in a float32 on the way.
@@ -707,15 +672,15 @@ fn casts_convert_in_the_single_pass() {
     let args = [
         "-a", "0", "a.npy", "--cast", "bfloat16", "-o", "-", "--format", "json",
     ];
-    assert_eq!(text(pipe(dir.path(), &args, b"")), "[1.0,1.0078125]\n");
-    let e = cast("bfloat16", &[("<f8", le(&ties, f64::to_le_bytes))]).unwrap_err();
+    assert_eq!(text(succeeds(dir.path(), &args)), "[1.0,1.0078125]\n");
+    let e = cast_refused("bfloat16", &[("<f8", le(&ties, f64::to_le_bytes))]);
     assert!(e.contains("no bfloat16"), "{e}");
     // Integers widen and narrow within range; floats truncate toward zero.
     let ints = le(&[-128i32, 127], i32::to_le_bytes);
     let floats = le(&[2.9f64, -2.9], f64::to_le_bytes);
-    let (descr, data) = cast("int8", &[("<i4", ints), ("<f8", floats)]).unwrap();
+    let (descr, data) = cast("int8", &[("<i4", ints), ("<f8", floats)]);
     assert_eq!((descr.as_str(), data), ("|i1", vec![0x80, 0x7f, 2, 0xfe]));
-    let (_, data) = cast("bool", &[("<f4", f32_le(&[0.0, -0.0, 0.5]))]).unwrap();
+    let (_, data) = cast("bool", &[("<f4", f32_le(&[0.0, -0.0, 0.5]))]);
     assert_eq!(data, [0, 0, 1]);
     let (_, data) = cast(
         "uint64",
@@ -723,15 +688,14 @@ fn casts_convert_in_the_single_pass() {
             ("|u1", vec![255]),
             ("<i8", le(&[i64::MAX], i64::to_le_bytes)),
         ],
-    )
-    .unwrap();
+    );
     assert_eq!(data, le(&[255u64, i64::MAX as u64], u64::to_le_bytes));
 }
 
 #[test]
 fn casts_refuse_what_would_wrap_naming_the_element() {
     let ints = le(&[1i32, 2, 300], i32::to_le_bytes);
-    let e = cast("int8", &[("<i4", ints)]).unwrap_err();
+    let e = cast_refused("int8", &[("<i4", ints)]);
     assert!(
         e.contains("input 1 (in0.npy)") && e.contains("element [2]"),
         "{e}"
@@ -740,21 +704,21 @@ fn casts_refuse_what_would_wrap_naming_the_element() {
         e.contains("300 is out of the range of int8 (-128 to 127)"),
         "{e}"
     );
-    let e = cast("uint16", &[("|i1", vec![0]), ("|i1", vec![5, 0xff])]).unwrap_err();
+    let e = cast_refused("uint16", &[("|i1", vec![0]), ("|i1", vec![5, 0xff])]);
     assert!(
         e.contains("input 2 (in1.npy)") && e.contains("element [1]") && e.contains("-1"),
         "{e}"
     );
-    let e = cast("int32", &[("<f4", f32_le(&[1.0, f32::NAN]))]).unwrap_err();
+    let e = cast_refused("int32", &[("<f4", f32_le(&[1.0, f32::NAN]))]);
     assert!(e.contains("element [1]") && e.contains("not finite"), "{e}");
-    let e = cast("int64", &[("<f8", le(&[9.3e18f64], f64::to_le_bytes))]).unwrap_err();
+    let e = cast_refused("int64", &[("<f8", le(&[9.3e18f64], f64::to_le_bytes))]);
     assert!(e.contains("out of the range of int64"), "{e}");
-    let e = cast("uint8", &[("<f4", f32_le(&[f32::INFINITY]))]).unwrap_err();
+    let e = cast_refused("uint8", &[("<f4", f32_le(&[f32::INFINITY]))]);
     assert!(e.contains("not finite"), "{e}");
     // Types the cast does not convert, and names it does not know.
-    let e = cast("float32", &[("<c8", f32_le(&[1.0, 2.0]))]).unwrap_err();
+    let e = cast_refused("float32", &[("<c8", f32_le(&[1.0, 2.0]))]);
     assert!(e.contains("cannot cast every input to float32"), "{e}");
-    let e = cast("float8", &[("<f4", f32_le(&[1.0]))]).unwrap_err();
+    let e = cast_refused("float8", &[("<f4", f32_le(&[1.0]))]);
     assert!(e.contains("--cast float8") && e.contains("bfloat16"), "{e}");
 }
 
@@ -771,19 +735,9 @@ fn without_a_cast_mixed_types_are_refused_naming_the_promotion() {
     );
     write_npy(&dir.path().join("c.npy"), "|u1", &[1], false, &[1]);
     write_npy(&dir.path().join("d.npy"), "|i1", &[1], false, &[1]);
-    let stderr = fails(
-        dir.path(),
-        &["-a", "0", "a.npy", "b.npy", "-o", "x.npy"],
-        b"",
-        2,
-    );
+    let stderr = refused(dir.path(), &["-a", "0", "a.npy", "b.npy", "-o", "x.npy"], 2);
     assert!(stderr.contains("add --cast float32"), "{stderr}");
-    let stderr = fails(
-        dir.path(),
-        &["-a", "0", "c.npy", "d.npy", "-o", "x.npy"],
-        b"",
-        2,
-    );
+    let stderr = refused(dir.path(), &["-a", "0", "c.npy", "d.npy", "-o", "x.npy"], 2);
     assert!(stderr.contains("add --cast int16"), "{stderr}");
 }
 
@@ -837,7 +791,7 @@ fn empty_tensors_are_written_as_empty_nesting() {
         "--json-form",
         "object",
     ];
-    let out = pipe(dir.path(), &args, b"");
+    let out = succeeds(dir.path(), &args);
     assert_eq!(
         text(out),
         "{\"dtype\":\"float32\",\"shape\":[2,0],\"data\":[[],[]]}\n"

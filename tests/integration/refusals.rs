@@ -9,7 +9,7 @@ use std::path::Path;
 
 use tempfile::TempDir;
 
-use crate::util::{assert_mentions, dir_entries, f32_le, read_npy, tjoin, write_npy};
+use crate::util::{assert_mentions, f32_le, fails_cleanly, read_npy, refused, tjoin, write_npy};
 
 /// A temp folder holding `<f4` inputs of the given shapes, named `a.npy`, `b.npy`, ...
 fn folder_with_f32(shapes: &[&[u64]]) -> TempDir {
@@ -29,37 +29,11 @@ fn folder_with_f32(shapes: &[&[u64]]) -> TempDir {
     dir
 }
 
-/// Runs tjoin in `dir` and asserts exit `code`, an empty stdout and an unchanged folder.
-/// Returns stderr.
-fn refused(dir: &Path, args: &[&str], code: i32) -> String {
-    let before = dir_entries(dir);
-    let output = tjoin().current_dir(dir).args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "tjoin {args:?}: wrong exit status\nstderr:\n{stderr}"
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "tjoin {args:?}: stdout is not empty on error"
-    );
-    assert_eq!(
-        dir_entries(dir),
-        before,
-        "tjoin {args:?}: files appeared in the output folder"
-    );
-    stderr
-}
-
-/// [`refused`] for tjoin's own errors, which start with `tjoin: error: `.
-fn error(dir: &Path, args: &[&str], code: i32) -> String {
-    let stderr = refused(dir, args, code);
-    assert!(
-        stderr.starts_with("tjoin: error: "),
-        "stderr does not start with `tjoin: error: `:\n{stderr}"
-    );
-    stderr
+/// A usage error from clap: exit 2, no output, and a stderr that shows the usage.
+#[track_caller]
+fn usage_error(dir: &Path, args: &[&str]) {
+    let stderr = fails_cleanly(dir, args, b"", 2);
+    assert_mentions(&stderr, &["Usage:"]);
 }
 
 #[track_caller]
@@ -75,15 +49,13 @@ fn assert_hint(stderr: &str) {
 #[test]
 fn missing_inputs_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let stderr = refused(dir.path(), &["-a", "0", "-o", "out.npy"], 2);
-    assert_mentions(&stderr, &["Usage:"]);
+    usage_error(dir.path(), &["-a", "0", "-o", "out.npy"]);
 }
 
 #[test]
 fn missing_output_is_a_usage_error() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
-    let stderr = refused(dir.path(), &["-a", "0", "a.npy", "b.npy"], 2);
-    assert_mentions(&stderr, &["Usage:"]);
+    usage_error(dir.path(), &["-a", "0", "a.npy", "b.npy"]);
 }
 
 #[test]
@@ -125,7 +97,7 @@ fn negative_axis_counts_from_the_back() {
 #[test]
 fn axis_past_the_rank_is_refused() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "2", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -136,7 +108,7 @@ fn axis_past_the_rank_is_refused() {
 #[test]
 fn negative_axis_past_the_rank_is_refused() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "-3", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -149,7 +121,7 @@ fn negative_axis_past_the_rank_is_refused() {
 #[test]
 fn rank_mismatch_is_refused() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3, 1]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -171,7 +143,7 @@ fn rank_mismatch_is_refused() {
 #[test]
 fn scalar_input_is_refused() {
     let dir = folder_with_f32(&[&[], &[]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -183,7 +155,7 @@ fn scalar_input_is_refused() {
 fn dtype_mismatch_is_refused_with_a_hint() {
     let dir = folder_with_f32(&[&[2, 3]]);
     write_npy(&dir.path().join("b.npy"), "<f8", &[2, 3], false, &[0; 48]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -196,7 +168,7 @@ fn dtype_mismatch_is_refused_with_a_hint() {
 #[test]
 fn dims_mismatch_names_the_dimension_and_the_axes_that_work() {
     let dir = folder_with_f32(&[&[1, 1, 2, 3], &[1, 1, 2, 4]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "1", "a.npy", "b.npy", "-o", "out.npy"],
         2,
@@ -219,7 +191,7 @@ fn dims_mismatch_names_the_dimension_and_the_axes_that_work() {
 #[test]
 fn dims_mismatch_reports_every_mismatch() {
     let dir = folder_with_f32(&[&[1, 1, 2, 3], &[1, 1, 2, 4], &[1, 2, 2, 5]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "c.npy", "-o", "out.npy"],
         2,
@@ -256,7 +228,7 @@ fn object_array_is_refused() {
         false,
         b"\x80\x02cnumpy\n.",
     );
-    let stderr = error(dir.path(), &["-a", "0", "a.npy", "-o", "out.npy"], 2);
+    let stderr = refused(dir.path(), &["-a", "0", "a.npy", "-o", "out.npy"], 2);
     assert!(
         stderr.to_lowercase().contains("object"),
         "stderr lacks `object`:\n{stderr}"
@@ -270,7 +242,7 @@ fn object_array_is_refused() {
 fn data_shorter_than_the_shape_is_refused() {
     let dir = folder_with_f32(&[&[4, 4], &[4, 4]]);
     write_npy(&dir.path().join("a.npy"), "<f4", &[4, 4], false, &[0; 20]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"],
         1,
@@ -281,7 +253,7 @@ fn data_shorter_than_the_shape_is_refused() {
 #[test]
 fn missing_input_is_refused() {
     let dir = folder_with_f32(&[&[2, 3]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "missing.npy", "-o", "out.npy"],
         1,
@@ -293,7 +265,7 @@ fn missing_input_is_refused() {
 fn text_file_is_refused() {
     let dir = folder_with_f32(&[&[2, 3]]);
     fs::write(dir.path().join("b.npy"), "this is not an npy file\n").unwrap();
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"],
         1,
@@ -306,7 +278,7 @@ fn text_file_is_refused() {
 #[test]
 fn output_in_a_missing_folder_is_refused() {
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
-    let stderr = error(
+    let stderr = refused(
         dir.path(),
         &["-a", "0", "a.npy", "b.npy", "-o", "nowhere/out.npy"],
         1,

@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::util::{dir_entries, tjoin, write_npy};
+use crate::util::{dir_entries, refused, tjoin, write_npy};
 
 /// One case: inputs of one numpy type and the given shapes, joined under a profile.
 struct Case {
@@ -142,12 +142,7 @@ fn each_profile_accepts_and_refuses_what_its_column_says() {
             ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 /// Rules every profile states alike: at least one input, equal rank, no scalars, equal
@@ -225,12 +220,7 @@ fn every_profile_applies_the_shared_rules() {
             ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -316,7 +306,7 @@ fn worked_examples_pass_every_profile() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_no_failures(&failures);
 }
 
 fn run(case: &Case) -> Result<(), String> {
@@ -330,18 +320,36 @@ fn run(case: &Case) -> Result<(), String> {
         command.args(["-a", axis]);
     }
     let out = command.args(case.extra).args(&names).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     match case.refusal {
-        None if out.status.code() == Some(0) => Ok(()),
-        None => Err(format!("refused: {stderr}")),
+        None if out.status.code() != Some(0) => Err(format!("refused: {stderr}")),
+        None if !stdout.starts_with("dry run: nothing written; the join passes ") => Err(format!(
+            "accepted, but the report does not say it passes:\n{stdout}"
+        )),
+        None => Ok(()),
         Some(_) if out.status.code() != Some(2) => {
             Err(format!("exit {:?}, stderr: {stderr}", out.status.code()))
         }
+        Some(_) if !stdout.is_empty() || !stderr.starts_with("tjoin: error: ") => Err(format!(
+            "refused, but not as an error on stderr only:\nstdout: {stdout}\nstderr: {stderr}"
+        )),
         Some(texts) => match texts.iter().find(|t| !stderr.contains(*t)) {
             Some(missing) => Err(format!("stderr lacks {missing:?}:\n{stderr}")),
             None => Ok(()),
         },
     }
+}
+
+/// Fails listing every case in `failures`, when there is one.
+#[track_caller]
+fn assert_no_failures(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// float32 + float64 under `spec`: refused for having two element types.
@@ -472,40 +480,26 @@ fn spec_applies_to_each_tensor_of_a_container_join() {
         &[("w", "F16", &[1, 1, 2, 2]), ("q", "I8", &[1, 1, 2, 2])];
     let a = write_safetensors(dir.path(), "a", tensors);
     let b = write_safetensors(dir.path(), "b", tensors);
-    let out = tjoin()
-        .current_dir(dir.path())
-        .args([
-            "--spec",
-            "directml:1.0",
-            "-a",
-            "3",
-            &a,
-            &b,
-            "-o",
-            "out.safetensors",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let args = |spec| ["--spec", spec, "-a", "3", &a, &b, "-o", "out.safetensors"];
+    let stderr = refused(dir.path(), &args("directml:1.0"), 2);
     assert!(
         stderr.contains("tensor `q`: DirectML Join at feature level 1.0 does not support int8"),
         "{stderr}"
     );
     assert!(!stderr.contains("tensor `w`"), "{stderr}");
-    assert!(!dir.path().join("out.safetensors").exists());
     tjoin()
         .current_dir(dir.path())
-        .args([
-            "--spec",
-            "directml:2.1",
-            "-a",
-            "3",
-            &a,
-            &b,
-            "-o",
-            "out.safetensors",
-        ])
+        .args(args("directml:2.1"))
         .assert()
         .success();
+    let written = fs::read(dir.path().join("out.safetensors")).unwrap();
+    let joined = safetensors::SafeTensors::deserialize(&written).unwrap();
+    for (name, dtype) in [
+        ("w", safetensors::Dtype::F16),
+        ("q", safetensors::Dtype::I8),
+    ] {
+        let tensor = joined.tensor(name).unwrap();
+        assert_eq!(tensor.dtype(), dtype, "{name}");
+        assert_eq!(tensor.shape(), [1, 1, 2, 4], "{name}");
+    }
 }

@@ -1,7 +1,9 @@
-//! Helpers shared by the integration tests: the binary under test and a tiny .npy writer/reader.
+//! Helpers shared by the integration tests: the binary under test, runs of it that must succeed
+//! or fail cleanly, and a tiny .npy writer/reader.
 
 use std::fs;
 use std::path::Path;
+use std::process::Output;
 
 use assert_cmd::Command;
 
@@ -159,4 +161,80 @@ pub fn assert_mentions(stderr: &str, needles: &[&str]) {
             "stderr lacks {needle:?}:\n{stderr}"
         );
     }
+}
+
+/// Runs tjoin in `dir` with `args` and `stdin`.
+fn run(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    tjoin()
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap()
+}
+
+/// Runs tjoin in `dir` with `args` and `stdin`, and asserts that it failed cleanly: exit
+/// `code`, nothing on stdout, no panic, and `dir` holding the same names as before (no output,
+/// no temporary file). Returns stderr.
+///
+/// For tjoin's own errors use [`refused`], which also checks how stderr starts; this is for
+/// the usage errors clap prints.
+#[track_caller]
+pub fn fails_cleanly(dir: &Path, args: &[&str], stdin: &[u8], code: i32) -> String {
+    let before = dir_entries(dir);
+    let output = run(dir, args, stdin);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "tjoin {args:?}: wrong exit status\nstderr:\n{stderr}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "tjoin {args:?}: stdout is not empty on error"
+    );
+    assert!(!stderr.contains("panicked"), "tjoin {args:?}:\n{stderr}");
+    assert_eq!(
+        dir_entries(dir),
+        before,
+        "tjoin {args:?}: the folder changed (a leftover output or temporary file)"
+    );
+    stderr
+}
+
+/// [`fails_cleanly`] with `stdin` for tjoin's own errors, whose stderr starts with
+/// `tjoin: error: `. Returns stderr.
+#[track_caller]
+pub fn refused_with_stdin(dir: &Path, args: &[&str], stdin: &[u8], code: i32) -> String {
+    let stderr = fails_cleanly(dir, args, stdin, code);
+    assert!(
+        stderr.starts_with("tjoin: error: "),
+        "tjoin {args:?}: stderr does not start with `tjoin: error: `:\n{stderr}"
+    );
+    stderr
+}
+
+/// [`refused_with_stdin`] with nothing on standard input. Returns stderr.
+#[track_caller]
+pub fn refused(dir: &Path, args: &[&str], code: i32) -> String {
+    refused_with_stdin(dir, args, b"", code)
+}
+
+/// Runs tjoin in `dir` with `args` and `stdin`, and asserts that it succeeded. Returns stdout.
+#[track_caller]
+pub fn succeeds_with_stdin(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let output = run(dir, args, stdin);
+    assert!(
+        output.status.success(),
+        "tjoin {args:?} failed with {}:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// [`succeeds_with_stdin`] with nothing on standard input. Returns stdout.
+#[track_caller]
+pub fn succeeds(dir: &Path, args: &[&str]) -> Vec<u8> {
+    succeeds_with_stdin(dir, args, b"")
 }
