@@ -11,32 +11,30 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 
-/// The types `--cast` converts from and to.
+/// The types `--cast` converts from and to, as messages list them: the names of `NUMERIC`.
 pub const CAST_TYPES: &str = "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, \
                               float16, bfloat16, float32, float64";
 
+/// The types `--cast` converts between.
+const NUMERIC: [DType; 13] = [
+    DType::Bool,
+    DType::Int8,
+    DType::Int16,
+    DType::Int32,
+    DType::Int64,
+    DType::UInt8,
+    DType::UInt16,
+    DType::UInt32,
+    DType::UInt64,
+    DType::Float16,
+    DType::BFloat16,
+    DType::Float32,
+    DType::Float64,
+];
+
 /// Whether `--cast` converts between these types: the numeric types of `CAST_TYPES`.
 pub fn castable(from: &DType, to: &DType) -> bool {
-    numeric(from) && numeric(to)
-}
-
-fn numeric(dtype: &DType) -> bool {
-    matches!(
-        dtype,
-        DType::Bool
-            | DType::Int8
-            | DType::Int16
-            | DType::Int32
-            | DType::Int64
-            | DType::UInt8
-            | DType::UInt16
-            | DType::UInt32
-            | DType::UInt64
-            | DType::Float16
-            | DType::BFloat16
-            | DType::Float32
-            | DType::Float64
-    )
+    NUMERIC.contains(from) && NUMERIC.contains(to)
 }
 
 /// The first element a conversion refused.
@@ -242,14 +240,10 @@ fn write(dtype: &DType, value: Value, dst: &mut Vec<u8>) -> Result<(), String> {
             dst.extend_from_slice(&as_f64(value).to_le_bytes());
             return Ok(());
         }
-        DType::Int8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::Int16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::Int32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::Int64 => (i64::MIN.into(), i64::MAX.into()),
-        DType::UInt8 => (0, u8::MAX.into()),
-        DType::UInt16 => (0, u16::MAX.into()),
-        DType::UInt32 => (0, u32::MAX.into()),
-        _ => (0, u64::MAX.into()),
+        // `castable` leaves only the integer types.
+        int_type => int_type
+            .int_range()
+            .ok_or_else(|| format!("--cast does not write {dtype}"))?,
     };
     let integer: i128 = match value {
         Value::Bool(b) => i128::from(b),
@@ -442,20 +436,14 @@ mod tests {
     }
 
     #[test]
+    fn cast_types_lists_every_castable_type() {
+        let names: Vec<String> = NUMERIC.iter().map(DType::to_string).collect();
+        assert_eq!(CAST_TYPES, names.join(", "));
+    }
+
+    #[test]
     fn widening_fast_paths_agree_with_the_general_path() {
-        let types = [
-            DType::Int8,
-            DType::Int16,
-            DType::Int32,
-            DType::Int64,
-            DType::UInt8,
-            DType::UInt16,
-            DType::UInt32,
-            DType::UInt64,
-            DType::Float16,
-            DType::Float32,
-            DType::Float64,
-        ];
+        let types = NUMERIC;
         // Every byte pattern of the first bytes, then a pseudo-random tail (NaN payloads,
         // subnormals and infinities of float16 included).
         let mut bytes: Vec<u8> = (0..=255u8).flat_map(|b| [b, b.wrapping_mul(31)]).collect();

@@ -239,6 +239,24 @@ impl DType {
         }
     }
 
+    /// The smallest and largest value of an integer type; datetime64 and timedelta64 count
+    /// in int64.
+    pub fn int_range(&self) -> Option<(i128, i128)> {
+        Some(match self {
+            DType::Int8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::Int16 => (i16::MIN.into(), i16::MAX.into()),
+            DType::Int32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::Int64 | DType::DateTime64(_) | DType::TimeDelta64(_) => {
+                (i64::MIN.into(), i64::MAX.into())
+            }
+            DType::UInt8 => (0, u8::MAX.into()),
+            DType::UInt16 => (0, u16::MAX.into()),
+            DType::UInt32 => (0, u32::MAX.into()),
+            DType::UInt64 => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
     /// The ONNX name of this type (`tensor(float)` is `float`), if ONNX has it. numpy's
     /// fixed-width strings are ONNX strings.
     pub fn onnx_name(&self) -> Option<&'static str> {
@@ -576,61 +594,33 @@ impl DType {
     /// `float8_e4m3fn`, `U5`, `datetime64[ns]`); numpy's `<U5`/`|S3` spellings of strings are
     /// accepted too.
     pub fn from_name(name: &str) -> Option<DType> {
-        let plain = match name {
-            "bool" => DType::Bool,
-            "int8" => DType::Int8,
-            "int16" => DType::Int16,
-            "int32" => DType::Int32,
-            "int64" => DType::Int64,
-            "uint8" => DType::UInt8,
-            "uint16" => DType::UInt16,
-            "uint32" => DType::UInt32,
-            "uint64" => DType::UInt64,
-            "float16" => DType::Float16,
-            "bfloat16" => DType::BFloat16,
-            "float32" => DType::Float32,
-            "float64" => DType::Float64,
-            "float128" => DType::Float128,
-            "complex64" => DType::Complex64,
-            "complex128" => DType::Complex128,
-            "complex256" => DType::Complex256,
-            "float8_e4m3fn" => DType::Float8E4M3,
-            "float8_e5m2" => DType::Float8E5M2,
-            "float8_e8m0fnu" => DType::Float8E8M0,
-            "float8_e4m3fnuz" => DType::Float8E4M3Fnuz,
-            "float8_e5m2fnuz" => DType::Float8E5M2Fnuz,
-            "float4_e2m1fn" => DType::Float4,
-            "float6_e2m3fn" => DType::Float6E2M3,
-            "float6_e3m2fn" => DType::Float6E3M2,
-            _ => {
-                let unit = |prefix: &str| {
-                    let unit = name.strip_prefix(prefix)?.strip_suffix(']')?;
-                    let known = !unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic());
-                    known.then(|| unit.to_string())
-                };
-                if let Some(unit) = unit("datetime64[") {
-                    return Some(DType::DateTime64(unit));
-                }
-                if let Some(unit) = unit("timedelta64[") {
-                    return Some(DType::TimeDelta64(unit));
-                }
-                let text = name.trim_start_matches(['<', '>', '|', '=']);
-                let width = |rest: &str| rest.parse::<u64>().ok();
-                return match text.split_at_checked(1)? {
-                    ("U", n) => width(n).map(DType::Unicode),
-                    ("S", n) => width(n).map(DType::Bytes),
-                    _ => None,
-                };
-            }
+        if let Some(plain) = PLAIN.iter().find(|t| t.plain_name() == Some(name)) {
+            return Some(plain.clone());
+        }
+        let unit = |prefix: &str| {
+            let unit = name.strip_prefix(prefix)?.strip_suffix(']')?;
+            let known = !unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic());
+            known.then(|| unit.to_string())
         };
-        Some(plain)
+        if let Some(unit) = unit("datetime64[") {
+            return Some(DType::DateTime64(unit));
+        }
+        if let Some(unit) = unit("timedelta64[") {
+            return Some(DType::TimeDelta64(unit));
+        }
+        let text = name.trim_start_matches(['<', '>', '|', '=']);
+        let width = |rest: &str| rest.parse::<u64>().ok();
+        match text.split_at_checked(1)? {
+            ("U", n) => width(n).map(DType::Unicode),
+            ("S", n) => width(n).map(DType::Bytes),
+            _ => None,
+        }
     }
-}
 
-impl fmt::Display for DType {
-    /// numpy's name for the type: `float32`, `datetime64[ns]`, `S5`, or a record's fields.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+    /// numpy's name of a type without parameters (`float32`), or the name torch and
+    /// ml_dtypes use for the types numpy lacks (`bfloat16`, `float8_e4m3fn`).
+    fn plain_name(&self) -> Option<&'static str> {
+        Some(match self {
             DType::Bool => "bool",
             DType::Int8 => "int8",
             DType::Int16 => "int16",
@@ -647,13 +637,6 @@ impl fmt::Display for DType {
             DType::Complex64 => "complex64",
             DType::Complex128 => "complex128",
             DType::Complex256 => "complex256",
-            DType::DateTime64(unit) => return write!(f, "datetime64[{unit}]"),
-            DType::TimeDelta64(unit) => return write!(f, "timedelta64[{unit}]"),
-            DType::Bytes(n) => return write!(f, "S{n}"),
-            DType::Unicode(n) => return write!(f, "U{n}"),
-            DType::Void(n) => return write!(f, "V{n}"),
-            DType::Record(record) => return f.write_str(&python_descr(&record.layout)),
-            // The names torch and ml_dtypes use.
             DType::BFloat16 => "bfloat16",
             DType::Float8E4M3 => "float8_e4m3fn",
             DType::Float8E5M2 => "float8_e5m2",
@@ -663,8 +646,57 @@ impl fmt::Display for DType {
             DType::Float4 => "float4_e2m1fn",
             DType::Float6E2M3 => "float6_e2m3fn",
             DType::Float6E3M2 => "float6_e3m2fn",
-        };
-        f.write_str(name)
+            DType::DateTime64(_)
+            | DType::TimeDelta64(_)
+            | DType::Bytes(_)
+            | DType::Unicode(_)
+            | DType::Void(_)
+            | DType::Record(_) => return None,
+        })
+    }
+}
+
+/// The types without parameters, which `from_name` looks up by their `plain_name`.
+const PLAIN: [DType; 25] = [
+    DType::Bool,
+    DType::Int8,
+    DType::Int16,
+    DType::Int32,
+    DType::Int64,
+    DType::UInt8,
+    DType::UInt16,
+    DType::UInt32,
+    DType::UInt64,
+    DType::Float16,
+    DType::Float32,
+    DType::Float64,
+    DType::Float128,
+    DType::Complex64,
+    DType::Complex128,
+    DType::Complex256,
+    DType::BFloat16,
+    DType::Float8E4M3,
+    DType::Float8E5M2,
+    DType::Float8E8M0,
+    DType::Float8E4M3Fnuz,
+    DType::Float8E5M2Fnuz,
+    DType::Float4,
+    DType::Float6E2M3,
+    DType::Float6E3M2,
+];
+
+impl fmt::Display for DType {
+    /// numpy's name for the type: `float32`, `datetime64[ns]`, `S5`, or a record's fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DType::DateTime64(unit) => write!(f, "datetime64[{unit}]"),
+            DType::TimeDelta64(unit) => write!(f, "timedelta64[{unit}]"),
+            DType::Bytes(n) => write!(f, "S{n}"),
+            DType::Unicode(n) => write!(f, "U{n}"),
+            DType::Void(n) => write!(f, "V{n}"),
+            DType::Record(record) => f.write_str(&python_descr(&record.layout)),
+            plain => f.write_str(plain.plain_name().unwrap_or("?")),
+        }
     }
 }
 
@@ -750,6 +782,22 @@ mod tests {
         assert_eq!(DType::BFloat16.bytes_for(3), Some(6));
         assert_eq!(DType::BFloat16.to_string(), "bfloat16");
         assert!(!DType::Float8E5M2.in_npy() && DType::Float16.in_npy());
+    }
+
+    #[test]
+    fn names_round_trip_through_from_name() {
+        let safetensors = SAFETENSORS_NAMES.iter().map(|(_, dtype)| dtype);
+        for dtype in PLAIN.iter().chain(safetensors) {
+            assert!(PLAIN.contains(dtype), "{dtype:?} is missing from PLAIN");
+            assert_eq!(DType::from_name(&dtype.to_string()).as_ref(), Some(dtype));
+        }
+        for dtype in [
+            DType::DateTime64("ns".into()),
+            DType::Unicode(5),
+            DType::Bytes(3),
+        ] {
+            assert_eq!(DType::from_name(&dtype.to_string()), Some(dtype));
+        }
     }
 
     #[test]

@@ -498,21 +498,21 @@ impl<'a> Parser<'a> {
     /// A `[re, im]` pair.
     fn pair(&mut self) -> std::result::Result<(Scalar<'a>, Scalar<'a>), String> {
         self.pos += 1;
-        self.ws();
-        let re = self.scalar()?;
-        self.ws();
-        if self.peek() != Some(b',') {
-            return Err("a complex value is a pair [re, im]".to_string());
-        }
-        self.pos += 1;
-        self.ws();
-        let im = self.scalar()?;
-        self.ws();
-        if self.peek() != Some(b']') {
-            return Err("a complex value is a pair [re, im]".to_string());
-        }
-        self.pos += 1;
+        let re = self.pair_part(b',')?;
+        let im = self.pair_part(b']')?;
         Ok((re, im))
+    }
+
+    /// One half of a `[re, im]` pair, and the `after` byte that follows it.
+    fn pair_part(&mut self, after: u8) -> std::result::Result<Scalar<'a>, String> {
+        self.ws();
+        let part = self.scalar()?;
+        self.ws();
+        if self.peek() != Some(after) {
+            return Err("a complex value is a pair [re, im]".to_string());
+        }
+        self.pos += 1;
+        Ok(part)
     }
 
     /// Skips over one value, checking its syntax, without recursion.
@@ -854,60 +854,58 @@ struct Typed<'w, 's> {
     dtype: DType,
 }
 
-impl Typed<'_, '_> {
-    fn float(&self, value: &Scalar<'_>, dtype: &DType) -> Parsed<f64> {
-        let parsed = match value {
-            Scalar::Number(n) if dtype == &DType::Float32 => {
-                n.as_str().parse::<f32>().map(f64::from)
-            }
-            Scalar::Number(n) => n.as_str().parse::<f64>(),
-            Scalar::Str(s) => {
-                return special_float(s).ok_or_else(|| {
-                    Fail::Value(format!(
-                        "expected a number for {dtype}, found {} (floats take the strings \
-                         \"NaN\", \"Infinity\" and \"-Infinity\")",
-                        value.describe()
-                    ))
-                });
-            }
-            Scalar::Bool(_) => {
-                return Err(Fail::Value(format!(
-                    "expected a number for {dtype}, found {}",
+/// The value of a float element of type `dtype` (or of one half of a complex).
+fn float(value: &Scalar<'_>, dtype: &DType) -> Parsed<f64> {
+    let parsed = match value {
+        Scalar::Number(n) if dtype == &DType::Float32 => n.as_str().parse::<f32>().map(f64::from),
+        Scalar::Number(n) => n.as_str().parse::<f64>(),
+        Scalar::Str(s) => {
+            return special_float(s).ok_or_else(|| {
+                Fail::Value(format!(
+                    "expected a number for {dtype}, found {} (floats take the strings \
+                     \"NaN\", \"Infinity\" and \"-Infinity\")",
                     value.describe()
-                )));
-            }
-        };
-        let v = parsed.map_err(|e| Fail::Value(e.to_string()))?;
-        let finite = match dtype {
-            DType::Float16 => narrow_f16(v).is_finite(),
-            DType::BFloat16 => narrow_bf16(v).is_finite(),
-            _ => v.is_finite(),
-        };
-        if !finite {
+                ))
+            });
+        }
+        Scalar::Bool(_) => {
             return Err(Fail::Value(format!(
-                "{} is out of the range of {dtype}",
+                "expected a number for {dtype}, found {}",
                 value.describe()
             )));
         }
-        Ok(v)
+    };
+    let v = parsed.map_err(|e| Fail::Value(e.to_string()))?;
+    let finite = match dtype {
+        DType::Float16 => narrow_f16(v).is_finite(),
+        DType::BFloat16 => narrow_bf16(v).is_finite(),
+        _ => v.is_finite(),
+    };
+    if !finite {
+        return Err(Fail::Value(format!(
+            "{} is out of the range of {dtype}",
+            value.describe()
+        )));
     }
+    Ok(v)
+}
 
-    fn write_float(&mut self, v: f64, dtype: &DType) -> Parsed<()> {
-        match dtype {
-            DType::Float16 => self.out.write(&narrow_f16(v).to_le_bytes())?,
-            DType::BFloat16 => self.out.write(&narrow_bf16(v).to_le_bytes())?,
-            // `float` parsed a float32's text as f32, so this narrowing is exact.
-            DType::Float32 => self.out.write(&(v as f32).to_le_bytes())?,
-            _ => self.out.write(&v.to_le_bytes())?,
-        }
-        Ok(())
+fn write_float(out: &mut SpillWriter<'_>, v: f64, dtype: &DType) -> Parsed<()> {
+    match dtype {
+        DType::Float16 => out.write(&narrow_f16(v).to_le_bytes())?,
+        DType::BFloat16 => out.write(&narrow_bf16(v).to_le_bytes())?,
+        // `float` parsed a float32's text as f32, so this narrowing is exact.
+        DType::Float32 => out.write(&(v as f32).to_le_bytes())?,
+        _ => out.write(&v.to_le_bytes())?,
     }
+    Ok(())
 }
 
 impl Leaves for Typed<'_, '_> {
     fn value(&mut self, value: Scalar<'_>) -> Parsed<()> {
-        let dtype = self.dtype.clone();
-        let (min, max): (i128, i128) = match &dtype {
+        let Typed { out, dtype } = self;
+        let dtype: &DType = dtype;
+        let (min, max): (i128, i128) = match dtype {
             DType::Bool => {
                 let Scalar::Bool(b) = value else {
                     return Err(Fail::Value(format!(
@@ -915,12 +913,12 @@ impl Leaves for Typed<'_, '_> {
                         value.describe()
                     )));
                 };
-                self.out.write(&[u8::from(b)])?;
+                out.write(&[u8::from(b)])?;
                 return Ok(());
             }
             DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64 => {
-                let v = self.float(&value, &dtype)?;
-                return self.write_float(v, &dtype);
+                let v = float(&value, dtype)?;
+                return write_float(out, v, dtype);
             }
             DType::Bytes(width) | DType::Unicode(width) => {
                 let Scalar::Str(s) = value else {
@@ -929,7 +927,7 @@ impl Leaves for Typed<'_, '_> {
                         value.describe()
                     )));
                 };
-                return write_string(self.out, &s, &dtype, *width);
+                return write_string(out, &s, dtype, *width);
             }
             DType::Complex64 | DType::Complex128 => {
                 return Err(Fail::Value(format!(
@@ -937,14 +935,10 @@ impl Leaves for Typed<'_, '_> {
                     value.describe()
                 )));
             }
-            DType::Int8 => (i8::MIN.into(), i8::MAX.into()),
-            DType::Int16 => (i16::MIN.into(), i16::MAX.into()),
-            DType::Int32 => (i32::MIN.into(), i32::MAX.into()),
-            DType::UInt8 => (0, u8::MAX.into()),
-            DType::UInt16 => (0, u16::MAX.into()),
-            DType::UInt32 => (0, u32::MAX.into()),
-            DType::UInt64 => (0, u64::MAX.into()),
-            _ => (i64::MIN.into(), i64::MAX.into()),
+            // `unsupported` refused the other types when the dtype was read.
+            int_type => int_type
+                .int_range()
+                .ok_or_else(|| Fail::Value(format!("JSON tensors do not hold {dtype}")))?,
         };
         let integer = match &value {
             Scalar::Number(Number {
@@ -968,8 +962,7 @@ impl Leaves for Typed<'_, '_> {
                 value.describe()
             )));
         }
-        self.out
-            .write(&integer.to_le_bytes()[..dtype.itemsize() as usize])?;
+        out.write(&integer.to_le_bytes()[..dtype.itemsize() as usize])?;
         Ok(())
     }
 
@@ -978,9 +971,9 @@ impl Leaves for Typed<'_, '_> {
             DType::Complex64 => DType::Float32,
             _ => DType::Float64,
         };
-        let (re, im) = (self.float(&re, &part)?, self.float(&im, &part)?);
-        self.write_float(re, &part)?;
-        self.write_float(im, &part)
+        let (re, im) = (float(&re, &part)?, float(&im, &part)?);
+        write_float(self.out, re, &part)?;
+        write_float(self.out, im, &part)
     }
 }
 
@@ -1430,27 +1423,28 @@ fn format_element(dtype: &DType, b: &[u8], text: &mut Vec<u8>) -> io::Result<()>
             float64(f64::from_le_bytes(im), text)?;
             text.push(b']');
         }
+        // Strings lose their NUL padding; no allocation per element.
         DType::Bytes(_) => {
             let end = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-            let s: String = b[..end].iter().map(|&c| char::from(c)).collect();
-            json_string(&s, text);
+            json_string(b[..end].iter().map(|&c| char::from(c)), text);
         }
         DType::Unicode(_) => {
-            let mut s = String::new();
-            let units: Vec<u32> = b
+            let units = b
                 .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let end = units.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-            for &unit in &units[..end] {
-                s.push(char::from_u32(unit).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("a string element holds {unit:#x}, which is not a character"),
-                    )
-                })?);
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            let end = units.clone().rposition(|c| c != 0).map_or(0, |i| i + 1);
+            if let Some(unit) = units
+                .clone()
+                .take(end)
+                .find(|&u| char::from_u32(u).is_none())
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a string element holds {unit:#x}, which is not a character"),
+                ));
             }
-            json_string(&s, text);
+            let chars = units.take(end).filter_map(char::from_u32);
+            json_string(chars, text);
         }
         other => {
             return Err(io::Error::other(format!("JSON output cannot hold {other}")));
@@ -1486,10 +1480,10 @@ fn special(v: f64, text: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
-/// Appends `s` as a JSON string literal.
-fn json_string(s: &str, text: &mut Vec<u8>) {
+/// Appends the characters `s` as a JSON string literal.
+fn json_string(s: impl Iterator<Item = char>, text: &mut Vec<u8>) {
     text.push(b'"');
-    for c in s.chars() {
+    for c in s {
         match c {
             '"' => text.extend_from_slice(b"\\\""),
             '\\' => text.extend_from_slice(b"\\\\"),
