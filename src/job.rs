@@ -5,12 +5,14 @@
 //! tensor), and a whole-file join (every input and the output hold named tensors: each
 //! tensor is joined with its namesakes, or kept from the first input with `--keep`).
 
+use std::collections::{HashMap, HashSet};
+
 use crate::cli::AxisRule;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
-use crate::plan::{self, InputPlan, JoinPlan};
+use crate::plan::{self, JoinPlan};
 use crate::source::Region;
 use crate::spec::{self, Spec};
 
@@ -114,31 +116,48 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             hint: Some("drop --name, or pick one tensor of each input with FILE:NAME".to_string()),
         }]));
     }
+    // Every name once, in the order the inputs first hold it; and each input's tensors by
+    // name, for a model's thousands of tensors looked up in every input.
+    let mut seen = HashSet::new();
     let mut names: Vec<&str> = Vec::new();
+    let mut by_name: Vec<HashMap<&str, &Tensor>> = Vec::with_capacity(inputs.len());
     for input in inputs {
+        let mut tensors = HashMap::with_capacity(input.tensors.len());
         for tensor in &input.tensors {
             let name = tensor.name.tensor.as_deref().unwrap_or_default();
-            if !names.contains(&name) {
+            if seen.insert(name) {
                 names.push(name);
             }
+            // The first of two tensors of one name, as a search from the front finds it.
+            if let Some(name) = tensor.name.tensor.as_deref() {
+                tensors.entry(name).or_insert(tensor);
+            }
         }
+        by_name.push(tensors);
     }
     let mut refusals = Vec::new();
     let missing: Vec<String> = inputs
         .iter()
-        .filter_map(|input| {
+        .zip(&by_name)
+        .filter_map(|(input, tensors)| {
             let lacks: Vec<&str> = names
                 .iter()
                 .copied()
-                .filter(|&n| find(input, n).is_none())
+                .filter(|n| !tensors.contains_key(n))
                 .collect();
+            // A model's thousands of names would bury the message: the first few say it.
+            const SHOWN: usize = 10;
+            let more = match lacks.len().saturating_sub(SHOWN) {
+                0 => String::new(),
+                more => format!(" and {more} more"),
+            };
             (!lacks.is_empty()).then(|| {
                 format!(
-                    "{} lacks {} of {}: {}",
+                    "{} lacks {} of {}: {}{more}",
                     input.name,
                     lacks.len(),
                     names.len(),
-                    lacks.join(", ")
+                    lacks[..lacks.len().min(SHOWN)].join(", ")
                 )
             })
         })
@@ -158,7 +177,10 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     }
     let mut jobs = Vec::new();
     for &name in &names {
-        let sources: Vec<&Tensor> = inputs.iter().filter_map(|i| find(i, name)).collect();
+        let sources: Vec<&Tensor> = by_name
+            .iter()
+            .filter_map(|t| t.get(name).copied())
+            .collect();
         if sources.len() != inputs.len() {
             continue;
         }
@@ -189,13 +211,6 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     } else {
         Err(Error::Refused(refusals))
     }
-}
-
-fn find<'a>(input: &'a Input, name: &str) -> Option<&'a Tensor> {
-    input
-        .tensors
-        .iter()
-        .find(|t| t.name.tensor.as_deref() == Some(name))
 }
 
 /// Checks and plans the join of `sources` into the output tensor `name`; with `name_refusals`,
@@ -357,28 +372,7 @@ fn keep_tensor<'a>(
         }]);
     }
     let plan = if info.shape.is_empty() || options.layout().is_none_or(|l| l == info.layout) {
-        let dtype = cast.unwrap_or(&info.dtype).clone();
-        let elements: u64 = info.shape.iter().product();
-        let bytes = match cast {
-            Some(to) => elements.saturating_mul(to.itemsize()),
-            None => info.data_len,
-        };
-        JoinPlan {
-            axis: 0,
-            dtype,
-            shape: info.shape.clone(),
-            layout: info.layout,
-            outer: u64::from(info.data_len > 0),
-            inputs: vec![InputPlan {
-                data_offset: info.data_offset,
-                data_len: info.data_len,
-                run_bytes: info.data_len,
-                dtype: info.dtype.clone(),
-                swaps: info.swaps.clone(),
-                gather: None,
-            }],
-            bytes,
-        }
+        plan::copy_as_is(info, cast)
     } else {
         plan::plan_with(&[info], 0, options.layout(), cast)
     };
@@ -433,6 +427,14 @@ fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
 fn only_tensor(input: &Input) -> Result<&Tensor> {
     match input.tensors.as_slice() {
         [only] => Ok(only),
+        [] => Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "{} holds no tensors, and this join takes one tensor from each input",
+                input.name
+            ),
+            details: Vec::new(),
+            hint: Some("leave it out of the inputs".to_string()),
+        }])),
         tensors => {
             let names: Vec<&str> = tensors
                 .iter()
@@ -513,21 +515,34 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
                 .iter()
                 .map(|s| s.info.shape[axis].to_string())
                 .collect();
+            let mut details = vec![
+                differing.join(", "),
+                format!(
+                    "along the join axis {axis}: {} = {}",
+                    sizes.join(" + "),
+                    t.out.shape[axis]
+                ),
+            ];
+            details.extend(
+                t.sources
+                    .iter()
+                    .map(|s| format!("{} is {}", s.name, s.info.shape_text())),
+            );
+            // In a whole-file join, say which tensor.
+            let tensor = match job {
+                [_] => String::new(),
+                _ => format!("tensor `{}`: ", t.out.name),
+            };
             Refusal {
                 headline: format!(
-                    "the output would have shape {}, not the expected {}",
+                    "{tensor}the output would have shape {}, not the expected {}",
                     shape_text(&t.out.shape),
                     shape_text(expected)
                 ),
-                details: vec![
-                    differing.join(", "),
-                    format!(
-                        "along the join axis {axis}: {} = {}",
-                        sizes.join(" + "),
-                        t.out.shape[axis]
-                    ),
-                ],
-                hint: None,
+                details,
+                hint: Some(
+                    "check the inputs and the axis (-a), or correct --expect-shape".to_string(),
+                ),
             }
         })
         .collect();

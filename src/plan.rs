@@ -74,6 +74,7 @@ pub fn plan_with(
     let dtype = cast.unwrap_or(&infos[0].dtype).clone();
     let itemsize = dtype.itemsize();
     let mut shape = infos[0].shape.clone();
+    // The rules refuse sizes whose sum overflows.
     shape[axis] = infos.iter().map(|i| i.shape[axis]).sum();
     let bytes = if cast.is_some() {
         // The rules refuse casts of sub-byte types, so whole bytes per element.
@@ -91,7 +92,11 @@ pub fn plan_with(
     } else {
         storage_dims[..storage_axis].iter().product()
     };
-    let inner: u64 = storage_dims[storage_axis + 1..].iter().product();
+    // Saturating: after a dimension of size 0 the sizes are bounded by nothing, and with no
+    // elements the run lengths do not matter.
+    let inner = storage_dims[storage_axis + 1..]
+        .iter()
+        .fold(1u64, |n, &d| n.saturating_mul(d));
     let inputs = infos
         .iter()
         .map(|info| InputPlan {
@@ -101,7 +106,7 @@ pub fn plan_with(
             // several rounds; with one round the run is all of the input's data.
             run_bytes: info
                 .dtype
-                .bytes_for(info.shape[axis] * inner)
+                .bytes_for(info.shape[axis].saturating_mul(inner))
                 .unwrap_or(info.data_len),
             dtype: info.dtype.clone(),
             swaps: info.swaps.clone(),
@@ -115,6 +120,32 @@ pub fn plan_with(
         layout,
         outer,
         inputs,
+        bytes,
+    }
+}
+
+/// The plan that copies one tensor (`--keep`) in the layout it is stored in, converted to
+/// `cast` if given: one round of all its data.
+pub fn copy_as_is(info: &TensorInfo, cast: Option<&DType>) -> JoinPlan {
+    let elements: u64 = info.shape.iter().product();
+    let bytes = match cast {
+        Some(to) => elements.saturating_mul(to.itemsize()),
+        None => info.data_len,
+    };
+    JoinPlan {
+        axis: 0,
+        dtype: cast.unwrap_or(&info.dtype).clone(),
+        shape: info.shape.clone(),
+        layout: info.layout,
+        outer: u64::from(info.data_len > 0),
+        inputs: vec![InputPlan {
+            data_offset: info.data_offset,
+            data_len: info.data_len,
+            run_bytes: info.data_len,
+            dtype: info.dtype.clone(),
+            swaps: info.swaps.clone(),
+            gather: None,
+        }],
         bytes,
     }
 }

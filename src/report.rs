@@ -19,12 +19,10 @@ pub fn dry_run(
     output: Option<(&Path, Format)>,
     engine: &Engine,
 ) -> String {
-    let rules = if spec.check_types {
-        spec.title()
-    } else {
-        format!("{}'s shape rules", spec.title())
-    };
-    let mut text = format!("dry run: nothing written; the join passes {rules}\n");
+    let mut text = format!(
+        "dry run: nothing written; the join passes {}\n",
+        rules(spec)
+    );
     if let Some(note) = &engine.note {
         text.push_str(&format!("backend: {note}\n"));
     }
@@ -85,7 +83,6 @@ pub fn dry_run(
             .collect();
         text.push_str(&table(&rows));
     }
-    let total: u64 = job.iter().map(|t| t.out.bytes).sum();
     let (path, format) = match output {
         Some((path, format)) => (path.display().to_string(), format.name()),
         None => ("(no output named)".to_string(), "-"),
@@ -96,7 +93,7 @@ pub fn dry_run(
     };
     text.push_str(&format!(
         "output: {path}  {format}  {what}  {}\n",
-        bytes(total)
+        bytes(total_bytes(job))
     ));
     text
 }
@@ -151,7 +148,7 @@ pub fn dry_run_json(
         })
         .collect();
     let plan = serde_json::json!({
-        "rules": if spec.check_types { spec.title() } else { format!("{}'s shape rules", spec.title()) },
+        "rules": rules(spec),
         "spec": spec.check_types.then_some(spec.profile.name),
         "axis_given": axis_given,
         "backend": engine.note,
@@ -160,10 +157,24 @@ pub fn dry_run_json(
         "output": {
             "path": output.map(|(path, _)| path.display().to_string()),
             "format": output.map(|(_, format)| format.name()),
-            "bytes": job.iter().map(|t| t.out.bytes).sum::<u64>(),
+            "bytes": total_bytes(job),
         },
     });
     format!("{plan}\n")
+}
+
+/// The rules the join passed: the profile's, or only its shape rules without `--spec`.
+fn rules(spec: Spec) -> String {
+    if spec.check_types {
+        spec.title()
+    } else {
+        format!("{}'s shape rules", spec.title())
+    }
+}
+
+/// Bytes of output data, all tensors together.
+fn total_bytes(job: &[TensorJob]) -> u64 {
+    job.iter().map(|t| t.out.bytes).sum()
 }
 
 /// The join axis as the operator takes it, and as given when that differs.

@@ -53,6 +53,7 @@ impl Vocabulary {
     }
 }
 
+/// Concat-13 added bfloat16 to the types of Concat-4 (and Concat-11).
 const ONNX_13_TYPES: &[&str] = &[
     "bfloat16",
     "bool",
@@ -71,23 +72,7 @@ const ONNX_13_TYPES: &[&str] = &[
     "uint64",
     "uint8",
 ];
-const ONNX_4_TYPES: &[&str] = &[
-    "bool",
-    "complex128",
-    "complex64",
-    "double",
-    "float",
-    "float16",
-    "int16",
-    "int32",
-    "int64",
-    "int8",
-    "string",
-    "uint16",
-    "uint32",
-    "uint64",
-    "uint8",
-];
+const ONNX_4_TYPES: &[&str] = ONNX_13_TYPES.split_at(1).1;
 const ONNX_1_TYPES: &[&str] = &["double", "float", "float16"];
 const OPENVINO_NUMERIC: &[&str] = &[
     "bf16", "f16", "f32", "f64", "f8e4m3", "f8e5m2", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
@@ -305,6 +290,7 @@ fn check_quietly(
         }
     };
     refusals.extend(dims_mismatch(inputs, axis));
+    refusals.extend(join_size_overflow(inputs, axis));
     if !profile.zero_join_size {
         refusals.extend(zero_join_size(&title, inputs, axis));
     }
@@ -386,7 +372,15 @@ fn rank_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Optio
             odd.join(", ")
         ),
         details: table(inputs, &[]),
-        hint: (!others.is_empty()).then(|| others.join("; ")),
+        hint: Some(if others.is_empty() {
+            format!(
+                "reshape the inputs to {} (adding or dropping dimensions of size 1 changes no \
+                 data)",
+                rank_range(profile)
+            )
+        } else {
+            others.join("; ")
+        }),
     })
 }
 
@@ -418,19 +412,12 @@ fn supports_type(profile: &Profile, dtype: &DType) -> bool {
 }
 
 fn types_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Option<Refusal> {
-    let marks: Vec<Mark> = inputs
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| !supports_type(profile, &i.info.dtype))
-        .map(|(row, i)| Mark {
-            row,
-            column: Column::DType,
-            text: match profile.vocabulary.name(&i.info.dtype) {
-                Some(name) => format!("{name} is not supported"),
-                None => format!("{title} has no such element type"),
-            },
+    let marks = dtype_marks(inputs, |dtype| {
+        (!supports_type(profile, dtype)).then(|| match profile.vocabulary.name(dtype) {
+            Some(name) => format!("{name} is not supported"),
+            None => format!("{title} has no such element type"),
         })
-        .collect();
+    });
     let first = marks.first()?;
     let dtype = &inputs[first.row].info.dtype;
     let others: Vec<&str> = siblings(profile)
@@ -445,8 +432,14 @@ fn types_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Opti
             inputs[first.row].name
         ),
         details,
-        hint: (!others.is_empty())
-            .then(|| format!("{dtype} is supported by --spec {}", others.join(", "))),
+        hint: Some(if !others.is_empty() {
+            format!("{dtype} is supported by --spec {}", others.join(", "))
+        } else if cast::castable(dtype, dtype) {
+            "convert the inputs to a type it supports: --cast TYPE does it while joining"
+                .to_string()
+        } else {
+            "convert the inputs to a type it supports first".to_string()
+        }),
     })
 }
 
@@ -569,16 +562,9 @@ fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Refusal {
 
 fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {
     let first = &inputs[0].info.dtype;
-    let marks: Vec<Mark> = inputs
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| &i.info.dtype != first)
-        .map(|(row, i)| Mark {
-            row,
-            column: Column::DType,
-            text: format!("{} != {first}", i.info.dtype),
-        })
-        .collect();
+    let marks = dtype_marks(inputs, |dtype| {
+        (dtype != first).then(|| format!("{dtype} != {first}"))
+    });
     if marks.is_empty() {
         return None;
     }
@@ -606,16 +592,9 @@ fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {
 }
 
 fn not_castable(inputs: &[&Tensor], to: &DType) -> Option<Refusal> {
-    let marks: Vec<Mark> = inputs
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| !cast::castable(&i.info.dtype, to))
-        .map(|(row, i)| Mark {
-            row,
-            column: Column::DType,
-            text: format!("{} cannot be cast", i.info.dtype),
-        })
-        .collect();
+    let marks = dtype_marks(inputs, |dtype| {
+        (!cast::castable(dtype, to)).then(|| format!("{dtype} cannot be cast"))
+    });
     if marks.is_empty() {
         return None;
     }
@@ -661,6 +640,24 @@ fn dims_mismatch(inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
     })
 }
 
+/// The refusal of inputs whose sizes along the axis add up to more than a size can be. Only
+/// empty inputs get there: the data of the others would have to fill more than 2^64 bytes.
+fn join_size_overflow(inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
+    inputs
+        .iter()
+        .try_fold(0u64, |sum, i| sum.checked_add(i.info.shape[axis]))
+        .is_none()
+        .then(|| Refusal {
+            headline: format!(
+                "cannot join along axis {axis}: the inputs' sizes along it add up to more than \
+                 {}, the largest size a dimension can have",
+                u64::MAX
+            ),
+            details: table(inputs, &[]),
+            hint: Some("join fewer inputs, or along another axis".to_string()),
+        })
+}
+
 /// "dimension 3" or "dimensions 1 and 3" or "dimensions 0, 1 and 3".
 fn dimension_list(dims: &[usize]) -> String {
     let names: Vec<String> = dims.iter().map(usize::to_string).collect();
@@ -695,6 +692,21 @@ struct Mark {
     row: usize,
     column: Column,
     text: String,
+}
+
+/// A mark under the element type of each input `note` has a note for.
+fn dtype_marks(inputs: &[&Tensor], note: impl Fn(&DType) -> Option<String>) -> Vec<Mark> {
+    inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(row, i)| {
+            note(&i.info.dtype).map(|text| Mark {
+                row,
+                column: Column::DType,
+                text,
+            })
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -801,6 +813,39 @@ mod tests {
         assert_eq!(dimension_list(&[3]), "dimension 3");
         assert_eq!(dimension_list(&[1, 3]), "dimensions 1 and 3");
         assert_eq!(dimension_list(&[0, 1, 3]), "dimensions 0, 1 and 3");
+    }
+
+    fn tensor(position: usize, shape: &[u64]) -> Tensor {
+        use crate::dtype::ByteOrder;
+        use crate::format::{Layout, TensorInfo};
+        let file = tempfile::tempfile().expect("a temporary file");
+        Tensor {
+            name: crate::error::InputRef {
+                position,
+                path: format!("{position}.npy").into(),
+                tensor: None,
+            },
+            info: TensorInfo {
+                dtype: DType::UInt8,
+                byte_order: ByteOrder::NotApplicable,
+                swaps: Default::default(),
+                shape: shape.to_vec(),
+                layout: Layout::C,
+                data_offset: 128,
+                data_len: 0,
+            },
+            file: crate::input::DataFile::Open(std::sync::Arc::new(file)),
+        }
+    }
+
+    #[test]
+    fn sizes_that_add_up_past_u64_are_refused_not_wrapped() {
+        let (a, b) = (tensor(1, &[0, 1 << 63]), tensor(2, &[0, 1 << 63]));
+        let Err(Error::Refused(refusals)) = check(Spec::default(), &[&a, &b], Some(1)) else {
+            panic!("joined");
+        };
+        assert!(refusals[0].headline.contains("add up to more than"));
+        assert_eq!(check(Spec::default(), &[&a, &b], Some(0)).ok(), Some(0));
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! dimension of size 1 is inserted at the axis of each, and they are joined along it. A unit
 //! dimension changes no byte of the data, in C or Fortran order alike.
 
+use std::collections::HashMap;
+
 use crate::error::{Error, Refusal, Result};
-use crate::format::shape_text;
-use crate::input::Input;
+use crate::input::{Input, Tensor};
 use crate::spec::normalize_axis;
 
 /// Inserts the new axis into every tensor's shape, after checking numpy.stack's rules: one
@@ -18,23 +19,7 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
             "-a 0 puts the new dimension first, -a -1 last",
         ));
     };
-    let first = &inputs[0].tensors[0];
-    let (shape, name) = (first.info.shape.clone(), first.name.clone());
-    let differing: Vec<String> = inputs
-        .iter()
-        .flat_map(|i| &i.tensors)
-        .filter(|t| t.name.tensor == name.tensor && t.info.shape != shape)
-        .map(|t| format!("{} is {}", t.name, t.info.shape_text()))
-        .collect();
-    if !differing.is_empty() {
-        let mut details = vec![format!("{name} is {}", shape_text(&shape))];
-        details.extend(differing);
-        return Err(refused(
-            "--stack needs inputs of one shape (numpy.stack's rule)".to_string(),
-            details,
-            "inputs that differ along one dimension join along it without --stack",
-        ));
-    }
+    check_one_shape(inputs)?;
     for tensor in inputs.iter_mut().flat_map(|i| &mut i.tensors) {
         let rank = tensor.info.shape.len();
         let at = normalize_axis(axis, rank + 1).ok_or_else(|| {
@@ -51,6 +36,47 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
         tensor.info.shape.insert(at, 1);
     }
     Ok(())
+}
+
+/// Refuses tensors whose shape differs from that of the first tensor they are stacked with:
+/// the first of their name when the inputs hold several (each is joined with its namesakes),
+/// else the first input's.
+fn check_one_shape(inputs: &[Input]) -> Result<()> {
+    let single = inputs.iter().all(|i| i.tensors.len() == 1);
+    // Per name: the first tensor, and those whose shape differs from it.
+    let mut groups: Vec<(&Tensor, Vec<&Tensor>)> = Vec::new();
+    let mut group_of: HashMap<Option<&str>, usize> = HashMap::new();
+    for tensor in inputs.iter().flat_map(|i| &i.tensors) {
+        let key = if single {
+            None
+        } else {
+            tensor.name.tensor.as_deref()
+        };
+        let group = *group_of.entry(key).or_insert_with(|| {
+            groups.push((tensor, Vec::new()));
+            groups.len() - 1
+        });
+        let (first, differing) = &mut groups[group];
+        if tensor.info.shape != first.info.shape {
+            differing.push(tensor);
+        }
+    }
+    let mut details = Vec::new();
+    for (first, differing) in groups.iter().filter(|(_, d)| !d.is_empty()) {
+        details.extend(
+            std::iter::once(first)
+                .chain(differing)
+                .map(|t| format!("{} is {}", t.name, t.info.shape_text())),
+        );
+    }
+    if details.is_empty() {
+        return Ok(());
+    }
+    Err(refused(
+        "--stack needs inputs of one shape (numpy.stack's rule)".to_string(),
+        details,
+        "inputs that differ along one dimension join along it without --stack",
+    ))
 }
 
 fn refused(headline: String, details: Vec<String>, hint: &str) -> Error {

@@ -205,17 +205,16 @@ impl Format {
             }
         };
         if let Some(wanted) = select {
-            let names: Vec<String> = contents
-                .tensors
-                .iter()
-                .filter_map(|t| t.name.clone())
-                .collect();
-            if !names.iter().any(|n| n == wanted) {
+            let is_wanted = |t: &Found| t.name.as_deref() == Some(wanted);
+            if !contents.tensors.iter().any(is_wanted) {
+                let names: Vec<String> = contents
+                    .tensors
+                    .iter()
+                    .filter_map(|t| t.name.clone())
+                    .collect();
                 return Err(crate::input::no_such_tensor(input, wanted, &names));
             }
-            contents
-                .tensors
-                .retain(|t| t.name.as_deref() == Some(wanted));
+            contents.tensors.retain(is_wanted);
         }
         Ok(contents)
     }
