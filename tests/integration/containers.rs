@@ -767,3 +767,61 @@ fn damaged_unknown_dtype_and_overflowing_shape() {
     let bytes = raw_st(header, &[0; 8]);
     damaged(&bytes, &["more bytes than any file can"]);
 }
+
+#[test]
+fn stack_checks_every_tensor_of_container_inputs() {
+    // The first tensors agree; the second ones differ: --stack must say so itself, not let
+    // the join refuse them along the new axis with a hint that does not apply.
+    let dir = tempfile::tempdir().unwrap();
+    for (file, width) in [("x.safetensors", 3), ("y.safetensors", 4)] {
+        let tensors: Vec<Spec> = vec![
+            ("a", Dtype::F32, vec![2], f32_le(&[1.0, 2.0])),
+            ("b", Dtype::F32, vec![width], f32_le(&vec![0.5; width])),
+        ];
+        fs::write(dir.path().join(file), st_bytes(&tensors, None)).unwrap();
+    }
+    let args = [
+        "--stack",
+        "-a",
+        "0",
+        "x.safetensors",
+        "y.safetensors",
+        "-o",
+        "out.safetensors",
+    ];
+    assert_mentions(
+        &refused(dir.path(), &args, 2),
+        &[
+            "--stack needs inputs of one shape",
+            "input 1 (x.safetensors:b) is [3]",
+            "input 2 (y.safetensors:b) is [4]",
+        ],
+    );
+}
+
+#[test]
+fn an_input_holding_no_tensors_is_refused_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("empty.safetensors"), st_bytes(&[], None)).unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    for stack in [&["--stack"][..], &[]] {
+        let args = [
+            stack,
+            &["-a", "0", "empty.safetensors", "a.npy", "-o", "out.npy"],
+        ]
+        .concat();
+        assert_mentions(
+            &refused(dir.path(), &args, 2),
+            &[
+                "input 1 (empty.safetensors) holds no tensors",
+                "hint: leave it out",
+            ],
+        );
+    }
+}

@@ -285,3 +285,28 @@ fn output_in_a_missing_folder_is_refused() {
     );
     assert_mentions(&stderr, &["nowhere/out.npy"]);
 }
+
+#[test]
+fn an_unexpected_output_shape_lists_the_inputs_and_the_fix() {
+    let dir = folder_with_f32(&[&[2, 2], &[3, 2]]);
+    let args = [
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "out.npy",
+        "--expect-shape",
+        "4,2",
+    ];
+    assert_mentions(
+        &refused(dir.path(), &args, 2),
+        &[
+            "the output would have shape [5, 2], not the expected [4, 2]",
+            "2 + 3 = 5",
+            "input 1 (a.npy) is [2, 2]",
+            "input 2 (b.npy) is [3, 2]",
+            "hint: check the inputs and the axis",
+        ],
+    );
+}
