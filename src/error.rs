@@ -87,6 +87,16 @@ impl Error {
         matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
     }
 
+    /// The refusal of one rule that involves no input in particular: what is wrong, and what
+    /// to do instead.
+    pub fn refused(headline: impl Into<String>, hint: impl Into<String>) -> Error {
+        Error::Refused(vec![Refusal {
+            headline: headline.into(),
+            details: Vec::new(),
+            hint: Some(hint.into()),
+        }])
+    }
+
     /// An I/O error with the action and the path it concerns.
     pub fn io(action: impl Into<String>, path: &Path, source: io::Error) -> Error {
         Error::Io {

@@ -180,15 +180,14 @@ impl Input {
             .format
             .unwrap_or_else(|| Format::of_input(&path, head));
         if selected.is_some() && !format.is_container() {
-            return Err(Error::Refused(vec![Refusal {
-                headline: format!(
+            return Err(Error::refused(
+                format!(
                     "{name} is a {} file, which holds one unnamed tensor: it has no tensor {}",
                     format.extension(),
                     selected.as_deref().unwrap_or_default()
                 ),
-                details: Vec::new(),
-                hint: Some(format!("name the file alone: {}", path.display())),
-            }]));
+                format!("name the file alone: {}", path.display()),
+            ));
         }
         let file = Arc::new(file);
         // The input itself stays open only when its data is read from it in place.

@@ -89,11 +89,10 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
     let name = match (options.name, named, options.output) {
         (Some(name), _, _) | (None, Some(name), _) => name.to_string(),
         (None, None, Format::SafeTensors) => {
-            return Err(Error::Refused(vec![Refusal {
-                headline: "the joined tensor needs a name in a .safetensors file".to_string(),
-                details: Vec::new(),
-                hint: Some("name it with --name NAME".to_string()),
-            }]));
+            return Err(Error::refused(
+                "the joined tensor needs a name in a .safetensors file",
+                "name it with --name NAME",
+            ));
         }
         (None, None, _) => "arr_0".to_string(),
     };
@@ -108,13 +107,11 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
 /// Every tensor of the inputs, joined with its namesakes; every problem in one error.
 fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
     if options.name.is_some() {
-        return Err(Error::Refused(vec![Refusal {
-            headline: "--name names the tensor of a single-tensor join, but these inputs are \
-                       joined tensor by tensor, each keeping its name"
-                .to_string(),
-            details: Vec::new(),
-            hint: Some("drop --name, or pick one tensor of each input with FILE:NAME".to_string()),
-        }]));
+        return Err(Error::refused(
+            "--name names the tensor of a single-tensor join, but these inputs are \
+                       joined tensor by tensor, each keeping its name",
+            "drop --name, or pick one tensor of each input with FILE:NAME",
+        ));
     }
     // Every name once, in the order the inputs first hold it; and each input's tensors by
     // name, for a model's thousands of tensors looked up in every input.
@@ -427,22 +424,21 @@ fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
 fn only_tensor(input: &Input) -> Result<&Tensor> {
     match input.tensors.as_slice() {
         [only] => Ok(only),
-        [] => Err(Error::Refused(vec![Refusal {
-            headline: format!(
+        [] => Err(Error::refused(
+            format!(
                 "{} holds no tensors, and this join takes one tensor from each input",
                 input.name
             ),
-            details: Vec::new(),
-            hint: Some("leave it out of the inputs".to_string()),
-        }])),
+            "leave it out of the inputs",
+        )),
         tensors => {
             let names: Vec<&str> = tensors
                 .iter()
                 .filter_map(|t| t.name.tensor.as_deref())
                 .take(5)
                 .collect();
-            Err(Error::Refused(vec![Refusal {
-                headline: format!(
+            Err(Error::refused(
+                format!(
                     "{} holds {} tensors ({}{}) and this join takes one tensor from each input",
                     input.name,
                     tensors.len(),
@@ -453,13 +449,12 @@ fn only_tensor(input: &Input) -> Result<&Tensor> {
                         ""
                     }
                 ),
-                details: Vec::new(),
-                hint: Some(format!(
+                format!(
                     "pick one as {}:NAME, or write a .safetensors or .npz output (with only \
                      multi-tensor inputs) to join every tensor with its namesakes",
                     input.name.path.display()
-                )),
-            }]))
+                ),
+            ))
         }
     }
 }

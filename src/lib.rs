@@ -165,11 +165,10 @@ fn open_inputs(
             .collect::<Result<Vec<Input>>>()
     })?;
     if inputs.is_empty() {
-        return Err(Error::Refused(vec![Refusal {
-            headline: "nothing to join: the --files-from list names no inputs".to_string(),
-            details: Vec::new(),
-            hint: Some("list one path per line (or NUL-separated with -0)".to_string()),
-        }]));
+        return Err(Error::refused(
+            "nothing to join: the --files-from list names no inputs",
+            "list one path per line (or NUL-separated with -0)",
+        ));
     }
     if cli.stack {
         stack::insert_axis(&mut inputs, cli.axis)?;
@@ -263,13 +262,10 @@ fn job_options<'c>(
 /// The writer's options from the flags, refusing flags the output format has no use for.
 fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOptions> {
     let misplaced = |flag: &str, kind: &str| {
-        Error::Refused(vec![Refusal {
-            headline: format!("{flag} applies to {kind} outputs only"),
-            details: Vec::new(),
-            hint: Some(format!(
-                "drop {flag}, or name the output with the {kind} extension"
-            )),
-        }])
+        Error::refused(
+            format!("{flag} applies to {kind} outputs only"),
+            format!("drop {flag}, or name the output with the {kind} extension"),
+        )
     };
     if cli.compress && format != Format::Npz {
         return Err(misplaced("--compress", ".npz"));
@@ -298,13 +294,8 @@ fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOpt
 
 /// The element type `--cast` names, if it is one the cast writes.
 fn cast_type(name: &str) -> Result<DType> {
-    let refused = |headline: String| {
-        Error::Refused(vec![Refusal {
-            headline,
-            details: Vec::new(),
-            hint: Some(format!("name one of: {}", cast::CAST_TYPES)),
-        }])
-    };
+    let refused =
+        |headline: String| Error::refused(headline, format!("name one of: {}", cast::CAST_TYPES));
     match DType::from_name(name) {
         Some(dtype) if cast::castable(&dtype, &dtype) => Ok(dtype),
         // float8/float4/float6 have no single rounding rule tjoin could apply silently, and
@@ -328,14 +319,13 @@ fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
     let from_stdin = paths.iter().filter(|p| p.as_os_str() == STDIN).count()
         + usize::from(cli.files_from.as_deref() == Some(Path::new(STDIN)));
     if from_stdin > 1 {
-        return Err(Error::Refused(vec![Refusal {
-            headline: format!(
+        return Err(Error::refused(
+            format!(
                 "standard input is named {from_stdin} times (as an input `-` or \
                  --files-from -), but it can be read only once"
             ),
-            details: Vec::new(),
-            hint: Some("save all but one of the streams to files first".to_string()),
-        }]));
+            "save all but one of the streams to files first",
+        ));
     }
     Ok(paths)
 }

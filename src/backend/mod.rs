@@ -87,12 +87,10 @@ impl Engine {
         };
         if backend == Backend::Cpu {
             if adapter.is_some() {
-                return Err(Error::Refused(vec![Refusal {
-                    headline: "--dml-adapter applies to --backend directml or auto only"
-                        .to_string(),
-                    details: Vec::new(),
-                    hint: Some("drop --dml-adapter, or add --backend directml".to_string()),
-                }]));
+                return Err(Error::refused(
+                    "--dml-adapter applies to --backend directml or auto only",
+                    "drop --dml-adapter, or add --backend directml",
+                ));
             }
             return Ok(cpu(None));
         }

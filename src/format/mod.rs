@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Refusal, Result};
+use crate::error::{Error, InputRef, Result};
 use crate::output::{PassThrough, Sink};
 
 /// The file formats tjoin reads and writes.
@@ -121,7 +121,7 @@ impl Format {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|&(_, format)| format)
             .ok_or_else(|| {
-                refused(
+                Error::refused(
                     format!("{flag} {name}: there is no format of that name"),
                     format!("name one of: {}", format_names()),
                 )
@@ -135,13 +135,13 @@ impl Format {
             return Ok(format);
         }
         if path.as_os_str() == crate::output::STDOUT {
-            return Err(refused(
+            return Err(Error::refused(
                 "writing to standard output (-o -) needs --format".to_string(),
                 format!("add --format with one of: {}", format_names()),
             ));
         }
         Format::of_extension(path).ok_or_else(|| {
-            refused(
+            Error::refused(
                 format!(
                     "cannot tell which format to write {} in from its extension",
                     path.display()
@@ -235,14 +235,6 @@ impl Format {
 fn format_names() -> String {
     let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
     names.join(", ")
-}
-
-fn refused(headline: String, hint: String) -> Error {
-    Error::Refused(vec![Refusal {
-        headline,
-        details: Vec::new(),
-        hint: Some(hint),
-    }])
 }
 
 /// One tensor of the output, as a writer describes it.
