@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use crate::cast;
-use crate::dtype::{ByteOrder, DType, Swaps};
+use crate::dtype::{ByteOrder, DType, Swaps, swap_in_place};
 use crate::error::{Error, Result};
 use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
@@ -559,20 +559,47 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
     offset
 }
 
-/// Reverses the byte ranges `swaps` names in every element of `bytes` (whole elements of
-/// `itemsize` bytes).
-pub(crate) fn swap_in_place(bytes: &mut [u8], itemsize: usize, swaps: &Swaps) {
-    match swaps {
-        Swaps::None => {}
-        Swaps::Uniform(width) => bytes.chunks_exact_mut(*width).for_each(<[u8]>::reverse),
-        Swaps::Ranges(ranges) => {
-            for element in bytes.chunks_exact_mut(itemsize) {
-                for &(offset, width) in ranges {
-                    element[offset..offset + width].reverse();
-                }
-            }
-        }
+/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing byte.
+/// Reads both tensors' data front to back, releasing pages behind the cursor, and stops at
+/// the first difference.
+pub fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
+    let (x, y) = (&a.info, &b.info);
+    if x.dtype != y.dtype || x.swaps != y.swaps {
+        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
     }
+    if x.shape != y.shape || x.layout != y.layout {
+        return Ok(Some(format!(
+            "shape {} instead of {}",
+            y.shape_text(),
+            x.shape_text()
+        )));
+    }
+    let open = |t: &Tensor| {
+        t.file
+            .open(&t.name)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    };
+    let ra = Region::map(&*open(a)?, x.data_offset, x.data_len)?;
+    let rb = Region::map(&*open(b)?, y.data_offset, y.data_len)?;
+    const STEP: usize = 16 << 20;
+    let (ba, bb) = (ra.bytes(), rb.bytes());
+    for start in (0..ba.len()).step_by(STEP) {
+        let end = (start + STEP).min(ba.len());
+        if let Some(at) = ba[start..end]
+            .iter()
+            .zip(&bb[start..end])
+            .position(|(p, q)| p != q)
+        {
+            let byte = (start + at) as u64;
+            return Ok(Some(format!(
+                "its data differs from byte {byte} (element {})",
+                byte * 8 / x.dtype.bits().max(1)
+            )));
+        }
+        ra.release(start, end);
+        rb.release(start, end);
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -605,15 +632,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn swaps_reverse_each_unit_of_each_element() {
-        let mut bytes = [1, 2, 3, 4, 5, 6, 7, 8];
-        swap_in_place(&mut bytes, 4, &Swaps::Uniform(2));
-        assert_eq!(bytes, [2, 1, 4, 3, 6, 5, 8, 7]);
-        let mut records = [1, 2, 3, 9, 4, 5, 6, 9];
-        swap_in_place(&mut records, 4, &Swaps::Ranges(vec![(0, 3)]));
-        assert_eq!(records, [3, 2, 1, 9, 6, 5, 4, 9]);
     }
 }

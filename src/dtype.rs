@@ -700,9 +700,35 @@ impl fmt::Display for DType {
     }
 }
 
+/// Reverses the byte ranges `swaps` names in every element of `bytes` (whole elements of
+/// `itemsize` bytes).
+pub fn swap_in_place(bytes: &mut [u8], itemsize: usize, swaps: &Swaps) {
+    match swaps {
+        Swaps::None => {}
+        Swaps::Uniform(width) => bytes.chunks_exact_mut(*width).for_each(<[u8]>::reverse),
+        Swaps::Ranges(ranges) => {
+            for element in bytes.chunks_exact_mut(itemsize) {
+                for &(offset, width) in ranges {
+                    element[offset..offset + width].reverse();
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swaps_reverse_each_unit_of_each_element() {
+        let mut bytes = [1, 2, 3, 4, 5, 6, 7, 8];
+        swap_in_place(&mut bytes, 4, &Swaps::Uniform(2));
+        assert_eq!(bytes, [2, 1, 4, 3, 6, 5, 8, 7]);
+        let mut records = [1, 2, 3, 9, 4, 5, 6, 9];
+        swap_in_place(&mut records, 4, &Swaps::Ranges(vec![(0, 3)]));
+        assert_eq!(records, [3, 2, 1, 9, 6, 5, 4, 9]);
+    }
 
     fn parse(descr: &str) -> (DType, ByteOrder) {
         let stored = DType::from_npy(&npyz::DType::parse(descr).unwrap()).unwrap();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 
 use crate::backend::Backend;
-use crate::cli::Cli;
+use crate::config::{Action, JoinConfig};
 use crate::copy;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -59,25 +59,26 @@ struct Written {
 }
 
 impl EarlyCopy {
-    /// The early copy for a run, when its flags make it an axis-0 join into a .npy file with
-    /// nothing to convert or choose per tensor; else `None`.
-    pub fn for_run(cli: &Cli, output: Option<Format>, input: Option<Format>) -> Option<EarlyCopy> {
-        let target = cli.output.as_deref()?;
-        let plain = !cli.dry_run
+    /// The early copy for a run, when it is an axis-0 join into a .npy file with nothing to
+    /// convert or choose per tensor; else `None`.
+    pub fn for_run(config: &JoinConfig) -> Option<EarlyCopy> {
+        let target = config.output.path.as_deref()?;
+        let rules = &config.rules;
+        let plain = config.action == Action::Write
             && target != Path::new(STDOUT)
-            && output == Some(Format::Npy)
-            && matches!(input, None | Some(Format::Npy))
-            && cli.cast.is_none()
-            && !cli.stack
-            && cli.axis_for.is_empty()
-            && cli.keep.is_empty()
-            && cli.name.is_none()
-            && cli.backend == Backend::Cpu
-            && cli.dml_adapter.is_none();
-        let axis = cli.axis?;
+            && config.output.format == Some(Format::Npy)
+            && matches!(config.input_format, None | Some(Format::Npy))
+            && rules.cast.is_none()
+            && !config.stack
+            && rules.axis_for.is_empty()
+            && rules.keep.is_empty()
+            && rules.name.is_none()
+            && config.engine.backend == Backend::Cpu
+            && config.engine.adapter.is_none();
+        let axis = rules.axis?;
         plain.then(|| EarlyCopy {
             target: target.to_path_buf(),
-            no_clobber: cli.no_clobber,
+            no_clobber: config.output.no_clobber,
             axis,
             taking: true,
             written: None,
@@ -228,10 +229,22 @@ mod tests {
     use super::*;
     use crate::input::{OpenOptions, Spill};
     use crate::job::{self, JobOptions};
-    use clap::Parser;
 
-    fn cli(args: &[&str]) -> Cli {
-        Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()))
+    /// An axis-0 join into `out`, a .npy file.
+    fn axis_0_into(out: &Path) -> EarlyCopy {
+        let config = JoinConfig {
+            rules: crate::config::JoinRules {
+                axis: Some(0),
+                ..Default::default()
+            },
+            output: crate::config::OutputConfig {
+                path: Some(out.to_path_buf()),
+                format: Some(Format::Npy),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        EarlyCopy::for_run(&config).expect("an early copy")
     }
 
     fn float32() -> DType {
@@ -289,35 +302,6 @@ mod tests {
     }
 
     #[test]
-    fn runs_only_for_plain_axis_0_joins_into_a_npy_file() {
-        let for_run =
-            |args: &[&str], output| EarlyCopy::for_run(&cli(args), output, None).is_some();
-        let npy = Some(Format::Npy);
-        assert!(for_run(&["-a", "0", "a.npy", "-o", "o.npy"], npy));
-        assert!(for_run(
-            &["-a", "-2", "a.npy", "-o", "o.npy", "--spec", "onnx"],
-            npy
-        ));
-        for args in [
-            &["a.npy", "-o", "o.npy"][..],
-            &["-a", "0", "a.npy", "-o", "-", "--format", "npy"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--dry-run"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--cast", "float64"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--stack"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--keep", "x"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--name", "x"],
-            &["-a", "0", "a.npy", "-o", "o.npy", "--backend", "auto"],
-            &["-a", "0", "a.npy", "--dry-run"],
-        ] {
-            assert!(!for_run(args, npy), "{args:?}");
-        }
-        assert!(!for_run(
-            &["-a", "0", "a.npy", "-o", "o.json"],
-            Some(Format::Json)
-        ));
-    }
-
-    #[test]
     fn takes_small_inputs_and_fits_the_plan_of_their_concatenation() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.npy");
@@ -326,8 +310,7 @@ mod tests {
             npy(dir.path(), "b.npy", &[0, 3], false, 2.0),
             npy(dir.path(), "c.npy", &[5, 3], false, 3.0),
         ];
-        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
-        let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+        let mut early = axis_0_into(&out);
         let inputs = open(&paths, &mut early);
         assert_eq!(taken(&early), 3);
         let job = job(&inputs, 0);
@@ -355,10 +338,9 @@ mod tests {
             npy(dir.path(), "fortran.npy", &[2, 3], true, 9.0),
         ];
         let out = dir.path().join("out.npy");
-        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
         for case in cases {
             let paths = [small("a.npy", 1.0), case.clone(), small("b.npy", 2.0)];
-            let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+            let mut early = axis_0_into(&out);
             open(&paths, &mut early);
             assert_eq!(taken(&early), 1, "{}", case.display());
         }
@@ -373,8 +355,7 @@ mod tests {
         ];
         let out = dir.path().join("out.npy");
         // Taken as an axis-0 join: the plan along axis 1 is not one.
-        let args = ["-a", "0", "a.npy", "-o", out.to_str().unwrap()];
-        let mut early = EarlyCopy::for_run(&cli(&args), Some(Format::Npy), None).unwrap();
+        let mut early = axis_0_into(&out);
         let inputs = open(&paths, &mut early);
         assert_eq!(taken(&early), 2);
         assert!(early.fits(&inputs, &job(&inputs, 1)).is_none());

@@ -61,8 +61,13 @@ pub enum Error {
         reason: String,
     },
     /// The device of a backend (`--backend directml`) is unavailable or failed.
-    #[error("{0}")]
-    Device(String),
+    #[error("{reason}\nhint: {hint}")]
+    Device {
+        /// What failed, naming the device.
+        reason: String,
+        /// The way around it.
+        hint: String,
+    },
     /// The inputs break one or more join rules; each refusal lists the offending inputs and
     /// a hint.
     #[error("{}", display_refusals(.0))]
@@ -76,7 +81,7 @@ impl Error {
             Error::Io { .. }
             | Error::InputIo { .. }
             | Error::Malformed { .. }
-            | Error::Device(_) => ExitCode::Failure,
+            | Error::Device { .. } => ExitCode::Failure,
             Error::Unsupported { .. } | Error::Refused(_) => ExitCode::Usage,
         }
     }

@@ -7,13 +7,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::cli::AxisRule;
+use crate::copy;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::plan::{self, JoinPlan};
-use crate::source::Region;
+use crate::rules::{AxisRule, glob_match};
 use crate::spec::{self, Spec};
 
 /// One tensor of the output and how to make it.
@@ -322,7 +322,7 @@ fn keep_tensor<'a>(
     let first = sources[0];
     let mut differing = Vec::new();
     for other in &sources[1..] {
-        match differs(first, other) {
+        match copy::differs(first, other) {
             Ok(None) => {}
             Ok(Some(how)) => differing.push(format!("{}: {how}", other.name)),
             Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
@@ -379,47 +379,6 @@ fn keep_tensor<'a>(
     })
 }
 
-/// How `b` differs from `a`, if it does: type, shape, or the first differing byte.
-fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
-    let (x, y) = (&a.info, &b.info);
-    if x.dtype != y.dtype || x.swaps != y.swaps {
-        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
-    }
-    if x.shape != y.shape || x.layout != y.layout {
-        return Ok(Some(format!(
-            "shape {} instead of {}",
-            y.shape_text(),
-            x.shape_text()
-        )));
-    }
-    let open = |t: &Tensor| {
-        t.file
-            .open(&t.name)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    };
-    let ra = Region::map(&*open(a)?, x.data_offset, x.data_len)?;
-    let rb = Region::map(&*open(b)?, y.data_offset, y.data_len)?;
-    const STEP: usize = 16 << 20;
-    let (ba, bb) = (ra.bytes(), rb.bytes());
-    for start in (0..ba.len()).step_by(STEP) {
-        let end = (start + STEP).min(ba.len());
-        if let Some(at) = ba[start..end]
-            .iter()
-            .zip(&bb[start..end])
-            .position(|(p, q)| p != q)
-        {
-            let byte = (start + at) as u64;
-            return Ok(Some(format!(
-                "its data differs from byte {byte} (element {})",
-                byte * 8 / x.dtype.bits().max(1)
-            )));
-        }
-        ra.release(start, end);
-        rb.release(start, end);
-    }
-    Ok(None)
-}
-
 /// The one tensor an input holds.
 fn only_tensor(input: &Input) -> Result<&Tensor> {
     match input.tensors.as_slice() {
@@ -457,36 +416,6 @@ fn only_tensor(input: &Input) -> Result<&Tensor> {
             ))
         }
     }
-}
-
-/// Shell-style matching of a tensor name: `*` matches any text (dots included), `?` one
-/// character, anything else itself.
-pub fn glob_match(glob: &str, name: &str) -> bool {
-    let (glob, name): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
-    // Iterative matching with backtracking to the last star: linear in practice.
-    let (mut g, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match glob.get(g) {
-            Some('*') => {
-                star = Some((g, n));
-                g += 1;
-            }
-            Some(&c) if c == '?' || c == name[n] => {
-                g += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((sg, sn)) => {
-                    g = sg + 1;
-                    n = sn + 1;
-                    star = Some((sg, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    glob[g..].iter().all(|&c| c == '*')
 }
 
 /// Refuses the job unless every output tensor has shape `expected` (DirectML's check that
@@ -545,25 +474,5 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Refused(refusals))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_match_like_a_shell() {
-        assert!(glob_match(
-            "*.o_proj.weight",
-            "model.layers.0.self_attn.o_proj.weight"
-        ));
-        assert!(glob_match("*norm*", "model.norm.weight"));
-        assert!(glob_match("layer?.w", "layer1.w"));
-        assert!(!glob_match("layer?.w", "layer10.w"));
-        assert!(glob_match("*", ""));
-        assert!(!glob_match("a*b", "ac"));
-        assert!(glob_match("a*b*c", "aXbYbZc"));
-        assert!(!glob_match("*.bias", "x.weight"));
     }
 }

@@ -4,12 +4,11 @@
 
 pub mod directml;
 
-use std::fmt;
-
 use crate::copy;
 use crate::error::{Error, Refusal, Result};
 use crate::job::TensorJob;
 use crate::output::Sink;
+use directml::Adapter;
 use directml::plan::{self as dml, DmlPlan};
 
 /// `--backend`: the engine the user asks for.
@@ -22,43 +21,6 @@ pub enum Backend {
     Directml,
     /// DirectML when a device is available and runs every tensor, else the CPU engine.
     Auto,
-}
-
-/// `--dml-adapter`: which adapter DirectML runs on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Adapter {
-    /// The first hardware adapter that runs Direct3D 12.
-    #[default]
-    Default,
-    /// WARP, Windows' software rasterizer: on every Windows, no GPU needed.
-    Warp,
-    /// The adapter at this index in DXGI's enumeration.
-    Index(u32),
-}
-
-impl Adapter {
-    /// Parses `default`, `warp` or an index.
-    pub fn parse(text: &str) -> std::result::Result<Adapter, String> {
-        match text {
-            "default" => Ok(Adapter::Default),
-            "warp" => Ok(Adapter::Warp),
-            _ => text.parse().map(Adapter::Index).map_err(|_| {
-                format!(
-                    "'{text}' is not an adapter; expected default, warp, or an index (0, 1, ...)"
-                )
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Adapter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Adapter::Default => f.write_str("default"),
-            Adapter::Warp => f.write_str("warp"),
-            Adapter::Index(index) => write!(f, "{index}"),
-        }
-    }
 }
 
 /// The engine chosen for a job, and what `--dry-run` says about the choice.
@@ -100,10 +62,12 @@ impl Engine {
                 return Ok(cpu(Some(format!("cpu, as --backend auto chose: {why}"))));
             }
             Err(why) => {
-                return Err(Error::Device(format!(
-                    "{why}\nhint: --backend auto runs the join on the CPU engine when DirectML is \
-                     unavailable, as does --backend cpu"
-                )));
+                return Err(Error::Device {
+                    reason: why,
+                    hint: "--backend auto runs the join on the CPU engine when DirectML is \
+                           unavailable, as does --backend cpu"
+                        .to_string(),
+                });
             }
         };
         let on = format!(

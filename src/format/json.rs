@@ -18,9 +18,8 @@ use std::io::{self, Write as _};
 use half::{bf16, f16};
 
 use crate::cast::{narrow_bf16, narrow_f16};
-use crate::cli::JsonForm;
 use crate::dtype::{ByteOrder, DType};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::input::{Spill, SpillWriter};
 use crate::output::Sink;
@@ -1217,17 +1216,16 @@ impl JsonWriter {
 }
 
 impl Writer for JsonWriter {
-    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
-        match tensors {
-            [one] => match unsupported(&one.dtype) {
-                Some(why) => Err(format!("JSON output cannot hold {}: {why}", one.dtype)),
-                None => Ok(()),
-            },
-            _ => Err(format!(
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
+        let problem = match tensors {
+            [one] => unsupported(&one.dtype)
+                .map(|why| format!("JSON output cannot hold {}: {why}", one.dtype)),
+            _ => Some(format!(
                 "a JSON output holds one tensor, and this join makes {}",
                 tensors.len()
             )),
-        }
+        };
+        super::cannot_hold(problem.into_iter().collect())
     }
 
     fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {
@@ -1500,4 +1498,14 @@ fn json_string(s: impl Iterator<Item = char>, text: &mut Vec<u8>) {
         }
     }
     text.push(b'"');
+}
+
+/// How a JSON output is shaped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonForm {
+    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
+    #[default]
+    Nested,
+    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
+    Object,
 }

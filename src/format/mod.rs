@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::output::{PassThrough, Sink};
 
 /// The file formats tjoin reads and writes.
@@ -44,7 +44,7 @@ pub struct WriteOptions {
     /// Deflate .npz members.
     pub compress: bool,
     /// Nested arrays, or the tensor object with dtype and shape (`--json-form`).
-    pub json_form: crate::cli::JsonForm,
+    pub json_form: json::JsonForm,
     /// safetensors `__metadata__` to write, if any.
     pub metadata: Option<BTreeMap<String, String>>,
 }
@@ -237,6 +237,19 @@ fn format_names() -> String {
     names.join(", ")
 }
 
+/// The outcome of a writer's check: the problems it found, if any, as one refusal (the
+/// caller names the output in front of it).
+pub fn cannot_hold(problems: Vec<String>) -> std::result::Result<(), Refusal> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal {
+        headline: problems.join("; "),
+        details: Vec::new(),
+        hint: None,
+    })
+}
+
 /// One tensor of the output, as a writer describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutTensor {
@@ -255,10 +268,9 @@ pub struct OutTensor {
 /// Writes an output format's framing around the data of each tensor, which the copy engine
 /// writes between `start_tensor` and `end_tensor`.
 pub trait Writer {
-    /// Refuses, with the reason, outputs this format cannot hold (several tensors in a
-    /// single-tensor format, an element type it has no name for). Called before anything is
-    /// written.
-    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String>;
+    /// Refuses outputs this format cannot hold (several tensors in a single-tensor format, an
+    /// element type it has no name for), saying why. Called before anything is written.
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), Refusal>;
     /// The order to write `tensors` in, as indexes into it: formats with a canonical order
     /// (safetensors) sort; the default keeps the job's order.
     fn order(&self, tensors: &[OutTensor]) -> Vec<usize> {

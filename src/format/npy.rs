@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 
 use crate::dtype::{ByteOrder, DType};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 
@@ -330,14 +330,15 @@ fn parse_canonical(text: &str) -> Option<Header> {
 pub struct NpyWriter;
 
 impl Writer for NpyWriter {
-    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
-        match tensors {
-            [one] => check_dtype(one),
-            _ => Err(format!(
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
+        let problem = match tensors {
+            [one] => check_dtype(one).err(),
+            _ => Some(format!(
                 "a .npy file holds one tensor, and this join makes {}",
                 tensors.len()
             )),
-        }
+        };
+        super::cannot_hold(problem.into_iter().collect())
     }
 
     fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {

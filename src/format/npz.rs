@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{Contents, Found, OutTensor, Writer, npy};
 use crate::output::Sink;
@@ -265,7 +265,7 @@ impl Sink for MemberSink<'_> {
 }
 
 impl Writer for NpzWriter {
-    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
         let mut problems: Vec<String> = tensors
             .iter()
             .filter_map(|t| {
@@ -292,11 +292,7 @@ impl Writer for NpzWriter {
                 tensors.len()
             ));
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        super::cannot_hold(problems)
     }
 
     fn start_tensor(&mut self, sink: &mut dyn Sink, tensor: &OutTensor) -> io::Result<()> {

@@ -22,7 +22,7 @@ use std::io::{self, Read};
 use serde::de::{Deserializer, MapAccess, Visitor};
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, shape_text};
 use crate::output::Sink;
 
@@ -318,7 +318,7 @@ pub struct SafeTensorsWriter {
 }
 
 impl Writer for SafeTensorsWriter {
-    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), String> {
+    fn check(&self, tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
         let mut problems = Vec::new();
         let mut names = std::collections::HashSet::new();
         for tensor in tensors {
@@ -344,11 +344,7 @@ impl Writer for SafeTensorsWriter {
                 problems.push(format!("two tensors are named `{}`", tensor.name));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        super::cannot_hold(problems)
     }
 
     fn order(&self, tensors: &[OutTensor]) -> Vec<usize> {

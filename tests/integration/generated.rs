@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 
 use clap::ValueEnum;
-use tjoin::generate::Kind;
+use tjoin::cli::generate::Kind;
 
 use crate::util::tjoin;
 
@@ -48,4 +48,56 @@ fn the_man_page_documents_exit_status_and_examples() {
         assert!(page.contains(section), "the man page lacks {section}");
     }
     assert!(page.contains("\\-\\-spec"), "the man page lacks --spec");
+}
+
+/// The DRY RUN section of the man page lists exactly the fields `--dry-run --format json`
+/// prints, and names every field of the objects nested in them.
+#[test]
+fn the_man_page_lists_the_fields_of_the_json_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/npy/dml_ex1_axis3");
+    let plan = tjoin()
+        .args(["--dry-run", "--format", "json", "-a", "3"])
+        .args([root.join("in0.npy"), root.join("in1.npy")])
+        .args(["-o", "out.npy"])
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "the dry run failed");
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let page = tjoin().args(["--generate", "man"]).output().unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    let section = page
+        .split(".SH \"DRY RUN\"")
+        .nth(1)
+        .and_then(|rest| rest.split("\n.SH ").next())
+        .expect("the man page has a DRY RUN section");
+    // Each field is a `.TP` entry: the name in bold on its own line, then its meaning.
+    let documented: std::collections::BTreeMap<String, String> = section
+        .split(".TP\n")
+        .skip(1)
+        .filter_map(|entry| {
+            let (name, meaning) = entry.split_once('\n')?;
+            let name = name.trim_start_matches("\\fB").trim_end_matches("\\fR");
+            Some((name.replace("\\_", "_"), meaning.replace("\\_", "_")))
+        })
+        .collect();
+    let printed = plan.as_object().unwrap();
+    let names = |keys: Vec<&String>| keys.into_iter().cloned().collect::<Vec<String>>();
+    assert_eq!(
+        names(printed.keys().collect()),
+        names(documented.keys().collect()),
+        "the fields the plan prints and the fields the man page lists differ"
+    );
+    for (field, value) in printed {
+        let nested = match value {
+            serde_json::Value::Array(items) => items.first().and_then(|v| v.as_object()),
+            serde_json::Value::Object(object) => Some(object),
+            _ => None,
+        };
+        for key in nested.into_iter().flat_map(|object| object.keys()) {
+            assert!(
+                documented[field].contains(key.as_str()),
+                "the man page's entry for `{field}` does not mention its field `{key}`"
+            );
+        }
+    }
 }

@@ -13,12 +13,12 @@ use std::mem::{ManuallyDrop, size_of_val};
 
 use windows_core::{HRESULT, Interface};
 
+use super::Adapter;
 use super::bindings::*;
 use super::plan::{
     self, Dispatch, DmlPlan, FeatureLevel, KNOWN_LEVELS, SLAB, ShapeKey, TensorDesc,
 };
-use crate::backend::Adapter;
-use crate::copy::swap_in_place;
+use crate::dtype::swap_in_place;
 use crate::error::{Error, Result};
 use crate::output::Sink;
 use crate::plan::JoinPlan;
@@ -649,10 +649,10 @@ impl Gpu {
 
     /// A failure of the device, named, with the way around it.
     fn device_error(&self, why: String) -> Error {
-        Error::Device(format!(
-            "DirectML on {}: {why}\nhint: --backend cpu writes the same bytes without the device",
-            self.name
-        ))
+        Error::Device {
+            reason: format!("DirectML on {}: {why}", self.name),
+            hint: "--backend cpu writes the same bytes without the device".to_string(),
+        }
     }
 
     /// Steps 11 to 14 for one dispatch of `plan`, `job`'s DirectML plan: upload from

@@ -27,12 +27,50 @@ mod device;
 #[allow(unsafe_code)]
 mod unavailable;
 
-use super::Adapter;
+use std::fmt;
+
 use crate::error::Result;
 use crate::input::Tensor;
 use crate::output::Sink;
 use crate::plan::JoinPlan;
 use plan::DmlPlan;
+
+/// `--dml-adapter`: which adapter DirectML runs on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Adapter {
+    /// The first hardware adapter that runs Direct3D 12.
+    #[default]
+    Default,
+    /// WARP, Windows' software rasterizer: on every Windows, no GPU needed.
+    Warp,
+    /// The adapter at this index in DXGI's enumeration.
+    Index(u32),
+}
+
+impl Adapter {
+    /// Parses `default`, `warp` or an index.
+    pub fn parse(text: &str) -> std::result::Result<Adapter, String> {
+        match text {
+            "default" => Ok(Adapter::Default),
+            "warp" => Ok(Adapter::Warp),
+            _ => text.parse().map(Adapter::Index).map_err(|_| {
+                format!(
+                    "'{text}' is not an adapter; expected default, warp, or an index (0, 1, ...)"
+                )
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Adapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Adapter::Default => f.write_str("default"),
+            Adapter::Warp => f.write_str("warp"),
+            Adapter::Index(index) => write!(f, "{index}"),
+        }
+    }
+}
 
 /// An open DirectML device.
 pub struct Session {

@@ -1,11 +1,22 @@
-//! The command line, as clap parses it. Nothing here touches a file.
+//! The command line: `Cli` mirrors the flags as clap parses them (nothing here touches a
+//! file); `config` turns them into the join's configuration; `generate` writes the man page
+//! and completions from the same definition.
+
+// The flags' doc comments are their --help text, where `onnx[-13|-11]` is notation, not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
+pub mod config;
+pub mod generate;
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::backend::{Adapter, Backend};
+use crate::backend::Backend;
+use crate::backend::directml::Adapter;
+use crate::format::json::JsonForm;
 use crate::progress::When;
+use crate::rules::AxisRule;
 use crate::spec::Spec;
 
 /// Examples as (what it does, the command). `--help` shows the first four; the man page
@@ -156,7 +167,7 @@ pub struct Cli {
     pub quiet: bool,
 
     /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
-    #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_parser = parse_axis_rule)]
+    #[arg(long = "axis-for", value_name = "GLOB=AXIS")]
     pub axis_for: Vec<AxisRule>,
 
     /// Copy tensors matching GLOB from the first input, once checked identical in all.
@@ -207,7 +218,7 @@ pub struct Cli {
 
     /// Print the man page or a shell's completions (checked in under man/, completions/).
     #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
-    pub generate: Option<crate::generate::Kind>,
+    pub generate: Option<generate::Kind>,
 
     /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
     #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu)]
@@ -216,38 +227,6 @@ pub struct Cli {
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
     #[arg(long, value_name = "ADAPTER", value_parser = Adapter::parse)]
     pub dml_adapter: Option<Adapter>,
-}
-
-/// How a JSON output is shaped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum JsonForm {
-    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
-    #[default]
-    Nested,
-    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
-    Object,
-}
-
-/// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AxisRule {
-    /// The pattern tensor names are matched against.
-    pub glob: String,
-    /// The axis, possibly negative.
-    pub axis: i64,
-}
-
-fn parse_axis_rule(text: &str) -> Result<AxisRule, String> {
-    let (glob, axis) = text
-        .rsplit_once('=')
-        .ok_or("expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")?;
-    let axis = axis.trim().parse().map_err(|_| {
-        format!("`{axis}` is not an axis; expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")
-    })?;
-    Ok(AxisRule {
-        glob: glob.to_string(),
-        axis,
-    })
 }
 
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
@@ -265,14 +244,6 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn axis_rules_split_at_the_last_equals_sign() {
-        let rule = parse_axis_rule("a=b*=-1").unwrap();
-        assert_eq!((rule.glob.as_str(), rule.axis), ("a=b*", -1));
-        assert!(parse_axis_rule("*.weight").is_err());
-        assert!(parse_axis_rule("*.weight=x").is_err());
     }
 
     #[test]

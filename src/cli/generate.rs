@@ -1,5 +1,5 @@
 //! The man page and the shell completion scripts, generated from the clap definition in
-//! `cli.rs` by the hidden `tjoin --generate KIND`. The results are checked in under `man/` and
+//! `cli/mod.rs` by the hidden `tjoin --generate KIND`. The results are checked in under `man/` and
 //! `completions/`, and a test fails when they are stale.
 
 use std::io::{self, Write};
@@ -8,7 +8,7 @@ use clap::{CommandFactory, ValueEnum};
 use clap_complete::Shell;
 use roff::{Roff, bold, roman};
 
-use crate::cli::{Cli, EXAMPLES};
+use super::{Cli, EXAMPLES};
 
 /// What `--generate` can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,7 +56,8 @@ pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// The fields of `--dry-run --format json` (src/report.rs writes them).
+/// The fields of `--dry-run --format json`, as src/report.rs writes them (a test compares the
+/// two).
 const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     (
         "rules",

@@ -1,0 +1,207 @@
+//! The second stage of the arguments: the flags clap parsed, checked one by one and turned
+//! into the `JoinConfig` every later stage takes (after fd's `construct_config` and ripgrep's
+//! `HiArgs::from_low_args`). The only reader of `Cli`. It may touch files: it reads the
+//! `--files-from` list.
+
+use std::path::{Path, PathBuf};
+
+use super::Cli;
+use crate::cast;
+use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig, PlanForm};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::input::STDIN;
+use crate::progress::When;
+
+impl JoinConfig {
+    /// The join the command line asks for, with every flag checked that can be checked
+    /// before an input is opened.
+    pub fn from_cli(cli: &Cli) -> Result<JoinConfig> {
+        let forced = format_flag(&cli.format, "--format")?;
+        // `--dry-run --format json` asks for the plan as JSON, not for a JSON output.
+        let plan_as_json = cli.dry_run && forced == Some(Format::Json);
+        let forced = forced.filter(|_| !plan_as_json);
+        let output_format = match &cli.output {
+            Some(path) => Some(Format::of_output(path, forced)?),
+            None => forced,
+        };
+        let action = match (cli.dry_run, plan_as_json) {
+            (false, _) => Action::Write,
+            (true, false) => Action::DryRun(PlanForm::Text),
+            (true, true) => Action::DryRun(PlanForm::Json),
+        };
+        Ok(JoinConfig {
+            inputs: input_paths(cli)?,
+            input_format: format_flag(&cli.input_format, "--input-format")?,
+            stack: cli.stack,
+            rules: JoinRules {
+                axis: cli.axis,
+                spec: cli.spec.unwrap_or_default(),
+                axis_for: cli.axis_for.clone(),
+                keep: cli.keep.clone(),
+                name: cli.name.clone(),
+                cast: cli.cast.as_deref().map(cast_type).transpose()?,
+                expect_shape: cli.expect_shape.clone(),
+            },
+            output: OutputConfig {
+                path: cli.output.clone(),
+                format: output_format,
+                no_clobber: cli.no_clobber,
+                compress: cli.compress,
+                json_form: cli.json_form,
+                metadata: cli.metadata.clone(),
+            },
+            action,
+            engine: EngineConfig {
+                backend: cli.backend,
+                adapter: cli.dml_adapter,
+            },
+            progress: if cli.quiet { When::Never } else { cli.progress },
+        })
+    }
+}
+
+/// The format a `--format` / `--input-format` value names, if the flag was given.
+fn format_flag(name: &Option<String>, flag: &str) -> Result<Option<Format>> {
+    name.as_deref()
+        .map(|name| Format::from_name(name, flag))
+        .transpose()
+}
+
+/// The element type `--cast` names, if it is one the cast writes.
+fn cast_type(name: &str) -> Result<DType> {
+    let refused =
+        |headline: String| Error::refused(headline, format!("name one of: {}", cast::CAST_TYPES));
+    match DType::from_name(name) {
+        Some(dtype) if cast::castable(&dtype, &dtype) => Ok(dtype),
+        // float8/float4/float6 have no single rounding rule tjoin could apply silently, and
+        // strings, records and dates are not numbers.
+        Some(dtype) => Err(refused(format!(
+            "--cast {name}: tjoin does not convert to {dtype}; --cast writes numeric types only, \
+             and no 8-bit or smaller floats"
+        ))),
+        None => Err(refused(format!(
+            "--cast {name}: not an element type --cast converts to"
+        ))),
+    }
+}
+
+/// The inputs in order: those on the command line, then those `--files-from` lists.
+fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
+    let mut paths = cli.inputs.clone();
+    if let Some(list) = &cli.files_from {
+        paths.extend(read_list(list, cli.null)?);
+    }
+    let from_stdin = paths.iter().filter(|p| p.as_os_str() == STDIN).count()
+        + usize::from(cli.files_from.as_deref() == Some(Path::new(STDIN)));
+    if from_stdin > 1 {
+        return Err(Error::refused(
+            format!(
+                "standard input is named {from_stdin} times (as an input `-` or \
+                 --files-from -), but it can be read only once"
+            ),
+            "save all but one of the streams to files first",
+        ));
+    }
+    Ok(paths)
+}
+
+/// The paths a `--files-from` list holds: one per line, or NUL-terminated with `--null`.
+/// Empty entries are skipped.
+fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = if list.as_os_str() == STDIN {
+        std::io::stdin().lock().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(list).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    read.map_err(|e| Error::io("read the file list", list, e))?;
+    let separator = if null { b'\0' } else { b'\n' };
+    bytes
+        .split(|&b| b == separator)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| path_from_bytes(entry, list))
+        .collect()
+}
+
+/// A path as a file list holds it: any bytes on Unix, UTF-8 text elsewhere.
+fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<PathBuf> {
+    #[cfg(unix)]
+    {
+        let _ = list;
+        use std::os::unix::ffi::OsStrExt;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+    }
+    #[cfg(not(unix))]
+    std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| {
+        let why = "it holds a path that is not UTF-8 text";
+        Error::io("read the file list", list, std::io::Error::other(why))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::early::EarlyCopy;
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> JoinConfig {
+        let cli = Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
+        JoinConfig::from_cli(&cli).expect("a valid command line")
+    }
+
+    #[test]
+    fn the_early_copy_runs_only_for_plain_axis_0_joins_into_a_npy_file() {
+        let early = |args: &[&str]| EarlyCopy::for_run(&config(args)).is_some();
+        assert!(early(&["-a", "0", "a.npy", "-o", "o.npy"]));
+        assert!(early(&[
+            "-a", "-2", "a.npy", "-o", "o.npy", "--spec", "onnx"
+        ]));
+        for args in [
+            &["a.npy", "-o", "o.npy"][..],
+            &["-a", "0", "a.npy", "-o", "-", "--format", "npy"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--dry-run"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--cast", "float64"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--stack"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--keep", "x"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--name", "x"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--backend", "auto"],
+            &["-a", "0", "a.npy", "--dry-run"],
+            &["-a", "0", "a.npy", "-o", "o.json"],
+            &["-a", "0", "a.npy", "-o", "o.npy", "--input-format", "json"],
+        ] {
+            assert!(!early(args), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_dry_run_with_format_json_asks_for_the_plan_as_json() {
+        let dry = config(&[
+            "-a",
+            "0",
+            "a.npy",
+            "-o",
+            "o.npy",
+            "--dry-run",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(dry.action, Action::DryRun(PlanForm::Json));
+        assert_eq!(dry.output.format, Some(Format::Npy));
+        let written = config(&["-a", "0", "a.npy", "-o", "o.npy", "--format", "json"]);
+        assert_eq!(written.action, Action::Write);
+        assert_eq!(written.output.format, Some(Format::Json));
+    }
+
+    #[test]
+    fn quiet_means_no_progress_and_casts_are_checked_early() {
+        assert_eq!(
+            config(&["-q", "a.npy", "-o", "o.npy"]).progress,
+            When::Never
+        );
+        let cli = Cli::parse_from(["tjoin", "--cast", "float8_e4m3fn", "a.npy", "-o", "o.npy"]);
+        assert!(JoinConfig::from_cli(&cli).is_err());
+    }
+}

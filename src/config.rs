@@ -1,0 +1,100 @@
+//! What a run is asked to do, once the command line is understood: the one input of every
+//! stage below the command line. `src/cli/config.rs` builds it from the flags (checking each flag
+//! on its own and reading `--files-from` lists); nothing below it knows the flags.
+
+use std::path::PathBuf;
+
+use crate::backend::Backend;
+use crate::backend::directml::Adapter;
+use crate::dtype::DType;
+use crate::format::Format;
+use crate::format::json::JsonForm;
+use crate::progress::When;
+use crate::rules::AxisRule;
+use crate::spec::Spec;
+
+/// A join: which inputs, by which rules, into what.
+#[derive(Debug, Clone, Default)]
+pub struct JoinConfig {
+    /// The inputs in order: those named on the command line, then those a list names.
+    /// `-` is standard input; `FILE:NAME` names one tensor of a file.
+    pub inputs: Vec<PathBuf>,
+    /// Read every input in this format instead of sniffing it.
+    pub input_format: Option<Format>,
+    /// Join along a new axis inserted at `rules.axis`, as numpy.stack.
+    pub stack: bool,
+    /// How tensors are matched, checked and joined.
+    pub rules: JoinRules,
+    /// Where the result goes, and in what form.
+    pub output: OutputConfig,
+    /// Write the output, or only report the plan.
+    pub action: Action,
+    /// The engine that moves the data.
+    pub engine: EngineConfig,
+    /// When to show a progress bar (`Never` when asked to be quiet).
+    pub progress: When,
+}
+
+/// The rules every output tensor is planned by.
+#[derive(Debug, Clone, Default)]
+pub struct JoinRules {
+    /// The axis of every tensor no `axis_for` rule matches (`None`: the spec's default).
+    pub axis: Option<i64>,
+    /// The runtime whose join rules are checked.
+    pub spec: Spec,
+    /// Per-tensor axes, first match wins.
+    pub axis_for: Vec<AxisRule>,
+    /// Globs of tensors copied once from the first input after checking them identical.
+    pub keep: Vec<String>,
+    /// The output tensor's name in a single-tensor join.
+    pub name: Option<String>,
+    /// The element type every input is converted to.
+    pub cast: Option<DType>,
+    /// The shape every output tensor must have.
+    pub expect_shape: Option<Vec<u64>>,
+}
+
+/// The output: its path and format, and what its writer is told.
+#[derive(Debug, Clone, Default)]
+pub struct OutputConfig {
+    /// The file to write (`-`: standard output); `None` only for a dry run.
+    pub path: Option<PathBuf>,
+    /// Its format when the path or a flag says; else, for a dry run, the first input's.
+    pub format: Option<Format>,
+    /// Refuse to replace an existing file.
+    pub no_clobber: bool,
+    /// Deflate .npz members.
+    pub compress: bool,
+    /// The shape of a JSON output.
+    pub json_form: JsonForm,
+    /// Entries added to (or replacing those of) a .safetensors output's `__metadata__`.
+    pub metadata: Vec<(String, String)>,
+}
+
+/// What a run does once every tensor is planned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Action {
+    /// Write the output and commit it.
+    #[default]
+    Write,
+    /// Print the plan on standard output, writing nothing.
+    DryRun(PlanForm),
+}
+
+/// How a dry run prints the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanForm {
+    /// A table for people.
+    Text,
+    /// One JSON object for scripts.
+    Json,
+}
+
+/// The engine asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineConfig {
+    /// CPU, DirectML, or DirectML when it can.
+    pub backend: Backend,
+    /// DirectML's adapter, when one was named.
+    pub adapter: Option<Adapter>,
+}
