@@ -53,6 +53,10 @@ _tjoin() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --dry-run)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 --progress)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0

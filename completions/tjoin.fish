@@ -1,7 +1,9 @@
 complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last)' -r
 complete -c tjoin -s o -l output -d 'The file to write (`-`: standard output); replaced only when complete, so it may be an input' -r -F
 complete -c tjoin -l spec -d 'Check against a runtime\'s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]' -r
-complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly DIMS, e.g. 1,1,2,7' -r
+complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]' -r
+complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
+json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
 always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
@@ -13,7 +15,7 @@ complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensor
 complete -c tjoin -l input-format -d 'Read every input in this format instead of guessing from its content and name' -r
 complete -c tjoin -l json-form -d 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'
 object\t'`{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`'"
-complete -c tjoin -l files-from -d 'Also join the paths listed in FILE (`-`: standard input), one per line, after any INPUT' -r -F
+complete -c tjoin -l files-from -d 'Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends too), after any INPUT' -r -F
 complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64' -r
 complete -c tjoin -l generate -d 'Print the man page or a shell\'s completions (checked in under man/, completions/)' -r -f -a "man\t'The man page, `man/tjoin.1`'
 bash\t'`completions/tjoin.bash`'
@@ -25,7 +27,6 @@ complete -c tjoin -l backend -d 'Move the data on the CPU, through DirectML (Win
 directml\t'DirectML (Windows, built with the `directml` feature); fails when it cannot run'
 auto\t'DirectML when a device is available and runs every tensor, else the CPU engine'"
 complete -c tjoin -l dml-adapter -d 'DirectML\'s adapter: default (first hardware GPU), warp (software), or an index' -r
-complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout; write nothing'
 complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'

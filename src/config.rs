@@ -81,12 +81,12 @@ pub enum Action {
     DryRun(PlanForm),
 }
 
-/// How a dry run prints the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a dry run prints the plan (`--dry-run[=FORM]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlanForm {
     /// A table for people.
     Text,
-    /// One JSON object for scripts.
+    /// One JSON object for scripts; a refusal is printed as one too.
     Json,
 }
 

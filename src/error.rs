@@ -221,6 +221,43 @@ pub fn render(error: &Error, color: bool) -> String {
         .join("\n")
 }
 
+/// An error as one JSON object, for `--dry-run=json`: scripts that asked for the plan as JSON
+/// get the refusal in the same form. `exit_code` is the process's; each refusal has its
+/// headline, the lines about the inputs (`details`) and the hint, when there is one.
+pub fn to_json(error: &Error) -> serde_json::Value {
+    let refusals: Vec<Refusal> = match error {
+        Error::Refused(refusals) => refusals.clone(),
+        other => {
+            let text = other.to_string();
+            let (headline, hint) = match text.split_once("\nhint: ") {
+                Some((headline, hint)) => (headline.to_string(), Some(hint.to_string())),
+                None => (text, None),
+            };
+            vec![Refusal {
+                headline,
+                details: Vec::new(),
+                hint,
+            }]
+        }
+    };
+    let refusals: Vec<serde_json::Value> = refusals
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "headline": r.headline,
+                "details": r.details,
+                "hint": r.hint,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "error": {
+            "exit_code": error.exit_code() as u8,
+            "refusals": refusals,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,10 @@ fn main() -> ExitCode {
             let color = std::io::stderr().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             eprintln!("{}", tjoin::error::render(&error, color));
+            // A script that asked for the plan as JSON reads the refusal from stdout too.
+            if cli.dry_run == Some(tjoin::config::PlanForm::Json) {
+                println!("{}", tjoin::error::to_json(&error));
+            }
             ExitCode::from(error.exit_code() as u8)
         }
     }

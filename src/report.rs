@@ -98,7 +98,7 @@ pub fn dry_run(
     text
 }
 
-/// The same plan as JSON, for scripts (`--dry-run --format json`). The fields are listed in
+/// The same plan as JSON, for scripts (`--dry-run=json`). The fields are listed in
 /// the man page's DRY RUN section; keep the two in step.
 pub fn dry_run_json(
     spec: Spec,

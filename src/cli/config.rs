@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Cli;
 use crate::cast;
-use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig, PlanForm};
+use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
@@ -19,18 +19,11 @@ impl JoinConfig {
     /// before an input is opened.
     pub fn from_cli(cli: &Cli) -> Result<JoinConfig> {
         let forced = format_flag(&cli.format, "--format")?;
-        // `--dry-run --format json` asks for the plan as JSON, not for a JSON output.
-        let plan_as_json = cli.dry_run && forced == Some(Format::Json);
-        let forced = forced.filter(|_| !plan_as_json);
         let output_format = match &cli.output {
             Some(path) => Some(Format::of_output(path, forced)?),
             None => forced,
         };
-        let action = match (cli.dry_run, plan_as_json) {
-            (false, _) => Action::Write,
-            (true, false) => Action::DryRun(PlanForm::Text),
-            (true, true) => Action::DryRun(PlanForm::Json),
-        };
+        let action = cli.dry_run.map_or(Action::Write, Action::DryRun);
         Ok(JoinConfig {
             inputs: input_paths(cli)?,
             input_format: format_flag(&cli.input_format, "--input-format")?,
@@ -108,7 +101,8 @@ fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
 }
 
 /// The paths a `--files-from` list holds: one per line, or NUL-terminated with `--null`.
-/// Empty entries are skipped.
+/// Empty entries are skipped, and so is the CR of a CRLF line end: a list written on
+/// Windows names the same files.
 fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
     use std::io::Read;
     let mut bytes = Vec::new();
@@ -121,6 +115,10 @@ fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
     let separator = if null { b'\0' } else { b'\n' };
     bytes
         .split(|&b| b == separator)
+        .map(|entry| match entry {
+            [line @ .., b'\r'] if !null => line,
+            _ => entry,
+        })
         .filter(|entry| !entry.is_empty())
         .map(|entry| path_from_bytes(entry, list))
         .collect()
@@ -144,6 +142,7 @@ fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PlanForm;
     use crate::early::EarlyCopy;
     use clap::Parser;
 
@@ -177,7 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dry_run_with_format_json_asks_for_the_plan_as_json() {
+    fn format_always_names_the_output_format_and_the_plan_has_its_own_spelling() {
         let dry = config(&[
             "-a",
             "0",
@@ -188,8 +187,15 @@ mod tests {
             "--format",
             "json",
         ]);
-        assert_eq!(dry.action, Action::DryRun(PlanForm::Json));
-        assert_eq!(dry.output.format, Some(Format::Npy));
+        assert_eq!(dry.action, Action::DryRun(PlanForm::Text));
+        assert_eq!(dry.output.format, Some(Format::Json));
+        let json = config(&["-a", "0", "a.npy", "-o", "o.npy", "--dry-run=json"]);
+        assert_eq!(json.action, Action::DryRun(PlanForm::Json));
+        assert_eq!(json.output.format, Some(Format::Npy));
+        // A bare --dry-run takes no value from the next argument.
+        let bare = config(&["--dry-run", "json", "a.npy"]);
+        assert_eq!(bare.action, Action::DryRun(PlanForm::Text));
+        assert_eq!(bare.inputs.len(), 2);
         let written = config(&["-a", "0", "a.npy", "-o", "o.npy", "--format", "json"]);
         assert_eq!(written.action, Action::Write);
         assert_eq!(written.output.format, Some(Format::Json));

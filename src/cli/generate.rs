@@ -56,7 +56,7 @@ pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// The fields of `--dry-run --format json`, as src/report.rs writes them (a test compares the
+/// The fields of `--dry-run=json`, as src/report.rs writes them (a test compares the
 /// two).
 const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     (
@@ -115,7 +115,11 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
     roff.text([roman(
         "--dry-run reads every header, checks every rule and plans every tensor, then prints the \
          plan on standard output and writes nothing. It exits 0 when the join would be \
-         accepted. With --format json the plan is one JSON object with these fields:",
+         accepted. --format names the output's format, as without --dry-run. With \
+         --dry-run=json the plan is one JSON object with the fields below; a refusal is then \
+         also printed on standard output, as {\"error\": {\"exit_code\", \"refusals\": \
+         [{\"headline\", \"details\", \"hint\"}]}}, beside the usual message on standard \
+         error. The plan's fields:",
     )]);
     for (field, meaning) in DRY_RUN_FIELDS {
         roff.control("TP", [])

@@ -14,6 +14,7 @@ use clap::Parser;
 
 use crate::backend::Backend;
 use crate::backend::directml::Adapter;
+use crate::config::PlanForm;
 use crate::format::json::JsonForm;
 use crate::progress::When;
 use crate::rules::AxisRule;
@@ -142,13 +143,21 @@ pub struct Cli {
     #[arg(long, value_name = "PROFILE", value_parser = Spec::parse)]
     pub spec: Option<Spec>,
 
-    /// Refuse the join unless the output's shape is exactly DIMS, e.g. 1,1,2,7.
-    #[arg(long, value_name = "DIMS", value_delimiter = ',')]
-    pub expect_shape: Option<Vec<u64>>,
+    /// Refuse the join unless the output's shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7].
+    #[arg(long, value_name = "DIMS", value_parser = parse_shape)]
+    // Spelled out so that clap's derive takes the whole shape as one value, not many.
+    pub expect_shape: Option<std::vec::Vec<u64>>,
 
-    /// Check everything and print the plan on stdout; write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
+    /// Check everything and print the plan on stdout (=json: as one JSON object); write nothing.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORM",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "text"
+    )]
+    pub dry_run: Option<PlanForm>,
 
     /// Join along a new axis inserted at --axis, as numpy.stack (identical shapes).
     #[arg(long)]
@@ -199,7 +208,8 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM")]
     pub json_form: JsonForm,
 
-    /// Also join the paths listed in FILE (`-`: standard input), one per line, after any INPUT.
+    /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
+    /// too), after any INPUT.
     #[arg(long, value_name = "FILE")]
     pub files_from: Option<PathBuf>,
 
@@ -227,6 +237,31 @@ pub struct Cli {
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
     #[arg(long, value_name = "ADAPTER", value_parser = Adapter::parse)]
     pub dml_adapter: Option<Adapter>,
+}
+
+/// A shape as `--expect-shape` takes it: dimensions separated by commas, bare (`1,1,2,7`),
+/// as tjoin prints shapes (`[1, 1, 2, 7]`) or as Python does (`(1, 1, 2, 7)`, `(7,)`).
+fn parse_shape(text: &str) -> Result<Vec<u64>, String> {
+    let trimmed = text.trim();
+    let inner = ["[]", "()"]
+        .iter()
+        .find_map(|pair| {
+            let (open, close) = pair.split_at(1);
+            trimmed.strip_prefix(open)?.strip_suffix(close)
+        })
+        .unwrap_or(trimmed);
+    let mut dims: Vec<&str> = inner.split(',').map(str::trim).collect();
+    // Python's one-element tuple `(7,)`, and `[]`/`()` for a scalar.
+    if dims.last() == Some(&"") {
+        dims.pop();
+    }
+    dims.iter()
+        .map(|dim| {
+            dim.parse().map_err(|_| {
+                format!("`{dim}` is not a dimension; expected sizes like 1,1,2,7 or [1, 1, 2, 7]")
+            })
+        })
+        .collect()
 }
 
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
@@ -281,6 +316,17 @@ mod tests {
     fn negative_axes_parse() {
         let cli = Cli::try_parse_from(["tjoin", "-a", "-1", "a.npy", "-o", "b.npy"]).unwrap();
         assert_eq!(cli.axis, Some(-1));
+    }
+
+    #[test]
+    fn shapes_parse_bare_bracketed_or_as_python_tuples() {
+        for text in ["1,1,2,7", "[1, 1, 2, 7]", "(1, 1, 2, 7)", " [1,1,2,7] "] {
+            assert_eq!(parse_shape(text), Ok(vec![1, 1, 2, 7]), "{text}");
+        }
+        assert_eq!(parse_shape("(7,)"), Ok(vec![7]));
+        assert_eq!(parse_shape("[]"), Ok(vec![]));
+        assert!(parse_shape("[1, x]").is_err());
+        assert!(parse_shape("1,,2").is_err());
     }
 
     #[test]

@@ -50,13 +50,13 @@ fn the_man_page_documents_exit_status_and_examples() {
     assert!(page.contains("\\-\\-spec"), "the man page lacks --spec");
 }
 
-/// The DRY RUN section of the man page lists exactly the fields `--dry-run --format json`
+/// The DRY RUN section of the man page lists exactly the fields `--dry-run=json`
 /// prints, and names every field of the objects nested in them.
 #[test]
 fn the_man_page_lists_the_fields_of_the_json_plan() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/npy/dml_ex1_axis3");
     let plan = tjoin()
-        .args(["--dry-run", "--format", "json", "-a", "3"])
+        .args(["--dry-run=json", "-a", "3"])
         .args([root.join("in0.npy"), root.join("in1.npy")])
         .args(["-o", "out.npy"])
         .output()

@@ -4,6 +4,7 @@ mod containers;
 mod directml;
 mod early_copy;
 mod fixtures;
+mod flags;
 mod generated;
 mod output_safety;
 mod pipelines;

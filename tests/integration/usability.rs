@@ -310,9 +310,7 @@ fn dry_run_json_is_the_plan_for_scripts() {
     let out = tjoin()
         .current_dir(dir.path())
         .args([
-            "--dry-run",
-            "--format",
-            "json",
+            "--dry-run=json",
             "--spec",
             "directml:4.1",
             "--stack",

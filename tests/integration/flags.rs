@@ -1,0 +1,134 @@
+//! Flags that mean one thing: `--format` is always the output's format, the plan as JSON is
+//! `--dry-run=json` (and then a refusal is JSON too), shapes as tjoin prints them, CRLF lists.
+
+use std::fs;
+
+use crate::util::{f32_le, read_npy, refused, succeeds, write_npy};
+
+fn two_inputs(dir: &std::path::Path) {
+    write_npy(
+        &dir.join("a.npy"),
+        "<f4",
+        &[1, 2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    write_npy(
+        &dir.join("b.npy"),
+        "<f4",
+        &[2, 2],
+        false,
+        &f32_le(&[3.0, 4.0, 5.0, 6.0]),
+    );
+}
+
+#[test]
+fn format_names_the_output_format_in_a_dry_run_too() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    let args = [
+        "--dry-run",
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "out.npy",
+        "--format",
+        "json",
+    ];
+    let plan = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
+    assert!(plan.contains("output: out.npy  json"), "{plan}");
+    // Standard output with a format: planned, not refused for want of --format.
+    let args = [
+        "--dry-run",
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "-",
+        "--format",
+        "json",
+    ];
+    let plan = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
+    assert!(plan.contains("output: -  json"), "{plan}");
+}
+
+#[test]
+fn a_refused_json_dry_run_prints_the_refusal_as_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    let output = crate::util::tjoin()
+        .current_dir(dir.path())
+        .args(["--dry-run=json", "-a", "1", "a.npy", "b.npy"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("tjoin: error: "), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let refusal = &json["error"]["refusals"][0];
+    assert_eq!(json["error"]["exit_code"], 2);
+    assert!(
+        refusal["headline"].as_str().unwrap().contains("axis 1"),
+        "{json}"
+    );
+    assert!(
+        refusal["details"][1].as_str().unwrap().contains("b.npy"),
+        "{json}"
+    );
+    assert!(
+        refusal["hint"].as_str().unwrap().contains("axis 0"),
+        "{json}"
+    );
+}
+
+#[test]
+fn a_plain_dry_run_refusal_prints_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    refused(dir.path(), &["--dry-run", "-a", "1", "a.npy", "b.npy"], 2);
+}
+
+#[test]
+fn expect_shape_takes_the_shape_as_tjoin_and_python_print_it() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    for shape in ["3,2", "[3, 2]", "(3, 2)"] {
+        let args = [
+            "-a",
+            "0",
+            "a.npy",
+            "b.npy",
+            "-o",
+            "out.npy",
+            "--expect-shape",
+            shape,
+        ];
+        succeeds(dir.path(), &args);
+        assert_eq!(read_npy(&dir.path().join("out.npy")).shape, [3, 2]);
+    }
+    let args = [
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "x.npy",
+        "--expect-shape",
+        "[2, 2]",
+    ];
+    let stderr = refused(dir.path(), &args, 2);
+    assert!(stderr.contains("[3, 2]"), "{stderr}");
+}
+
+#[test]
+fn a_file_list_with_crlf_line_ends_names_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    fs::write(dir.path().join("list.txt"), "a.npy\r\nb.npy\r\n").unwrap();
+    let args = ["-a", "0", "--files-from", "list.txt", "-o", "out.npy"];
+    succeeds(dir.path(), &args);
+    assert_eq!(read_npy(&dir.path().join("out.npy")).shape, [3, 2]);
+}
