@@ -38,7 +38,6 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--json-form', '--json-form', [CompletionResultType]::ParameterName, 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data')
             [CompletionResult]::new('--files-from', '--files-from', [CompletionResultType]::ParameterName, 'Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends too), after any INPUT')
             [CompletionResult]::new('--cast', '--cast', [CompletionResultType]::ParameterName, 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64')
-            [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Print the man page or a shell''s completions (checked in under man/, completions/)')
             [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can')
             [CompletionResult]::new('--dml-adapter', '--dml-adapter', [CompletionResultType]::ParameterName, 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index')
             [CompletionResult]::new('--stack', '--stack', [CompletionResultType]::ParameterName, 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)')

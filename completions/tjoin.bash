@@ -23,18 +23,24 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -0 -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --format --input-format --json-form --files-from --null --cast --help --generate --backend --dml-adapter --version"
+            opts="-a -o -n -q -0 -h -V --axis --output --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --name --metadata --compress --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --axis)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 -a)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --output)
@@ -46,11 +52,14 @@ _tjoin() {
                     return 0
                     ;;
                 --spec)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "onnx directml onnx-13 onnx-11 onnx-4 onnx-1 openvino directml:4.1 directml:3.0 directml:2.1 directml:1.0" -- "${cur}"))
                     return 0
                     ;;
                 --expect-shape)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --dry-run)
@@ -62,27 +71,39 @@ _tjoin() {
                     return 0
                     ;;
                 --axis-for)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --keep)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --name)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --metadata)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
                     return 0
                     ;;
                 --input-format)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
                     return 0
                     ;;
                 --json-form)
@@ -90,15 +111,22 @@ _tjoin() {
                     return 0
                     ;;
                 --files-from)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
                     COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --cast)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --generate)
-                    COMPREPLY=($(compgen -W "man bash zsh fish powershell elvish" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64" -- "${cur}"))
                     return 0
                     ;;
                 --backend)
@@ -106,14 +134,16 @@ _tjoin() {
                     return 0
                     ;;
                 --dml-adapter)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "default warp 0 1" -- "${cur}"))
                     return 0
                     ;;
                 *)
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            if [[ ${cur} == -* ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            fi
             return 0
             ;;
     esac

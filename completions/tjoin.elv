@@ -35,7 +35,6 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --json-form 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data'
             cand --files-from 'Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends too), after any INPUT'
             cand --cast 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64'
-            cand --generate 'Print the man page or a shell''s completions (checked in under man/, completions/)'
             cand --backend 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can'
             cand --dml-adapter 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index'
             cand --stack 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'

@@ -3,10 +3,8 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = tjoin::cli::Cli::parse();
+    let cli = tjoin::cli::Cli::from_args();
     match tjoin::run(&cli) {
         Ok(()) => ExitCode::from(tjoin::ExitCode::Success as u8),
         // The reader of a pipe went away: stop quietly, but do not claim success.

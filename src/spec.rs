@@ -153,6 +153,12 @@ impl Default for Spec {
 }
 
 impl Spec {
+    /// Every name `--spec` takes, aliases first (other DirectML levels parse too).
+    pub fn names() -> Vec<&'static str> {
+        let aliases = ALIASES.iter().map(|(alias, _)| *alias);
+        aliases.chain(PROFILES.iter().map(|p| p.name)).collect()
+    }
+
     /// Parses a `--spec` value: a profile's name or alias. A DirectML feature level without
     /// a row of its own (say 5.0) takes the rules of the highest level below it.
     pub fn parse(text: &str) -> std::result::Result<Spec, String> {
@@ -164,14 +170,7 @@ impl Spec {
             .iter()
             .find(|p| p.name == name)
             .or_else(|| directml_level(name))
-            .ok_or_else(|| {
-                let names: Vec<&str> = ALIASES
-                    .iter()
-                    .map(|(a, _)| *a)
-                    .chain(PROFILES.iter().map(|p| p.name))
-                    .collect();
-                format!("unknown spec '{text}'; known: {}", names.join(", "))
-            })?;
+            .ok_or_else(|| format!("unknown spec '{text}'; known: {}", Spec::names().join(", ")))?;
         let level = name
             .strip_prefix("directml:")
             .and_then(parse_level)

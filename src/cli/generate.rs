@@ -43,17 +43,51 @@ impl Kind {
 
 /// Writes the file of `kind` to `out`.
 pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
-    let mut command = Cli::command();
     let shell = match kind {
         Kind::Man => return man_page(out),
-        Kind::Bash => Shell::Bash,
+        Kind::Bash => return bash(out),
         Kind::Zsh => Shell::Zsh,
         Kind::Fish => Shell::Fish,
         Kind::Powershell => Shell::PowerShell,
         Kind::Elvish => Shell::Elvish,
     };
-    clap_complete::generate(shell, &mut command, "tjoin", out);
+    clap_complete::generate(shell, &mut completed_command(), "tjoin", out);
     Ok(())
+}
+
+/// The command as completions present it: without hidden flags, which clap_complete would
+/// otherwise offer.
+fn completed_command() -> clap::Command {
+    let full = Cli::command();
+    let visible = full.get_arguments().filter(|arg| !arg.is_hide_set());
+    let command = clap::Command::new("tjoin")
+        .disable_help_flag(true)
+        .version(env!("CARGO_PKG_VERSION"));
+    command.args(visible.cloned())
+}
+
+/// clap_complete's bash script, with one change: after a flag's value, the next word is an
+/// input file, but clap_complete offers every option there (so Tab inserts `-`). It now
+/// offers options only for a word that starts with `-`, and bash's file completion (the
+/// script's `-o default`) takes over otherwise.
+fn bash(out: &mut dyn Write) -> io::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(Shell::Bash, &mut completed_command(), "tjoin", &mut script);
+    let script = String::from_utf8(script).map_err(io::Error::other)?;
+    const OFFER_OPTIONS: &str = "            COMPREPLY=( $(compgen -W \"${opts}\" -- \"${cur}\") )
+            return 0
+            ;;";
+    const OFFER_OPTIONS_TO_DASHES: &str = "            if [[ ${cur} == -* ]] ; then
+                COMPREPLY=( $(compgen -W \"${opts}\" -- \"${cur}\") )
+            fi
+            return 0
+            ;;";
+    let at = script.rfind(OFFER_OPTIONS).ok_or_else(|| {
+        io::Error::other("clap_complete's bash script changed: update generate::bash")
+    })?;
+    out.write_all(&script.as_bytes()[..at])?;
+    out.write_all(OFFER_OPTIONS_TO_DASHES.as_bytes())?;
+    out.write_all(&script.as_bytes()[at + OFFER_OPTIONS.len()..])
 }
 
 /// The fields of `--dry-run=json`, as src/report.rs writes them (a test compares the

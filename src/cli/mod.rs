@@ -10,11 +10,16 @@ pub mod generate;
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use std::ffi::OsStr;
+
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::{Parser, ValueHint};
 
 use crate::backend::Backend;
 use crate::backend::directml::Adapter;
+use crate::cast::CAST_TYPES;
 use crate::config::PlanForm;
+use crate::format::Format;
 use crate::format::json::JsonForm;
 use crate::progress::When;
 use crate::rules::AxisRule;
@@ -122,11 +127,17 @@ fn help_examples() -> String {
 pub struct Cli {
     /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, or `-`
     /// for standard input.
-    #[arg(required_unless_present_any = ["generate", "files_from"], value_name = "INPUT")]
+    #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]
     pub inputs: Vec<PathBuf>,
 
     /// The axis to join along; negative ones count from the back (-1 is the last).
-    #[arg(short, long, allow_negative_numbers = true, value_name = "AXIS")]
+    #[arg(
+        short,
+        long,
+        allow_negative_numbers = true,
+        value_name = "AXIS",
+        value_hint = ValueHint::Other
+    )]
     pub axis: Option<i64>,
 
     /// The file to write (`-`: standard output); replaced only when complete, so it may be an
@@ -135,16 +146,22 @@ pub struct Cli {
         short,
         long,
         value_name = "OUTPUT",
+        value_hint = ValueHint::AnyPath,
         required_unless_present = "dry_run"
     )]
     pub output: Option<PathBuf>,
 
     /// Check against a runtime's join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL].
-    #[arg(long, value_name = "PROFILE", value_parser = Spec::parse)]
+    #[arg(
+        long,
+        value_name = "PROFILE",
+        value_parser = Offering::new(Spec::parse, Spec::names),
+        hide_possible_values = true
+    )]
     pub spec: Option<Spec>,
 
     /// Refuse the join unless the output's shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7].
-    #[arg(long, value_name = "DIMS", value_parser = parse_shape)]
+    #[arg(long, value_name = "DIMS", value_parser = parse_shape, value_hint = ValueHint::Other)]
     // Spelled out so that clap's derive takes the whole shape as one value, not many.
     pub expect_shape: Option<std::vec::Vec<u64>>,
 
@@ -176,19 +193,24 @@ pub struct Cli {
     pub quiet: bool,
 
     /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
-    #[arg(long = "axis-for", value_name = "GLOB=AXIS")]
+    #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_hint = ValueHint::Other)]
     pub axis_for: Vec<AxisRule>,
 
     /// Copy tensors matching GLOB from the first input, once checked identical in all.
-    #[arg(long, value_name = "GLOB")]
+    #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other)]
     pub keep: Vec<String>,
 
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
     pub name: Option<String>,
 
     /// Add or replace an entry of a .safetensors output's __metadata__; repeatable.
-    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        value_parser = parse_key_value,
+        value_hint = ValueHint::Other
+    )]
     pub metadata: Vec<(String, String)>,
 
     /// Deflate the members of an .npz output, as numpy.savez_compressed does.
@@ -197,11 +219,11 @@ pub struct Cli {
 
     /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
     /// extension.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true)]
     pub format: Option<String>,
 
     /// Read every input in this format instead of guessing from its content and name.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true)]
     pub input_format: Option<String>,
 
     /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
@@ -210,7 +232,7 @@ pub struct Cli {
 
     /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
     /// too), after any INPUT.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub files_from: Option<PathBuf>,
 
     /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
@@ -219,7 +241,7 @@ pub struct Cli {
 
     /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
     /// bfloat16, float32, float64.
-    #[arg(long, value_name = "DTYPE")]
+    #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true)]
     pub cast: Option<String>,
 
     /// Print help (the man page has more).
@@ -235,8 +257,78 @@ pub struct Cli {
     pub backend: Backend,
 
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
-    #[arg(long, value_name = "ADAPTER", value_parser = Adapter::parse)]
+    #[arg(
+        long,
+        value_name = "ADAPTER",
+        value_parser = Offering::new(Adapter::parse, || vec!["default", "warp", "0", "1"]),
+        hide_possible_values = true
+    )]
     pub dml_adapter: Option<Adapter>,
+}
+
+impl Cli {
+    /// The command line of this process, or exit with clap's usage error. Beyond what the
+    /// derive checks: inputs are required unless `--files-from` lists them or `--generate`
+    /// asks for a file. (Said here rather than as `required_unless_present_any`, so that
+    /// the completions, which leave out the hidden `--generate`, build from the same flags.)
+    pub fn from_args() -> Cli {
+        let cli = Cli::parse();
+        if cli.inputs.is_empty() && cli.files_from.is_none() && cli.generate.is_none() {
+            let why = "no input was named: name the files to join, or list them with --files-from";
+            <Cli as clap::CommandFactory>::command()
+                .error(clap::error::ErrorKind::MissingRequiredArgument, why)
+                .exit();
+        }
+        cli
+    }
+}
+
+/// A value parser that offers a list of values to shell completion while a function of
+/// tjoin's decides what it accepts. clap's own `PossibleValuesParser` accepts exactly its
+/// list, but `--spec` takes any DirectML level, `--dml-adapter` any index, and `--format` and
+/// `--cast` refuse with tjoin's messages (after the configuration stage), not clap's.
+#[derive(Clone)]
+struct Offering<T: Clone + Send + Sync + 'static> {
+    parse: fn(&str) -> Result<T, String>,
+    values: fn() -> Vec<&'static str>,
+}
+
+impl<T: Clone + Send + Sync + 'static> Offering<T> {
+    fn new(parse: fn(&str) -> Result<T, String>, values: fn() -> Vec<&'static str>) -> Self {
+        Offering { parse, values }
+    }
+}
+
+impl Offering<String> {
+    /// Takes any text as it is (the configuration stage checks it), offering `values`.
+    fn any(values: fn() -> Vec<&'static str>) -> Self {
+        Offering::new(|text| Ok(text.to_string()), values)
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Offering<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        // clap's own parser for a function, so that its errors read as for any flag.
+        self.parse.parse_ref(command, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            (self.values)().into_iter().map(PossibleValue::new),
+        ))
+    }
+}
+
+/// The element types `--cast` converts to.
+fn cast_names() -> Vec<&'static str> {
+    CAST_TYPES.split(", ").collect()
 }
 
 /// A shape as `--expect-shape` takes it: dimensions separated by commas, bare (`1,1,2,7`),
@@ -308,7 +400,6 @@ mod tests {
         let cli = Cli::try_parse_from(["tjoin", "-a", "0", "--files-from", "-", "-0", "-o", "-"])
             .unwrap();
         assert!(cli.inputs.is_empty() && cli.null);
-        assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-o", "x.npy"]).is_err());
         assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-0", "a.npy", "-o", "x"]).is_err());
     }
 

@@ -68,6 +68,11 @@ pub struct Found {
 }
 
 impl Format {
+    /// Every format's name, as `--format` and `--input-format` take them.
+    pub fn names() -> Vec<&'static str> {
+        NAMES.iter().map(|(name, _)| *name).collect()
+    }
+
     /// The format's short name, as `--dry-run` prints it.
     pub fn name(self) -> &'static str {
         NAMES
@@ -233,8 +238,7 @@ impl Format {
 }
 
 fn format_names() -> String {
-    let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
-    names.join(", ")
+    Format::names().join(", ")
 }
 
 /// The outcome of a writer's check: the problems it found, if any, as one refusal (the

@@ -101,3 +101,84 @@ fn the_man_page_lists_the_fields_of_the_json_plan() {
         }
     }
 }
+
+/// What the checked-in bash script offers after `words` (the last one being completed).
+#[cfg(unix)]
+fn bash_completions(words: &[&str]) -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(Kind::Bash.path());
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let (cur, prev) = (words[words.len() - 1], words[words.len() - 2]);
+    let program = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; _tjoin tjoin '{cur}' '{prev}'; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &program])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let offered = String::from_utf8(output.stdout).unwrap();
+    offered
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn bash_offers_values_for_flags_files_for_inputs_and_no_hidden_flag() {
+    let offers = |words: &[&str]| bash_completions(words);
+    let spec = offers(&["tjoin", "--spec", ""]);
+    assert!(spec.contains(&"onnx-13".into()) && spec.contains(&"directml:3.0".into()));
+    assert_eq!(
+        offers(&["tjoin", "--cast", "float"]),
+        ["float16", "float32", "float64"]
+    );
+    assert_eq!(
+        offers(&["tjoin", "--format", ""]),
+        ["npy", "json", "npz", "safetensors"]
+    );
+    assert_eq!(offers(&["tjoin", "--input-format", "s"]), ["safetensors"]);
+    assert_eq!(
+        offers(&["tjoin", "--backend", ""]),
+        ["cpu", "directml", "auto"]
+    );
+    assert_eq!(offers(&["tjoin", "--json-form", ""]), ["nested", "object"]);
+    assert_eq!(
+        offers(&["tjoin", "--progress", ""]),
+        ["auto", "always", "never"]
+    );
+    // After a flag's value comes an input: nothing offered, so bash completes file names.
+    assert!(offers(&["tjoin", "-a", "0", ""]).is_empty());
+    assert!(offers(&["tjoin", "-a", "0", "a.npy", ""]).is_empty());
+    assert_eq!(offers(&["tjoin", "--sp"]), ["--spec"]);
+    assert!(
+        offers(&["tjoin", "--gen"]).is_empty(),
+        "the hidden --generate"
+    );
+}
+
+#[test]
+fn zsh_offers_values_for_flags_and_files_for_inputs() {
+    let script =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(Kind::Zsh.path())).unwrap();
+    for needle in [
+        ":PROFILE:(onnx directml onnx-13",
+        ":FORMAT:(npy json npz safetensors)",
+        ":DTYPE:(bool int8",
+        "*::inputs -- The tensors to join",
+        "standard input:_files' \\",
+        ":OUTPUT:_files",
+        ":FILE:_files",
+    ] {
+        assert!(script.contains(needle), "the zsh script lacks {needle:?}");
+    }
+    assert!(
+        !script.contains("--generate"),
+        "the zsh script offers a hidden flag"
+    );
+}
