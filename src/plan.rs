@@ -1,8 +1,8 @@
 //! The join plan: from the inputs' headers to what the copy engine does. No I/O here.
 //!
 //! A join in storage order is `outer` rounds; in each round every input contributes one
-//! contiguous run of its bytes (SPEC.md, "The operation"). Storage order is the output's
-//! layout: C order as is, Fortran order as C order over the reversed shape.
+//! contiguous run of its bytes (`docs/rules.md`, "What a join computes"). Storage order is
+//! the output's layout: C order as is, Fortran order as C order over the reversed shape.
 
 use crate::dtype::{DType, Swaps};
 use crate::format::{Layout, TensorInfo};

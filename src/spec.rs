@@ -1,5 +1,5 @@
-//! The join rules of SPEC.md, one profile per column of its rules table, checked on the
-//! inputs' headers before any byte is written. Every refusal names each offending input, the
+//! The join rules of `docs/rules.md`, one profile per column of its rules table, checked on
+//! the inputs' headers before any byte is written. Every refusal names each offending input, the
 //! dimension and the sizes, cites the spec in its own terms, and hints at what would work.
 
 use crate::cast;
@@ -7,7 +7,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
 
-/// One column of SPEC.md's rules table (and one row of its DirectML feature-level table).
+/// One column of the rules table in `docs/rules.md` (and one row of its DirectML feature-level
+/// table).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Profile {
     /// The name `--spec` takes.
@@ -91,7 +92,8 @@ const ONNX_MAX_INPUTS: u64 = (1 << 31) - 1;
 const UNBOUNDED: u64 = u64::MAX;
 const DML_MAX_INPUTS: u64 = u32::MAX as u64;
 
-/// Every profile, in the order of SPEC.md's tables. Adding a profile is adding a row.
+/// Every profile, in the order of the tables in `docs/rules.md`. Adding a profile is adding a
+/// row.
 #[rustfmt::skip]
 pub const PROFILES: &[Profile] = &[
     //        name            title                                  max inputs       default   negative  ranks          vocabulary             types             zero size

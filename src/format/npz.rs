@@ -7,6 +7,10 @@
 //! `--compress`) front to back, the CRC-32 computed as the data streams by, sizes and CRC in
 //! a data descriptor after each member, then the central directory: what Python's `zipfile`
 //! writes on a stream it cannot seek, so `numpy.load` reads it.
+//!
+//! The zip crate would also compute a member's CRC-32 as its data streams through, but frames
+//! members differently from `zipfile` (see `zip.rs`), so the framing is written here and the
+//! deflate stream comes from flate2.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};

@@ -13,6 +13,12 @@
 //! to a multiple of 8 bytes. For the same tensors and metadata the file is byte-identical to
 //! what `safetensors.torch.save_file` writes (metadata keys are sorted; the crate writes them
 //! in hash order).
+//!
+//! Why not the safetensors crate itself (0.8): `SafeTensors::read_metadata` needs the whole
+//! file as one slice, and its `Metadata` read from the header alone keeps a tensor named twice
+//! without a word and reports wrong sizes without numbers; `serialize` needs each tensor's data
+//! as one slice, where tjoin streams data the copy engine is still producing, and its
+//! `__metadata__` key order changed from run to run when measured (a std `HashMap`).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! `--backend`: the DirectML backend's failure path where there is no DirectML (Linux, CI),
 //! `--backend auto` falling back to the CPU engine, the check that the generated bindings are
-//! current, and on Windows SPEC.md's worked examples through the GPU compared with the CPU
-//! engine's output (ignored elsewhere).
+//! current, and on Windows the worked examples of `docs/rules.md` through the GPU compared
+//! with the CPU engine's output (ignored elsewhere).
 
 use std::fs;
 use std::path::Path;
@@ -142,8 +142,9 @@ fn generated_bindings_are_current() {
     );
 }
 
-/// SPEC.md's worked examples through DirectML on WARP (every Windows has it, no GPU needed),
-/// each compared byte for byte with the CPU engine's output, in every output format.
+/// The worked examples of `docs/rules.md` through DirectML on WARP (every Windows has it, no
+/// GPU needed), each compared byte for byte with the CPU engine's output, in every output
+/// format.
 #[test]
 #[cfg_attr(
     not(all(windows, feature = "directml")),

@@ -1,6 +1,6 @@
-//! `--spec`: one accept and one refuse case per cell of SPEC.md's rules table and per row of
-//! its DirectML feature-level table, and the spec's worked examples under every profile that
-//! accepts them.
+//! `--spec`: one accept and one refuse case per cell of the rules table in `docs/rules.md` and
+//! per row of its DirectML feature-level table, and the spec's worked examples under every
+//! profile that accepts them.
 
 use std::fs;
 use std::path::Path;
@@ -262,8 +262,8 @@ fn unknown_profiles_are_usage_errors_listing_the_known_ones() {
         .stderr(predicates::str::contains("known: onnx, directml, onnx-13"));
 }
 
-/// SPEC.md's worked examples, run for real under every profile (all accept them: they are
-/// rank-4 float32/float16 joins with non-zero sizes), compared with numpy's output.
+/// The worked examples of `docs/rules.md`, run for real under every profile (all accept them:
+/// they are rank-4 float32/float16 joins with non-zero sizes), compared with numpy's output.
 #[test]
 fn worked_examples_pass_every_profile() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/npy");

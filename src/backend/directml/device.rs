@@ -332,8 +332,9 @@ fn buffer_tensor_desc(desc: &TensorDesc) -> DML_BUFFER_TENSOR_DESC {
 }
 
 impl Gpu {
-    /// Steps 1 to 4 of DIRECTML.md: device, queue, allocator, list, fence, DirectML device,
-    /// feature level; and the two staging buffers. Also what planning needs to know.
+    /// Steps 1 to 4 of the sequence in `docs/design.md` ("The DirectML backend"): device,
+    /// queue, allocator, list, fence, DirectML device, feature level; and the two staging
+    /// buffers. Also what planning needs to know.
     pub fn open(choice: Adapter) -> Outcome<(Gpu, plan::Device)> {
         // SAFETY: the binding passes IDXGIFactory4's IID and wraps the owned result.
         let factory: IDXGIFactory4 =

@@ -2,7 +2,8 @@
 //! offsets, the split into dispatches and the slabs the data moves in. No I/O and no FFI, so
 //! it builds and is tested on every platform, with or without the `directml` feature.
 //!
-//! Two forms, chosen by the device's feature level (SPEC.md, "DirectML Join"):
+//! Two forms, chosen by the device's feature level (`docs/rules.md`, "DirectML Join by feature
+//! level"):
 //! - **native**: the tensors as they are, with their own element type and shape (padded with
 //!   leading 1s to the rank the level requires), when Join at that level takes both;
 //! - **reinterpreted**: Join only moves bytes, so any job is the 4-D join
@@ -87,10 +88,12 @@ impl FeatureLevel {
         Some(FeatureLevel::new(major.parse().ok()?, minor.parse().ok()?))
     }
 
-    /// The Join row of SPEC.md that applies at this level, as `--spec directml:LEVEL` has it.
+    /// The Join row of `docs/rules.md` that applies at this level, as `--spec directml:LEVEL`
+    /// has it.
     fn join_rules(self) -> Spec {
-        Spec::parse(&format!("directml:{self}"))
-            .unwrap_or_else(|_| Spec::parse("directml:1.0").expect("SPEC.md has a 1.0 row"))
+        Spec::parse(&format!("directml:{self}")).unwrap_or_else(|_| {
+            Spec::parse("directml:1.0").expect("PROFILES has a directml:1.0 row")
+        })
     }
 }
 
@@ -146,7 +149,7 @@ pub enum DataType {
     Int64,
 }
 
-/// Each type's name (as SPEC.md and `DType::directml_name` spell it), its
+/// Each type's name (as `docs/rules.md` and `DType::directml_name` spell it), its
 /// `DML_TENSOR_DATA_TYPE` value and its size in bytes.
 const DATA_TYPES: [(DataType, &str, i32, u64); 11] = [
     (DataType::Float32, "FLOAT32", 1, 4),

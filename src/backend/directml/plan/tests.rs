@@ -1,6 +1,6 @@
-//! Planning tests: every feature level and element type, SPEC.md's worked examples in both
-//! forms, the splits, and a reference Join that executes every plan's dispatches on bytes and
-//! compares them with the CPU engine's order of runs.
+//! Planning tests: every feature level and element type, the worked examples of
+//! `docs/rules.md` in both forms, the splits, and a reference Join that executes every plan's
+//! dispatches on bytes and compares them with the CPU engine's order of runs.
 
 use super::*;
 use crate::dtype::ByteOrder;
@@ -157,7 +157,7 @@ fn buffer_budgets_keep_shared_memory_adapters_small() {
     assert_eq!(buffer_budget(64 << 20, false), SHARED_MEMORY_BUFFER);
 }
 
-// --- SPEC.md's worked examples, as they are ---------------------------------------------------
+// --- The worked examples of docs/rules.md, as they are ------------------------------------------
 
 #[test]
 fn directml_example_1_runs_as_it_is_at_every_level() {
