@@ -127,7 +127,7 @@ impl Output {
             Error::io("write the output", target, source)
         })?;
         partial.push(temp.path().to_path_buf());
-        crate::source::remove_on_bus_error(Some(temp.path()));
+        crate::source::remove_on_bus_error(&partial);
         drop(partial);
         let registered = Registered(temp.path().to_path_buf());
         Ok(Output {
@@ -234,8 +234,9 @@ struct Registered(PathBuf);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        lock_partial().retain(|path| path != &self.0);
-        crate::source::remove_on_bus_error(None);
+        let mut partial = lock_partial();
+        partial.retain(|path| path != &self.0);
+        crate::source::remove_on_bus_error(&partial);
     }
 }
 
