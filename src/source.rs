@@ -224,22 +224,24 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     Ok(())
 }
 
-/// The temporary output a bus error must remove, as a C string; null when there is none.
+/// The temporary outputs a bus error must remove: their paths one after another, each ended by
+/// a NUL, and the list by an empty one; null until the first call.
 #[cfg(unix)]
-static PARTIAL_ON_BUS_ERROR: std::sync::atomic::AtomicPtr<libc::c_char> =
+static PARTIAL_ON_BUS_ERROR: std::sync::atomic::AtomicPtr<u8> =
     std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
 /// Reading a mapped page of a file that another process has truncated raises SIGBUS, which
-/// would kill tjoin and leave its temporary output behind. From the first call on, a bus
-/// error removes `partial` (the temporary output being written, if any), says what happened
-/// and exits with status 1. Call with `None` once the output is complete or gone.
+/// would kill tjoin and leave its temporary outputs behind. From the first call on, a bus
+/// error removes `partials` (the temporary outputs being written), says what happened and
+/// exits with status 1. Call again whenever the list changes, with an empty one once every
+/// output is complete or gone.
 #[cfg(unix)]
-pub fn remove_on_bus_error(partial: Option<&std::path::Path>) {
+pub fn remove_on_bus_error(partials: &[std::path::PathBuf]) {
     use std::os::unix::ffi::OsStrExt;
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // SAFETY: `on_bus_error` calls only async-signal-safe functions (unlink, write,
-        // _exit) and reads the path through an atomic; sigaction is given a zeroed, then
+        // _exit) and reads the paths through an atomic; sigaction is given a zeroed, then
         // filled, struct and no old action is requested.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
@@ -248,32 +250,47 @@ pub fn remove_on_bus_error(partial: Option<&std::path::Path>) {
             libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
         }
     });
-    let new = partial
-        .and_then(|path| std::ffi::CString::new(path.as_os_str().as_bytes()).ok())
-        .map_or(std::ptr::null_mut(), std::ffi::CString::into_raw);
-    let old = PARTIAL_ON_BUS_ERROR.swap(new, std::sync::atomic::Ordering::SeqCst);
-    if !old.is_null() {
-        // SAFETY: every non-null pointer stored here came from `CString::into_raw` just
-        // above, and the swap took it out, so this is its only owner. The handler runs on
-        // the thread that reads the maps, which is the one calling this function.
-        drop(unsafe { std::ffi::CString::from_raw(old) });
+    // A path with a NUL in it cannot be unlinked anyway.
+    let mut list = Vec::new();
+    for path in partials.iter().map(|p| p.as_os_str().as_bytes()) {
+        if !path.is_empty() && !path.contains(&0) {
+            list.extend_from_slice(path);
+            list.push(0);
+        }
     }
+    list.push(0);
+    /// Owns the list the handler reads; its heap buffer stays put when the `Vec` is moved.
+    static OWNER: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+    let mut owner = OWNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The handler runs on the thread that reads the maps, which is the one that creates
+    // and commits the outputs, calling this function: it never reads a list being freed.
+    PARTIAL_ON_BUS_ERROR.store(list.as_mut_ptr(), std::sync::atomic::Ordering::SeqCst);
+    *owner = list;
 }
 
 /// Elsewhere a truncated mapping raises no signal tjoin could handle.
 #[cfg(not(unix))]
-pub fn remove_on_bus_error(_partial: Option<&std::path::Path>) {}
+pub fn remove_on_bus_error(_partials: &[std::path::PathBuf]) {}
 
 #[cfg(unix)]
 extern "C" fn on_bus_error(_signal: libc::c_int) {
     const MESSAGE: &[u8] = b"tjoin: error: an input shrank while tjoin was reading it (the \
 system raised SIGBUS); no output was written, run again once nothing else writes to it\n";
-    let path = PARTIAL_ON_BUS_ERROR.load(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: unlink, write and _exit are async-signal-safe; `path` is null or a valid C
-    // string owned by PARTIAL_ON_BUS_ERROR.
+    let list = PARTIAL_ON_BUS_ERROR.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: unlink, write and _exit are async-signal-safe; `list` is null or a list owned
+    // by PARTIAL_ON_BUS_ERROR, whose entries are C strings.
     unsafe {
-        if !path.is_null() {
-            libc::unlink(path);
+        if !list.is_null() {
+            let mut entry = list;
+            while *entry != 0 {
+                libc::unlink(entry.cast());
+                while *entry != 0 {
+                    entry = entry.add(1);
+                }
+                entry = entry.add(1);
+            }
         }
         libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
         libc::_exit(1);

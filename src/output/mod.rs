@@ -1,0 +1,87 @@
+//! Where the output goes. Each file is written under a temporary name in its target's folder
+//! and renamed over the target only when complete, so that a failed or refused run leaves no
+//! partial file and the existing targets untouched: [`OutputSet`] does this for several
+//! files committed together, [`Output`] for the usual single file or standard output (`-o
+//! -`), which is written directly: a pipe cannot take back what it was sent.
+
+mod file;
+mod set;
+mod temporary;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+pub use file::Output;
+pub use set::{Member, OutputSet};
+
+use crate::error::{Error, Result};
+
+/// What the copy engine and the format writers write the output through.
+pub trait Sink {
+    /// Appends `bytes` to the output.
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Appends `len` bytes of `file` from `offset` without passing them through this process,
+    /// if the output allows it. Returns how many bytes it copied; the caller writes the rest.
+    fn copy_from(&mut self, _file: &File, _offset: u64, _len: u64) -> io::Result<u64> {
+        Ok(0)
+    }
+
+    /// The output's name, for messages.
+    fn name(&self) -> &Path;
+}
+
+/// Forwards everything to another sink.
+pub struct PassThrough<'a>(pub &'a mut dyn Sink);
+
+impl Sink for PassThrough<'_> {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        self.0.copy_from(file, offset, len)
+    }
+
+    fn name(&self) -> &Path {
+        self.0.name()
+    }
+}
+
+/// What the command line names standard output as.
+pub const STDOUT: &str = "-";
+
+/// An unnamed temporary file to write intermediate data to (deleted when dropped, and by the
+/// kernel should the process be killed: it has no name to leave behind).
+pub struct Scratch {
+    file: File,
+}
+
+impl Scratch {
+    /// Creates it in the temporary folder (`TMPDIR`).
+    pub fn new() -> Result<Scratch> {
+        let file = tempfile::tempfile()
+            .map_err(|e| Error::io("create a temporary file in", &std::env::temp_dir(), e))?;
+        Ok(Scratch { file })
+    }
+
+    /// The file, with everything written so far.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+}
+
+impl Sink for Scratch {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        crate::source::copy_in_kernel(file, offset, len, &self.file)
+    }
+
+    fn name(&self) -> &Path {
+        Path::new("a temporary file")
+    }
+}

@@ -1,0 +1,602 @@
+//! An output made of several files (a sharded checkpoint's shards and its index), written
+//! under temporary names and committed together: all of them or none.
+//!
+//! # The contract
+//!
+//! - **Before the commit**, a failure or an interrupt leaves nothing new. Each member is
+//!   written to a temporary file in its own target's folder (`.{name}.XXXXXX.tjoin-partial`),
+//!   removed when the set is dropped and, should SIGINT, SIGTERM or SIGHUP (or a SIGBUS from
+//!   a shrinking input) end the process, by the signal handler.
+//! - **A failure during the commit** leaves the previous files byte for byte, including a
+//!   new set that reuses an old set's names: every file that the commit replaces or removes
+//!   is first kept under a backup name (`.{name}.XXXXXX.tjoin-backup`, a hard link, or a
+//!   copy where hard links fail), and on failure the commit rolls back: each backup is
+//!   renamed back over its target and each new file placed where none was is removed.
+//! - **A success** leaves exactly the new set: every member at its target, every file named
+//!   by [`OutputSet::remove_at_commit`] gone, and no temporary or backup file.
+//! - **No-clobber** ([`OutputSet::new`]`(true)`): a member whose target exists is refused
+//!   when it is added, before anything is written, and again at the commit, before anything
+//!   changes; a target that appears between that check and the member's rename is not
+//!   replaced either (the rename refuses, and the commit rolls back).
+//!
+//! # The order of the commit
+//!
+//! 1. Check every target again: none may be a directory and, with no-clobber, none may
+//!    exist. A file to remove may not be a directory.
+//! 2. Back up every existing target and every file to remove, except for the last change
+//!    (nothing that follows it could fail and call for its backup). A lone member replacing
+//!    a file is one rename, as it always was.
+//! 3. Rename the members over their targets in the order they were added, then remove the
+//!    files to remove in the order they were named. A caller adds an index file last, so
+//!    that it appears only once every shard it lists is in place, and names the previous
+//!    shards it no longer lists for removal, so that they go only once nothing lists them:
+//!    a reader that opens the index at any moment finds its shards.
+//! 4. Remove the backups.
+//!
+//! Steps 3 and 4 hold off the signal handler: a Ctrl-C during them takes effect once the
+//! commit has finished or rolled back, never in between. Steps 1 and 2 change no target, so
+//! a signal there removes the temporary files (backups included) at once.
+//!
+//! # What cannot be made atomic
+//!
+//! One rename replaces one file atomically; nothing makes several renames one. A SIGKILL,
+//! a crash or a power loss during the commit skips the rollback, and what remains on disk
+//! says how far it went: a `.NAME.XXXXXX.tjoin-backup` is the previous version of `NAME`,
+//! a `.NAME.XXXXXX.tjoin-partial` a member not yet renamed into place.
+//! - In steps 1 and 2, the previous set is intact: delete the backups and partial files.
+//! - In step 3, the folder holds a mix of new and previous files. To go back to the
+//!   previous set, rename each backup over its `NAME`, delete the partial files, then the
+//!   files that the new set added (the previous index does not list them). To finish the
+//!   new set instead, delete the backups and partial files and run tjoin again.
+//! - In step 4, the new set is complete: delete the backups.
+//!
+//! When a rollback itself fails, the error message names what it could not undo; a backup
+//! it could not rename back is kept, never removed. A backup that cannot be removed once the
+//! new set is in place is left too, and the error says so. tjoin does not flush the files to
+//! the disk before it renames them, so after a power loss a file renamed shortly before may
+//! also be short or empty, as with any program that does not call `fsync`.
+//!
+//! A backup by copy (where the file system has no hard links) keeps the bytes and the
+//! permissions, not the owner, the other hard links or the extended attributes; it also
+//! takes as long to make as the file takes to copy.
+//!
+//! On Windows, the renames are `MoveFileEx` calls that replace an existing file: NTFS makes
+//! each a single change, but Windows documents no promise that it is atomic. A file that
+//! another process holds open without `FILE_SHARE_DELETE`, or maps into memory (a running
+//! program reading the checkpoint, say), can be neither replaced nor removed: the commit
+//! fails on it and rolls back, and the rollback can meet the same refusal, which its
+//! message then lists with the backups it kept. FAT and exFAT volumes have no hard links,
+//! so every backup there is a copy.
+
+use std::fs::{self, File};
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+
+use super::Sink;
+use super::temporary::{self, Kind, Temporary};
+use crate::error::{Error, Result};
+
+/// Several files written under temporary names, committed together by [`OutputSet::commit`];
+/// dropping the set instead removes every temporary file.
+pub struct OutputSet {
+    members: Vec<Member>,
+    removals: Vec<PathBuf>,
+    no_clobber: bool,
+}
+
+/// One file of a set, being written under a temporary name beside its target.
+pub struct Member {
+    target: PathBuf,
+    partial: Temporary,
+}
+
+impl OutputSet {
+    /// An empty set. With `no_clobber`, no member may replace an existing file.
+    pub fn new(no_clobber: bool) -> OutputSet {
+        OutputSet {
+            members: Vec::new(),
+            removals: Vec::new(),
+            no_clobber,
+        }
+    }
+
+    /// Adds a member that the commit renames to `target`, after the members added before it,
+    /// and creates its temporary file, empty, in `target`'s folder. Refuses a target that
+    /// is a directory, is in a folder that does not exist, is already in the set or, with
+    /// no-clobber, exists.
+    pub fn add(&mut self, target: &Path) -> Result<&mut Member> {
+        check_target(target, self.no_clobber)?;
+        let twice = if self.members.iter().any(|m| m.target == target) {
+            Some("the output names it twice")
+        } else if self.removals.iter().any(|r| r == target) {
+            Some("the output both writes and removes it")
+        } else {
+            None
+        };
+        if let Some(why) = twice {
+            return Err(refuse(target, ErrorKind::InvalidInput, why.to_string()));
+        }
+        let partial =
+            Temporary::new_file(target, Kind::Partial).map_err(|e| write_failed(target, e))?;
+        self.members.push(Member {
+            target: target.to_path_buf(),
+            partial,
+        });
+        Ok(self.members.last_mut().expect("just pushed"))
+    }
+
+    /// Names a file for the commit to remove once every member is in place (a sharded
+    /// checkpoint's previous shard that the new index no longer lists); a rollback puts it
+    /// back. A file that does not exist at the commit is left alone.
+    pub fn remove_at_commit(&mut self, path: &Path) -> Result<()> {
+        check_removal(path)?;
+        if self.members.iter().any(|m| m.target == path) {
+            let why = "the output both writes and removes it".to_string();
+            return Err(refuse(path, ErrorKind::InvalidInput, why));
+        }
+        if !self.removals.iter().any(|r| r == path) {
+            self.removals.push(path.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// The members, in the order they were added.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The members, to write to.
+    pub fn members_mut(&mut self) -> &mut [Member] {
+        &mut self.members
+    }
+
+    /// Puts every member in place and removes the files named for removal, in the order of
+    /// the module's documentation; on failure, puts every previous file back as it was.
+    pub fn commit(self) -> Result<()> {
+        let OutputSet {
+            members,
+            removals,
+            no_clobber,
+        } = self;
+        for member in &members {
+            check_target(&member.target, no_clobber)?;
+        }
+        for path in &removals {
+            check_removal(path)?;
+        }
+        let changes = members.len() + removals.len();
+        let placed = members.into_iter().map(|m| (m.target, Some(m.partial)));
+        let removed = removals.into_iter().map(|path| (path, None));
+        let mut steps = Vec::with_capacity(changes);
+        for (at, (target, partial)) in placed.chain(removed).enumerate() {
+            // Nothing after the last change can fail and call for its backup.
+            let backup = if at + 1 < changes {
+                back_up(&target)?
+            } else {
+                None
+            };
+            steps.push(Step {
+                target,
+                partial,
+                backup,
+            });
+        }
+        let _signals_wait = temporary::hold_signals();
+        let mut done = Vec::with_capacity(changes);
+        for step in steps {
+            match step.apply(no_clobber) {
+                Ok(step) => done.push(step),
+                Err(error) => return Err(roll_back(done, error)),
+            }
+        }
+        remove_backups(done)
+    }
+}
+
+impl Member {
+    /// The path it is committed to.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Writes `bytes` at `offset`, over what is there (a header, once the sizes it gives are
+    /// known).
+    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        crate::source::write_all_at(self.partial.as_file(), bytes, offset)
+    }
+}
+
+impl Sink for Member {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        io::Write::write_all(&mut self.partial.as_file(), bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
+        crate::source::copy_in_kernel(file, offset, len, self.partial.as_file())
+    }
+
+    fn name(&self) -> &Path {
+        &self.target
+    }
+}
+
+/// One change of the commit: a member to rename over its target (`partial`), or a file to
+/// remove; and the target's previous version, if it has one that must be kept.
+struct Step {
+    target: PathBuf,
+    partial: Option<Temporary>,
+    backup: Option<Temporary<()>>,
+}
+
+/// A change made, with what undoes it.
+struct Done {
+    target: PathBuf,
+    /// Whether a new file now stands at the target.
+    placed: bool,
+    backup: Option<Temporary<()>>,
+}
+
+impl Step {
+    /// Makes the change. On failure the target is as it was, and the temporary file and the
+    /// backup are removed.
+    fn apply(self, no_clobber: bool) -> Result<Done> {
+        let Step {
+            target,
+            partial,
+            backup,
+        } = self;
+        let placed = partial.is_some();
+        match partial {
+            Some(partial) => partial
+                .rename_to(&target, no_clobber)
+                .map_err(|(e, _)| Error::io("rename the finished output to", &target, e))?,
+            None => match fs::remove_file(&target) {
+                Err(e) if e.kind() != ErrorKind::NotFound => {
+                    return Err(Error::io("remove the previous", &target, e));
+                }
+                _ => {}
+            },
+        }
+        Ok(Done {
+            target,
+            placed,
+            backup,
+        })
+    }
+}
+
+impl Done {
+    /// Puts the previous version back; says what could not be undone.
+    fn undo(self) -> Option<String> {
+        let target = self.target.display();
+        match self.backup {
+            Some(backup) => backup
+                .rename_to(&self.target, false)
+                .err()
+                .map(|(e, backup)| {
+                    let kept = backup.keep();
+                    format!(
+                        "{target} could not be put back ({e}); its previous version is kept as {}",
+                        kept.display()
+                    )
+                }),
+            None if self.placed => fs::remove_file(&self.target)
+                .err()
+                .map(|e| format!("the new {target} could not be removed ({e})")),
+            None => None,
+        }
+    }
+}
+
+/// Undoes `done`, last change first, after `error`; returns `error`, with what could not be
+/// undone added to its message.
+fn roll_back(done: Vec<Done>, error: Error) -> Error {
+    let stuck: Vec<String> = done.into_iter().rev().filter_map(Done::undo).collect();
+    if stuck.is_empty() {
+        return error;
+    }
+    let note = format!("; then the rollback failed: {}", stuck.join("; "));
+    match error {
+        Error::Io {
+            action,
+            path,
+            source,
+        } => Error::io(
+            action,
+            &path,
+            io::Error::new(source.kind(), format!("{source}{note}")),
+        ),
+        other => other,
+    }
+}
+
+/// Removes the backups once every change is made; the new set stays in place even when one
+/// cannot be removed, which the error then says.
+fn remove_backups(done: Vec<Done>) -> Result<()> {
+    let mut first_error = None;
+    for Done { target, backup, .. } in done {
+        let Some(backup) = backup else { continue };
+        let path = backup.path().to_path_buf();
+        if let Err(e) = backup.remove() {
+            let why = format!(
+                "{e}; the new files are in place, and the previous version is left as {}",
+                path.display()
+            );
+            let error = io::Error::new(e.kind(), why);
+            first_error.get_or_insert(Error::io("remove the backup of", &target, error));
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Keeps `target`'s current version, if it has one, under a backup name beside it: a hard
+/// link, or a copy where hard links fail.
+fn back_up(target: &Path) -> Result<Option<Temporary<()>>> {
+    let failed = |e| Error::io("back up the previous", target, e);
+    match target.symlink_metadata() {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+        Ok(_) => {}
+    }
+    let linked = Temporary::create(target, Kind::Backup, |backup| fs::hard_link(target, backup));
+    let backup = match linked {
+        Ok(link) => link,
+        Err(_) => copy(target).map_err(failed)?,
+    };
+    Ok(Some(backup))
+}
+
+/// A copy of `target` under a backup name, with its permissions.
+fn copy(target: &Path) -> io::Result<Temporary<()>> {
+    // Created empty, and registered, before the copy: a signal during a long copy removes it.
+    let backup = Temporary::new_file(target, Kind::Backup)?;
+    let mut from = File::open(target)?;
+    io::copy(&mut from, &mut backup.as_file())?;
+    backup
+        .as_file()
+        .set_permissions(from.metadata()?.permissions())?;
+    Ok(backup.closed())
+}
+
+/// Refuses a member's target that is a directory, is in a folder that does not exist or,
+/// with `no_clobber`, exists.
+fn check_target(target: &Path, no_clobber: bool) -> Result<()> {
+    if target.is_dir() {
+        let why = "it is a directory; name a file inside it".to_string();
+        return Err(refuse(target, ErrorKind::IsADirectory, why));
+    }
+    if no_clobber && target.symlink_metadata().is_ok() {
+        let why = "it exists, and --no-clobber forbids replacing it".to_string();
+        return Err(refuse(target, ErrorKind::AlreadyExists, why));
+    }
+    let folder = temporary::folder_of(target);
+    if !folder.is_dir() {
+        let why = format!("its folder {} does not exist", folder.display());
+        return Err(refuse(target, ErrorKind::NotFound, why));
+    }
+    Ok(())
+}
+
+/// Refuses to remove a directory: the files tjoin removes are ones an earlier run wrote.
+fn check_removal(path: &Path) -> Result<()> {
+    if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        let why = "it is a directory, and tjoin removes only files".to_string();
+        return Err(Error::io(
+            "remove",
+            path,
+            io::Error::new(ErrorKind::IsADirectory, why),
+        ));
+    }
+    Ok(())
+}
+
+fn refuse(target: &Path, kind: ErrorKind, why: String) -> Error {
+    write_failed(target, io::Error::new(kind, why))
+}
+
+fn write_failed(target: &Path, e: io::Error) -> Error {
+    Error::io("write the output", target, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A folder holding a previous set: shards `a` and `old` in `shards/`, `c` and `index`
+    /// beside it.
+    fn previous_set() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("shards")).unwrap();
+        for name in ["shards/a", "shards/old", "c", "index"] {
+            fs::write(dir.path().join(name), format!("previous {name}")).unwrap();
+        }
+        dir
+    }
+
+    /// Asserts that `dir` holds the previous set, byte for byte, and nothing else.
+    fn assert_previous_set(dir: &Path) {
+        assert_eq!(listing(dir), ["c", "index", "shards"]);
+        assert_eq!(listing(&dir.join("shards")), ["a", "old"]);
+        for name in ["shards/a", "shards/old", "c", "index"] {
+            let bytes = fs::read(dir.join(name)).unwrap();
+            assert_eq!(bytes, format!("previous {name}").as_bytes(), "{name}");
+        }
+    }
+
+    /// A new set over [`previous_set`]: shards `a` (replaced) and `b` (new), `c` (replaced),
+    /// the index last (replaced), and `shards/old` to remove; every member written.
+    fn new_set(dir: &Path) -> OutputSet {
+        let mut set = OutputSet::new(false);
+        for name in ["shards/a", "shards/b", "c", "index"] {
+            let member = set.add(&dir.join(name)).unwrap();
+            member.write_all(format!("new {name}").as_bytes()).unwrap();
+        }
+        set.remove_at_commit(&dir.join("shards/old")).unwrap();
+        set.remove_at_commit(&dir.join("shards/never-was")).unwrap();
+        set
+    }
+
+    #[test]
+    fn a_commit_leaves_exactly_the_new_set() {
+        let dir = previous_set();
+        new_set(dir.path()).commit().unwrap();
+        assert_eq!(listing(dir.path()), ["c", "index", "shards"]);
+        assert_eq!(listing(&dir.path().join("shards")), ["a", "b"]);
+        for name in ["shards/a", "shards/b", "c", "index"] {
+            let bytes = fs::read(dir.path().join(name)).unwrap();
+            assert_eq!(bytes, format!("new {name}").as_bytes(), "{name}");
+        }
+    }
+
+    #[test]
+    fn dropping_the_set_before_the_commit_leaves_nothing_new() {
+        let dir = previous_set();
+        let set = new_set(dir.path());
+        let partials: Vec<PathBuf> = set
+            .members()
+            .iter()
+            .map(|m| m.partial.path().into())
+            .collect();
+        assert!(partials.iter().all(|p| p.exists()), "{partials:?}");
+        drop(set);
+        assert_previous_set(dir.path());
+    }
+
+    #[test]
+    fn a_failure_in_the_middle_of_the_commit_puts_every_previous_file_back() {
+        let dir = previous_set();
+        let set = new_set(dir.path());
+        // `shards/a` and `shards/b` are placed before `c`'s rename fails, for want of its
+        // temporary file.
+        fs::remove_file(set.members()[2].partial.path()).unwrap();
+        let error = set.commit().unwrap_err().to_string();
+        let c = dir.path().join("c");
+        let expected = format!("cannot rename the finished output to {}: ", c.display());
+        assert!(error.starts_with(&expected), "{error}");
+        assert!(!error.contains("tjoin-"), "{error}");
+        assert_previous_set(dir.path());
+    }
+
+    #[test]
+    fn a_target_that_became_a_directory_fails_the_commit_before_anything_changes() {
+        let dir = previous_set();
+        let set = new_set(dir.path());
+        let c = dir.path().join("c");
+        fs::remove_file(&c).unwrap();
+        fs::create_dir(&c).unwrap();
+        fs::write(c.join("inside"), "previous c/inside").unwrap();
+        let error = set.commit().unwrap_err().to_string();
+        assert!(error.contains("it is a directory"), "{error}");
+        fs::remove_dir_all(&c).unwrap();
+        fs::write(&c, "previous c").unwrap();
+        assert_previous_set(dir.path());
+    }
+
+    #[test]
+    fn a_rollback_puts_back_the_files_it_removed_and_replaced() {
+        let dir = previous_set();
+        let index = dir.path().join("index");
+        let old = dir.path().join("shards/old");
+        let mut set = OutputSet::new(false);
+        set.add(&index).unwrap().write_all(b"new index").unwrap();
+        let member = set.members.pop().unwrap();
+        let steps = [(index.clone(), Some(member.partial)), (old.clone(), None)];
+        let done: Vec<Done> = steps
+            .into_iter()
+            .map(|(target, partial)| {
+                let backup = back_up(&target).unwrap();
+                let step = Step {
+                    target,
+                    partial,
+                    backup,
+                };
+                step.apply(false).unwrap()
+            })
+            .collect();
+        assert_eq!(fs::read(&index).unwrap(), b"new index");
+        assert!(!old.exists());
+        let made_up = Error::io("commit", &index, io::Error::other("made up"));
+        let error = roll_back(done, made_up).to_string();
+        assert_eq!(error, format!("cannot commit {}: made up", index.display()));
+        assert_previous_set(dir.path());
+    }
+
+    #[test]
+    fn no_clobber_refuses_an_existing_target_when_added_and_at_commit() {
+        let dir = previous_set();
+        let mut set = OutputSet::new(true);
+        let error = set
+            .add(&dir.path().join("index"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("--no-clobber forbids replacing it"),
+            "{error}"
+        );
+        set.add(&dir.path().join("shards/b")).unwrap();
+        let late = dir.path().join("late");
+        set.add(&late).unwrap();
+        fs::write(&late, "someone else's").unwrap();
+        let error = set.commit().unwrap_err().to_string();
+        assert!(error.contains(&late.display().to_string()), "{error}");
+        assert_eq!(fs::read(&late).unwrap(), b"someone else's");
+        fs::remove_file(&late).unwrap();
+        assert_previous_set(dir.path());
+    }
+
+    #[test]
+    fn a_target_named_twice_or_both_written_and_removed_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let mut set = OutputSet::new(false);
+        set.add(&a).unwrap();
+        let twice = set.add(&a).err().unwrap().to_string();
+        assert!(twice.ends_with("the output names it twice"), "{twice}");
+        let both = set.remove_at_commit(&a).unwrap_err().to_string();
+        assert!(
+            both.ends_with("the output both writes and removes it"),
+            "{both}"
+        );
+        let b = dir.path().join("b");
+        set.remove_at_commit(&b).unwrap();
+        let both = set.add(&b).err().unwrap().to_string();
+        assert!(
+            both.ends_with("the output both writes and removes it"),
+            "{both}"
+        );
+    }
+
+    #[test]
+    fn a_backup_by_copy_keeps_the_bytes_and_the_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        fs::write(&target, "previous a").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&target, fs::Permissions::from_mode(0o640)).unwrap();
+        }
+        let backup = copy(&target).unwrap();
+        let name = backup.path().file_name().unwrap().to_string_lossy();
+        assert!(
+            name.starts_with(".a.") && name.ends_with(".tjoin-backup"),
+            "{name}"
+        );
+        assert_eq!(fs::read(backup.path()).unwrap(), b"previous a");
+        let (was, is) = (target.metadata(), backup.path().metadata());
+        assert_eq!(was.unwrap().permissions(), is.unwrap().permissions());
+        drop(backup);
+        assert_eq!(listing(dir.path()), ["a"]);
+    }
+}
