@@ -226,8 +226,9 @@ impl Fitted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{OpenOptions, Spill};
+    use crate::input::OpenOptions;
     use crate::job::{self, JobOptions};
+    use crate::spill::Spill;
     use clap::Parser;
 
     fn cli(args: &[&str]) -> Cli {

@@ -24,6 +24,7 @@ pub mod progress;
 pub mod report;
 pub mod source;
 pub mod spec;
+pub mod spill;
 pub mod stack;
 
 pub use error::{Error, ExitCode, Result};
@@ -39,10 +40,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use format::{Format, OutTensor, WriteOptions, Writer};
 use indicatif::ProgressBar;
-use input::{Input, OpenOptions, Prefetch, STDIN, Spill};
+use input::{Input, OpenOptions, Prefetch, STDIN};
 use job::TensorJob;
 use output::{Output, Sink};
 use progress::{Counted, When};
+use spill::Spill;
 
 /// Runs the join the command line asks for: open the inputs, check and plan every output
 /// tensor, then either print the plan (`--dry-run`) or write the output and commit it.

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tjoin::input::Spill;
 use tjoin::source::Region;
+use tjoin::spill::Spill;
 
 #[path = "common.rs"]
 mod common;

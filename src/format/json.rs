@@ -22,9 +22,9 @@ use crate::cli::JsonForm;
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Result};
 use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
-use crate::input::{Spill, SpillWriter};
 use crate::output::Sink;
 use crate::source::Region;
+use crate::spill::{Spill, SpillWriter};
 
 /// The deepest nesting read; deeper text is refused (a tensor of rank 64 is already absurd).
 pub const MAX_DEPTH: usize = 64;
