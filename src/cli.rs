@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::backend::{Adapter, Backend};
+use crate::format::json::JsonForm;
 use crate::progress::When;
 use crate::spec::Spec;
 
@@ -216,16 +217,6 @@ pub struct Cli {
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
     #[arg(long, value_name = "ADAPTER", value_parser = Adapter::parse)]
     pub dml_adapter: Option<Adapter>,
-}
-
-/// How a JSON output is shaped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum JsonForm {
-    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
-    #[default]
-    Nested,
-    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
-    Object,
 }
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.

@@ -275,7 +275,7 @@ fn write_options(cli: &Cli, format: Format, inputs: &[Input]) -> Result<WriteOpt
     if !cli.metadata.is_empty() && format != Format::SafeTensors {
         return Err(misplaced("--metadata", ".safetensors"));
     }
-    if cli.json_form != cli::JsonForm::default() && format != Format::Json {
+    if cli.json_form != format::json::JsonForm::default() && format != Format::Json {
         return Err(misplaced("--json-form", ".json"));
     }
     let mut metadata: Option<BTreeMap<String, String>> = inputs

@@ -18,13 +18,22 @@ use std::io::{self, Write as _};
 use half::{bf16, f16};
 
 use crate::cast::{narrow_bf16, narrow_f16};
-use crate::cli::JsonForm;
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Result};
 use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 use crate::source::Region;
 use crate::spill::{Spill, SpillWriter};
+
+/// How a JSON output is shaped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonForm {
+    /// `[[1, 2], [3, 4]]`: the data as nested arrays.
+    #[default]
+    Nested,
+    /// `{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`.
+    Object,
+}
 
 /// The deepest nesting read; deeper text is refused (a tensor of rank 64 is already absurd).
 pub const MAX_DEPTH: usize = 64;

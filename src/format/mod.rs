@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::output::{PassThrough, Sink};
 
 /// The file formats tjoin reads and writes.
@@ -44,7 +44,7 @@ pub struct WriteOptions {
     /// Deflate .npz members.
     pub compress: bool,
     /// Nested arrays, or the tensor object with dtype and shape (`--json-form`).
-    pub json_form: crate::cli::JsonForm,
+    pub json_form: json::JsonForm,
     /// safetensors `__metadata__` to write, if any.
     pub metadata: Option<BTreeMap<String, String>>,
 }
@@ -212,7 +212,7 @@ impl Format {
                     .iter()
                     .filter_map(|t| t.name.clone())
                     .collect();
-                return Err(crate::input::no_such_tensor(input, wanted, &names));
+                return Err(no_such_tensor(input, wanted, &names));
             }
             contents.tensors.retain(is_wanted);
         }
@@ -235,6 +235,33 @@ impl Format {
 fn format_names() -> String {
     let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
     names.join(", ")
+}
+
+/// The refusal of `FILE:NAME` when the file has no tensor `wanted`: the names it has, the
+/// closest (by edit distance) first.
+pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error {
+    let mut ranked: Vec<&String> = names.iter().collect();
+    ranked.sort_by_key(|name| (strsim::levenshtein(wanted, name), name.as_str()));
+    const SHOWN: usize = 10;
+    let mut details: Vec<String> = ranked.iter().take(SHOWN).map(|n| n.to_string()).collect();
+    if ranked.len() > SHOWN {
+        details.push(format!("... and {} more", ranked.len() - SHOWN));
+    }
+    let hint = match ranked.first() {
+        Some(best) => format!("did you mean {}:{best}?", input.path.display()),
+        None => "the file holds no tensor at all".to_string(),
+    };
+    Error::Refused(vec![Refusal {
+        headline: format!(
+            "input {} ({}) has no tensor named `{wanted}`; it has {} tensor{}, closest first:",
+            input.position,
+            input.path.display(),
+            names.len(),
+            if names.len() == 1 { "" } else { "s" }
+        ),
+        details,
+        hint: Some(hint),
+    }])
 }
 
 /// One tensor of the output, as a writer describes it.
