@@ -15,8 +15,8 @@ use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Result};
-use crate::format::{Format, TensorInfo};
-use crate::source::{self, Region};
+use crate::format::{Format, Opened, TensorInfo};
+use crate::source;
 use crate::spill::Spill;
 
 /// What the command line names standard input as.
@@ -202,25 +202,14 @@ impl Input {
                 }
             }
         };
-        let (own, data, contents) = if format == Format::Json {
-            let text = Region::map(&file, 0, stamp.len).map_err(|e| name.io_error("map", e))?;
-            let info = crate::format::json::read(&text, &name, spill)?;
-            let found = crate::format::Found {
-                name: None,
-                info,
-                file: None,
-            };
-            let contents = crate::format::Contents {
-                tensors: vec![found],
-                metadata: None,
-            };
-            let data = DataFile::Open(spill.file(&name)?);
-            (keep(file, false), data, contents)
-        } else {
-            let contents = format.read(&file, stamp.len, &name, selected.as_deref(), head)?;
-            let own = keep(file, options.keep_open && !whole);
-            (own.clone(), own, contents)
+        let opened = Opened {
+            file: &file,
+            len: stamp.len,
+            name: &name,
+            head,
         };
+        let contents = format.read(opened, selected.as_deref(), spill)?;
+        let own = keep(file, format.reads_in_place() && options.keep_open && !whole);
         let tensors = contents
             .tensors
             .into_iter()
@@ -230,8 +219,9 @@ impl Input {
                     ..name.clone()
                 },
                 info: found.info,
-                // An inflated .npz member has a temporary file of its own.
-                file: found.file.map_or_else(|| data.clone(), DataFile::Open),
+                // An inflated .npz member, or JSON text converted into the spill file, has a
+                // file of its own.
+                file: found.file.map_or_else(|| own.clone(), DataFile::Open),
             })
             .collect();
         Ok(Input {

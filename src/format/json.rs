@@ -13,6 +13,7 @@
 //! value reads back exactly.
 
 use std::borrow::Cow;
+use std::fs::File;
 use std::io::{self, Write as _};
 
 use half::{bf16, f16};
@@ -20,7 +21,7 @@ use half::{bf16, f16};
 use crate::cast::{narrow_bf16, narrow_f16};
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Result};
-use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
+use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 use crate::source::Region;
 use crate::spill::{Spill, SpillWriter};
@@ -40,13 +41,15 @@ pub const MAX_DEPTH: usize = 64;
 /// How far the scanner reads between releases of the text's pages behind it.
 const RELEASE_STEP: usize = 16 << 20;
 
-/// Reads the JSON tensor in `text` into `spill` and describes it.
-pub fn read(text: &Region, input: &InputRef, spill: &mut Spill) -> Result<TensorInfo> {
+/// Reads the JSON tensor in `file` (of `len` bytes) into `spill`: its one tensor, whose data
+/// is in the spill file.
+pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Result<Contents> {
+    let region = Region::map(file, 0, len).map_err(|e| input.io_error("map", e))?;
     let mut out = spill.writer(input)?;
     let mut parser = Parser {
-        text: text.bytes(),
+        text: region.bytes(),
         pos: 0,
-        region: text,
+        region: &region,
         released: 0,
     };
     let (dtype, shape) = parser.tensor(&mut out).map_err(|fail| match fail {
@@ -61,7 +64,7 @@ pub fn read(text: &Region, input: &InputRef, spill: &mut Spill) -> Result<Tensor
         .finish()
         .map_err(|e| input.io_error("make a temporary copy of", e))?;
     debug_assert_eq!(byte_count(&shape, dtype.itemsize()), Some(data_len));
-    Ok(TensorInfo {
+    let info = TensorInfo {
         byte_order: dtype.byte_order_or_na(ByteOrder::Little),
         dtype,
         swaps: Default::default(),
@@ -69,6 +72,14 @@ pub fn read(text: &Region, input: &InputRef, spill: &mut Spill) -> Result<Tensor
         layout: Layout::C,
         data_offset,
         data_len,
+    };
+    Ok(Contents {
+        tensors: vec![Found {
+            name: None,
+            info,
+            file: Some(spill.file(input)?),
+        }],
+        metadata: None,
     })
 }
 
