@@ -227,8 +227,9 @@ impl Fitted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{OpenOptions, Spill};
+    use crate::input::OpenOptions;
     use crate::job::{self, JobOptions};
+    use crate::spill::Spill;
 
     /// An axis-0 join into `out`, a .npy file.
     fn axis_0_into(out: &Path) -> EarlyCopy {

@@ -16,10 +16,11 @@ use crate::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
-use crate::input::{self, Input, OpenOptions, Prefetch, Spill};
+use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::job::{self, TensorJob};
 use crate::output::{Output, Sink};
 use crate::progress::{self, Counted};
+use crate::spill::Spill;
 use crate::{report, source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,

@@ -26,6 +26,7 @@ pub mod report;
 pub mod rules;
 pub mod source;
 pub mod spec;
+pub mod spill;
 pub mod stack;
 
 pub use error::{Error, ExitCode, Result};

@@ -3,15 +3,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tjoin::input::Spill;
-use tjoin::source::Region;
+use tjoin::spill::Spill;
 
 #[path = "common.rs"]
 mod common;
 
 fuzz_target!(|data: &[u8]| {
     let _ = common::with_file(data, |file, len, name| {
-        let text = Region::map(file, 0, len).expect("a readable file maps");
-        tjoin::format::json::read(&text, name, &mut Spill::default())
+        tjoin::format::json::read(file, len, name, &mut Spill::default())
     });
 });

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::output::{PassThrough, Sink};
+use crate::spill::Spill;
 
 /// The file formats tjoin reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,20 @@ pub struct Found {
     pub info: TensorInfo,
     /// The file its data is in, when not the input itself (an inflated .npz member).
     pub file: Option<Arc<File>>,
+}
+
+/// An input file as a format's reader gets it: open, its length known, its first bytes read.
+#[derive(Clone, Copy)]
+pub struct Opened<'a> {
+    /// The file, its cursor at the start.
+    pub file: &'a File,
+    /// Its length in bytes.
+    pub len: u64,
+    /// How messages name it.
+    pub name: &'a InputRef,
+    /// Its first bytes, already read (all of it when it is small enough; the .npy reader
+    /// needs no more for nearly every file).
+    pub head: &'a [u8],
 }
 
 impl Format {
@@ -178,36 +193,41 @@ impl Format {
         matches!(self, Format::Npz | Format::SafeTensors)
     }
 
-    /// Reads the tensors a file of this format declares; with `select`, only the tensor of
-    /// that name (an error lists the names there are when none has it).
-    /// `head` holds the file's first bytes, already read (the .npy reader needs no more for
-    /// nearly every file).
+    /// Whether tensor data is read from the input file itself, where it lies, after its
+    /// header. JSON text is converted into the spill file as it is read, so the input is
+    /// done with once `read` returns.
+    pub fn reads_in_place(self) -> bool {
+        self != Format::Json
+    }
+
+    /// Reads the tensors the file `opened` of this format declares; with `select`, only the
+    /// tensor of that name (an error lists the names there are when none has it). Formats
+    /// whose data cannot be mapped where it lies (JSON text) convert it into `spill`, and
+    /// their tensors name the spill file as the one their data is in.
     pub fn read(
         self,
-        file: &File,
-        file_len: u64,
-        input: &InputRef,
+        opened: Opened<'_>,
         select: Option<&str>,
-        head: &[u8],
+        spill: &mut Spill,
     ) -> Result<Contents> {
+        let Opened {
+            file,
+            len,
+            name,
+            head,
+        } = opened;
         let mut contents = match self {
             Format::Npy => Contents {
                 tensors: vec![Found {
                     name: None,
-                    info: npy::read_header_from(file, file_len, input, head)?,
+                    info: npy::read_header_from(file, len, name, head)?,
                     file: None,
                 }],
                 metadata: None,
             },
-            Format::Npz => return npz::read(file, file_len, input, select),
-            Format::SafeTensors => safetensors::read(file, file_len, input)?,
-            // JSON is converted into the spill file by `Input::open`, never read in place.
-            Format::Json => {
-                return Err(Error::Unsupported {
-                    input: input.clone(),
-                    reason: "JSON text has no tensor data to map".to_string(),
-                });
-            }
+            Format::Npz => return npz::read(file, len, name, select),
+            Format::SafeTensors => safetensors::read(file, len, name)?,
+            Format::Json => json::read(file, len, name, spill)?,
         };
         if let Some(wanted) = select {
             let is_wanted = |t: &Found| t.name.as_deref() == Some(wanted);
@@ -217,7 +237,7 @@ impl Format {
                     .iter()
                     .filter_map(|t| t.name.clone())
                     .collect();
-                return Err(crate::input::no_such_tensor(input, wanted, &names));
+                return Err(no_such_tensor(name, wanted, &names));
             }
             contents.tensors.retain(is_wanted);
         }
@@ -252,6 +272,33 @@ pub fn cannot_hold(problems: Vec<String>) -> std::result::Result<(), Refusal> {
         details: Vec::new(),
         hint: None,
     })
+}
+
+/// The refusal of `FILE:NAME` when the file has no tensor `wanted`: the names it has, the
+/// closest (by edit distance) first.
+pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error {
+    let mut ranked: Vec<&String> = names.iter().collect();
+    ranked.sort_by_key(|name| (strsim::levenshtein(wanted, name), name.as_str()));
+    const SHOWN: usize = 10;
+    let mut details: Vec<String> = ranked.iter().take(SHOWN).map(|n| n.to_string()).collect();
+    if ranked.len() > SHOWN {
+        details.push(format!("... and {} more", ranked.len() - SHOWN));
+    }
+    let hint = match ranked.first() {
+        Some(best) => format!("did you mean {}:{best}?", input.path.display()),
+        None => "the file holds no tensor at all".to_string(),
+    };
+    Error::Refused(vec![Refusal {
+        headline: format!(
+            "input {} ({}) has no tensor named `{wanted}`; it has {} tensor{}, closest first:",
+            input.position,
+            input.path.display(),
+            names.len(),
+            if names.len() == 1 { "" } else { "s" }
+        ),
+        details,
+        hint: Some(hint),
+    }])
 }
 
 /// One tensor of the output, as a writer describes it.

@@ -10,9 +10,6 @@ use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
-/// How much of a file one read takes in to find its header: numpy's are 128 bytes for plain
-/// types. More would copy a small input's data twice (4 KiB cost 10% on 10,000 small files).
-const HEAD: u64 = 1024;
 /// numpy aligns the start of the data to this many bytes.
 const ALIGN: usize = 64;
 /// numpy leaves room for the growth axis to reach this many digits.
@@ -23,27 +20,7 @@ const MAX_HEADER_LEN: u64 = 64 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
-    let mut head = Vec::new();
-    read_head(file, file_len, false, &mut head)
-        .map_err(|e| input.io_error("read the header of", e))?;
-    read_header_from(file, file_len, input, &head)
-}
-
-/// Reads into `head` the file's first bytes, as many as nearly every header needs, or all of
-/// it when `whole`: one positional read, the only one most inputs cost (over 100,000 inputs,
-/// each system call saved is measurable).
-pub fn read_head(file: &File, file_len: u64, whole: bool, head: &mut Vec<u8>) -> io::Result<()> {
-    let len = if whole { file_len } else { file_len.min(HEAD) };
-    head.clear();
-    head.resize(len as usize, 0);
-    crate::source::read_exact_at(file, head, 0)?;
-    // Windows' positional reads move the cursor; the other readers start from it, at 0.
-    #[cfg(windows)]
-    {
-        use std::io::Seek;
-        (&*file).seek(std::io::SeekFrom::Start(0))?;
-    }
-    Ok(())
+    read_header_from(file, file_len, input, &[])
 }
 
 /// Reads the header of which `head` holds the file's first bytes; longer headers read on

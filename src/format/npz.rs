@@ -21,7 +21,7 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
-use crate::format::{Contents, Found, OutTensor, Writer, npy};
+use crate::format::{Contents, Found, OutTensor, Writer, no_such_tensor, npy};
 use crate::output::Sink;
 
 /// Reads the archive's directory and each member's .npy header; with `select`, only that
@@ -46,7 +46,7 @@ pub fn read(
     if let Some(wanted) = select
         && !names.iter().any(|n| n == wanted)
     {
-        return Err(crate::input::no_such_tensor(input, wanted, &names));
+        return Err(no_such_tensor(input, wanted, &names));
     }
     let mut tensors = Vec::new();
     for (member, name) in members.iter().zip(names) {
