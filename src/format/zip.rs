@@ -10,6 +10,8 @@
 //! as `zipfile` does for numpy: `large_file(true)` puts ZIP64 sizes in every central directory
 //! entry (numpy's have none below 2 GiB), without it the local header lacks the ZIP64 field
 //! numpy forces, and its streaming mode writes local sizes of 0 where `zipfile` writes 0xFFFFFFFF.
+//! With the writer hand-written, the reader stays too: it shares the writer's record layouts,
+//! and the crate's reader alone would bring about ten more crates into the build.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
