@@ -2,6 +2,7 @@
 
 mod containers;
 mod directml;
+mod docs;
 mod early_copy;
 mod fixtures;
 mod flags;
