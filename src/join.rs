@@ -44,8 +44,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 Action::DryRun(PlanForm::Json) => report::dry_run_json,
                 _ => report::dry_run,
             };
-            let (spec, axis) = (config.rules.spec, config.rules.axis);
-            print!("{}", report(spec, &inputs, &job, axis, output, &engine));
+            print!("{}", report(&config.rules, &inputs, &job, output, &engine));
             Ok(())
         }
     }
@@ -115,11 +114,16 @@ fn plan<'a>(
         cast: rules.cast.as_ref(),
         axis: rules.axis,
         spec: rules.spec,
-        axis_for: &rules.axis_for,
-        keep: &rules.keep,
+        rules: &rules.tensor_rules,
+        strict: rules.strict,
         name: rules.name.as_deref(),
         output: format,
     };
+    if !rules.strict && !config.quiet {
+        for warning in job::unmatched_rules(inputs, &options) {
+            eprintln!("tjoin: warning: {warning}");
+        }
+    }
     let job = job::build(inputs, &options)?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;

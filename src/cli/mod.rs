@@ -174,6 +174,18 @@ pub struct Cli {
     #[arg(long, value_name = "GLOB")]
     pub keep: Vec<String>,
 
+    /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
+    ///
+    /// Read rules from FILE, one a line: `GLOB = AXIS` or `GLOB = keep`; `#` starts a comment.
+    /// They apply after the --keep and --axis-for flags, in order, and the first rule that
+    /// matches a tensor decides it. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+
+    /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
+    #[arg(long)]
+    pub strict: bool,
+
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

@@ -5,6 +5,7 @@ mod directml;
 mod early_copy;
 mod fixtures;
 mod generated;
+mod merge_safety;
 mod output_safety;
 mod pipelines;
 mod property;

@@ -1,0 +1,172 @@
+//! Model merges that cannot silently build a wrong model (issue 15): rules come from files
+//! (`rules/*.rules`) and say which tensor they decided, and a rule that matches nothing is
+//! noticed. The shards are
+//! fixtures/merge/ (a tiny Llama and BERT split by the committed rules files); each refusal
+//! has its own test.
+
+use std::fs;
+use std::path::Path;
+
+use crate::util::{assert_mentions, refused, tjoin};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A folder holding the shards of `model` (`tp0.safetensors`, `tp1.safetensors`), the unsplit
+/// model (`expected.safetensors`) and its rules file (`MODEL.rules`).
+fn shards(model: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["tp0.safetensors", "tp1.safetensors", "expected.safetensors"] {
+        let from = Path::new(ROOT)
+            .join("fixtures/merge")
+            .join(model)
+            .join(file);
+        fs::copy(&from, dir.path().join(file)).unwrap();
+    }
+    let rules = Path::new(ROOT).join("rules").join(format!("{model}.rules"));
+    fs::copy(rules, dir.path().join(format!("{model}.rules"))).unwrap();
+    dir
+}
+
+/// The arguments in `words`, split at blanks (the globs here hold none), then the shards.
+fn args(words: &str) -> Vec<&str> {
+    let shards = ["tp0.safetensors", "tp1.safetensors"];
+    words.split_whitespace().chain(shards).collect()
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)`; returns (success, stdout, stderr).
+fn run(dir: &Path, words: &str) -> (bool, String, String) {
+    let out = tjoin().current_dir(dir).args(args(words)).output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)`, which must fail cleanly with `code`; returns
+/// stderr.
+#[track_caller]
+fn refuses(dir: &Path, words: &str, code: i32) -> String {
+    refused(dir, &args(words), code)
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)` and `-o model.safetensors`, and fails unless
+/// that is `expected.safetensors` byte for byte. Returns stderr.
+#[track_caller]
+fn rebuilds(dir: &Path, words: &str) -> String {
+    let (ok, _, stderr) = run(dir, &format!("{words} -o model.safetensors"));
+    assert!(ok, "tjoin {words}: {stderr}");
+    rebuilt(dir);
+    stderr
+}
+
+/// Fails unless `dir/model.safetensors` is `dir/expected.safetensors` byte for byte.
+#[track_caller]
+fn rebuilt(dir: &Path) {
+    let written = fs::read(dir.join("model.safetensors")).unwrap();
+    let expected = fs::read(dir.join("expected.safetensors")).unwrap();
+    assert!(written == expected, "not the original model, byte for byte");
+}
+
+/// The `rule` of the tensor `name` in a JSON plan.
+fn rule_of(plan: &str, name: &str) -> serde_json::Value {
+    let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
+    let tensors = plan["tensors"].as_array().unwrap();
+    let tensor = tensors.iter().find(|t| t["name"] == name).unwrap();
+    tensor["rule"].clone()
+}
+
+#[test]
+fn the_rules_files_rebuild_the_original_models_byte_for_byte() {
+    for model in ["llama", "bert"] {
+        let dir = shards(model);
+        let stderr = rebuilds(dir.path(), &format!("--rules {model}.rules"));
+        // Every rule matches a tensor: no warning.
+        assert_eq!(stderr, "", "{model}");
+    }
+}
+
+#[test]
+fn a_rules_file_that_is_not_rules_is_refused_by_file_and_line() {
+    let dir = shards("llama");
+    let text = "# fine\n*.o_proj.weight = 1\n*.down_proj.weight: 1\n*norm* = kept\n";
+    fs::write(dir.path().join("bad.rules"), text).unwrap();
+    let stderr = refuses(dir.path(), "--rules bad.rules -o m.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: the rules file bad.rules has 2 lines that are not a rule",
+            "bad.rules:3: `*.down_proj.weight: 1` has no `=`",
+            "bad.rules:4: `kept` after `*norm* =` is neither an axis",
+            "hint: write one rule a line",
+        ],
+    );
+    assert!(!stderr.contains("bad.rules:2"), "{stderr}");
+    let stderr = refuses(dir.path(), "--rules none.rules -o m.safetensors", 1);
+    assert_mentions(&stderr, &["cannot read the rules file none.rules"]);
+}
+
+#[test]
+fn a_rule_that_matches_nothing_warns_and_strict_refuses_it() {
+    let dir = shards("llama");
+    let typo = "--rules llama.rules --keep *nrom*";
+    assert_eq!(
+        rebuilds(dir.path(), typo),
+        "tjoin: warning: --keep '*nrom*' matches no tensor (the closest name is \
+         `model.norm.weight`)\n"
+    );
+    assert_eq!(rebuilds(dir.path(), &format!("{typo} -q")), "");
+    fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let stderr = refuses(dir.path(), &format!("{typo} --strict -o m.safetensors"), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 1 rule matches no tensor of the inputs (--strict refuses such rules)",
+            "  --keep '*nrom*' matches no tensor",
+            "without --strict these are warnings",
+        ],
+    );
+    // A file's rule is named by its line.
+    fs::write(
+        dir.path().join("more.rules"),
+        "# Qwen's biases\n*.q_proj.bias = 0\n",
+    )
+    .unwrap();
+    let more = "--rules llama.rules --rules more.rules --strict -o m.safetensors";
+    let stderr = refuses(dir.path(), more, 2);
+    assert_mentions(
+        &stderr,
+        &["  more.rules:2: *.q_proj.bias = 0 matches no tensor"],
+    );
+}
+
+#[test]
+fn dry_runs_say_which_rule_decided_each_tensor() {
+    let dir = shards("llama");
+    // A flag comes before the file: it decides o_proj.
+    let words = "--dry-run --axis-for *.o_proj.weight=1 --rules llama.rules";
+    let (ok, report, stderr) = run(dir.path(), words);
+    assert!(ok, "{stderr}");
+    // Each row, its columns one space apart.
+    let rows: Vec<String> = report
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    for row in [
+        "model.layers.0.self_attn.o_proj.weight axis 1 float16 [8, 8] 128 bytes by --axis-for \
+         '*.o_proj.weight=1'",
+        "model.layers.0.mlp.down_proj.weight axis 1 float16 [8, 16] 256 bytes by \
+         llama.rules:16: *.down_proj.weight = 1",
+        "model.norm.weight kept float16 [8] 16 bytes by llama.rules:25: *norm.weight = keep",
+    ] {
+        assert!(rows.iter().any(|r| r == row), "no {row:?} in\n{report}");
+    }
+    let (ok, plan, _) = run(dir.path(), &format!("{words} --format json"));
+    assert!(ok);
+    let rule = rule_of(&plan, "lm_head.weight");
+    assert_eq!(rule, "llama.rules:21: lm_head.weight = 0");
+    let rule = rule_of(&plan, "model.layers.1.self_attn.o_proj.weight");
+    assert_eq!(rule, "--axis-for '*.o_proj.weight=1'");
+    // Without a rule, -a decides: null.
+    let (ok, plan, _) = run(dir.path(), "--dry-run --format json -a 0 --keep *norm*");
+    assert!(ok);
+    assert!(rule_of(&plan, "model.layers.0.mlp.up_proj.weight").is_null());
+    assert_eq!(rule_of(&plan, "model.norm.weight"), "--keep '*norm*'");
+}
