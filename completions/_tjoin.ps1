@@ -48,6 +48,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
             [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning')
+            [CompletionResult]::new('--join-identical', '--join-identical', [CompletionResultType]::ParameterName, 'Join tensors no rule decides even when every input holds them identical (else refused)')
             [CompletionResult]::new('--compress', '--compress', [CompletionResultType]::ParameterName, 'Deflate the members of an .npz output, as numpy.savez_compressed does')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)')

@@ -45,6 +45,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand -q 'Print nothing but errors (no progress bar)'
             cand --quiet 'Print nothing but errors (no progress bar)'
             cand --strict 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
+            cand --join-identical 'Join tensors no rule decides even when every input holds them identical (else refused)'
             cand --compress 'Deflate the members of an .npz output, as numpy.savez_compressed does'
             cand -0 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)'
             cand --null 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)'

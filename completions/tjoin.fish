@@ -31,6 +31,7 @@ complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as nump
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -l strict -d 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
+complete -c tjoin -l join-identical -d 'Join tensors no rule decides even when every input holds them identical (else refused)'
 complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
 complete -c tjoin -s 0 -l null -d 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'

@@ -47,6 +47,8 @@ pub struct JoinRules {
     /// Per-tensor axes and tensors kept from the first input, in the order they apply (the
     /// first match wins): `--keep` flags, `--axis-for` flags, then the `--rules` files' lines.
     pub tensor_rules: Vec<Rule>,
+    /// Join tensors that no rule decides even when they are the same in every input.
+    pub join_identical: bool,
     /// Refuse rules that match no tensor, instead of warning.
     pub strict: bool,
     /// The output tensor's name in a single-tensor join.

@@ -289,6 +289,7 @@ mod tests {
             axis: Some(axis),
             spec: Default::default(),
             rules: &[],
+            join_identical: false,
             strict: false,
             name: None,
             output: Format::Npy,

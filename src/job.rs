@@ -5,17 +5,21 @@
 //! tensor), and a whole-file join (every input and the output hold named tensors: each
 //! tensor is joined with its namesakes, or kept from the first input with `--keep`).
 //!
-//! The first tensor rule that matches a tensor's name decides it (`rules.rs`).
+//! In a whole-file join, the first tensor rule that matches a tensor's name decides it
+//! (`rules.rs`). A tensor no rule decides that every input holds with the same shape and
+//! bytes is refused unless `--join-identical` says to join it: such a tensor is replicated
+//! (each tensor-parallel shard holds a copy), and joining it builds a wrong model silently.
+//! Comparing stops at the first differing byte, so only identical tensors are read whole.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::copy;
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::plan::{self, JoinPlan};
-use crate::rules::{self, Rule, Treatment};
+use crate::rules::{self, Rule, Treatment, shell_quote};
 use crate::spec::{self, Spec};
 
 /// One tensor of the output and how to make it.
@@ -42,6 +46,8 @@ pub struct JobOptions<'c> {
     pub spec: Spec,
     /// The tensor rules, in the order they apply: the first that matches decides.
     pub rules: &'c [Rule],
+    /// Join tensors no rule decides even when every input holds the same bytes.
+    pub join_identical: bool,
     /// Refuse rules that match no tensor.
     pub strict: bool,
     /// `--name`: the output tensor's name in a single-tensor join.
@@ -224,6 +230,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         });
     }
     let mut jobs = Vec::new();
+    let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
     for &name in &names {
         let sources: Vec<&Tensor> = by_name
             .iter()
@@ -247,12 +254,13 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                      every input holds the same value)"
                 )),
             }])
+        } else if let Some((_, Treatment::Axis(axis))) = decided {
+            plan_tensor(name, sources, Some(axis), options, true)
+        } else if options.join_identical || !identical(&sources) {
+            plan_tensor(name, sources, options.axis, options, true)
         } else {
-            let axis = match decided {
-                Some((_, Treatment::Axis(axis))) => Some(axis),
-                _ => options.axis,
-            };
-            plan_tensor(name, sources, axis, options, true)
+            replicated.push((name, sources[0]));
+            continue;
         };
         match planned {
             Ok(job) => jobs.push(TensorJob {
@@ -261,6 +269,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             }),
             Err(problems) => refusals.extend(problems),
         }
+    }
+    if !replicated.is_empty() {
+        refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -301,6 +312,82 @@ fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a
         sources,
         kept: false,
         rule: None,
+    }
+}
+
+/// Whether every input holds the tensor with the same type, shape and bytes: a replicated
+/// tensor. Comparing stops at the first differing byte. An empty tensor has no data to
+/// replicate, and one that cannot be read is left for the copy to report.
+fn identical(sources: &[&Tensor]) -> bool {
+    let first = sources[0];
+    first.info.data_len > 0
+        && sources.len() > 1
+        && sources[1..]
+            .iter()
+            .all(|other| matches!(copy::differs(first, other), Ok(None)))
+}
+
+/// The refusal of tensors that are the same in every input and that no rule decides: each
+/// one with its shape and what joining it would make, and the `--keep` globs that keep them
+/// (and only them), grouped by pattern.
+fn replicated_refusal(
+    replicated: &[(&str, &Tensor)],
+    inputs: &[Input],
+    names: &[&str],
+    options: &JobOptions,
+) -> Refusal {
+    let count = replicated.len();
+    let copies = inputs.len() as u64;
+    let holders = match inputs {
+        [a, b] => format!("{} and {}", a.name, b.name),
+        _ => format!(
+            "all {} inputs, {} to {}",
+            inputs.len(),
+            inputs[0].name,
+            inputs[inputs.len() - 1].name
+        ),
+    };
+    let mut details = vec![format!("the same in {holders}:")];
+    let lines = replicated.iter().map(|&(name, tensor)| {
+        let info = &tensor.info;
+        let rank = info.shape.len() as i64;
+        let joined = match options.axis {
+            Some(axis) if (-rank..rank).contains(&axis) => {
+                let at = axis.rem_euclid(rank) as usize;
+                let mut shape = info.shape.clone();
+                shape[at] = shape[at].saturating_mul(copies);
+                format!(" -> {} joined along axis {axis}", shape_text(&shape))
+            }
+            _ => String::new(),
+        };
+        format!("{name}  {}  {}{joined}", info.dtype, info.shape_text())
+    });
+    details.extend(
+        capped(lines.collect(), SHOWN)
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
+    let targets: Vec<&str> = replicated.iter().map(|&(name, _)| name).collect();
+    let globs = rules::suggest_globs(&targets, names);
+    let keeps: Vec<String> = globs
+        .iter()
+        .map(|(glob, _)| format!("--keep {}", shell_quote(glob)))
+        .collect();
+    let keeps = capped(keeps, SHOWN).join(" ");
+    Refusal {
+        headline: format!(
+            "{count} tensor{} the same shape and bytes in every input, and no rule decides \
+             {}: each input holds a copy (replicated, as norms are in tensor-parallel shards), \
+             and joining would make {} {copies} times too large",
+            if count == 1 { " has" } else { "s have" },
+            if count == 1 { "it" } else { "them" },
+            if count == 1 { "it" } else { "each" },
+        ),
+        details,
+        hint: Some(format!(
+            "keep one copy with {keeps} (or `GLOB = keep` lines in a --rules file); if the \
+             pieces are meant to be joined, add --join-identical"
+        )),
     }
 }
 

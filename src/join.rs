@@ -115,6 +115,7 @@ fn plan<'a>(
         axis: rules.axis,
         spec: rules.spec,
         rules: &rules.tensor_rules,
+        join_identical: rules.join_identical,
         strict: rules.strict,
         name: rules.name.as_deref(),
         output: format,

@@ -40,6 +40,7 @@ impl JoinConfig {
                 axis: cli.axis,
                 spec: cli.spec.unwrap_or_default(),
                 tensor_rules: tensor_rules(cli)?,
+                join_identical: cli.join_identical,
                 strict: cli.strict,
                 name: cli.name.clone(),
                 cast: cli.cast.as_deref().map(cast_type).transpose()?,

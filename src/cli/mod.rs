@@ -186,6 +186,14 @@ pub struct Cli {
     #[arg(long)]
     pub strict: bool,
 
+    /// Join tensors no rule decides even when every input holds them identical (else refused).
+    ///
+    /// Join tensors that no rule decides even when every input holds the same bytes. Without
+    /// it such tensors are refused: each input holds a copy (replicated, like the norms of
+    /// tensor-parallel shards), and joining them makes a wrong model.
+    #[arg(long)]
+    pub join_identical: bool,
+
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

@@ -1,13 +1,15 @@
-//! Model merges that cannot silently build a wrong model (issue 15): rules come from files
-//! (`rules/*.rules`) and say which tensor they decided, and a rule that matches nothing is
-//! noticed. The shards are
+//! Model merges that cannot silently build a wrong model (issue 15): replicated tensors are
+//! refused unless a rule decides them, rules come from files (`rules/*.rules`) and say which
+//! tensor they decided, and a rule that matches nothing is noticed. The shards are
 //! fixtures/merge/ (a tiny Llama and BERT split by the committed rules files); each refusal
 //! has its own test.
 
 use std::fs;
 use std::path::Path;
 
-use crate::util::{assert_mentions, refused, tjoin};
+use safetensors::tensor::SafeTensors;
+
+use crate::util::{assert_mentions, refused, succeeds, tjoin};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -65,6 +67,17 @@ fn rebuilt(dir: &Path) {
     assert!(written == expected, "not the original model, byte for byte");
 }
 
+/// The `--keep` flags a refusal's hint suggests, unquoted, as words for [`args`].
+fn suggested_keeps(stderr: &str) -> String {
+    let hint = stderr
+        .lines()
+        .find(|l| l.starts_with("hint: keep"))
+        .unwrap();
+    let globs = hint.split("--keep ").skip(1);
+    let globs = globs.map(|rest| rest.split(' ').next().unwrap().trim_matches('\''));
+    globs.map(|glob| format!(" --keep {glob}")).collect()
+}
+
 /// The `rule` of the tensor `name` in a JSON plan.
 fn rule_of(plan: &str, name: &str) -> serde_json::Value {
     let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
@@ -81,6 +94,97 @@ fn the_rules_files_rebuild_the_original_models_byte_for_byte() {
         // Every rule matches a tensor: no warning.
         assert_eq!(stderr, "", "{model}");
     }
+}
+
+#[test]
+fn a_naive_join_of_replicated_shards_is_refused_and_lists_them() {
+    let dir = shards("llama");
+    let stderr = refuses(dir.path(), "-a 0 -o model.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 5 tensors have the same shape and bytes in every input, and no rule \
+             decides them",
+            "the same in input 1 (tp0.safetensors) and input 2 (tp1.safetensors):",
+            "model.layers.0.input_layernorm.weight  float16  [8] -> [16] joined along axis 0",
+            "model.layers.1.post_attention_layernorm.weight  float16  [8]",
+            "model.norm.weight  float16  [8]",
+            "--join-identical",
+        ],
+    );
+    // Grouped by pattern, and exact: with them the merge is the original.
+    let keeps = suggested_keeps(&stderr);
+    assert_eq!(
+        keeps,
+        " --keep *.input_layernorm.weight --keep *.post_attention_layernorm.weight \
+         --keep model.norm.weight"
+    );
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    rebuilds(dir.path(), &format!("{split}{keeps}"));
+}
+
+#[test]
+fn a_long_list_of_replicated_tensors_is_capped_and_its_globs_grouped() {
+    let dir = shards("bert");
+    let stderr = refuses(dir.path(), "-a 0 -o m.safetensors", 2);
+    let capped = [
+        "19 tensors have the same shape and bytes",
+        "    ... and 9 more",
+    ];
+    assert_mentions(&stderr, &capped);
+    let keeps = suggested_keeps(&stderr);
+    for glob in [
+        "*.LayerNorm.weight",
+        "*.LayerNorm.bias",
+        "*.output.dense.bias",
+        "pooler.*",
+    ] {
+        assert!(
+            format!("{keeps} ").contains(&format!(" --keep {glob} ")),
+            "{keeps}"
+        );
+    }
+    assert!(keeps.matches("--keep").count() <= 8, "{keeps}");
+    // The rule decides the split tensors on axis 1; the suggested globs keep exactly the rest.
+    rebuilds(
+        dir.path(),
+        &format!("-a 0 --axis-for *.output.dense.weight=1{keeps}"),
+    );
+}
+
+#[test]
+fn join_identical_joins_replicated_tensors_on_purpose() {
+    let dir = shards("llama");
+    // A rule decides the norms: kept, --join-identical or not.
+    rebuilds(dir.path(), "--join-identical --rules llama.rules");
+    // Without a rule for them, --join-identical joins them.
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    let (ok, _, stderr) = run(
+        dir.path(),
+        &format!("--join-identical {split} -o j.safetensors"),
+    );
+    assert!(ok, "{stderr}");
+    let written = fs::read(dir.path().join("j.safetensors")).unwrap();
+    let joined = SafeTensors::deserialize(&written).unwrap();
+    assert_eq!(joined.tensor("model.norm.weight").unwrap().shape(), [16]);
+}
+
+#[test]
+fn single_tensor_joins_of_identical_tensors_stay_allowed() {
+    let dir = shards("llama");
+    let name = "model.norm.weight";
+    let (a, b) = (
+        format!("tp0.safetensors:{name}"),
+        format!("tp1.safetensors:{name}"),
+    );
+    succeeds(dir.path(), &["-a", "0", &a, &b, "-o", "norms.npy"]);
+    succeeds(
+        dir.path(),
+        &["-a", "0", "norms.npy", "norms.npy", "-o", "twice.npy"],
+    );
+    let twice = fs::metadata(dir.path().join("twice.npy")).unwrap().len();
+    let once = fs::metadata(dir.path().join("norms.npy")).unwrap().len();
+    assert!(twice > once);
 }
 
 #[test]
