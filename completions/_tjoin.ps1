@@ -31,6 +31,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--axis-for', '--axis-for', [CompletionResultType]::ParameterName, 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins')
             [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB from the first input, once checked identical in all')
             [CompletionResult]::new('--rules', '--rules', [CompletionResultType]::ParameterName, 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags'' rules')
+            [CompletionResult]::new('--like', '--like', [CompletionResultType]::ParameterName, 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header')
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)')
             [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension')

@@ -28,6 +28,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --axis-for 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins'
             cand --keep 'Copy tensors matching GLOB from the first input, once checked identical in all'
             cand --rules 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags'' rules'
+            cand --like 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header'
             cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --format 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension'

@@ -8,6 +8,7 @@ never\t'Never'"
 complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r
 complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags\' rules' -r -F
+complete -c tjoin -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
 complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r

@@ -51,6 +51,8 @@ pub struct JoinRules {
     pub join_identical: bool,
     /// Refuse rules that match no tensor, instead of warning.
     pub strict: bool,
+    /// A safetensors file whose header gives every output tensor's expected shape.
+    pub like: Option<PathBuf>,
     /// The output tensor's name in a single-tensor join.
     pub name: Option<String>,
     /// The element type every input is converted to.

@@ -20,6 +20,7 @@ use crate::input::{self, Input, OpenOptions, Prefetch, Spill};
 use crate::job::{self, TensorJob};
 use crate::output::{Output, Sink};
 use crate::progress::{self, Counted};
+use crate::reference::Reference;
 use crate::{report, source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
@@ -128,6 +129,9 @@ fn plan<'a>(
     let job = job::build(inputs, &options)?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
+    }
+    if let Some(like) = &rules.like {
+        Reference::read(like)?.check(&job, &rules.tensor_rules, inputs.len())?;
     }
     let job = in_writer_order(job, writer);
     writer.check(&described(&job)).map_err(|mut refusal| {

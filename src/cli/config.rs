@@ -42,6 +42,7 @@ impl JoinConfig {
                 tensor_rules: tensor_rules(cli)?,
                 join_identical: cli.join_identical,
                 strict: cli.strict,
+                like: cli.like.clone(),
                 name: cli.name.clone(),
                 cast: cli.cast.as_deref().map(cast_type).transpose()?,
                 expect_shape: cli.expect_shape.clone(),

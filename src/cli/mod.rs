@@ -194,6 +194,13 @@ pub struct Cli {
     #[arg(long)]
     pub join_identical: bool,
 
+    /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
+    ///
+    /// Refuse every output tensor whose shape differs from its namesake's in the safetensors
+    /// file REF (the model the shards were split from); only REF's header is read.
+    #[arg(long, value_name = "REF")]
+    pub like: Option<PathBuf>,
+
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

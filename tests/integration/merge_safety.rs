@@ -1,13 +1,14 @@
 //! Model merges that cannot silently build a wrong model (issue 15): replicated tensors are
 //! refused unless a rule decides them, rules come from files (`rules/*.rules`) and say which
-//! tensor they decided, and a rule that matches nothing is noticed. The shards are
+//! tensor they decided, a rule that matches nothing is noticed, `--like` checks every shape
+//! against a reference header. The shards are
 //! fixtures/merge/ (a tiny Llama and BERT split by the committed rules files); each refusal
 //! has its own test.
 
 use std::fs;
 use std::path::Path;
 
-use safetensors::tensor::SafeTensors;
+use safetensors::tensor::{SafeTensors, TensorView};
 
 use crate::util::{assert_mentions, refused, succeeds, tjoin};
 
@@ -273,4 +274,128 @@ fn dry_runs_say_which_rule_decided_each_tensor() {
     assert!(ok);
     assert!(rule_of(&plan, "model.layers.0.mlp.up_proj.weight").is_null());
     assert_eq!(rule_of(&plan, "model.norm.weight"), "--keep '*norm*'");
+}
+
+#[test]
+fn like_catches_a_wrong_axis_and_names_the_axis_that_fits() {
+    let dir = shards("llama");
+    // The merge example as it was: no rule for down_proj, so it joins along axis 0.
+    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm* --like expected.safetensors";
+    let stderr = refuses(dir.path(), &format!("{old} -o model.safetensors"), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 2 output tensors would not have the shape expected.safetensors gives \
+             them",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
+             expected.safetensors has [8, 16]: axis 1 gives it",
+            "hint: add --axis-for '*.down_proj.weight=1'",
+        ],
+    );
+    // The hint's rule fixes it.
+    rebuilds(
+        dir.path(),
+        &format!("{old} --axis-for *.down_proj.weight=1"),
+    );
+}
+
+#[test]
+fn like_names_the_rule_that_set_a_wrong_axis() {
+    let dir = shards("bert");
+    fs::write(
+        dir.path().join("wrong.rules"),
+        "*.attention.self.*.weight = 1\n",
+    )
+    .unwrap();
+    let words = "--rules wrong.rules --rules bert.rules --like expected.safetensors --dry-run";
+    let stderr = refuses(dir.path(), words, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "6 output tensors would not have the shape",
+            "encoder.layer.0.attention.self.key.weight  [4, 16] (joined along axis 1 by \
+             wrong.rules:1: *.attention.self.*.weight = 1); expected.safetensors has [8, 8]: \
+             axis 0 gives it",
+            "hint: add --axis-for '*.key.weight=0'",
+        ],
+    );
+}
+
+#[test]
+fn like_suggests_keeping_what_every_input_already_has_at_full_size() {
+    let dir = shards("llama");
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    let words = format!("--join-identical {split} --like expected.safetensors -o m.safetensors");
+    let stderr = refuses(dir.path(), &words, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "5 output tensors would not have the shape",
+            "model.norm.weight  [16] (joined along axis 0); expected.safetensors has [8]: \
+             keeping one copy gives it",
+            "--keep '*.input_layernorm.weight'",
+        ],
+    );
+}
+
+#[test]
+fn like_refuses_tensors_the_reference_lacks_and_tensors_the_output_would_lack() {
+    let dir = shards("llama");
+    // The reference: the model without lm_head.weight, with an extra tensor.
+    let expected = fs::read(dir.path().join("expected.safetensors")).unwrap();
+    let model = SafeTensors::deserialize(&expected).unwrap();
+    let mut views: Vec<(String, TensorView)> = model
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| name != "lm_head.weight")
+        .collect();
+    let extra = [0u8; 4];
+    let extra = TensorView::new(safetensors::Dtype::F32, vec![1], &extra).unwrap();
+    views.push(("rotary.inv_freq".to_string(), extra));
+    let reference = safetensors::serialize(views, None).unwrap();
+    fs::write(dir.path().join("ref.safetensors"), reference).unwrap();
+    let words = "--rules llama.rules --like ref.safetensors -o m.safetensors";
+    assert_mentions(
+        &refuses(dir.path(), words, 2),
+        &[
+            "tjoin: error: ref.safetensors has no tensor of the name of 1 output tensor, so its \
+             shape cannot be checked\n  lm_head.weight\n",
+            "tjoin: error: the output would lack 1 tensor ref.safetensors holds\n  \
+             rotary.inv_freq\n",
+        ],
+    );
+}
+
+#[test]
+fn like_takes_a_safetensors_file_only() {
+    let dir = shards("llama");
+    fs::write(dir.path().join("model.safetensors.index.json"), "{}").unwrap();
+    fs::write(dir.path().join("notes.safetensors"), "not a header").unwrap();
+    let like = |reference: &str| format!("--rules llama.rules --like {reference}");
+    let refused_with = |reference: &str, code| {
+        refuses(
+            dir.path(),
+            &format!("{} -o m.safetensors", like(reference)),
+            code,
+        )
+    };
+    let stderr = refused_with("model.safetensors.index.json", 2);
+    assert_mentions(&stderr, &["does not read a sharded checkpoint's index yet"]);
+    let stderr = refused_with("notes.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &["--like notes.safetensors is not a valid safetensors file"],
+    );
+    let stderr = refused_with("absent.safetensors", 1);
+    assert_mentions(
+        &stderr,
+        &["cannot open the --like reference absent.safetensors"],
+    );
+    // Only its header is read: a reference whose data is all zeros passes.
+    let expected = fs::read(dir.path().join("expected.safetensors")).unwrap();
+    let header = 8 + u64::from_le_bytes(expected[..8].try_into().unwrap()) as usize;
+    let mut zeros = expected[..header].to_vec();
+    zeros.resize(expected.len(), 0);
+    fs::write(dir.path().join("zeros.safetensors"), zeros).unwrap();
+    rebuilds(dir.path(), &like("zeros.safetensors"));
 }
