@@ -1,7 +1,7 @@
 //! Model merges that cannot silently build a wrong model (issue 15): replicated tensors are
 //! refused unless a rule decides them, rules come from files (`rules/*.rules`) and say which
 //! tensor they decided, a rule that matches nothing is noticed, `--like` checks every shape
-//! against a reference header. The shards are
+//! against a reference header, and the merge example everywhere is right. The shards are
 //! fixtures/merge/ (a tiny Llama and BERT split by the committed rules files); each refusal
 //! has its own test.
 
@@ -398,4 +398,57 @@ fn like_takes_a_safetensors_file_only() {
     zeros.resize(expected.len(), 0);
     fs::write(dir.path().join("zeros.safetensors"), zeros).unwrap();
     rebuilds(dir.path(), &like("zeros.safetensors"));
+}
+
+/// The lines of the merge example's command in `text`: after the line holding `marker` (and,
+/// in Markdown, after the next line that opens a code block), up to the first that does not
+/// end in a `\`, without `indent`.
+fn command_after(text: &str, marker: &str, markdown: bool, indent: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| !l.contains(marker)).skip(1);
+    if markdown {
+        lines.by_ref().find(|l| l.starts_with("```"));
+    }
+    let mut command = Vec::new();
+    for line in lines.by_ref() {
+        command.push(line.strip_prefix(indent).unwrap_or(line).to_string());
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    command.join("\n")
+}
+
+#[test]
+fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
+    let help = tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let in_help = command_after(
+        &help,
+        "Merge Llama-style tensor-parallel shards",
+        false,
+        "    ",
+    );
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let in_readme = command_after(&readme, "**A model-shard merge.**", true, "");
+    assert!(in_help.starts_with("tjoin -a 0 --axis-for"), "{in_help}");
+    assert_eq!(
+        in_help, in_readme,
+        "--help and README.md show different merge examples"
+    );
+    let page = tjoin().args(["--generate", "man"]).output().unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    assert!(
+        page.contains("\\-\\-axis\\-for \\*(Aq*.down_proj.weight=1\\*(Aq \\\\\n      \\-\\-keep")
+    );
+    // Run as a shell would: words split at blanks, quotes removed, the line joined.
+    let words: Vec<String> = in_help
+        .replace("\\\n", " ")
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
+    assert_eq!(words[0], "tjoin");
+    let dir = shards("llama");
+    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    succeeds(dir.path(), &args);
+    rebuilt(dir.path());
 }
