@@ -19,6 +19,8 @@ always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
 complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r -f
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
+complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags\' rules' -r -F
+complete -c tjoin -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
 complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r -f
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
@@ -55,6 +57,8 @@ warp\t''
 complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
+complete -c tjoin -l strict -d 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
+complete -c tjoin -l join-identical -d 'Join tensors no rule decides even when every input holds them identical (else refused)'
 complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
 complete -c tjoin -s 0 -l null -d 'The --files-from list separates paths with NUL bytes (as `find -print0` writes them)'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'

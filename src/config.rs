@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::format::Format;
 use crate::format::json::JsonForm;
 use crate::progress::When;
-use crate::rules::AxisRule;
+use crate::rules::Rule;
 use crate::spec::Spec;
 
 /// A join: which inputs, by which rules, into what.
@@ -33,19 +33,26 @@ pub struct JoinConfig {
     pub engine: EngineConfig,
     /// When to show a progress bar (`Never` when asked to be quiet).
     pub progress: When,
+    /// Print nothing on stderr but errors: no progress bar, no warnings.
+    pub quiet: bool,
 }
 
 /// The rules every output tensor is planned by.
 #[derive(Debug, Clone, Default)]
 pub struct JoinRules {
-    /// The axis of every tensor no `axis_for` rule matches (`None`: the spec's default).
+    /// The axis of every tensor no rule decides (`None`: the spec's default).
     pub axis: Option<i64>,
     /// The runtime whose join rules are checked.
     pub spec: Spec,
-    /// Per-tensor axes, first match wins.
-    pub axis_for: Vec<AxisRule>,
-    /// Globs of tensors copied once from the first input after checking them identical.
-    pub keep: Vec<String>,
+    /// Per-tensor axes and tensors kept from the first input, in the order they apply (the
+    /// first match wins): `--keep` flags, `--axis-for` flags, then the `--rules` files' lines.
+    pub tensor_rules: Vec<Rule>,
+    /// Join tensors that no rule decides even when they are the same in every input.
+    pub join_identical: bool,
+    /// Refuse rules that match no tensor, instead of warning.
+    pub strict: bool,
+    /// A safetensors file whose header gives every output tensor's expected shape.
+    pub like: Option<PathBuf>,
     /// The output tensor's name in a single-tensor join.
     pub name: Option<String>,
     /// The element type every input is converted to.

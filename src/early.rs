@@ -70,8 +70,7 @@ impl EarlyCopy {
             && matches!(config.input_format, None | Some(Format::Npy))
             && rules.cast.is_none()
             && !config.stack
-            && rules.axis_for.is_empty()
-            && rules.keep.is_empty()
+            && rules.tensor_rules.is_empty()
             && rules.name.is_none()
             && config.engine.backend == Backend::Cpu
             && config.engine.adapter.is_none();
@@ -290,8 +289,9 @@ mod tests {
             cast: None,
             axis: Some(axis),
             spec: Default::default(),
-            axis_for: &[],
-            keep: &[],
+            rules: &[],
+            join_identical: false,
+            strict: false,
             name: None,
             output: Format::Npy,
         };

@@ -187,6 +187,17 @@ fn display_refusals(refusals: &[Refusal]) -> String {
     texts.join(&format!("\n{PREFIX}"))
 }
 
+/// The first `shown` of `lines`, then `... and N more` when there are more: a model's
+/// thousands of names would bury a message.
+pub fn capped(mut lines: Vec<String>, shown: usize) -> Vec<String> {
+    if lines.len() > shown {
+        let more = lines.len() - shown;
+        lines.truncate(shown);
+        lines.push(format!("... and {more} more"));
+    }
+    lines
+}
+
 /// The result type of a run.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

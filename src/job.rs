@@ -4,16 +4,22 @@
 //! Two shapes of job: a single-tensor join (every input is, or names with `FILE:NAME`, one
 //! tensor), and a whole-file join (every input and the output hold named tensors: each
 //! tensor is joined with its namesakes, or kept from the first input with `--keep`).
+//!
+//! In a whole-file join, the first tensor rule that matches a tensor's name decides it
+//! (`rules.rs`). A tensor no rule decides that every input holds with the same shape and
+//! bytes is refused unless `--join-identical` says to join it: such a tensor is replicated
+//! (each tensor-parallel shard holds a copy), and joining it builds a wrong model silently.
+//! Comparing stops at the first differing byte, so only identical tensors are read whole.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::copy;
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::plan::{self, JoinPlan};
-use crate::rules::{AxisRule, glob_match};
+use crate::rules::{self, Rule, Treatment, shell_quote};
 use crate::spec::{self, Spec};
 
 /// One tensor of the output and how to make it.
@@ -26,19 +32,24 @@ pub struct TensorJob<'a> {
     pub sources: Vec<&'a Tensor>,
     /// Copied from the first input by `--keep` rather than joined.
     pub kept: bool,
+    /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
+    /// did (the axis is `-a`'s).
+    pub rule: Option<usize>,
 }
 
 /// What the command line says about the job beyond its inputs.
 #[derive(Debug, Clone, Copy)]
 pub struct JobOptions<'c> {
-    /// The axis of every tensor no `axis_for` rule matches (`None`: the spec's default).
+    /// The axis of every tensor no rule decides (`None`: the spec's default).
     pub axis: Option<i64>,
     /// The join rules.
     pub spec: Spec,
-    /// `--axis-for` rules, first match wins.
-    pub axis_for: &'c [AxisRule],
-    /// `--keep` patterns.
-    pub keep: &'c [String],
+    /// The tensor rules, in the order they apply: the first that matches decides.
+    pub rules: &'c [Rule],
+    /// Join tensors no rule decides even when every input holds the same bytes.
+    pub join_identical: bool,
+    /// Refuse rules that match no tensor.
+    pub strict: bool,
     /// `--name`: the output tensor's name in a single-tensor join.
     pub name: Option<&'c str>,
     /// The output's format.
@@ -53,53 +64,100 @@ impl JobOptions<'_> {
         self.output.needs_c_order().then_some(Layout::C)
     }
 
-    fn axis_for(&self, name: &str) -> Option<i64> {
-        self.axis_for
-            .iter()
-            .find(|rule| glob_match(&rule.glob, name))
-            .map_or(self.axis, |rule| Some(rule.axis))
-    }
-
-    fn is_kept(&self, name: &str) -> bool {
-        self.keep.iter().any(|glob| glob_match(glob, name))
+    /// The rule that decides the tensor `name`, and its position.
+    fn decide(&self, name: &str) -> Option<(usize, Treatment)> {
+        rules::decide(self.rules, name).map(|at| (at, self.rules[at].treatment))
     }
 }
 
-/// Checks and plans every tensor of the output.
+/// Checks and plans every tensor of the output. With `options.strict`, a rule that matches no
+/// tensor is refused along with every other problem.
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
-    let whole_files = options.output.is_container()
-        && !inputs.is_empty()
-        && inputs
-            .iter()
-            .all(|i| i.format.is_container() && i.selected.is_none());
-    if whole_files {
+    let built = if whole_files(inputs, options) {
         build_whole(inputs, options)
     } else {
         build_single(inputs, options)
+    };
+    if !options.strict {
+        return built;
+    }
+    let names = rule_names(inputs, options);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let unmatched = rules::unmatched(options.rules, &names);
+    if unmatched.is_empty() {
+        return built;
+    }
+    let mut refusals = vec![rules::unmatched_refusal(&unmatched, &names)];
+    match built {
+        Err(Error::Refused(others)) => refusals.extend(others),
+        Err(other) => return Err(other),
+        Ok(_) => {}
+    }
+    Err(Error::Refused(refusals))
+}
+
+/// Whether every input and the output hold named tensors, each joined with its namesakes.
+fn whole_files(inputs: &[Input], options: &JobOptions) -> bool {
+    options.output.is_container()
+        && !inputs.is_empty()
+        && inputs
+            .iter()
+            .all(|i| i.format.is_container() && i.selected.is_none())
+}
+
+/// The names the tensor rules are matched against: every tensor of the inputs in a
+/// whole-file join, else the joined tensor's.
+pub fn rule_names(inputs: &[Input], options: &JobOptions) -> Vec<String> {
+    if whole_files(inputs, options) {
+        let mut seen = HashSet::new();
+        let names = inputs.iter().flat_map(|i| &i.tensors);
+        let names = names.filter_map(|t| t.name.tensor.as_deref());
+        names
+            .filter(|&name| seen.insert(name))
+            .map(str::to_string)
+            .collect()
+    } else {
+        let sources: Vec<&Tensor> = inputs.iter().filter_map(|i| i.tensors.first()).collect();
+        single_name(&sources, options).ok().into_iter().collect()
     }
 }
 
-/// One output tensor, the join of one tensor of each input.
+/// The rules that match no tensor (see [`rule_names`]): warnings, or refused with `strict`.
+pub fn unmatched_rules(inputs: &[Input], options: &JobOptions) -> Vec<String> {
+    let names = rule_names(inputs, options);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    rules::describe_unmatched(&rules::unmatched(options.rules, &names), &names)
+}
+
+/// The name of the output tensor of a single-tensor join.
+fn single_name(sources: &[&Tensor], options: &JobOptions) -> Result<String> {
+    let named = sources.iter().find_map(|t| t.name.tensor.as_deref());
+    match (options.name, named, options.output) {
+        (Some(name), _, _) | (None, Some(name), _) => Ok(name.to_string()),
+        (None, None, Format::SafeTensors) => Err(Error::refused(
+            "the joined tensor needs a name in a .safetensors file",
+            "name it with --name NAME",
+        )),
+        (None, None, _) => Ok("arr_0".to_string()),
+    }
+}
+
+/// One output tensor, the join of one tensor of each input. Only an axis rule applies to it:
+/// a single tensor is joined, whatever its data.
 fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
     let sources = inputs
         .iter()
         .map(only_tensor)
         .collect::<Result<Vec<&Tensor>>>()?;
-    let named = sources.iter().find_map(|t| t.name.tensor.as_deref());
-    let name = match (options.name, named, options.output) {
-        (Some(name), _, _) | (None, Some(name), _) => name.to_string(),
-        (None, None, Format::SafeTensors) => {
-            return Err(Error::refused(
-                "the joined tensor needs a name in a .safetensors file",
-                "name it with --name NAME",
-            ));
-        }
-        (None, None, _) => "arr_0".to_string(),
+    let name = single_name(&sources, options)?;
+    let (rule, axis) = match options.decide(&name) {
+        Some((at, Treatment::Axis(axis))) => (Some(at), Some(axis)),
+        _ => (None, options.axis),
     };
     // One tensor: its refusals need no name to tell them apart.
     let name_refusals = false;
-    match plan_tensor(&name, sources, options, name_refusals) {
-        Ok(job) => Ok(vec![job]),
+    match plan_tensor(&name, sources, axis, options, name_refusals) {
+        Ok(job) => Ok(vec![TensorJob { rule, ..job }]),
         Err(refusals) => Err(Error::Refused(refusals)),
     }
 }
@@ -143,7 +201,6 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                 .filter(|n| !tensors.contains_key(n))
                 .collect();
             // A model's thousands of names would bury the message: the first few say it.
-            const SHOWN: usize = 10;
             let more = match lacks.len().saturating_sub(SHOWN) {
                 0 => String::new(),
                 more => format!(" and {more} more"),
@@ -173,6 +230,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         });
     }
     let mut jobs = Vec::new();
+    let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
     for &name in &names {
         let sources: Vec<&Tensor> = by_name
             .iter()
@@ -181,7 +239,8 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         if sources.len() != inputs.len() {
             continue;
         }
-        let planned = if options.is_kept(name) {
+        let decided = options.decide(name);
+        let planned = if let Some((_, Treatment::Keep)) = decided {
             keep_tensor(name, &sources, options)
         } else if sources.iter().any(|t| t.info.shape.is_empty()) {
             Err(vec![Refusal {
@@ -195,13 +254,24 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                      every input holds the same value)"
                 )),
             }])
+        } else if let Some((_, Treatment::Axis(axis))) = decided {
+            plan_tensor(name, sources, Some(axis), options, true)
+        } else if options.join_identical || !identical(&sources) {
+            plan_tensor(name, sources, options.axis, options, true)
         } else {
-            plan_tensor(name, sources, options, true)
+            replicated.push((name, sources[0]));
+            continue;
         };
         match planned {
-            Ok(job) => jobs.push(job),
+            Ok(job) => jobs.push(TensorJob {
+                rule: decided.map(|(at, _)| at),
+                ..job
+            }),
             Err(problems) => refusals.extend(problems),
         }
+    }
+    if !replicated.is_empty() {
+        refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -215,11 +285,12 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
 fn plan_tensor<'a>(
     name: &str,
     sources: Vec<&'a Tensor>,
+    axis: Option<i64>,
     options: &JobOptions,
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
     let label = name_refusals.then_some(name);
-    let axis = spec::check_with(options.spec, &sources, options.axis_for(name), options.cast)
+    let axis = spec::check_with(options.spec, &sources, axis, options.cast)
         .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
@@ -240,8 +311,88 @@ fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a
         plan,
         sources,
         kept: false,
+        rule: None,
     }
 }
+
+/// Whether every input holds the tensor with the same type, shape and bytes: a replicated
+/// tensor. Comparing stops at the first differing byte. An empty tensor has no data to
+/// replicate, and one that cannot be read is left for the copy to report.
+fn identical(sources: &[&Tensor]) -> bool {
+    let first = sources[0];
+    first.info.data_len > 0
+        && sources.len() > 1
+        && sources[1..]
+            .iter()
+            .all(|other| matches!(copy::differs(first, other), Ok(None)))
+}
+
+/// The refusal of tensors that are the same in every input and that no rule decides: each
+/// one with its shape and what joining it would make, and the `--keep` globs that keep them
+/// (and only them), grouped by pattern.
+fn replicated_refusal(
+    replicated: &[(&str, &Tensor)],
+    inputs: &[Input],
+    names: &[&str],
+    options: &JobOptions,
+) -> Refusal {
+    let count = replicated.len();
+    let copies = inputs.len() as u64;
+    let holders = match inputs {
+        [a, b] => format!("{} and {}", a.name, b.name),
+        _ => format!(
+            "all {} inputs, {} to {}",
+            inputs.len(),
+            inputs[0].name,
+            inputs[inputs.len() - 1].name
+        ),
+    };
+    let mut details = vec![format!("the same in {holders}:")];
+    let lines = replicated.iter().map(|&(name, tensor)| {
+        let info = &tensor.info;
+        let rank = info.shape.len() as i64;
+        let joined = match options.axis {
+            Some(axis) if (-rank..rank).contains(&axis) => {
+                let at = axis.rem_euclid(rank) as usize;
+                let mut shape = info.shape.clone();
+                shape[at] = shape[at].saturating_mul(copies);
+                format!(" -> {} joined along axis {axis}", shape_text(&shape))
+            }
+            _ => String::new(),
+        };
+        format!("{name}  {}  {}{joined}", info.dtype, info.shape_text())
+    });
+    details.extend(
+        capped(lines.collect(), SHOWN)
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
+    let targets: Vec<&str> = replicated.iter().map(|&(name, _)| name).collect();
+    let globs = rules::suggest_globs(&targets, names);
+    let keeps: Vec<String> = globs
+        .iter()
+        .map(|(glob, _)| format!("--keep {}", shell_quote(glob)))
+        .collect();
+    let keeps = capped(keeps, SHOWN).join(" ");
+    Refusal {
+        headline: format!(
+            "{count} tensor{} the same shape and bytes in every input, and no rule decides \
+             {}: each input holds a copy (replicated, as norms are in tensor-parallel shards), \
+             and joining would make {} {copies} times too large",
+            if count == 1 { " has" } else { "s have" },
+            if count == 1 { "it" } else { "them" },
+            if count == 1 { "it" } else { "each" },
+        ),
+        details,
+        hint: Some(format!(
+            "keep one copy with {keeps} (or `GLOB = keep` lines in a --rules file); if the \
+             pieces are meant to be joined, add --join-identical"
+        )),
+    }
+}
+
+/// How many items a refusal lists before "... and N more".
+const SHOWN: usize = 10;
 
 /// Prefixes each refusal of one tensor's join with its name (in a whole-file join there are
 /// many); other errors become a refusal of their own.

@@ -20,6 +20,7 @@ use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::job::{self, TensorJob};
 use crate::output::{Output, Sink};
 use crate::progress::{self, Counted};
+use crate::reference::Reference;
 use crate::spill::Spill;
 use crate::{report, source, stack};
 
@@ -45,8 +46,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 Action::DryRun(PlanForm::Json) => report::dry_run_json,
                 _ => report::dry_run,
             };
-            let (spec, axis) = (config.rules.spec, config.rules.axis);
-            print!("{}", report(spec, &inputs, &job, axis, output, &engine));
+            print!("{}", report(&config.rules, &inputs, &job, output, &engine));
             Ok(())
         }
     }
@@ -116,14 +116,23 @@ fn plan<'a>(
         cast: rules.cast.as_ref(),
         axis: rules.axis,
         spec: rules.spec,
-        axis_for: &rules.axis_for,
-        keep: &rules.keep,
+        rules: &rules.tensor_rules,
+        join_identical: rules.join_identical,
+        strict: rules.strict,
         name: rules.name.as_deref(),
         output: format,
     };
+    if !rules.strict && !config.quiet {
+        for warning in job::unmatched_rules(inputs, &options) {
+            eprintln!("tjoin: warning: {warning}");
+        }
+    }
     let job = job::build(inputs, &options)?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
+    }
+    if let Some(like) = &rules.like {
+        Reference::read(like)?.check(&job, &rules.tensor_rules, inputs.len())?;
     }
     let job = in_writer_order(job, writer);
     writer.check(&described(&job)).map_err(|mut refusal| {

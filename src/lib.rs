@@ -22,6 +22,7 @@ pub mod join;
 pub mod output;
 pub mod plan;
 pub mod progress;
+pub mod reference;
 pub mod report;
 pub mod rules;
 pub mod source;

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::backend::Engine;
+use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
@@ -10,18 +11,19 @@ use crate::spec::Spec;
 
 /// The plan of a checked job as aligned text: the rules it passed, the engine (unless it is
 /// the default CPU engine) and why, the inputs, each output tensor with its axis (as given and
-/// as the operator takes it) or `kept`, the output, and what the engine does with each tensor.
+/// as the operator takes it) or `kept` and the rule that decided it, the output, and what the
+/// engine does with each tensor.
 pub fn dry_run(
-    spec: Spec,
+    rules: &JoinRules,
     inputs: &[Input],
     job: &[TensorJob],
-    axis_given: Option<i64>,
     output: Option<(&Path, Format)>,
     engine: &Engine,
 ) -> String {
+    let spec = rules.spec;
     let mut text = format!(
         "dry run: nothing written; the join passes {}\n",
-        rules(spec)
+        passed(spec)
     );
     if let Some(note) = &engine.note {
         text.push_str(&format!("backend: {note}\n"));
@@ -61,7 +63,7 @@ pub fn dry_run(
     };
     text.push_str(&table(&rows));
     if single {
-        text.push_str(&format!("axis: {}\n", axis(&job[0], axis_given)));
+        text.push_str(&format!("axis: {}\n", axis(&job[0], rules)));
     } else {
         text.push_str("tensors:\n");
         let rows: Vec<Vec<String>> = job
@@ -78,6 +80,7 @@ pub fn dry_run(
                     t.out.dtype.to_string(),
                     shape_text(&t.out.shape),
                     bytes(t.out.bytes),
+                    format!("by {}", decided_by(t, rules)),
                 ]
             })
             .collect();
@@ -101,13 +104,13 @@ pub fn dry_run(
 /// The same plan as JSON, for scripts (`--dry-run=json`). The fields are listed in
 /// the man page's DRY RUN section; keep the two in step.
 pub fn dry_run_json(
-    spec: Spec,
+    rules: &JoinRules,
     inputs: &[Input],
     job: &[TensorJob],
-    axis_given: Option<i64>,
     output: Option<(&Path, Format)>,
     engine: &Engine,
 ) -> String {
+    let (spec, axis_given) = (rules.spec, rules.axis);
     let inputs: Vec<serde_json::Value> = inputs
         .iter()
         .map(|input| {
@@ -139,6 +142,7 @@ pub fn dry_run_json(
                 "name": t.out.name,
                 "kept": t.kept,
                 "axis": (!t.kept).then_some(t.plan.axis),
+                "rule": t.rule.map(|at| rules.tensor_rules[at].to_string()),
                 "dtype": t.out.dtype.to_string(),
                 "shape": t.out.shape,
                 "bytes": t.out.bytes,
@@ -148,7 +152,7 @@ pub fn dry_run_json(
         })
         .collect();
     let plan = serde_json::json!({
-        "rules": rules(spec),
+        "rules": passed(spec),
         "spec": spec.check_types.then_some(spec.profile.name),
         "axis_given": axis_given,
         "backend": engine.note,
@@ -164,7 +168,7 @@ pub fn dry_run_json(
 }
 
 /// The rules the join passed: the profile's, or only its shape rules without `--spec`.
-fn rules(spec: Spec) -> String {
+fn passed(spec: Spec) -> String {
     if spec.check_types {
         spec.title()
     } else {
@@ -177,13 +181,23 @@ fn total_bytes(job: &[TensorJob]) -> u64 {
     job.iter().map(|t| t.out.bytes).sum()
 }
 
-/// The join axis as the operator takes it, and as given when that differs.
-fn axis(tensor: &TensorJob, given: Option<i64>) -> String {
+/// The join axis as the operator takes it, and as given when that differs or a rule gave it.
+fn axis(tensor: &TensorJob, rules: &JoinRules) -> String {
     let axis = tensor.plan.axis;
-    match given {
-        Some(given) if given != axis as i64 => format!("{axis} (given as {given})"),
-        None => format!("{axis} (the default)"),
+    match (tensor.rule, rules.axis) {
+        (Some(at), _) => format!("{axis} (by {})", rules.tensor_rules[at]),
+        (None, Some(given)) if given != axis as i64 => format!("{axis} (given as {given})"),
+        (None, None) => format!("{axis} (the default)"),
         _ => axis.to_string(),
+    }
+}
+
+/// What decided how a tensor is treated: its rule, or `-a`.
+fn decided_by(tensor: &TensorJob, rules: &JoinRules) -> String {
+    match (tensor.rule, rules.axis) {
+        (Some(at), _) => rules.tensor_rules[at].to_string(),
+        (None, Some(given)) => format!("-a {given}"),
+        (None, None) => "the default axis".to_string(),
     }
 }
 

@@ -1,5 +1,13 @@
-//! Which tensors a whole-file join treats how: the `--axis-for GLOB=AXIS` rules and the
-//! shell-style glob matching of tensor names that they and `--keep` use.
+//! Which tensors a whole-file join treats how: the tensor rules (`--keep GLOB`,
+//! `--axis-for GLOB=AXIS` and the lines of `--rules` files), the shell-style glob matching of
+//! tensor names they use, which rule decides each tensor (the first that matches), the rules
+//! that match no tensor, and the globs tjoin suggests when it asks for a rule.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Refusal, Result, capped};
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,20 +36,400 @@ impl std::str::FromStr for AxisRule {
     }
 }
 
+/// What a rule does with the tensors it decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Treatment {
+    /// Join them along this axis (possibly negative).
+    Axis(i64),
+    /// Copy them once from the first input, after checking them identical in every input.
+    Keep,
+}
+
+/// Where a rule was given, as messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A `--keep GLOB` flag.
+    KeepFlag,
+    /// An `--axis-for GLOB=AXIS` flag.
+    AxisForFlag,
+    /// A line of a `--rules` file.
+    File {
+        /// The file as the user named it.
+        path: PathBuf,
+        /// The line, counting from 1.
+        line: usize,
+    },
+}
+
+/// One tensor rule: the tensors whose names match `glob` are treated by `treatment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The pattern tensor names are matched against.
+    pub glob: String,
+    /// What it does with them.
+    pub treatment: Treatment,
+    /// Where it was given.
+    pub origin: Origin,
+}
+
+impl Rule {
+    /// Whether the rule matches the tensor `name`.
+    pub fn matches(&self, name: &str) -> bool {
+        glob_match(&self.glob, name)
+    }
+}
+
+impl fmt::Display for Rule {
+    /// As the user wrote it: `--keep '*norm*'`, `--axis-for '*.o_proj.weight=1'`, or
+    /// `llama.rules:8: *.o_proj.weight = 1`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = match self.treatment {
+            Treatment::Axis(axis) => axis.to_string(),
+            Treatment::Keep => "keep".to_string(),
+        };
+        match &self.origin {
+            Origin::KeepFlag => write!(f, "--keep {}", shell_quote(&self.glob)),
+            Origin::AxisForFlag => {
+                write!(
+                    f,
+                    "--axis-for {}",
+                    shell_quote(&format!("{}={value}", self.glob))
+                )
+            }
+            Origin::File { path, line } => {
+                write!(f, "{}:{line}: {} = {value}", path.display(), self.glob)
+            }
+        }
+    }
+}
+
+/// The rules in the order they apply, the first match winning: the `--keep` flags, then the
+/// `--axis-for` flags (so a `--keep` wins over an `--axis-for`, whatever their order on the
+/// command line), then the lines of the rules files, in order.
+pub fn ordered(keep: &[String], axis_for: &[AxisRule], files: Vec<Rule>) -> Vec<Rule> {
+    let keep = keep.iter().map(|glob| Rule {
+        glob: glob.clone(),
+        treatment: Treatment::Keep,
+        origin: Origin::KeepFlag,
+    });
+    let axis_for = axis_for.iter().map(|rule| Rule {
+        glob: rule.glob.clone(),
+        treatment: Treatment::Axis(rule.axis),
+        origin: Origin::AxisForFlag,
+    });
+    keep.chain(axis_for).chain(files).collect()
+}
+
+/// The position in `rules` of the rule that decides the tensor `name`: the first that
+/// matches it.
+pub fn decide(rules: &[Rule], name: &str) -> Option<usize> {
+    rules.iter().position(|rule| rule.matches(name))
+}
+
+/// Reads the rules file `path` (`--rules`).
+pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io("read the rules file", path, e))?;
+    parse_file(path, &text)
+}
+
+/// The rules of a rules file: one `GLOB = AXIS` or `GLOB = keep` a line, split at the last
+/// `=`; blank lines and comments (from a `#` at the start of a line or after a space) are
+/// skipped. Every line that is not a rule is refused at once, each named by its line number.
+pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
+    let mut rules: Vec<Rule> = Vec::new();
+    let mut problems = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = strip_comment(raw).trim();
+        if content.is_empty() {
+            continue;
+        }
+        let origin = Origin::File {
+            path: path.to_path_buf(),
+            line,
+        };
+        match parse_line(content) {
+            Ok((glob, treatment)) => {
+                let earlier = rules.iter().find(|r| r.glob == glob).map(|r| &r.origin);
+                if let Some(Origin::File { line: first, .. }) = earlier {
+                    problems.push(format!(
+                        "{}:{line}: `{glob}` already has a rule on line {first}, which wins \
+                         (the first match does); remove one of them",
+                        path.display()
+                    ));
+                    continue;
+                }
+                rules.push(Rule {
+                    glob: glob.to_string(),
+                    treatment,
+                    origin,
+                });
+            }
+            Err(problem) => problems.push(format!("{}:{line}: {problem}", path.display())),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(rules);
+    }
+    let count = problems.len();
+    Err(Error::Refused(vec![Refusal {
+        headline: format!(
+            "the rules file {} has {count} line{} that {} not a rule",
+            path.display(),
+            plural(count),
+            if count == 1 { "is" } else { "are" }
+        ),
+        details: capped(problems, SHOWN),
+        hint: Some(
+            "write one rule a line, `GLOB = AXIS` (e.g. `*.o_proj.weight = 1`) or \
+             `GLOB = keep` (e.g. `*norm* = keep`); `#` starts a comment"
+                .to_string(),
+        ),
+    }]))
+}
+
+/// The line without its comment: from a `#` at its start or after whitespace.
+fn strip_comment(line: &str) -> &str {
+    let mut previous = ' ';
+    for (at, c) in line.char_indices() {
+        if c == '#' && previous.is_whitespace() {
+            return &line[..at];
+        }
+        previous = c;
+    }
+    line
+}
+
+/// One rule line without its comment: the glob and what it does.
+fn parse_line(content: &str) -> std::result::Result<(&str, Treatment), String> {
+    let Some((glob, value)) = content.rsplit_once('=') else {
+        return Err(format!(
+            "`{content}` has no `=`; expected GLOB = AXIS or GLOB = keep"
+        ));
+    };
+    let (glob, value) = (glob.trim(), value.trim());
+    if glob.is_empty() {
+        return Err(format!("`{content}` has no glob before the `=`"));
+    }
+    if value == "keep" {
+        return Ok((glob, Treatment::Keep));
+    }
+    match value.parse() {
+        Ok(axis) => Ok((glob, Treatment::Axis(axis))),
+        Err(_) if value.eq_ignore_ascii_case("keep") => {
+            Err(format!("`{value}` is written `keep`, in lower case"))
+        }
+        Err(_) => Err(format!(
+            "`{value}` after `{glob} =` is neither an axis (an integer such as 0, 1 or -1) nor \
+             `keep`"
+        )),
+    }
+}
+
+/// How many items a message lists before "... and N more".
+const SHOWN: usize = 10;
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+/// The rules that match none of `names` (the tensors of the inputs): a typo in a glob.
+pub fn unmatched<'r>(rules: &'r [Rule], names: &[&str]) -> Vec<&'r Rule> {
+    rules
+        .iter()
+        .filter(|rule| !names.iter().any(|name| rule.matches(name)))
+        .collect()
+}
+
+/// One line per rule that matches no tensor, with the tensor name closest to its glob, for
+/// a warning or a refusal.
+pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
+    rules
+        .iter()
+        .map(|rule| {
+            let literal: Vec<char> = rule.glob.chars().filter(|&c| c != '*').collect();
+            let closest = names.iter().min_by_key(|name| {
+                let distance = distance_within(&literal, name);
+                (distance, name.len(), **name)
+            });
+            match closest {
+                Some(name) => format!("{rule} matches no tensor (the closest name is `{name}`)"),
+                None => format!("{rule} matches no tensor: the inputs hold none"),
+            }
+        })
+        .collect()
+}
+
+/// The fewest edits that make `literal` a part of `name` (Sellers' approximate substring
+/// match): how far a glob's text is from matching somewhere in the name.
+fn distance_within(literal: &[char], name: &str) -> usize {
+    // row[j]: the fewest edits matching the literal so far to a part of `name` ending at j.
+    let name: Vec<char> = name.chars().collect();
+    let mut row = vec![0; name.len() + 1];
+    for (i, &c) in literal.iter().enumerate() {
+        let mut next = vec![i + 1; name.len() + 1];
+        for j in 1..=name.len() {
+            let substitute = row[j - 1] + usize::from(name[j - 1] != c);
+            next[j] = substitute.min(row[j] + 1).min(next[j - 1] + 1);
+        }
+        row = next;
+    }
+    row.into_iter().min().unwrap_or(0)
+}
+
+/// The refusal of rules that match no tensor, under `--strict`.
+pub fn unmatched_refusal(rules: &[&Rule], names: &[&str]) -> Refusal {
+    Refusal {
+        headline: format!(
+            "{} rule{} match{} no tensor of the inputs (--strict refuses such rules)",
+            rules.len(),
+            plural(rules.len()),
+            if rules.len() == 1 { "es" } else { "" }
+        ),
+        details: capped(describe_unmatched(rules, names), SHOWN),
+        hint: Some(
+            "correct each glob (`*` matches any text, dots included; `?` one character), or \
+             remove the rule; without --strict these are warnings"
+                .to_string(),
+        ),
+    }
+}
+
+/// Globs that together match exactly the tensors `targets` among `names` (every tensor of
+/// the inputs), so that a rule made of each decides no other tensor, and few of them: names
+/// that share a pattern share a glob. The patterns tried are a name's last dotted parts
+/// (`*.LayerNorm.weight`), its first ones (`pooler.*`), its numbered parts as `*`
+/// (`layers.*.mlp.weight`) and the name itself; the one that covers most targets not yet
+/// covered goes first (the greedy set cover), and a glob that stands for one tensor is its
+/// name. Each glob comes with the targets it matches, in the order of `targets`.
+pub fn suggest_globs(targets: &[&str], names: &[&str]) -> Vec<(String, Vec<String>)> {
+    let wanted: HashSet<&str> = targets.iter().copied().collect();
+    // Every pattern that matches no other tensor, most general first, and the targets it
+    // matches.
+    let mut seen = HashSet::new();
+    let mut covers: Vec<(String, Vec<usize>)> = Vec::new();
+    for &target in targets {
+        for glob in candidates(target) {
+            if !seen.insert(glob.clone()) {
+                continue;
+            }
+            let exact = names
+                .iter()
+                .all(|name| wanted.contains(name) || !glob_match(&glob, name));
+            if exact {
+                let matched = (0..targets.len())
+                    .filter(|&t| glob_match(&glob, targets[t]))
+                    .collect();
+                covers.push((glob, matched));
+            }
+        }
+    }
+    let mut group_of: Vec<Option<usize>> = vec![None; targets.len()];
+    let mut globs: Vec<String> = Vec::new();
+    loop {
+        let fresh = |matched: &[usize]| matched.iter().filter(|&&t| group_of[t].is_none()).count();
+        // The first of the patterns that cover most: `max_by_key` would take the last.
+        let best = covers
+            .iter()
+            .enumerate()
+            .map(|(at, (_, matched))| (fresh(matched), at))
+            .filter(|&(count, _)| count > 0)
+            .min_by_key(|&(count, at)| (std::cmp::Reverse(count), at));
+        let Some((_, at)) = best else { break };
+        for &t in &covers[at].1 {
+            group_of[t].get_or_insert(globs.len());
+        }
+        globs.push(covers[at].0.clone());
+    }
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    let mut slot: HashMap<usize, usize> = HashMap::new();
+    for (t, &target) in targets.iter().enumerate() {
+        // A target no pattern covers (its name holds `*` that matches another) stands alone.
+        let glob = group_of[t].map_or_else(|| target.to_string(), |g| globs[g].clone());
+        let key = group_of[t].unwrap_or(usize::MAX - t);
+        let at = *slot.entry(key).or_insert_with(|| {
+            groups.push((glob, Vec::new()));
+            groups.len() - 1
+        });
+        groups[at].1.push(target.to_string());
+    }
+    // A pattern that stands for one tensor says less than its name.
+    for (glob, members) in &mut groups {
+        if let [only] = members.as_slice()
+            && !only.contains(['*', '?'])
+        {
+            *glob = only.clone();
+        }
+    }
+    groups
+}
+
+/// The globs tried for a name, most general first: `*.` and its last dotted parts (one, two,
+/// ... up to a numbered part), its first parts and `.*` (likewise), its numbered parts as
+/// `*`, then the name.
+fn candidates(name: &str) -> Vec<String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let numbered = |part: &&str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let mut globs: Vec<String> = (1..parts.len())
+        .map(|k| &parts[parts.len() - k..])
+        .take_while(|suffix| !numbered(&suffix[0]))
+        .map(|suffix| format!("*.{}", suffix.join(".")))
+        .collect();
+    globs.extend(
+        (1..parts.len())
+            .map(|k| &parts[..k])
+            .take_while(|prefix| !numbered(&prefix[prefix.len() - 1]))
+            .map(|prefix| format!("{}.*", prefix.join("."))),
+    );
+    if parts.iter().any(numbered) {
+        let general: Vec<&str> = parts
+            .iter()
+            .map(|part| if numbered(part) { "*" } else { part })
+            .collect();
+        globs.push(general.join("."));
+    }
+    globs.push(name.to_string());
+    globs
+}
+
+/// `text` quoted for a POSIX shell: in single quotes, unless it needs none.
+pub fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Shell-style matching of a tensor name: `*` matches any text (dots included), `?` one
 /// character, anything else itself.
 pub fn glob_match(glob: &str, name: &str) -> bool {
+    // Bytes are characters in ASCII, the common case: no allocation. Suggesting globs
+    // matches every candidate against every tensor of a model.
+    if glob.is_ascii() && name.is_ascii() {
+        return match_items(glob.as_bytes(), name.as_bytes(), b'*', b'?');
+    }
     let (glob, name): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    match_items(&glob, &name, '*', '?')
+}
+
+/// Glob matching over items: `star` matches any run of them, `any` one.
+fn match_items<T: Copy + PartialEq>(glob: &[T], name: &[T], star_item: T, any: T) -> bool {
     // Iterative matching with backtracking to the last star: linear in practice.
     let (mut g, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while n < name.len() {
         match glob.get(g) {
-            Some('*') => {
+            Some(&c) if c == star_item => {
                 star = Some((g, n));
                 g += 1;
             }
-            Some(&c) if c == '?' || c == name[n] => {
+            Some(&c) if c == any || c == name[n] => {
                 g += 1;
                 n += 1;
             }
@@ -55,7 +443,7 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
             },
         }
     }
-    glob[g..].iter().all(|&c| c == '*')
+    glob[g..].iter().all(|&c| c == star_item)
 }
 
 #[cfg(test)]
@@ -83,5 +471,161 @@ mod tests {
         assert!(!glob_match("a*b", "ac"));
         assert!(glob_match("a*b*c", "aXbYbZc"));
         assert!(!glob_match("*.bias", "x.weight"));
+        // One `?` is one character, not one byte.
+        assert!(glob_match("?.w", "π.w"));
+        assert!(glob_match("*π*", "aπb"));
+    }
+
+    fn file(text: &str) -> Result<Vec<Rule>> {
+        parse_file(Path::new("m.rules"), text)
+    }
+
+    #[test]
+    fn rules_files_hold_axes_keeps_and_comments() {
+        let rules =
+            file("# Llama\n\n*.o_proj.weight = 1   # row-parallel\n*norm* = keep\nx=y#z = -1\n")
+                .unwrap();
+        let seen: Vec<(&str, Treatment, usize)> = rules
+            .iter()
+            .map(|r| match r.origin {
+                Origin::File { line, .. } => (r.glob.as_str(), r.treatment, line),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("*.o_proj.weight", Treatment::Axis(1), 3),
+                ("*norm*", Treatment::Keep, 4),
+                ("x=y#z", Treatment::Axis(-1), 5),
+            ]
+        );
+        assert_eq!(rules[0].to_string(), "m.rules:3: *.o_proj.weight = 1");
+    }
+
+    #[test]
+    fn every_bad_line_is_named_with_its_number() {
+        let error = file("a = 1\nno equals sign\n = 0\nb = sideways\nc = Keep\na = 0\n")
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "the rules file m.rules has 5 lines that are not a rule",
+            "m.rules:2: `no equals sign` has no `=`",
+            "m.rules:3: `= 0` has no glob",
+            "m.rules:4: `sideways` after `b =` is neither an axis",
+            "m.rules:5: `Keep` is written `keep`",
+            "m.rules:6: `a` already has a rule on line 1",
+            "hint: write one rule a line",
+        ] {
+            assert!(error.contains(needle), "{needle:?} not in\n{error}");
+        }
+    }
+
+    #[test]
+    fn flags_come_first_and_the_first_match_decides() {
+        let axis_for = ["*.weight=1".parse().unwrap()];
+        let rules = ordered(
+            &["*norm*".to_string()],
+            &axis_for,
+            file("*.q_proj.weight = 0\n*.bias = keep\n").unwrap(),
+        );
+        assert_eq!(decide(&rules, "model.norm.weight"), Some(0));
+        assert_eq!(decide(&rules, "l.o_proj.weight"), Some(1));
+        assert_eq!(decide(&rules, "l.o_proj.bias"), Some(3));
+        assert_eq!(decide(&rules, "position_ids"), None);
+        assert_eq!(rules[0].to_string(), "--keep '*norm*'");
+        assert_eq!(rules[1].to_string(), "--axis-for '*.weight=1'");
+        let names = ["model.norm.weight", "l.o_proj.weight", "l.o_proj.bias"];
+        let unmatched = unmatched(&rules, &names);
+        assert_eq!(unmatched, [&rules[2]]);
+        assert_eq!(
+            describe_unmatched(&unmatched, &names),
+            [
+                "m.rules:1: *.q_proj.weight = 0 matches no tensor (the closest name is \
+              `l.o_proj.weight`)"
+            ]
+        );
+    }
+
+    #[test]
+    fn suggested_globs_group_names_and_match_no_other_tensor() {
+        let names = [
+            "embeddings.LayerNorm.weight",
+            "encoder.layer.0.attention.output.LayerNorm.weight",
+            "encoder.layer.0.attention.output.dense.bias",
+            "encoder.layer.0.attention.self.query.bias",
+            "encoder.layer.1.attention.output.LayerNorm.weight",
+            "encoder.layer.1.attention.output.dense.bias",
+            "encoder.layer.1.attention.self.query.bias",
+            "rope.scale",
+            "a.0.x",
+            "a.1.x",
+            "b.x",
+            "pooler.dense.weight",
+            "pooler.dense.bias",
+            "intermediate.dense.weight",
+            "intermediate.dense.bias",
+        ];
+        let targets = [
+            "embeddings.LayerNorm.weight",
+            "encoder.layer.0.attention.output.LayerNorm.weight",
+            "encoder.layer.0.attention.output.dense.bias",
+            "encoder.layer.1.attention.output.LayerNorm.weight",
+            "encoder.layer.1.attention.output.dense.bias",
+            "rope.scale",
+            "a.0.x",
+            "a.1.x",
+            "pooler.dense.weight",
+            "pooler.dense.bias",
+        ];
+        let suggested = suggest_globs(&targets, &names);
+        let globs: Vec<(&str, usize)> = suggested
+            .iter()
+            .map(|(g, members)| (g.as_str(), members.len()))
+            .collect();
+        assert_eq!(
+            globs,
+            [
+                ("*.LayerNorm.weight", 3),
+                ("*.output.dense.bias", 2),
+                ("rope.scale", 1),
+                ("a.*", 2),
+                ("pooler.*", 2),
+            ]
+        );
+        for (glob, _) in &globs {
+            for name in names {
+                assert!(
+                    !glob_match(glob, name) || targets.contains(&name),
+                    "{glob} matches {name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_closest_name_holds_the_globs_text_best() {
+        let distance = |glob: &str, name| distance_within(&glob.chars().collect::<Vec<_>>(), name);
+        assert_eq!(distance("norm", "model.norm.weight"), 0);
+        assert_eq!(distance("nrom", "model.norm.weight"), 2);
+        assert_eq!(distance(".o_prj.weight", "l.0.o_proj.weight"), 1);
+        assert_eq!(distance("abc", ""), 3);
+        let rule = ordered(&["*nrom*".to_string()], &[], Vec::new());
+        let names = [
+            "lm_head.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.norm.weight",
+        ];
+        assert_eq!(
+            describe_unmatched(&[&rule[0]], &names),
+            ["--keep '*nrom*' matches no tensor (the closest name is `model.norm.weight`)"]
+        );
+    }
+
+    #[test]
+    fn shell_quoting_is_only_there_when_needed() {
+        assert_eq!(shell_quote("position_ids"), "position_ids");
+        assert_eq!(shell_quote("*norm*"), "'*norm*'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 }

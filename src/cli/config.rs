@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::input::STDIN;
 use crate::progress::When;
+use crate::rules::{self, Rule};
 
 impl JoinConfig {
     /// The join the command line asks for, with every flag checked that can be checked
@@ -31,8 +32,10 @@ impl JoinConfig {
             rules: JoinRules {
                 axis: cli.axis,
                 spec: cli.spec.unwrap_or_default(),
-                axis_for: cli.axis_for.clone(),
-                keep: cli.keep.clone(),
+                tensor_rules: tensor_rules(cli)?,
+                join_identical: cli.join_identical,
+                strict: cli.strict,
+                like: cli.like.clone(),
                 name: cli.name.clone(),
                 cast: cli.cast.as_deref().map(cast_type).transpose()?,
                 expect_shape: cli.expect_shape.clone(),
@@ -51,8 +54,18 @@ impl JoinConfig {
                 adapter: cli.dml_adapter,
             },
             progress: if cli.quiet { When::Never } else { cli.progress },
+            quiet: cli.quiet,
         })
     }
+}
+
+/// The tensor rules in the order they apply: the flags, then each `--rules` file's lines.
+fn tensor_rules(cli: &Cli) -> Result<Vec<Rule>> {
+    let mut files = Vec::new();
+    for path in &cli.rules {
+        files.extend(rules::read_file(path)?);
+    }
+    Ok(rules::ordered(&cli.keep, &cli.axis_for, files))
 }
 
 /// The format a `--format` / `--input-format` value names, if the flag was given.

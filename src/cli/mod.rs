@@ -25,8 +25,17 @@ use crate::progress::When;
 use crate::rules::AxisRule;
 use crate::spec::Spec;
 
+/// The model-merge example, as `--help`, the man page and README.md show it (a test keeps
+/// README's the same): right for Llama-style tensor-parallel shards, as `rules/llama.rules`
+/// splits them (a test runs it on fixtures/merge/llama).
+pub const MERGE_EXAMPLE: (&str, &str) = (
+    "Merge Llama-style tensor-parallel shards (o_proj, down_proj on axis 1; norms kept once):",
+    "tjoin -a 0 --axis-for '*.o_proj.weight=1' --axis-for '*.down_proj.weight=1' \\\n      \
+     --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
+);
+
 /// Examples as (what it does, the command). `--help` shows the first four; the man page
-/// shows all.
+/// shows all. A command may go on over lines ending in `\`.
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "In a pipeline: JSON from standard input joined with a file, written as JSON to stdout:",
@@ -36,13 +45,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "Thousands of shards listed by find, converted to float32 on the way:",
         "find shards -name '*.npy' | sort | tjoin -a 0 --files-from - --cast float32 -o train.npy",
     ),
-    (
-        "Merge tensor-parallel checkpoint shards tensor by tensor, with per-tensor axes:",
-        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' tp*.safetensors -o model.safetensors",
-    ),
+    MERGE_EXAMPLE,
     (
         "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
         "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
+    ),
+    (
+        "Merge shards by a model family's rules file, checked against the original's header:",
+        "tjoin --rules rules/llama.rules --like original.safetensors tp*.safetensors -o model.safetensors",
     ),
     (
         "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
@@ -82,6 +92,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 fn help_examples() -> String {
     let mut text = String::from("Examples:");
     for (what, command) in &EXAMPLES[..4] {
+        let command = command.replace('\n', "\n    ");
         text.push_str(&format!("\n  {what}\n    {command}\n"));
     }
     text
@@ -199,6 +210,32 @@ pub struct Cli {
     /// Copy tensors matching GLOB from the first input, once checked identical in all.
     #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other)]
     pub keep: Vec<String>,
+
+    /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
+    ///
+    /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
+    /// then the --axis-for flags, then the files' lines in order. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+
+    /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Join tensors no rule decides even when every input holds them identical (else refused).
+    ///
+    /// Such tensors are replicated (each tensor-parallel shard holds a copy, as of its norms),
+    /// and joining them makes a wrong model: without this flag they are refused, with the
+    /// --keep globs that keep them.
+    #[arg(long)]
+    pub join_identical: bool,
+
+    /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
+    ///
+    /// REF is a .safetensors file, such as the model the shards were split from; only its
+    /// header is read.
+    #[arg(long, value_name = "REF")]
+    pub like: Option<PathBuf>,
 
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
     #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]

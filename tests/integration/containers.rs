@@ -505,8 +505,9 @@ fn types_a_format_cannot_hold_are_refused_before_writing() {
 #[test]
 fn sub_byte_runs_must_fall_on_byte_boundaries() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["a", "b"] {
-        let f4 = st_bytes(&[("p", Dtype::F4, vec![2, 3], bytes(3, 0))], None);
+    // Different data in each: identical tensors would be refused as replicated.
+    for (name, seed) in [("a", 0), ("b", 9)] {
+        let f4 = st_bytes(&[("p", Dtype::F4, vec![2, 3], bytes(3, seed))], None);
         fs::write(dir.path().join(format!("{name}.safetensors")), f4).unwrap();
     }
     let args = [
@@ -541,7 +542,7 @@ fn sub_byte_runs_must_fall_on_byte_boundaries() {
     let st = SafeTensors::deserialize(&written).unwrap();
     let p = st.tensor("p").unwrap();
     assert_eq!((p.dtype(), p.shape()), (Dtype::F4, &[4, 3][..]));
-    assert_eq!(p.data(), [bytes(3, 0), bytes(3, 0)].concat());
+    assert_eq!(p.data(), [bytes(3, 0), bytes(3, 9)].concat());
 }
 
 #[test]

@@ -480,7 +480,19 @@ fn spec_applies_to_each_tensor_of_a_container_join() {
         &[("w", "F16", &[1, 1, 2, 2]), ("q", "I8", &[1, 1, 2, 2])];
     let a = write_safetensors(dir.path(), "a", tensors);
     let b = write_safetensors(dir.path(), "b", tensors);
-    let args = |spec| ["--spec", spec, "-a", "3", &a, &b, "-o", "out.safetensors"];
+    // Files of zeros: identical tensors, joined on purpose.
+    let args = |spec| {
+        let join = [
+            "--join-identical",
+            "-a",
+            "3",
+            &a,
+            &b,
+            "-o",
+            "out.safetensors",
+        ];
+        [&["--spec", spec][..], &join].concat()
+    };
     let stderr = refused(dir.path(), &args("directml:1.0"), 2);
     assert!(
         stderr.contains("tensor `q`: DirectML Join at feature level 1.0 does not support int8"),

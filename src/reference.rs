@@ -1,0 +1,249 @@
+//! `--like REF`: the shape a reference safetensors header gives each tensor (the header of
+//! the model the shards were split from, or of one with another tensor-parallel degree),
+//! read without the data, and the check that the job's output tensors have those shapes.
+//! A refusal names the tensor, the rule that set its axis, and the axis or `--keep` that
+//! gives the reference's shape.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, InputRef, Refusal, Result, capped};
+use crate::format::{safetensors, shape_text};
+use crate::job::TensorJob;
+use crate::rules::{self, Rule, shell_quote};
+
+/// The tensor shapes of a reference header.
+pub struct Reference {
+    /// The file as the user named it.
+    path: PathBuf,
+    /// Each tensor's name and shape, in the header's order.
+    tensors: Vec<(String, Vec<u64>)>,
+}
+
+/// What would give a tensor the reference's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fix {
+    /// Joining along this axis.
+    Axis(usize),
+    /// Keeping one copy.
+    Keep,
+}
+
+/// How many items a refusal lists before "... and N more".
+const SHOWN: usize = 10;
+
+impl Reference {
+    /// Reads the header of the safetensors file `path`, and none of its data.
+    pub fn read(path: &Path) -> Result<Reference> {
+        let name = path.display();
+        if path.to_string_lossy().ends_with(".index.json") {
+            return Err(Error::refused(
+                format!(
+                    "--like {name}: tjoin does not read a sharded checkpoint's index yet, only \
+                     one .safetensors file"
+                ),
+                "name a .safetensors file whose header holds every tensor of the output",
+            ));
+        }
+        let file = File::open(path).map_err(|e| Error::io("open the --like reference", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("read the --like reference", path, e))?
+            .len();
+        let input = InputRef {
+            position: 0,
+            path: path.to_path_buf(),
+            tensor: None,
+        };
+        let contents = safetensors::read(&file, len, &input).map_err(|e| match e {
+            Error::Malformed { reason, .. } => Error::refused(
+                format!("--like {name} is not a valid safetensors file: {reason}"),
+                "name the .safetensors file of the model the output should match",
+            ),
+            Error::InputIo { action, source, .. } => {
+                Error::io(format!("{action} the --like reference"), path, source)
+            }
+            other => other,
+        })?;
+        let tensors = contents
+            .tensors
+            .into_iter()
+            .map(|t| (t.name.unwrap_or_default(), t.info.shape))
+            .collect();
+        Ok(Reference {
+            path: path.to_path_buf(),
+            tensors,
+        })
+    }
+
+    /// Refuses every output tensor of `job` whose shape differs from the reference's, or that
+    /// the reference lacks, and (when the job has several tensors) every reference tensor the
+    /// output lacks. `rules` are the rules the job was built by; `copies` is the number of
+    /// inputs.
+    pub fn check(&self, job: &[TensorJob], rules: &[Rule], copies: usize) -> Result<()> {
+        let shapes: HashMap<&str, &[u64]> = self
+            .tensors
+            .iter()
+            .map(|(name, shape)| (name.as_str(), shape.as_slice()))
+            .collect();
+        let name = self.path.display();
+        let mut refusals = Vec::new();
+        let mut wrong = Vec::new();
+        let mut fixes: Vec<(Fix, &str)> = Vec::new();
+        let mut absent = Vec::new();
+        for tensor in job {
+            let out = &tensor.out;
+            let Some(&want) = shapes.get(out.name.as_str()) else {
+                absent.push(out.name.clone());
+                continue;
+            };
+            if out.shape == want {
+                continue;
+            }
+            let how = match (tensor.kept, tensor.rule) {
+                (true, Some(at)) => format!("kept by {}", rules[at]),
+                (false, Some(at)) => {
+                    format!("joined along axis {} by {}", tensor.plan.axis, rules[at])
+                }
+                (_, None) => format!("joined along axis {}", tensor.plan.axis),
+            };
+            let fix = fix_for(tensor, want, copies);
+            let gives = match fix {
+                Some(Fix::Axis(axis)) => format!("axis {axis} gives it"),
+                Some(Fix::Keep) => "keeping one copy gives it".to_string(),
+                None => "no axis gives it".to_string(),
+            };
+            wrong.push(format!(
+                "{}  {} ({how}); {name} has {}: {gives}",
+                out.name,
+                shape_text(&out.shape),
+                shape_text(want)
+            ));
+            if let Some(fix) = fix {
+                fixes.push((fix, out.name.as_str()));
+            }
+        }
+        if !wrong.is_empty() {
+            let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
+            refusals.push(Refusal {
+                headline: format!(
+                    "{} output tensor{} would not have the shape {name} gives {}",
+                    wrong.len(),
+                    if wrong.len() == 1 { "" } else { "s" },
+                    if wrong.len() == 1 { "it" } else { "them" }
+                ),
+                details: capped(wrong, SHOWN),
+                hint: Some(fix_hint(&fixes, &names)),
+            });
+        }
+        if !absent.is_empty() {
+            refusals.push(Refusal {
+                headline: format!(
+                    "{name} has no tensor of the name of {} output tensor{}, so {} shape \
+                     cannot be checked",
+                    absent.len(),
+                    if absent.len() == 1 { "" } else { "s" },
+                    if absent.len() == 1 { "its" } else { "their" }
+                ),
+                details: capped(absent, SHOWN),
+                hint: Some(format!(
+                    "name with --like the model these inputs were split from; {name} holds {}",
+                    self.tensors.len()
+                )),
+            });
+        }
+        if job.len() > 1 {
+            let output: std::collections::HashSet<&str> =
+                job.iter().map(|t| t.out.name.as_str()).collect();
+            let lacking: Vec<String> = self
+                .tensors
+                .iter()
+                .map(|(name, _)| name)
+                .filter(|name| !output.contains(name.as_str()))
+                .cloned()
+                .collect();
+            if !lacking.is_empty() {
+                refusals.push(Refusal {
+                    headline: format!(
+                        "the output would lack {} tensor{} {name} holds",
+                        lacking.len(),
+                        if lacking.len() == 1 { "" } else { "s" }
+                    ),
+                    details: capped(lacking, SHOWN),
+                    hint: Some(
+                        "join every shard of the model, or name with --like the header of \
+                         the part these shards hold"
+                            .to_string(),
+                    ),
+                });
+            }
+        }
+        if refusals.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Refused(refusals))
+        }
+    }
+}
+
+/// The axis along which joining the tensor's inputs gives `want`, or keeping one copy when
+/// every input already has it; `copies` is the number of inputs (a kept tensor's job holds
+/// only the first).
+fn fix_for(tensor: &TensorJob, want: &[u64], copies: usize) -> Option<Fix> {
+    let shapes: Vec<&[u64]> = if tensor.kept {
+        vec![tensor.sources[0].info.shape.as_slice(); copies]
+    } else {
+        tensor
+            .sources
+            .iter()
+            .map(|s| s.info.shape.as_slice())
+            .collect()
+    };
+    if shapes.iter().all(|&shape| shape == want) {
+        return Some(Fix::Keep);
+    }
+    (0..want.len())
+        .find(|&axis| {
+            let sum: u64 = shapes
+                .iter()
+                .map(|s| s.get(axis).copied().unwrap_or(0))
+                .sum();
+            sum == want[axis]
+                && shapes.iter().all(|s| {
+                    s.len() == want.len() && (0..want.len()).all(|d| d == axis || s[d] == want[d])
+                })
+        })
+        .map(Fix::Axis)
+}
+
+/// The flags that fix the tensors, grouped by pattern.
+fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
+    let mut kinds: Vec<Fix> = Vec::new();
+    for (fix, _) in fixes {
+        if !kinds.contains(fix) {
+            kinds.push(*fix);
+        }
+    }
+    let mut flags = Vec::new();
+    for kind in kinds {
+        let targets: Vec<&str> = fixes
+            .iter()
+            .filter(|(fix, _)| *fix == kind)
+            .map(|&(_, name)| name)
+            .collect();
+        for (glob, _) in rules::suggest_globs(&targets, names) {
+            flags.push(match kind {
+                Fix::Axis(axis) => format!("--axis-for {}", shell_quote(&format!("{glob}={axis}"))),
+                Fix::Keep => format!("--keep {}", shell_quote(&glob)),
+            });
+        }
+    }
+    if flags.is_empty() {
+        return "check that the inputs are the shards of the model --like names".to_string();
+    }
+    format!(
+        "add {} (or correct the rule that decided them)",
+        capped(flags, SHOWN).join(" ")
+    )
+}

@@ -1,0 +1,454 @@
+//! Model merges that cannot silently build a wrong model (issue 15): replicated tensors are
+//! refused unless a rule decides them, rules come from files (`rules/*.rules`) and say which
+//! tensor they decided, a rule that matches nothing is noticed, `--like` checks every shape
+//! against a reference header, and the merge example everywhere is right. The shards are
+//! fixtures/merge/ (a tiny Llama and BERT split by the committed rules files); each refusal
+//! has its own test.
+
+use std::fs;
+use std::path::Path;
+
+use safetensors::tensor::{SafeTensors, TensorView};
+
+use crate::util::{assert_mentions, refused, succeeds, tjoin};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A folder holding the shards of `model` (`tp0.safetensors`, `tp1.safetensors`), the unsplit
+/// model (`expected.safetensors`) and its rules file (`MODEL.rules`).
+fn shards(model: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["tp0.safetensors", "tp1.safetensors", "expected.safetensors"] {
+        let from = Path::new(ROOT)
+            .join("fixtures/merge")
+            .join(model)
+            .join(file);
+        fs::copy(&from, dir.path().join(file)).unwrap();
+    }
+    let rules = Path::new(ROOT).join("rules").join(format!("{model}.rules"));
+    fs::copy(rules, dir.path().join(format!("{model}.rules"))).unwrap();
+    dir
+}
+
+/// The arguments in `words`, split at blanks (the globs here hold none), then the shards.
+fn args(words: &str) -> Vec<&str> {
+    let shards = ["tp0.safetensors", "tp1.safetensors"];
+    words.split_whitespace().chain(shards).collect()
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)`; returns (success, stdout, stderr).
+fn run(dir: &Path, words: &str) -> (bool, String, String) {
+    let out = tjoin().current_dir(dir).args(args(words)).output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)`, which must fail cleanly with `code`; returns
+/// stderr.
+#[track_caller]
+fn refuses(dir: &Path, words: &str, code: i32) -> String {
+    refused(dir, &args(words), code)
+}
+
+/// Runs tjoin in `dir` with [`args`]`(words)` and `-o model.safetensors`, and fails unless
+/// that is `expected.safetensors` byte for byte. Returns stderr.
+#[track_caller]
+fn rebuilds(dir: &Path, words: &str) -> String {
+    let (ok, _, stderr) = run(dir, &format!("{words} -o model.safetensors"));
+    assert!(ok, "tjoin {words}: {stderr}");
+    rebuilt(dir);
+    stderr
+}
+
+/// Fails unless `dir/model.safetensors` is `dir/expected.safetensors` byte for byte.
+#[track_caller]
+fn rebuilt(dir: &Path) {
+    let written = fs::read(dir.join("model.safetensors")).unwrap();
+    let expected = fs::read(dir.join("expected.safetensors")).unwrap();
+    assert!(written == expected, "not the original model, byte for byte");
+}
+
+/// The `--keep` flags a refusal's hint suggests, unquoted, as words for [`args`].
+fn suggested_keeps(stderr: &str) -> String {
+    let hint = stderr
+        .lines()
+        .find(|l| l.starts_with("hint: keep"))
+        .unwrap();
+    let globs = hint.split("--keep ").skip(1);
+    let globs = globs.map(|rest| rest.split(' ').next().unwrap().trim_matches('\''));
+    globs.map(|glob| format!(" --keep {glob}")).collect()
+}
+
+/// The `rule` of the tensor `name` in a JSON plan.
+fn rule_of(plan: &str, name: &str) -> serde_json::Value {
+    let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
+    let tensors = plan["tensors"].as_array().unwrap();
+    let tensor = tensors.iter().find(|t| t["name"] == name).unwrap();
+    tensor["rule"].clone()
+}
+
+#[test]
+fn the_rules_files_rebuild_the_original_models_byte_for_byte() {
+    for model in ["llama", "bert"] {
+        let dir = shards(model);
+        let stderr = rebuilds(dir.path(), &format!("--rules {model}.rules"));
+        // Every rule matches a tensor: no warning.
+        assert_eq!(stderr, "", "{model}");
+    }
+}
+
+#[test]
+fn a_naive_join_of_replicated_shards_is_refused_and_lists_them() {
+    let dir = shards("llama");
+    let stderr = refuses(dir.path(), "-a 0 -o model.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 5 tensors have the same shape and bytes in every input, and no rule \
+             decides them",
+            "the same in input 1 (tp0.safetensors) and input 2 (tp1.safetensors):",
+            "model.layers.0.input_layernorm.weight  float16  [8] -> [16] joined along axis 0",
+            "model.layers.1.post_attention_layernorm.weight  float16  [8]",
+            "model.norm.weight  float16  [8]",
+            "--join-identical",
+        ],
+    );
+    // Grouped by pattern, and exact: with them the merge is the original.
+    let keeps = suggested_keeps(&stderr);
+    assert_eq!(
+        keeps,
+        " --keep *.input_layernorm.weight --keep *.post_attention_layernorm.weight \
+         --keep model.norm.weight"
+    );
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    rebuilds(dir.path(), &format!("{split}{keeps}"));
+}
+
+#[test]
+fn a_long_list_of_replicated_tensors_is_capped_and_its_globs_grouped() {
+    let dir = shards("bert");
+    let stderr = refuses(dir.path(), "-a 0 -o m.safetensors", 2);
+    let capped = [
+        "19 tensors have the same shape and bytes",
+        "    ... and 9 more",
+    ];
+    assert_mentions(&stderr, &capped);
+    let keeps = suggested_keeps(&stderr);
+    for glob in [
+        "*.LayerNorm.weight",
+        "*.LayerNorm.bias",
+        "*.output.dense.bias",
+        "pooler.*",
+    ] {
+        assert!(
+            format!("{keeps} ").contains(&format!(" --keep {glob} ")),
+            "{keeps}"
+        );
+    }
+    assert!(keeps.matches("--keep").count() <= 8, "{keeps}");
+    // The rule decides the split tensors on axis 1; the suggested globs keep exactly the rest.
+    rebuilds(
+        dir.path(),
+        &format!("-a 0 --axis-for *.output.dense.weight=1{keeps}"),
+    );
+}
+
+#[test]
+fn join_identical_joins_replicated_tensors_on_purpose() {
+    let dir = shards("llama");
+    // A rule decides the norms: kept, --join-identical or not.
+    rebuilds(dir.path(), "--join-identical --rules llama.rules");
+    // Without a rule for them, --join-identical joins them.
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    let (ok, _, stderr) = run(
+        dir.path(),
+        &format!("--join-identical {split} -o j.safetensors"),
+    );
+    assert!(ok, "{stderr}");
+    let written = fs::read(dir.path().join("j.safetensors")).unwrap();
+    let joined = SafeTensors::deserialize(&written).unwrap();
+    assert_eq!(joined.tensor("model.norm.weight").unwrap().shape(), [16]);
+}
+
+#[test]
+fn single_tensor_joins_of_identical_tensors_stay_allowed() {
+    let dir = shards("llama");
+    let name = "model.norm.weight";
+    let (a, b) = (
+        format!("tp0.safetensors:{name}"),
+        format!("tp1.safetensors:{name}"),
+    );
+    succeeds(dir.path(), &["-a", "0", &a, &b, "-o", "norms.npy"]);
+    succeeds(
+        dir.path(),
+        &["-a", "0", "norms.npy", "norms.npy", "-o", "twice.npy"],
+    );
+    let twice = fs::metadata(dir.path().join("twice.npy")).unwrap().len();
+    let once = fs::metadata(dir.path().join("norms.npy")).unwrap().len();
+    assert!(twice > once);
+}
+
+#[test]
+fn a_rules_file_that_is_not_rules_is_refused_by_file_and_line() {
+    let dir = shards("llama");
+    let text = "# fine\n*.o_proj.weight = 1\n*.down_proj.weight: 1\n*norm* = kept\n";
+    fs::write(dir.path().join("bad.rules"), text).unwrap();
+    let stderr = refuses(dir.path(), "--rules bad.rules -o m.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: the rules file bad.rules has 2 lines that are not a rule",
+            "bad.rules:3: `*.down_proj.weight: 1` has no `=`",
+            "bad.rules:4: `kept` after `*norm* =` is neither an axis",
+            "hint: write one rule a line",
+        ],
+    );
+    assert!(!stderr.contains("bad.rules:2"), "{stderr}");
+    let stderr = refuses(dir.path(), "--rules none.rules -o m.safetensors", 1);
+    assert_mentions(&stderr, &["cannot read the rules file none.rules"]);
+}
+
+#[test]
+fn a_rule_that_matches_nothing_warns_and_strict_refuses_it() {
+    let dir = shards("llama");
+    let typo = "--rules llama.rules --keep *nrom*";
+    assert_eq!(
+        rebuilds(dir.path(), typo),
+        "tjoin: warning: --keep '*nrom*' matches no tensor (the closest name is \
+         `model.norm.weight`)\n"
+    );
+    assert_eq!(rebuilds(dir.path(), &format!("{typo} -q")), "");
+    fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let stderr = refuses(dir.path(), &format!("{typo} --strict -o m.safetensors"), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 1 rule matches no tensor of the inputs (--strict refuses such rules)",
+            "  --keep '*nrom*' matches no tensor",
+            "without --strict these are warnings",
+        ],
+    );
+    // A file's rule is named by its line.
+    fs::write(
+        dir.path().join("more.rules"),
+        "# Qwen's biases\n*.q_proj.bias = 0\n",
+    )
+    .unwrap();
+    let more = "--rules llama.rules --rules more.rules --strict -o m.safetensors";
+    let stderr = refuses(dir.path(), more, 2);
+    assert_mentions(
+        &stderr,
+        &["  more.rules:2: *.q_proj.bias = 0 matches no tensor"],
+    );
+}
+
+#[test]
+fn dry_runs_say_which_rule_decided_each_tensor() {
+    let dir = shards("llama");
+    // A flag comes before the file: it decides o_proj.
+    let words = "--dry-run --axis-for *.o_proj.weight=1 --rules llama.rules";
+    let (ok, report, stderr) = run(dir.path(), words);
+    assert!(ok, "{stderr}");
+    // Each row, its columns one space apart.
+    let rows: Vec<String> = report
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    for row in [
+        "model.layers.0.self_attn.o_proj.weight axis 1 float16 [8, 8] 128 bytes by --axis-for \
+         '*.o_proj.weight=1'",
+        "model.layers.0.mlp.down_proj.weight axis 1 float16 [8, 16] 256 bytes by \
+         llama.rules:16: *.down_proj.weight = 1",
+        "model.norm.weight kept float16 [8] 16 bytes by llama.rules:25: *norm.weight = keep",
+    ] {
+        assert!(rows.iter().any(|r| r == row), "no {row:?} in\n{report}");
+    }
+    let (ok, plan, _) = run(dir.path(), &words.replace("--dry-run", "--dry-run=json"));
+    assert!(ok);
+    let rule = rule_of(&plan, "lm_head.weight");
+    assert_eq!(rule, "llama.rules:21: lm_head.weight = 0");
+    let rule = rule_of(&plan, "model.layers.1.self_attn.o_proj.weight");
+    assert_eq!(rule, "--axis-for '*.o_proj.weight=1'");
+    // Without a rule, -a decides: null.
+    let (ok, plan, _) = run(dir.path(), "--dry-run=json -a 0 --keep *norm*");
+    assert!(ok);
+    assert!(rule_of(&plan, "model.layers.0.mlp.up_proj.weight").is_null());
+    assert_eq!(rule_of(&plan, "model.norm.weight"), "--keep '*norm*'");
+}
+
+#[test]
+fn like_catches_a_wrong_axis_and_names_the_axis_that_fits() {
+    let dir = shards("llama");
+    // The merge example as it was: no rule for down_proj, so it joins along axis 0.
+    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm* --like expected.safetensors";
+    let stderr = refuses(dir.path(), &format!("{old} -o model.safetensors"), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 2 output tensors would not have the shape expected.safetensors gives \
+             them",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
+             expected.safetensors has [8, 16]: axis 1 gives it",
+            "hint: add --axis-for '*.down_proj.weight=1'",
+        ],
+    );
+    // The hint's rule fixes it.
+    rebuilds(
+        dir.path(),
+        &format!("{old} --axis-for *.down_proj.weight=1"),
+    );
+}
+
+#[test]
+fn like_names_the_rule_that_set_a_wrong_axis() {
+    let dir = shards("bert");
+    fs::write(
+        dir.path().join("wrong.rules"),
+        "*.attention.self.*.weight = 1\n",
+    )
+    .unwrap();
+    let words = "--rules wrong.rules --rules bert.rules --like expected.safetensors --dry-run";
+    let stderr = refuses(dir.path(), words, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "6 output tensors would not have the shape",
+            "encoder.layer.0.attention.self.key.weight  [4, 16] (joined along axis 1 by \
+             wrong.rules:1: *.attention.self.*.weight = 1); expected.safetensors has [8, 8]: \
+             axis 0 gives it",
+            "hint: add --axis-for '*.key.weight=0'",
+        ],
+    );
+}
+
+#[test]
+fn like_suggests_keeping_what_every_input_already_has_at_full_size() {
+    let dir = shards("llama");
+    let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
+    let words = format!("--join-identical {split} --like expected.safetensors -o m.safetensors");
+    let stderr = refuses(dir.path(), &words, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "5 output tensors would not have the shape",
+            "model.norm.weight  [16] (joined along axis 0); expected.safetensors has [8]: \
+             keeping one copy gives it",
+            "--keep '*.input_layernorm.weight'",
+        ],
+    );
+}
+
+#[test]
+fn like_refuses_tensors_the_reference_lacks_and_tensors_the_output_would_lack() {
+    let dir = shards("llama");
+    // The reference: the model without lm_head.weight, with an extra tensor.
+    let expected = fs::read(dir.path().join("expected.safetensors")).unwrap();
+    let model = SafeTensors::deserialize(&expected).unwrap();
+    let mut views: Vec<(String, TensorView)> = model
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| name != "lm_head.weight")
+        .collect();
+    let extra = [0u8; 4];
+    let extra = TensorView::new(safetensors::Dtype::F32, vec![1], &extra).unwrap();
+    views.push(("rotary.inv_freq".to_string(), extra));
+    let reference = safetensors::serialize(views, None).unwrap();
+    fs::write(dir.path().join("ref.safetensors"), reference).unwrap();
+    let words = "--rules llama.rules --like ref.safetensors -o m.safetensors";
+    assert_mentions(
+        &refuses(dir.path(), words, 2),
+        &[
+            "tjoin: error: ref.safetensors has no tensor of the name of 1 output tensor, so its \
+             shape cannot be checked\n  lm_head.weight\n",
+            "tjoin: error: the output would lack 1 tensor ref.safetensors holds\n  \
+             rotary.inv_freq\n",
+        ],
+    );
+}
+
+#[test]
+fn like_takes_a_safetensors_file_only() {
+    let dir = shards("llama");
+    fs::write(dir.path().join("model.safetensors.index.json"), "{}").unwrap();
+    fs::write(dir.path().join("notes.safetensors"), "not a header").unwrap();
+    let like = |reference: &str| format!("--rules llama.rules --like {reference}");
+    let refused_with = |reference: &str, code| {
+        refuses(
+            dir.path(),
+            &format!("{} -o m.safetensors", like(reference)),
+            code,
+        )
+    };
+    let stderr = refused_with("model.safetensors.index.json", 2);
+    assert_mentions(&stderr, &["does not read a sharded checkpoint's index yet"]);
+    let stderr = refused_with("notes.safetensors", 2);
+    assert_mentions(
+        &stderr,
+        &["--like notes.safetensors is not a valid safetensors file"],
+    );
+    let stderr = refused_with("absent.safetensors", 1);
+    assert_mentions(
+        &stderr,
+        &["cannot open the --like reference absent.safetensors"],
+    );
+    // Only its header is read: a reference whose data is all zeros passes.
+    let expected = fs::read(dir.path().join("expected.safetensors")).unwrap();
+    let header = 8 + u64::from_le_bytes(expected[..8].try_into().unwrap()) as usize;
+    let mut zeros = expected[..header].to_vec();
+    zeros.resize(expected.len(), 0);
+    fs::write(dir.path().join("zeros.safetensors"), zeros).unwrap();
+    rebuilds(dir.path(), &like("zeros.safetensors"));
+}
+
+/// The lines of the merge example's command in `text`: after the line holding `marker` (and,
+/// in Markdown, after the next line that opens a code block), up to the first that does not
+/// end in a `\`, without `indent`.
+fn command_after(text: &str, marker: &str, markdown: bool, indent: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| !l.contains(marker)).skip(1);
+    if markdown {
+        lines.by_ref().find(|l| l.starts_with("```"));
+    }
+    let mut command = Vec::new();
+    for line in lines.by_ref() {
+        command.push(line.strip_prefix(indent).unwrap_or(line).to_string());
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    command.join("\n")
+}
+
+#[test]
+fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
+    let help = tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let in_help = command_after(
+        &help,
+        "Merge Llama-style tensor-parallel shards",
+        false,
+        "    ",
+    );
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let in_readme = command_after(&readme, "**A model-shard merge.**", true, "");
+    assert!(in_help.starts_with("tjoin -a 0 --axis-for"), "{in_help}");
+    assert_eq!(
+        in_help, in_readme,
+        "--help and README.md show different merge examples"
+    );
+    let page = tjoin().args(["--generate", "man"]).output().unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    assert!(
+        page.contains("\\-\\-axis\\-for \\*(Aq*.down_proj.weight=1\\*(Aq \\\\\n      \\-\\-keep")
+    );
+    // Run as a shell would: words split at blanks, quotes removed, the line joined.
+    let words: Vec<String> = in_help
+        .replace("\\\n", " ")
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
+    assert_eq!(words[0], "tjoin");
+    let dir = shards("llama");
+    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    succeeds(dir.path(), &args);
+    rebuilt(dir.path());
+}
