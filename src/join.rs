@@ -54,7 +54,10 @@ pub fn run(config: &JoinConfig) -> Result<()> {
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
 /// with `--stack`, inserts the new axis.
-fn open_inputs(config: &JoinConfig, mut early: Option<&mut EarlyCopy>) -> Result<Vec<Input>> {
+pub(crate) fn open_inputs(
+    config: &JoinConfig,
+    mut early: Option<&mut EarlyCopy>,
+) -> Result<Vec<Input>> {
     let paths = &config.inputs;
     let open_files = source::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
@@ -105,7 +108,7 @@ fn open_inputs(config: &JoinConfig, mut early: Option<&mut EarlyCopy>) -> Result
 
 /// Checks and plans every output tensor, in the order `writer` lists them, and checks that
 /// the output format can hold them.
-fn plan<'a>(
+pub(crate) fn plan<'a>(
     config: &JoinConfig,
     inputs: &'a [Input],
     format: Format,

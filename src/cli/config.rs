@@ -7,12 +7,55 @@ use std::path::{Path, PathBuf};
 
 use super::Cli;
 use crate::cast;
-use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig};
+use crate::config::{Action, Command, EngineConfig, JoinConfig, JoinRules, OutputConfig};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::input::STDIN;
 use crate::progress::When;
+
+impl Command {
+    /// The command the command line asks for: `--recover FILE`, `--append`, or a join.
+    pub fn from_cli(cli: &Cli) -> Result<Command> {
+        if let Some(file) = &cli.recover {
+            return Ok(Command::Recover(file.clone()));
+        }
+        let config = JoinConfig::from_cli(cli)?;
+        if !cli.append {
+            return Ok(Command::Join(config));
+        }
+        if let Some(output) = &cli.output {
+            return Err(Error::refused(
+                format!(
+                    "--append grows its first input in place and writes no other file, but -o \
+                     names {}",
+                    output.display()
+                ),
+                "drop -o to grow the first input in place, or drop --append to write the join \
+                 to that file (a rewrite, which may replace the first input)",
+            ));
+        }
+        // Flags that say how to write a new output file: an append writes none.
+        let misplaced = [
+            (cli.no_clobber, "--no-clobber"),
+            (cli.format.is_some(), "--format"),
+            (cli.compress, "--compress"),
+            (!cli.metadata.is_empty(), "--metadata"),
+            (cli.json_form != Default::default(), "--json-form"),
+            (cli.stack, "--stack"),
+        ];
+        if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
+            return Err(Error::refused(
+                format!(
+                    "{flag} does not apply to --append, which grows a .npy file in place along \
+                     an axis it has"
+                ),
+                format!("drop {flag}, or drop --append and write the join to a file with -o"),
+            ));
+        }
+        Ok(Command::Append(config))
+    }
+}
 
 impl JoinConfig {
     /// The join the command line asks for, with every flag checked that can be checked

@@ -1,5 +1,6 @@
 //! The one integration test binary: runs the built `tjoin` on real files, one module per topic.
 
+mod append;
 mod containers;
 mod directml;
 mod docs;
