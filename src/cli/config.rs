@@ -245,6 +245,45 @@ mod tests {
     }
 
     #[test]
+    fn the_command_is_a_join_an_append_or_a_recovery() {
+        let command = |args: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
+            Command::from_cli(&cli.expect("clap accepts it"))
+        };
+        assert!(matches!(
+            command(&["-a", "0", "a.npy", "-o", "b.npy"]),
+            Ok(Command::Join(_))
+        ));
+        let append = command(&["--append", "-a", "0", "t.npy", "n.npy", "--cast", "float32"]);
+        assert!(matches!(append, Ok(Command::Append(c)) if c.output.path.is_none()));
+        let recover = command(&["--recover", "t.npy"]);
+        assert!(matches!(recover, Ok(Command::Recover(p)) if p == Path::new("t.npy")));
+        for (args, flag) in [
+            (
+                &["--append", "t.npy", "n.npy", "-o", "x.npy"][..],
+                "-o names x.npy",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "--stack"],
+                "--stack does not apply",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "-n"],
+                "--no-clobber does not apply",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "--format", "npy"],
+                "--format does not",
+            ),
+        ] {
+            let refused = command(args).unwrap_err().to_string();
+            assert!(refused.contains(flag), "{args:?}: {refused}");
+        }
+        // --recover takes nothing else.
+        assert!(Cli::try_parse_from(["tjoin", "--recover", "t.npy", "-a", "0"]).is_err());
+    }
+
+    #[test]
     fn quiet_means_no_progress_and_casts_are_checked_early() {
         assert_eq!(
             config(&["-q", "a.npy", "-o", "o.npy"]).progress,

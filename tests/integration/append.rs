@@ -6,7 +6,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_mentions, dir_entries, parse_npy, refused, succeeds, tjoin, write_npy};
+use crate::util::{
+    assert_mentions, dir_entries, npy_bytes, parse_npy, refused, succeeds, succeeds_with_stdin,
+    tjoin, write_npy,
+};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/append")
@@ -314,4 +317,63 @@ fn a_file_longer_than_its_header_says_is_refused_until_recovered() {
         &["x.npy needs no recovery: it ends where its header says"],
     );
     assert_eq!(fs::read(dir.path().join("x.npy")).unwrap(), recovered);
+}
+
+/// The join's other rules hold for an append too, checked on the grown file: `--spec` and
+/// `--expect-shape`.
+#[test]
+fn spec_profiles_and_expected_shapes_apply_to_the_grown_file() {
+    let dir = tempfile::tempdir().unwrap();
+    zeros(dir.path(), "target.npy", "<f4", &[2, 3], false);
+    zeros(dir.path(), "new.npy", "<f4", &[1, 3], false);
+    let append = ["--append", "-a", "0", "target.npy", "new.npy"];
+    let with = |extra: &[&'static str]| [&append[..], extra].concat();
+    refused_untouched(
+        dir.path(),
+        &with(&["--spec", "directml:3.0"]),
+        2,
+        &["DirectML Join at feature level 3.0 supports 4 to 5 dimensions"],
+    );
+    refused_untouched(
+        dir.path(),
+        &with(&["--expect-shape", "4,3"]),
+        2,
+        &["the output would have shape [3, 3], not the expected [4, 3]"],
+    );
+    succeeds(
+        dir.path(),
+        &with(&["--spec", "onnx", "--expect-shape", "3,3"]),
+    );
+    let grown = parse_npy(&fs::read(dir.path().join("target.npy")).unwrap()).unwrap();
+    assert_eq!(grown.shape, [3, 3]);
+}
+
+/// What is appended may come in any form a join reads: standard input, JSON text.
+#[test]
+fn any_input_a_join_reads_can_be_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("target.npy"),
+        "<i8",
+        &[1, 2],
+        false,
+        &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0],
+    );
+    fs::write(dir.path().join("rows.json"), "[[5, 6], [7, 8]]").unwrap();
+    let piped = npy_bytes(
+        "<i8",
+        &[1, 2],
+        false,
+        &[3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0],
+    );
+    let args = ["--append", "-a", "0", "target.npy", "-", "rows.json"];
+    succeeds_with_stdin(dir.path(), &args, &piped);
+    let grown = parse_npy(&fs::read(dir.path().join("target.npy")).unwrap()).unwrap();
+    assert_eq!(grown.shape, [4, 2]);
+    let values: Vec<i64> = grown
+        .data
+        .chunks(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(values, [1, 2, 3, 4, 5, 6, 7, 8]);
 }
