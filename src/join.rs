@@ -53,7 +53,8 @@ pub fn run(config: &JoinConfig) -> Result<()> {
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
-/// with `--stack`, inserts the new axis.
+/// with `--stack`, inserts the new axis. An append (`src/append.rs`) opens its inputs here
+/// too.
 pub(crate) fn open_inputs(
     config: &JoinConfig,
     mut early: Option<&mut EarlyCopy>,
@@ -107,7 +108,8 @@ pub(crate) fn open_inputs(
 }
 
 /// Checks and plans every output tensor, in the order `writer` lists them, and checks that
-/// the output format can hold them.
+/// the output format can hold them. An append plans its grown file here too, so that it
+/// follows the join's rules to the letter.
 pub(crate) fn plan<'a>(
     config: &JoinConfig,
     inputs: &'a [Input],

@@ -55,10 +55,8 @@ impl Target {
             .read(true)
             .write(true)
             .open(path)
-            .map_err(|e| Error::io(format!("open for {what}"), path, e))?;
-        let metadata = file
-            .metadata()
-            .map_err(|e| Error::io(format!("open for {what}"), path, e))?;
+            .map_err(|e| Error::io(what, path, e))?;
+        let metadata = file.metadata().map_err(|e| Error::io(what, path, e))?;
         if !metadata.is_file() {
             let why = io::Error::other("it is not a regular file");
             return Err(Error::io(what, path, why));
