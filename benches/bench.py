@@ -292,18 +292,119 @@ def report(name, size, names, times, rss):
     sys.stdout.flush()
 
 
+APPEND_BASELINES = {
+    # The issue's baseline: the same bytes appended by cat (copy_file_range), then every
+    # dirty page of the machine flushed.
+    "cat+sync": 'cat "$1" >> "$0" && sync',
+    # The same durability as tjoin's (fdatasync of the grown file), and no more.
+    "cat+sync -d": 'cat "$1" >> "$0" && sync -d "$0"',
+    # No flush at all: not the same durability, only to show what the flushes cost.
+    "cat": 'cat "$1" >> "$0"',
+}
+
+
+def run_append(scale, rounds, workdir, skip):
+    """Appends 64 MiB of float32 rows to targets of 0.5, 1 and 4 GiB: `tjoin --append`
+    against `cat` of the same data bytes (the new file without its .npy header) onto the
+    target, followed by `sync`, or by `sync -d` of the target only. Each run starts from the
+    same target (cut back, its header put back, everything flushed) and a warm cache."""
+    row = 4096
+    new_rows = max(1, int((64 << 20) * scale) // row)
+    for target_gib in (0.5, 1, 4):
+        folder = Path(tempfile.mkdtemp(prefix="append-", dir=workdir))
+        try:
+            target = folder / "train.npy"
+            new = folder / "new.npy"
+            raw = folder / "new.raw"
+            fill(target, np.float32, (max(1, int(target_gib * GIB * scale) // row), 1024), 0)
+            fill(new, np.float32, (new_rows, 1024), 1)
+            def header_len(path):
+                with open(path, "rb") as f:
+                    return f.read(4096).index(b"\n") + 1
+
+            with open(new, "rb") as f, open(raw, "wb") as out:
+                f.seek(header_len(new))
+                shutil.copyfileobj(f, out, 16 << 20)
+            old_len = target.stat().st_size
+            with open(target, "rb") as f:
+                old_header = f.read(header_len(target))
+            rows_before = np.load(target, mmap_mode="r").shape[0]
+
+            def reset():
+                with open(target, "r+b") as f:
+                    f.truncate(old_len)
+                    f.seek(0)
+                    f.write(old_header)
+                os.sync()
+
+            runs = {"tjoin": [str(TJOIN), "--append", "-a", "0", str(target), str(new)]}
+            for name, script in APPEND_BASELINES.items():
+                runs[name] = ["sh", "-c", script, str(target), str(raw)]
+            names = [n for n in runs if n not in skip]
+            times = {n: [] for n in names}
+            rss = {n: [] for n in names}
+            os.sync()
+            for round_ in range(rounds):
+                order = names[round_ % len(names):] + names[:round_ % len(names)]
+                for n in order:
+                    warm([new, raw])
+                    seconds, kib = timed(runs[n], folder / "unused")
+                    times[n].append(seconds)
+                    rss[n].append(kib)
+                    if n == "tjoin" and round_ == 0:
+                        check_append(target, raw, rows_before + new_rows, old_len)
+                    reset()
+            appended = raw.stat().st_size
+            print(f"\nappend: {appended / (1 << 20):.0f} MiB onto a {old_len / GIB:.2f} GiB "
+                  f"target, {rounds} rounds")
+            bases = [b for b in ("cat+sync", "cat+sync -d") if b in times]
+            print(f"  {'competitor':<14} {'median s':>9} {'GB/s':>6} {'peak RSS':>10} "
+                  + " ".join(f"{'x ' + b:>14}" for b in bases))
+
+            def ratio(n, base):
+                return statistics.median(t / c for t, c in zip(times[n], times[base]))
+
+            for n in names:
+                median = statistics.median(times[n])
+                ratios = " ".join(f"{ratio(n, b):>13.2f}x" for b in bases)
+                print(f"  {n:<14} {median:>9.3f} {appended / median / 1e9:>6.2f} "
+                      f"{max(rss[n]) / 1024:>8.1f} MiB {ratios}")
+            sys.stdout.flush()
+        finally:
+            shutil.rmtree(folder)
+
+
+def check_append(target, raw, rows, old_len):
+    """The grown target has the new shape, and the new data after the old end."""
+    grown = np.load(target, mmap_mode="r")
+    if grown.shape[0] != rows:
+        raise SystemExit(f"tjoin --append gave {grown.shape[0]} rows, not {rows}")
+    with open(target, "rb") as f, open(raw, "rb") as r:
+        f.seek(old_len)
+        while True:
+            a, b = f.read(16 << 20), r.read(16 << 20)
+            if a != b:
+                raise SystemExit("tjoin --append wrote other bytes than the input's data")
+            if not a:
+                break
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full input sizes")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append"])
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")
+    skip = set(filter(None, args.skip.split(",")))
     for name in args.scenarios:
-        run_scenario(name, args.scale, args.rounds, Path(args.workdir), set(filter(None, args.skip.split(","))))
+        if name == "append":
+            run_append(args.scale, args.rounds, Path(args.workdir), skip)
+        else:
+            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last)' -r -f
 complete -c tjoin -s o -l output -d 'The file to write (`-`: standard output); replaced only when complete, so it may be an input' -r -F
+complete -c tjoin -l recover -d 'Cut a .npy file that an interrupted --append left longer than its header says back to its header\'s shape, and say what was removed' -r -F
 complete -c tjoin -l spec -d 'Check against a runtime\'s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]' -r -f -a "onnx\t''
 directml\t''
 onnx-13\t''
@@ -54,6 +55,7 @@ complete -c tjoin -l dml-adapter -d 'DirectML\'s adapter: default (first hardwar
 warp\t''
 0\t''
 1\t''"
+complete -c tjoin -l append -d 'Grow the first input in place by the others, along its growth axis (0 for a C-order .npy, the last for a Fortran-order one), in time proportional to what is added'
 complete -c tjoin -l stack -d 'Join along a new axis inserted at --axis, as numpy.stack (identical shapes)'
 complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (by default it is replaced atomically)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'

@@ -13,6 +13,19 @@ use crate::progress::When;
 use crate::rules::Rule;
 use crate::spec::Spec;
 
+/// What the command line asks for: one of tjoin's commands, each with its own flow.
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// Join the inputs into an output, or report the plan (`src/join.rs`).
+    Join(JoinConfig),
+    /// Grow the first input in place by the others, under the same rules (`--append`,
+    /// `src/append.rs`). `output` names nothing: the first input is the target.
+    Append(JoinConfig),
+    /// Cut a `.npy` file an interrupted append left longer than its header says back to its
+    /// header's shape (`--recover FILE`, `src/append.rs`).
+    Recover(PathBuf),
+}
+
 /// A join: which inputs, by which rules, into what.
 #[derive(Debug, Clone, Default)]
 pub struct JoinConfig {

@@ -52,6 +52,17 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A file is in the middle of an append, or was left by one that did not finish: a .npy
+    /// file with bytes after the end of the data its header declares, an append's journal
+    /// beside it, its lock held by another process. The hint says whether to wait for the
+    /// append or to run `--recover`.
+    #[error("{what}\nhint: {hint}")]
+    Unfinished {
+        /// What was found, naming the file.
+        what: String,
+        /// What to do about it.
+        hint: String,
+    },
     /// An input is well-formed but holds something tjoin cannot join.
     #[error("{input} cannot be joined: {reason}")]
     Unsupported {
@@ -81,6 +92,7 @@ impl Error {
             Error::Io { .. }
             | Error::InputIo { .. }
             | Error::Malformed { .. }
+            | Error::Unfinished { .. }
             | Error::Device { .. } => ExitCode::Failure,
             Error::Unsupported { .. } | Error::Refused(_) => ExitCode::Usage,
         }

@@ -53,8 +53,12 @@ pub fn run(config: &JoinConfig) -> Result<()> {
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
-/// with `--stack`, inserts the new axis.
-fn open_inputs(config: &JoinConfig, mut early: Option<&mut EarlyCopy>) -> Result<Vec<Input>> {
+/// with `--stack`, inserts the new axis. An append (`src/append.rs`) opens its inputs here
+/// too.
+pub(crate) fn open_inputs(
+    config: &JoinConfig,
+    mut early: Option<&mut EarlyCopy>,
+) -> Result<Vec<Input>> {
     let paths = &config.inputs;
     let open_files = source::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
@@ -104,8 +108,9 @@ fn open_inputs(config: &JoinConfig, mut early: Option<&mut EarlyCopy>) -> Result
 }
 
 /// Checks and plans every output tensor, in the order `writer` lists them, and checks that
-/// the output format can hold them.
-fn plan<'a>(
+/// the output format can hold them. An append plans its grown file here too, so that it
+/// follows the join's rules to the letter.
+pub(crate) fn plan<'a>(
     config: &JoinConfig,
     inputs: &'a [Input],
     format: Format,

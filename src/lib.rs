@@ -2,11 +2,14 @@
 //! operator as a command-line tool for files far larger than memory.
 //!
 //! A run has two stages of arguments and one flow per command: `cli` parses the flags and
-//! turns them into a [`config::JoinConfig`]; `join::run` opens the inputs, plans every output
-//! tensor and writes the output or reports the plan. `docs/design.md` describes the stages.
+//! turns them into a [`config::Command`]; `join::run` opens the inputs, plans every output
+//! tensor and writes the output or reports the plan; `append::run` plans the same way and
+//! grows the first input in place; `append::recover` repairs what an interrupted append left.
+//! `docs/design.md` describes the stages.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod append;
 pub mod backend;
 pub mod cast;
 pub mod cli;
@@ -35,15 +38,19 @@ pub use error::{Error, ExitCode, Result};
 use std::path::Path;
 
 use cli::Cli;
-use config::JoinConfig;
+use config::Command;
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
-/// flags into a join configuration and run the join.
+/// flags into a command and run its flow: a join, an append, or a recovery.
 pub fn run(cli: &Cli) -> Result<()> {
     if let Some(kind) = cli.generate {
         let mut stdout = std::io::stdout().lock();
         return cli::generate::generate(kind, &mut stdout)
             .map_err(|e| Error::io("write", Path::new("standard output"), e));
     }
-    join::run(&JoinConfig::from_cli(cli)?)
+    match Command::from_cli(cli)? {
+        Command::Join(config) => join::run(&config),
+        Command::Append(config) => append::run(&config),
+        Command::Recover(file) => append::recover(&file),
+    }
 }

@@ -224,6 +224,84 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     Ok(())
 }
 
+/// Takes the advisory lock (`flock`) of `file` for this process alone, without waiting:
+/// `false` when another process holds it. Two `--append` runs on one file take turns this
+/// way; the lock is released when the file is closed, however the process ends.
+#[cfg(unix)]
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock takes a descriptor that `file` keeps open for the call, and no memory.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(error),
+        }
+    }
+}
+
+/// Elsewhere tjoin takes no lock: two appends at once are not prevented.
+#[cfg(not(unix))]
+pub fn try_lock_exclusive(_file: &File) -> io::Result<bool> {
+    Ok(true)
+}
+
+/// Whether another process (or another open file of this one) holds the advisory lock of
+/// the file at `path`, as an `--append` running on it does. Asked only to word a message:
+/// any failure says no.
+#[cfg(unix)]
+pub fn lock_held_elsewhere(path: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock takes a descriptor that `file` keeps open for the call, and no memory. A
+    // shared lock taken here is released when `file` is closed, at the end of this function.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+    !taken && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// Elsewhere tjoin takes no lock.
+#[cfg(not(unix))]
+pub fn lock_held_elsewhere(_path: &std::path::Path) -> bool {
+    false
+}
+
+/// The file a bus error must cut back to a length before anything else (the target of an
+/// `--append`, whose descriptor stays open while it is registered), or -1.
+#[cfg(unix)]
+static CUT_BACK_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// The length it goes back to.
+#[cfg(unix)]
+static CUT_BACK_LEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// From now on, a bus error (an input shrank while mapped) first cuts `file` back to `len`
+/// bytes and flushes it, then removes the temporary files and exits as always: an append's
+/// target is left as it was before the append. `None` disarms it. The file must stay open
+/// while it is armed.
+#[cfg(unix)]
+pub fn cut_back_on_bus_error(growing: Option<(&File, u64)>) {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::Ordering;
+    // The handler must be installed before a map is read; the list of paths stays as it is.
+    install_bus_error_handler();
+    match growing {
+        Some((file, len)) => {
+            CUT_BACK_LEN.store(len, Ordering::SeqCst);
+            CUT_BACK_FD.store(file.as_raw_fd(), Ordering::SeqCst);
+        }
+        None => CUT_BACK_FD.store(-1, Ordering::SeqCst),
+    }
+}
+
+/// Elsewhere a truncated mapping raises no signal tjoin could handle.
+#[cfg(not(unix))]
+pub fn cut_back_on_bus_error(_growing: Option<(&File, u64)>) {}
+
 /// The temporary outputs a bus error must remove: their paths one after another, each ended by
 /// a NUL, and the list by an empty one; null until the first call.
 #[cfg(unix)]
@@ -238,18 +316,7 @@ static PARTIAL_ON_BUS_ERROR: std::sync::atomic::AtomicPtr<u8> =
 #[cfg(unix)]
 pub fn remove_on_bus_error(partials: &[std::path::PathBuf]) {
     use std::os::unix::ffi::OsStrExt;
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        // SAFETY: `on_bus_error` calls only async-signal-safe functions (unlink, write,
-        // _exit) and reads the paths through an atomic; sigaction is given a zeroed, then
-        // filled, struct and no old action is requested.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_bus_error as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
-        }
-    });
+    install_bus_error_handler();
     // A path with a NUL in it cannot be unlinked anyway.
     let mut list = Vec::new();
     for path in partials.iter().map(|p| p.as_os_str().as_bytes()) {
@@ -274,14 +341,45 @@ pub fn remove_on_bus_error(partials: &[std::path::PathBuf]) {
 #[cfg(not(unix))]
 pub fn remove_on_bus_error(_partials: &[std::path::PathBuf]) {}
 
+/// Installs `on_bus_error` as the handler of SIGBUS, once.
+#[cfg(unix)]
+fn install_bus_error_handler() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: `on_bus_error` calls only async-signal-safe functions (ftruncate, fsync,
+        // unlink, write, _exit) and reads what it acts on through atomics; sigaction is
+        // given a zeroed, then filled, struct and no old action is requested.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_bus_error as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
+}
+
 #[cfg(unix)]
 extern "C" fn on_bus_error(_signal: libc::c_int) {
     const MESSAGE: &[u8] = b"tjoin: error: an input shrank while tjoin was reading it (the \
 system raised SIGBUS); no output was written, run again once nothing else writes to it\n";
     let list = PARTIAL_ON_BUS_ERROR.load(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: unlink, write and _exit are async-signal-safe; `list` is null or a list owned
-    // by PARTIAL_ON_BUS_ERROR, whose entries are C strings.
+    let grown = CUT_BACK_FD.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: ftruncate, fsync, unlink, write and _exit are async-signal-safe; `grown` is -1
+    // or a descriptor its registrant keeps open while it is registered; `list` is null or a
+    // list owned by PARTIAL_ON_BUS_ERROR, whose entries are C strings.
     unsafe {
+        // An append's target goes back to its old length first: its journal is among the
+        // paths removed next, and it must outlive a data tail it describes.
+        if grown >= 0 {
+            let len = CUT_BACK_LEN.load(std::sync::atomic::Ordering::SeqCst);
+            if libc::ftruncate(grown, len as libc::off_t) == 0 {
+                libc::fsync(grown);
+            } else {
+                // Keep the journal: `--recover` finishes the job.
+                libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+                libc::_exit(1);
+            }
+        }
         if !list.is_null() {
             let mut entry = list;
             while *entry != 0 {

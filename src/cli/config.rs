@@ -7,13 +7,56 @@ use std::path::{Path, PathBuf};
 
 use super::Cli;
 use crate::cast;
-use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig};
+use crate::config::{Action, Command, EngineConfig, JoinConfig, JoinRules, OutputConfig};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::input::STDIN;
 use crate::progress::When;
 use crate::rules::{self, Rule};
+
+impl Command {
+    /// The command the command line asks for: `--recover FILE`, `--append`, or a join.
+    pub fn from_cli(cli: &Cli) -> Result<Command> {
+        if let Some(file) = &cli.recover {
+            return Ok(Command::Recover(file.clone()));
+        }
+        let config = JoinConfig::from_cli(cli)?;
+        if !cli.append {
+            return Ok(Command::Join(config));
+        }
+        if let Some(output) = &cli.output {
+            return Err(Error::refused(
+                format!(
+                    "--append grows its first input in place and writes no other file, but -o \
+                     names {}",
+                    output.display()
+                ),
+                "drop -o to grow the first input in place, or drop --append to write the join \
+                 to that file (a rewrite, which may replace the first input)",
+            ));
+        }
+        // Flags that say how to write a new output file: an append writes none.
+        let misplaced = [
+            (cli.no_clobber, "--no-clobber"),
+            (cli.format.is_some(), "--format"),
+            (cli.compress, "--compress"),
+            (!cli.metadata.is_empty(), "--metadata"),
+            (cli.json_form != Default::default(), "--json-form"),
+            (cli.stack, "--stack"),
+        ];
+        if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
+            return Err(Error::refused(
+                format!(
+                    "{flag} does not apply to --append, which grows a .npy file in place along \
+                     an axis it has"
+                ),
+                format!("drop {flag}, or drop --append and write the join to a file with -o"),
+            ));
+        }
+        Ok(Command::Append(config))
+    }
+}
 
 impl JoinConfig {
     /// The join the command line asks for, with every flag checked that can be checked
@@ -212,6 +255,45 @@ mod tests {
         let written = config(&["-a", "0", "a.npy", "-o", "o.npy", "--format", "json"]);
         assert_eq!(written.action, Action::Write);
         assert_eq!(written.output.format, Some(Format::Json));
+    }
+
+    #[test]
+    fn the_command_is_a_join_an_append_or_a_recovery() {
+        let command = |args: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
+            Command::from_cli(&cli.expect("clap accepts it"))
+        };
+        assert!(matches!(
+            command(&["-a", "0", "a.npy", "-o", "b.npy"]),
+            Ok(Command::Join(_))
+        ));
+        let append = command(&["--append", "-a", "0", "t.npy", "n.npy", "--cast", "float32"]);
+        assert!(matches!(append, Ok(Command::Append(c)) if c.output.path.is_none()));
+        let recover = command(&["--recover", "t.npy"]);
+        assert!(matches!(recover, Ok(Command::Recover(p)) if p == Path::new("t.npy")));
+        for (args, flag) in [
+            (
+                &["--append", "t.npy", "n.npy", "-o", "x.npy"][..],
+                "-o names x.npy",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "--stack"],
+                "--stack does not apply",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "-n"],
+                "--no-clobber does not apply",
+            ),
+            (
+                &["--append", "t.npy", "n.npy", "--format", "npy"],
+                "--format does not",
+            ),
+        ] {
+            let refused = command(args).unwrap_err().to_string();
+            assert!(refused.contains(flag), "{args:?}: {refused}");
+        }
+        // --recover takes nothing else.
+        assert!(Cli::try_parse_from(["tjoin", "--recover", "t.npy", "-a", "0"]).is_err());
     }
 
     #[test]

@@ -113,9 +113,75 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "output",
-        "path and format (null without -o), and bytes: the data the output would hold.",
+        "path and format (null without -o), and bytes: the data the output would hold. With \
+         --append, the path is the first input's, and append says where the new data goes: \
+         offset (the byte after the file's old end) and bytes (how many are added).",
     ),
 ];
+
+/// What --append does, and the crash-safety contract of an append (`src/output/grow.rs`
+/// keeps it; keep the two in step).
+fn append_section(roff: &mut Roff) {
+    roff.control("SH", ["APPEND AND RECOVER"]);
+    roff.text([roman(
+        "tjoin --append -a 0 train.npy new1.npy new2.npy grows train.npy in place by the \
+         other inputs, in time proportional to the bytes added, not to the file's size. The \
+         join is checked as any join, with the target as input 1: the shapes, the element type \
+         (refused unless --cast names the file's own type), --spec and --expect-shape; the \
+         new elements are stored in the file's own byte order. Only the growth axis grows in \
+         place: axis 0 of a C-order file, the last axis of a Fortran-order one; another axis, \
+         an .npz, .safetensors or JSON target, and -o are refused, with the normal join (a \
+         rewrite) as the hint. The header is rewritten in place only when its length does not \
+         change: numpy and tjoin leave room in it for the growth axis to reach 21 digits, and \
+         a file whose writer did not is refused, with the hint to rewrite it once with a \
+         normal join. --dry-run checks everything and says where the new bytes would go.",
+    )]);
+    roff.control("PP", []);
+    roff.text([roman("An append is crash-safe. In order:")]);
+    for (step, what) in [
+        (
+            "1",
+            "The target's advisory lock (flock, on Unix) is taken; a second appender, or \
+             --recover while an append runs, is refused with a message that names the file.",
+        ),
+        (
+            "2",
+            "A journal, .NAME.tjoin-journal beside the target, records the target's identity, \
+             its old and new lengths and its old and new headers; it and its folder are \
+             flushed (fsync) before the target changes.",
+        ),
+        (
+            "3",
+            "The new data is written after the old end of the file and flushed (fdatasync). \
+             The old bytes are not touched.",
+        ),
+        (
+            "4",
+            "The header is rewritten with the new shape and flushed: this is the commit.",
+        ),
+        ("5", "The journal is removed."),
+    ] {
+        roff.control("TP", [])
+            .text([bold(step)])
+            .text([roman(what)]);
+    }
+    roff.control("PP", []);
+    roff.text([roman(
+        "An error, SIGINT, SIGTERM or SIGHUP (or SIGBUS from an input that shrinks) before step \
+         4 cuts the target back to its old length and removes the journal: the file is byte \
+         for byte what it was, and the exit status 128 + the signal's number for a signal. A \
+         signal during step 4 waits for it to end. A SIGKILL or a power loss before step 4 \
+         leaves the file with extra bytes after the end its header declares, and the journal: \
+         numpy.load still reads the old array, tjoin's readers refuse the file with a hint, and \
+         tjoin --recover FILE repairs it, saying what it removed: it cuts the file back to its \
+         old length (and puts the old header back, should the crash have come during step 4), \
+         or, when the new header had reached the disk, keeps the grown file and removes the \
+         journal. Without a journal, --recover cuts the file back to the shape its header \
+         declares. A reader that opens the file during an append sees the old header, whose \
+         data never moves, or the new one, written only once the data it declares is flushed: \
+         the old shape or the new, never a header that promises bytes not yet written.",
+    )]);
+}
 
 /// clap_mangen's sections, then the ones it has no source for: exit status and examples.
 fn man_page(out: &mut dyn Write) -> io::Result<()> {
@@ -160,6 +226,7 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
             .text([bold(*field)])
             .text([roman(*meaning)]);
     }
+    append_section(&mut roff);
     roff.control("SH", ["EXAMPLES"]);
     for (what, command) in EXAMPLES {
         roff.control("TP", []).text([roman(*what)]);

@@ -75,7 +75,15 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tjoin --stack -a 0 frame-*.npy -o video.npy",
     ),
     (
-        "Append to a file in place (x.npy is replaced only once the output is complete):",
+        "Grow a dataset file in place by today's shards, in time proportional to what is added:",
+        "tjoin --append -a 0 train.npy day-*.npy",
+    ),
+    (
+        "Repair a file an append interrupted by a crash left behind, saying what was removed:",
+        "tjoin --recover train.npy",
+    ),
+    (
+        "Rewrite a file with its join (x.npy is replaced only once the output is complete):",
         "tjoin -a 0 x.npy y.npy -o x.npy",
     ),
     (
@@ -158,9 +166,19 @@ pub struct Cli {
         long,
         value_name = "OUTPUT",
         value_hint = ValueHint::AnyPath,
-        required_unless_present = "dry_run"
+        required_unless_present_any = ["dry_run", "append", "recover"]
     )]
     pub output: Option<PathBuf>,
+
+    /// Grow the first input in place by the others, along its growth axis (0 for a C-order
+    /// .npy, the last for a Fortran-order one), in time proportional to what is added.
+    #[arg(long)]
+    pub append: bool,
+
+    /// Cut a .npy file that an interrupted --append left longer than its header says back to
+    /// its header's shape, and say what was removed.
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, exclusive = true)]
+    pub recover: Option<PathBuf>,
 
     /// Check against a runtime's join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL].
     #[arg(
@@ -305,12 +323,14 @@ pub struct Cli {
 
 impl Cli {
     /// The command line of this process, or exit with clap's usage error. Beyond what the
-    /// derive checks: inputs are required unless `--files-from` lists them or `--generate`
-    /// asks for a file. (Said here rather than as `required_unless_present_any`, so that
-    /// the completions, which leave out the hidden `--generate`, build from the same flags.)
+    /// derive checks: inputs are required unless `--files-from` lists them, `--generate` asks
+    /// for a file or `--recover` names one. (Said here rather than as
+    /// `required_unless_present_any`, so that the completions, which leave out the hidden
+    /// `--generate`, build from the same flags.)
     pub fn from_args() -> Cli {
         let cli = Cli::parse();
-        if cli.inputs.is_empty() && cli.files_from.is_none() && cli.generate.is_none() {
+        let other_command = cli.generate.is_some() || cli.recover.is_some();
+        if cli.inputs.is_empty() && cli.files_from.is_none() && !other_command {
             let why = "no input was named: name the files to join, or list them with --files-from";
             <Cli as clap::CommandFactory>::command()
                 .error(clap::error::ErrorKind::MissingRequiredArgument, why)

@@ -24,7 +24,9 @@ pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<Tenso
 }
 
 /// Reads the header of which `head` holds the file's first bytes; longer headers read on
-/// from the file.
+/// from the file. A file longer than its header says is refused as an append's unfinished
+/// work ([`Error::Unfinished`]): the hint says to wait for the append that holds the file's
+/// lock, or, when none does, to run `--recover`.
 pub fn read_header_from(
     file: &File,
     file_len: u64,
@@ -35,7 +37,57 @@ pub fn read_header_from(
         file,
         at: head.len() as u64,
     };
-    read_header_at(&mut head.chain(rest), 0, file_len, input)
+    read_header_within(
+        &mut head.chain(rest),
+        0,
+        file_len,
+        input,
+        PastEnd::Unfinished,
+    )
+}
+
+/// Reads the header of the .npy file `file` of `file_len` bytes, taking any bytes after the
+/// end of the data it declares as not the tensor's: for `--append` and `--recover`, which
+/// look at what an append left behind. The data's end is `data_offset + data_len`.
+pub fn read_header_past_end(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
+    let mut reader = ReadAt { file, at: 0 };
+    read_header_within(&mut reader, 0, file_len, input, PastEnd::Allowed)
+}
+
+/// What a header reader makes of bytes after the end of the data a header declares.
+#[derive(Clone, Copy, PartialEq)]
+enum PastEnd {
+    /// The file is damaged (an .npz member holds exactly one array).
+    Malformed,
+    /// An append did not finish, or is running (a .npy file).
+    Unfinished,
+    /// They are not the tensor's; the caller knows why they are there.
+    Allowed,
+}
+
+/// The refusal of a .npy file with bytes after the end of its data: an append that did not
+/// finish, or is running (another process holds the file's lock).
+fn unfinished(input: &InputRef, shape: &[u64], end: u64, len: u64) -> Error {
+    let path = input.path.display();
+    let hint = if crate::source::lock_held_elsewhere(&input.path) {
+        "an append to it is running (another process holds its lock): read it again once the \
+         append has finished"
+            .to_string()
+    } else {
+        format!(
+            "an append to it was interrupted, or the file was damaged: `tjoin --recover {path}` \
+             cuts it back to the shape its header declares (numpy.load ignores the extra bytes)"
+        )
+    };
+    Error::Unfinished {
+        what: format!(
+            "{input} holds {} bytes after the end of the data its .npy header declares (shape \
+             {}: its data ends at byte {end}, and the file is {len} bytes long)",
+            len - end,
+            crate::format::shape_text(shape)
+        ),
+        hint,
+    }
 }
 
 /// Reads a file from `at` on with positional reads, leaving its cursor alone.
@@ -60,6 +112,17 @@ pub fn read_header_at(
     start: u64,
     file_len: u64,
     input: &InputRef,
+) -> Result<TensorInfo> {
+    read_header_within(reader, start, file_len, input, PastEnd::Malformed)
+}
+
+/// [`read_header_at`], with `past_end` saying what bytes after the declared data are.
+fn read_header_within(
+    reader: &mut impl Read,
+    start: u64,
+    file_len: u64,
+    input: &InputRef,
+    past_end: PastEnd,
 ) -> Result<TensorInfo> {
     let malformed = |reason: String| Error::Malformed {
         input: input.clone(),
@@ -101,7 +164,12 @@ pub fn read_header_at(
         ))
     })?;
     let present = file_len - data_offset;
-    if declared != present {
+    // Standard input was copied whole into a file of tjoin's: no append happened to it.
+    let from_stdin = input.path.as_os_str() == crate::input::STDIN;
+    if present > declared && past_end == PastEnd::Unfinished && !from_stdin {
+        return Err(unfinished(input, &shape, data_offset + declared, file_len));
+    }
+    if declared != present && !(present > declared && past_end == PastEnd::Allowed) {
         return Err(malformed(format!(
             "its header declares shape {} of {} ({declared} bytes of data) but the file holds \
              {present} bytes of data; the file is {}",
@@ -384,6 +452,70 @@ pub fn header(dtype: &DType, shape: &[u64], layout: Layout) -> io::Result<Vec<u8
     Ok(out)
 }
 
+/// The header `old` (a whole .npy header: preamble, text, padding and newline) with its
+/// shape replaced by `shape` and its padding shortened to keep its length: the header an
+/// in-place append writes over the old one, whose data stays where it is. Everything else is
+/// kept byte for byte (the type's byte order, the key order, the version). For a header
+/// numpy or tjoin wrote, which leaves room for the growth axis to reach 21 digits, it is the
+/// header `numpy.save` writes for the new shape. `None` when the new shape does not fit, or
+/// the header has no shape tuple where numpy puts it.
+pub fn reshaped_header(old: &[u8], shape: &[u64]) -> Option<Vec<u8>> {
+    let preamble = match (old.get(..6)?, old.get(6)?) {
+        (magic, 1) if magic == MAGIC => 10,
+        (magic, 2 | 3) if magic == MAGIC => 12,
+        _ => return None,
+    };
+    let text = old.get(preamble..)?;
+    let (start, end) = shape_span(text)?;
+    let dict_end = text.iter().rposition(|&b| b == b'}')? + 1;
+    let mut new = old[..preamble + start].to_vec();
+    new.extend_from_slice(crate::dtype::python_tuple(shape).as_bytes());
+    new.extend_from_slice(&text[end..dict_end]);
+    if new.len() >= old.len() {
+        return None;
+    }
+    new.resize(old.len() - 1, b' ');
+    new.push(b'\n');
+    Some(new)
+}
+
+/// Where the shape's tuple is in a header's text: the bytes from `(` to `)` of the value of
+/// the key `'shape'` in the outer dictionary. Quoted text is skipped (a record's field may be
+/// called `shape`); the text is latin-1 or UTF-8, in which no byte of another character is
+/// a quote or a bracket.
+fn shape_span(text: &[u8]) -> Option<(usize, usize)> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < text.len() {
+        match text[at] {
+            quote @ (b'\'' | b'"') => {
+                let close = at + 1 + text[at + 1..].iter().position(|&b| b == quote)?;
+                if depth == 1 && &text[at + 1..close] == b"shape" {
+                    let after = |from: usize| {
+                        from + text[from..]
+                            .iter()
+                            .take_while(|b| b.is_ascii_whitespace())
+                            .count()
+                    };
+                    let colon = after(close + 1);
+                    let open = after(colon + 1);
+                    if text.get(colon) != Some(&b':') || text.get(open) != Some(&b'(') {
+                        return None;
+                    }
+                    let end = open + text[open..].iter().position(|&b| b == b')')? + 1;
+                    return Some((open, end));
+                }
+                at = close;
+            }
+            b'{' | b'[' | b'(' => depth += 1,
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 /// The length of preamble, text, padding and newline, padded as numpy pads: a whole number
 /// of `ALIGN` blocks, always with at least one space of padding before the newline.
 fn wrapped_len(preamble: usize, text_len: usize) -> usize {
@@ -508,6 +640,79 @@ mod tests {
         let refused = parse_header(1, nested(50).into_bytes()).unwrap_err();
         assert!(refused.contains("101 levels deep"), "{refused}");
         assert_eq!(nesting_depth(b"{'a[[[[': '(((('}"), 1);
+    }
+
+    #[test]
+    fn tjoins_headers_leave_room_for_the_growth_axis_to_reach_21_digits() {
+        for (dtype, shape, layout) in [
+            (DType::Float32, vec![3u64, 4], Layout::C),
+            (DType::Int64, vec![7], Layout::C),
+            (DType::Unicode(3), vec![2, 3, 5], Layout::Fortran),
+            (DType::Bool, vec![0, 9], Layout::C),
+        ] {
+            let written = header(&dtype, &shape, layout).unwrap();
+            let mut grown = shape.clone();
+            let growth = if layout == Layout::C {
+                0
+            } else {
+                shape.len() - 1
+            };
+            for size in [10, 123_456, u64::MAX] {
+                grown[growth] = size;
+                // numpy.save's header for the grown shape has the same length...
+                let expected = header(&dtype, &grown, layout).unwrap();
+                assert_eq!(expected.len(), written.len(), "{dtype} {grown:?}");
+                // ...and rewriting the shape in place gives it byte for byte.
+                assert_eq!(reshaped_header(&written, &grown), Some(expected));
+            }
+        }
+    }
+
+    #[test]
+    fn a_reshaped_header_keeps_everything_but_the_shape() {
+        let wrap = |text: &str, pad: usize| {
+            let mut out = b"\x93NUMPY\x01\x00".to_vec();
+            out.extend_from_slice(&((text.len() + pad + 1) as u16).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+            out.extend(std::iter::repeat_n(b' ', pad));
+            out.push(b'\n');
+            out
+        };
+        // Big-endian, another key order, a record field named `shape`, Python 2's `L`.
+        let old = "{'shape': (2L, 3L), 'fortran_order': False, 'descr': [('shape', '>i4')]}";
+        let new = "{'shape': (12, 3), 'fortran_order': False, 'descr': [('shape', '>i4')]}";
+        assert_eq!(reshaped_header(&wrap(old, 6), &[12, 3]), Some(wrap(new, 7)));
+        // One space of padding takes one more digit, not two.
+        let old = "{'descr': '<f4', 'fortran_order': False, 'shape': (9,), }";
+        let fits = "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }";
+        assert_eq!(reshaped_header(&wrap(old, 1), &[10]), Some(wrap(fits, 0)));
+        assert_eq!(reshaped_header(&wrap(old, 1), &[100]), None);
+        // Not a header, or no shape where numpy puts it.
+        assert_eq!(reshaped_header(b"\x93NUMPY\x09\x00", &[1]), None);
+        let shapeless = "{'descr': '<f4', 'fortran_order': False, 'dims': (9,), }";
+        assert_eq!(reshaped_header(&wrap(shapeless, 9), &[10]), None);
+    }
+
+    #[test]
+    fn bytes_after_the_data_are_an_unfinished_append_in_a_file_and_damage_in_a_member() {
+        let input = InputRef {
+            position: 1,
+            path: "x.npy".into(),
+            tensor: None,
+        };
+        let mut file = header(&DType::UInt8, &[2], Layout::C).unwrap();
+        file.extend_from_slice(&[1, 2, 3]);
+        let len = file.len() as u64;
+        let member = read_header_at(&mut &file[..], 0, len, &input).unwrap_err();
+        assert!(matches!(member, Error::Malformed { .. }), "{member}");
+        let mut reader = &file[..];
+        let whole = read_header_within(&mut reader, 0, len, &input, PastEnd::Unfinished);
+        let whole = whole.unwrap_err().to_string();
+        assert!(whole.contains("holds 1 bytes after the end"), "{whole}");
+        assert!(whole.contains("tjoin --recover x.npy"), "{whole}");
+        let mut reader = &file[..];
+        let allowed = read_header_within(&mut reader, 0, len, &input, PastEnd::Allowed).unwrap();
+        assert_eq!((allowed.data_offset, allowed.data_len), (len - 3, 2));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! and renamed over the target only when complete, so that a failed or refused run leaves no
 //! partial file and the existing targets untouched: [`OutputSet`] does this for several
 //! files committed together, [`Output`] for the usual single file or standard output (`-o
-//! -`), which is written directly: a pipe cannot take back what it was sent.
+//! -`), which is written directly: a pipe cannot take back what it was sent. [`grow`] is the
+//! other way to change a file: in place, past its end, for `--append`.
 
 mod file;
+pub mod grow;
 mod set;
 mod temporary;
 

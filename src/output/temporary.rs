@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tempfile::NamedTempFile;
 
@@ -144,6 +144,51 @@ impl Temporary<File> {
 /// Temporary files that exist, for the signal handler to remove.
 static REGISTRY: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+/// Files being grown in place (`--append`) and the length each goes back to: a signal cuts
+/// each back before it removes the temporary files (an append's journal among them).
+static GROWING: Mutex<Vec<(Arc<File>, u64)>> = Mutex::new(Vec::new());
+
+/// A path the signal handler (and a bus error) removes, for as long as this lives: an
+/// append's journal, which is not a temporary file of the usual names.
+pub(super) fn remove_on_signals(path: &Path) -> Registered {
+    remove_temporaries_on_signals();
+    Registered::new(&mut lock(&REGISTRY), path)
+}
+
+/// Held while a file grown in place is written to, and taken for good by the signal handler
+/// before it cuts the file back: a write still under way would otherwise land after the cut
+/// and lengthen the file again.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// A file grown in place, which the signal handler (and a bus error) cuts back to its length
+/// before the growth, for as long as this lives. One at a time.
+pub(super) struct CutBackOnSignals(Arc<File>);
+
+impl CutBackOnSignals {
+    /// Registers `file` to be cut back to `len` bytes.
+    pub(super) fn new(file: &Arc<File>, len: u64) -> CutBackOnSignals {
+        remove_temporaries_on_signals();
+        lock(&GROWING).push((Arc::clone(file), len));
+        crate::source::cut_back_on_bus_error(Some((file, len)));
+        CutBackOnSignals(Arc::clone(file))
+    }
+
+    /// Runs `write`, a write to the file, so that no signal cuts the file back while it runs.
+    pub(super) fn write<T>(&self, write: impl FnOnce() -> T) -> T {
+        let _writing = lock(&WRITING);
+        write()
+    }
+}
+
+impl Drop for CutBackOnSignals {
+    fn drop(&mut self) {
+        let mut growing = lock(&GROWING);
+        growing.retain(|(file, _)| !Arc::ptr_eq(file, &self.0));
+        let last = growing.last().map(|(file, len)| (&**file, *len));
+        crate::source::cut_back_on_bus_error(last);
+    }
+}
+
 /// Held while a set of files is committed: the signal handler waits for it, so that a signal
 /// never leaves a commit half done.
 static COMMIT: Mutex<()> = Mutex::new(());
@@ -155,7 +200,7 @@ pub(super) fn hold_signals() -> MutexGuard<'static, ()> {
 }
 
 /// A path in `REGISTRY` for as long as it lives.
-struct Registered(PathBuf);
+pub(super) struct Registered(PathBuf);
 
 impl Registered {
     fn new(registry: &mut Vec<PathBuf>, path: &Path) -> Registered {
@@ -182,9 +227,10 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// From the first temporary file on, SIGINT, SIGTERM or SIGHUP removes every temporary file
-/// and ends the process with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as
-/// a shell reports a process killed by it. Drop handlers do not run when a signal kills a
+/// From the first temporary file on, SIGINT, SIGTERM or SIGHUP cuts every file being grown
+/// in place back to its old length, removes every temporary file and ends the process with
+/// 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a shell reports a process
+/// killed by it. Drop handlers do not run when a signal kills a
 /// process, so without this a Ctrl-C would leave the temporary files behind. A commit in
 /// progress is let finish (or roll back) first.
 fn remove_temporaries_on_signals() {
@@ -200,6 +246,13 @@ fn remove_temporaries_on_signals() {
             std::thread::spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     let _commit = hold_signals();
+                    // An append not yet committed is undone before its journal goes, once
+                    // the write under way has ended; no other starts (the process ends with
+                    // this lock held).
+                    let _writing = lock(&WRITING);
+                    for (file, len) in lock(&GROWING).iter() {
+                        let _ = file.set_len(*len).and_then(|()| file.sync_data());
+                    }
                     for path in lock(&REGISTRY).iter() {
                         let _ = std::fs::remove_file(path);
                     }

@@ -1,5 +1,8 @@
 //! The one integration test binary: runs the built `tjoin` on real files, one module per topic.
 
+mod append;
+#[cfg(unix)]
+mod append_crashes;
 mod containers;
 mod directml;
 mod docs;
