@@ -22,7 +22,7 @@ use crate::dtype::Swaps;
 use crate::error::{Error, InputRef, Result};
 use crate::format::npy::{self, NpyWriter};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
-use crate::input::{Input, STDIN, Tensor};
+use crate::input::{Input, Tensor};
 use crate::job::TensorJob;
 use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
@@ -91,7 +91,7 @@ struct Headers {
 /// append with nothing to append.
 fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<()> {
     let name = &first.name;
-    if name.path.as_os_str() == STDIN {
+    if name.is_stdin() {
         return Err(Error::refused(
             "--append grows its first input in place, and standard input (-) is not a file",
             "name the .npy file to grow first, then the inputs to append to it",
@@ -203,7 +203,7 @@ fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
     };
     let same = inputs[1..]
         .iter()
-        .find(|input| input.name.path.as_os_str() != STDIN && id(&input.name.path) == Some(target));
+        .find(|input| !input.name.is_stdin() && id(&input.name.path) == Some(target));
     match same {
         Some(input) => Err(Error::refused(
             format!(

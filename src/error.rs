@@ -147,7 +147,15 @@ pub struct InputRef {
     pub tensor: Option<String>,
 }
 
+/// What the command line names standard input as.
+pub const STDIN: &str = "-";
+
 impl InputRef {
+    /// Whether this input is standard input (`-`).
+    pub fn is_stdin(&self) -> bool {
+        self.path.as_os_str() == STDIN
+    }
+
     /// The path, and the tensor's name after a colon when there is one: `b.npy`,
     /// `b.safetensors:embed.weight`.
     pub fn label(&self) -> String {

@@ -14,13 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
 
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Result, STDIN};
 use crate::format::{Format, Opened, TensorInfo};
 use crate::source;
 use crate::spill::Spill;
-
-/// What the command line names standard input as.
-pub const STDIN: &str = "-";
 
 /// One input file as given on the command line, and the tensors it holds.
 pub struct Input {

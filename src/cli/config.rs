@@ -9,9 +9,9 @@ use super::Cli;
 use crate::cast;
 use crate::config::{Action, Command, EngineConfig, JoinConfig, JoinRules, OutputConfig};
 use crate::dtype::DType;
+use crate::error::STDIN;
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::input::STDIN;
 use crate::progress::When;
 use crate::rules::{self, Rule};
 

@@ -165,7 +165,7 @@ fn read_header_within(
     })?;
     let present = file_len - data_offset;
     // Standard input was copied whole into a file of tjoin's: no append happened to it.
-    let from_stdin = input.path.as_os_str() == crate::input::STDIN;
+    let from_stdin = input.is_stdin();
     if present > declared && past_end == PastEnd::Unfinished && !from_stdin {
         return Err(unfinished(input, &shape, data_offset + declared, file_len));
     }
