@@ -63,6 +63,14 @@ impl JobOptions<'_> {
     fn is_kept(&self, name: &str) -> bool {
         self.keep.iter().any(|glob| glob_match(glob, name))
     }
+
+    /// Whether the tensor `name` of a single input is copied rather than joined: with one
+    /// input no axis is needed (a join of one tensor copies it, as DirectML's Join does), and
+    /// a scalar has none.
+    fn copies(&self, sources: &[&Tensor], name: &str) -> bool {
+        let axis = self.axis_for(name).or(self.spec.profile.default_axis);
+        sources.len() == 1 && (axis.is_none() || sources[0].info.shape.is_empty())
+    }
 }
 
 /// Checks and plans every tensor of the output.
@@ -183,7 +191,8 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         let planned = if options.is_kept(name) {
             keep_tensor(name, &sources, options)
-        } else if sources.iter().any(|t| t.info.shape.is_empty()) {
+        } else if !options.copies(&sources, name) && sources.iter().any(|t| t.info.shape.is_empty())
+        {
             Err(vec![Refusal {
                 headline: format!(
                     "tensor `{name}` is a scalar (rank 0) in {}: it has no axis to join along",
@@ -218,6 +227,9 @@ fn plan_tensor<'a>(
     options: &JobOptions,
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    if options.copies(&sources, name) {
+        return keep_tensor(name, &sources, options);
+    }
     let label = name_refusals.then_some(name);
     let axis = spec::check_with(options.spec, &sources, options.axis_for(name), options.cast)
         .map_err(|e| about(label, e))?;
@@ -434,19 +446,20 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
                 vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
             };
             let axis = t.plan.axis;
-            let sizes: Vec<String> = t
-                .sources
-                .iter()
-                .map(|s| s.info.shape[axis].to_string())
-                .collect();
-            let mut details = vec![
-                differing.join(", "),
-                format!(
+            let mut details = vec![differing.join(", ")];
+            // A copied tensor (kept, or a scalar) has no join axis to explain.
+            if !t.kept && axis < t.out.shape.len() {
+                let sizes: Vec<String> = t
+                    .sources
+                    .iter()
+                    .map(|s| s.info.shape[axis].to_string())
+                    .collect();
+                details.push(format!(
                     "along the join axis {axis}: {} = {}",
                     sizes.join(" + "),
                     t.out.shape[axis]
-                ),
-            ];
+                ));
+            }
             details.extend(
                 t.sources
                     .iter()

@@ -24,6 +24,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod rules;
+pub mod sharded;
 pub mod source;
 pub mod spec;
 pub mod spill;

@@ -7,11 +7,16 @@ use std::path::{Path, PathBuf};
 
 use super::Cli;
 use crate::cast;
-use crate::config::{Action, EngineConfig, JoinConfig, JoinRules, OutputConfig};
+use crate::config::{
+    Action, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
+    ShardedOutput,
+};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
+use crate::format::index::SetName;
 use crate::input::STDIN;
+use crate::output::STDOUT;
 use crate::progress::When;
 
 impl JoinConfig {
@@ -19,9 +24,23 @@ impl JoinConfig {
     /// before an input is opened.
     pub fn from_cli(cli: &Cli) -> Result<JoinConfig> {
         let forced = format_flag(&cli.format, "--format")?;
-        let output_format = match &cli.output {
-            Some(path) => Some(Format::of_output(path, forced)?),
-            None => forced,
+        let sharded = sharded_output(cli)?;
+        let output_format = match (&cli.output, &sharded) {
+            (Some(_), Some(_)) => match forced {
+                None | Some(Format::SafeTensors) => Some(Format::SafeTensors),
+                Some(other) => {
+                    return Err(Error::refused(
+                        format!(
+                            "--format {}: a folder or an index as the output is a sharded \
+                             checkpoint, which is written in safetensors",
+                            other.name()
+                        ),
+                        "drop --format, or name a file as the output",
+                    ));
+                }
+            },
+            (Some(path), None) => Some(Format::of_output(path, forced)?),
+            (None, _) => forced,
         };
         let action = cli.dry_run.map_or(Action::Write, Action::DryRun);
         Ok(JoinConfig {
@@ -44,6 +63,7 @@ impl JoinConfig {
                 compress: cli.compress,
                 json_form: cli.json_form,
                 metadata: cli.metadata.clone(),
+                sharded,
             },
             action,
             engine: EngineConfig {
@@ -51,8 +71,72 @@ impl JoinConfig {
                 adapter: cli.dml_adapter,
             },
             progress: if cli.quiet { When::Never } else { cli.progress },
+            quiet: cli.quiet,
         })
     }
+}
+
+/// The sharded checkpoint the output names, if it names one: a folder (`-o merged/`, or an
+/// existing folder) or an index (`-o merged/model.safetensors.index.json`). `--max-shard-size`
+/// and `--prefix` apply to no other output.
+fn sharded_output(cli: &Cli) -> Result<Option<ShardedOutput>> {
+    let path = cli.output.as_deref().filter(|p| p.as_os_str() != STDOUT);
+    let text = path
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let trailing = text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'));
+    let file_name = path.and_then(Path::file_name).and_then(|n| n.to_str());
+    let from_index = file_name.filter(|_| !trailing).and_then(SetName::of_index);
+    let folder = match (path, &from_index) {
+        (Some(path), Some(_)) => Some(crate::output::folder_of(path).to_path_buf()),
+        // A folder named like a file (`out.npy/`) is refused as the target it was meant as.
+        (Some(path), None)
+            if trailing || (path.is_dir() && Format::of_extension(path).is_none()) =>
+        {
+            Some(path.to_path_buf())
+        }
+        _ => None,
+    };
+    let Some(folder) = folder else {
+        let flag = match (cli.max_shard_size, &cli.prefix) {
+            (Some(_), _) => "--max-shard-size",
+            (None, Some(_)) => "--prefix",
+            (None, None) => return Ok(None),
+        };
+        return Err(Error::refused(
+            format!("{flag} applies to sharded outputs only"),
+            "name a folder as the output (-o merged/) or an index (-o \
+             merged/model.safetensors.index.json) to write a sharded checkpoint",
+        ));
+    };
+    let name = match (from_index, &cli.prefix) {
+        (Some(_), Some(_)) => {
+            return Err(Error::refused(
+                "--prefix names the files of a sharded output, but the output already names \
+                 its index",
+                "drop --prefix, or name the folder alone as the output",
+            ));
+        }
+        (Some(name), None) => Some(name),
+        (None, Some(prefix)) => {
+            if prefix.is_empty() || prefix.contains(['/', '\\']) {
+                return Err(Error::refused(
+                    format!("--prefix `{prefix}`: a prefix is the start of a file name"),
+                    "name it like model or diffusion_pytorch_model, without a folder",
+                ));
+            }
+            Some(SetName {
+                prefix: prefix.clone(),
+                variant: None,
+            })
+        }
+        (None, None) => None,
+    };
+    Ok(Some(ShardedOutput {
+        folder,
+        name,
+        max_shard_size: cli.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
+    }))
 }
 
 /// The format a `--format` / `--input-format` value names, if the flag was given.

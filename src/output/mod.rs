@@ -6,6 +6,7 @@
 
 mod file;
 mod set;
+pub mod sharded;
 mod temporary;
 
 use std::fs::File;
@@ -14,6 +15,7 @@ use std::path::Path;
 
 pub use file::Output;
 pub use set::{Member, OutputSet};
+pub use temporary::folder_of;
 
 use crate::error::{Error, Result};
 
