@@ -210,7 +210,9 @@ fn plan<'a>(
         name: rules.name.as_deref(),
         output: format,
     };
-    let job = job::build(inputs, &options).map_err(|e| sharded::explain_disjoint(inputs, e))?;
+    let output = config.output.path.as_deref();
+    let job =
+        job::build(inputs, &options).map_err(|e| sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }

@@ -409,9 +409,9 @@ fn read_shard(
 }
 
 /// The refusal of a whole-file join whose `.safetensors` inputs hold disjoint tensors: they
-/// are the shards of one checkpoint, to be passed as its index or folder. Returns `error`
-/// itself for any other join.
-pub fn explain_disjoint(inputs: &[Input], error: Error) -> Error {
+/// are the shards of one checkpoint, to be passed as its index or folder (the hint's command
+/// writes `output`). Returns `error` itself for any other join.
+pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -> Error {
     let plain = inputs
         .iter()
         .all(|i| i.format == Format::SafeTensors && i.shards.is_none() && i.selected.is_none());
@@ -435,11 +435,19 @@ pub fn explain_disjoint(inputs: &[Input], error: Error) -> Error {
     );
     let details = inputs
         .iter()
-        .map(|i| format!("{}  {} tensors", i.name, i.tensors.len()))
+        .map(|i| {
+            let count = i.tensors.len();
+            format!(
+                "{}  {count} tensor{}",
+                i.name,
+                if count == 1 { "" } else { "s" }
+            )
+        })
         .collect();
+    let output = output.unwrap_or(Path::new("model.safetensors")).display();
     let hint = match index_listing(&files) {
         Some(index) => format!(
-            "{} lists them all: pass it instead, e.g. tjoin {} -o model.safetensors",
+            "{} lists them all: pass it instead, e.g. tjoin {} -o {output}",
             index.display(),
             index.display()
         ),
@@ -447,8 +455,8 @@ pub fn explain_disjoint(inputs: &[Input], error: Error) -> Error {
             let folder = crate::output::folder_of(files[0]);
             format!(
                 "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
-                 the folder that holds it, e.g. tjoin {}/ -o model.safetensors; to join tensors \
-                 along an axis, every input must hold the same names",
+                 the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
+                 axis, every input must hold the same names",
                 folder.display()
             )
         }

@@ -286,6 +286,58 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_or_an_index_as_the_output_is_a_sharded_checkpoint() {
+        let sharded = |args: &[&str]| config(args).output.sharded;
+        let folder = sharded(&["a.safetensors", "-o", "merged/"]).unwrap();
+        assert_eq!(folder.folder, PathBuf::from("merged/"));
+        assert_eq!((folder.name, folder.max_shard_size), (None, 5_000_000_000));
+        let index = sharded(&[
+            "a.safetensors",
+            "-o",
+            "x/unet.safetensors.index.fp16.json",
+            "--max-shard-size",
+            "2GiB",
+        ])
+        .unwrap();
+        assert_eq!(index.folder, PathBuf::from("x"));
+        let name = index.name.unwrap();
+        assert_eq!(
+            (name.prefix.as_str(), name.variant.as_deref()),
+            ("unet", Some("fp16"))
+        );
+        assert_eq!(index.max_shard_size, 2 << 30);
+        let prefixed = sharded(&[
+            "a.safetensors",
+            "-o",
+            "m/",
+            "--prefix",
+            "diffusion_pytorch_model",
+        ]);
+        assert_eq!(
+            prefixed.unwrap().name.unwrap().prefix,
+            "diffusion_pytorch_model"
+        );
+        assert_eq!(sharded(&["a.safetensors", "-o", "out.safetensors"]), None);
+        let refused = |args: &[&str]| {
+            let cli = Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
+            JoinConfig::from_cli(&cli).unwrap_err().to_string()
+        };
+        let twice = refused(&[
+            "a.safetensors",
+            "-o",
+            "m/model.safetensors.index.json",
+            "--prefix",
+            "x",
+        ]);
+        assert!(twice.contains("already names its index"), "{twice}");
+        let nested = refused(&["a.safetensors", "-o", "m/", "--prefix", "a/b"]);
+        assert!(
+            nested.contains("a prefix is the start of a file name"),
+            "{nested}"
+        );
+    }
+
+    #[test]
     fn quiet_means_no_progress_and_casts_are_checked_early() {
         assert_eq!(
             config(&["-q", "a.npy", "-o", "o.npy"]).progress,

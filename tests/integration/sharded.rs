@@ -156,6 +156,42 @@ fn sharded_tensor_parallel_ranks_join_into_a_sharded_set() {
 }
 
 #[test]
+fn prefix_names_the_files_and_file_colon_name_picks_a_tensor_of_a_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("model");
+    let args = [
+        model.to_str().unwrap(),
+        "-o",
+        "p/",
+        "--prefix",
+        "pytorch",
+        "--max-shard-size",
+        "1KB",
+    ];
+    succeeds(dir.path(), &args);
+    assert_eq!(
+        dir_entries(&dir.path().join("p")),
+        [
+            "pytorch-00001-of-00002.safetensors",
+            "pytorch-00002-of-00002.safetensors",
+            "pytorch.safetensors.index.json"
+        ]
+    );
+    let index = fs::read_to_string(dir.path().join("p/pytorch.safetensors.index.json")).unwrap();
+    assert!(
+        index.contains("\"logit_scale\": \"pytorch-00002-of-00002.safetensors\""),
+        "{index}"
+    );
+    let one = format!(
+        "{}:logit_scale",
+        model.join("model.safetensors.index.json").display()
+    );
+    succeeds(dir.path(), &[&one, "-o", "scale.npy"]);
+    let npy = crate::util::read_npy(&dir.path().join("scale.npy"));
+    assert_eq!((npy.descr.as_str(), npy.shape.len()), ("<f4", 0));
+}
+
+#[test]
 fn variants_are_recognised_and_keep_their_names() {
     let dir = tempfile::tempdir().unwrap();
     let set = dir.path().join("unet");
