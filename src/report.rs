@@ -117,10 +117,11 @@ fn index_notes(inputs: &[Input]) -> String {
             Some(size) => format!("total_size {}, which differs", bytes(size)),
             None => "no total_size".to_string(),
         };
+        let shards = set.files.len();
         text.push_str(&format!(
-            "  input {}: {} shards; the index says {said}; the tensors hold {}\n",
+            "  input {}: {shards} shard{}; the index says {said}; the tensors hold {}\n",
             input.name.position,
-            set.files.len(),
+            if shards == 1 { "" } else { "s" },
             bytes(set.tensor_bytes)
         ));
     }
