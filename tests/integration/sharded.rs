@@ -326,6 +326,17 @@ fn a_refused_run_creates_no_folder_and_no_clobber_refuses_any_file_of_the_set() 
         &stderr,
         &["model-00002-of-00004.safetensors", "--no-clobber"],
     );
+    // Nor may it remove the previous set: a set of one file would replace the 4 shards.
+    copy_set("model", dir.path(), "full");
+    let stderr = refused(dir.path(), &[model, "-n", "-o", "full/"], 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "would remove the previous set's files:",
+            "full/model.safetensors.index.json\n",
+            "full/model-00004-of-00004.safetensors\n",
+        ],
+    );
 }
 
 /// A broken copy of the model set in `dir`: `edit` changes the index's text.
