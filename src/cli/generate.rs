@@ -138,7 +138,7 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "1",
-            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file, a full disk.",
+            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file (a sharded checkpoint whose index and shards disagree too), a full disk.",
         ),
         (
             "2",
