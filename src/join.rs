@@ -91,23 +91,8 @@ fn shard_plan(
         let order = writer.order(&described);
         file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
     }
-    if config.output.no_clobber && !plan.removes.is_empty() {
-        return Err(Error::Refused(vec![crate::error::Refusal {
-            headline: format!(
-                "--no-clobber forbids replacing files, but writing this set into {} would \
-                 remove the previous set's files:",
-                plan.folder.display()
-            ),
-            details: plan
-                .removes
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            hint: Some(
-                "drop --no-clobber to replace the previous set, or write into another folder"
-                    .to_string(),
-            ),
-        }]));
+    if config.output.no_clobber {
+        plan.check_no_clobber()?;
     }
     if let Some(file) = plan.shadowing_file().filter(|_| !config.quiet) {
         eprintln!(

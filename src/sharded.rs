@@ -242,9 +242,9 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         let mut held: HashSet<&str> = HashSet::with_capacity(contents.tensors.len());
         for found in contents.tensors {
             let tensor_name = found.name.unwrap_or_default();
-            match file_of.get(tensor_name.as_str()) {
-                Some(&mapped_to) if mapped_to == *file => {
-                    held.insert(mapped_to_name(mapped, &tensor_name));
+            match file_of.get_key_value(tensor_name.as_str()) {
+                Some((&key, &mapped_to)) if mapped_to == *file => {
+                    held.insert(key);
                     tensors.push(Tensor {
                         name: InputRef {
                             tensor: Some(tensor_name),
@@ -254,7 +254,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                         file: data.clone(),
                     });
                 }
-                Some(&mapped_to) => problems.push(format!(
+                Some((_, &mapped_to)) => problems.push(format!(
                     "{file} holds tensor `{tensor_name}`, which the index maps to {mapped_to}"
                 )),
                 None => problems.push(format!(
@@ -303,15 +303,6 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
     };
     Ok(Input::of_files(name, tensors, metadata, shards, watched))
-}
-
-/// The name as the index spells it (to borrow for the set of names held).
-fn mapped_to_name<'a>(mapped: &[&'a str], name: &str) -> &'a str {
-    mapped
-        .iter()
-        .copied()
-        .find(|m| *m == name)
-        .expect("the name is mapped to this file")
 }
 
 /// The first few names, then how many more.

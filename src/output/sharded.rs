@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Member, OutputSet};
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::format::index::{self, SetName};
 
 /// The files of a sharded output, planned before anything is written.
@@ -100,6 +100,30 @@ impl ShardPlan {
             }
         }
         index::write(total, &map)
+    }
+
+    /// Refuses, for `--no-clobber`, a set whose commit would remove files of the previous
+    /// set (the new set's own files are refused when added, if they exist).
+    pub fn check_no_clobber(&self) -> Result<()> {
+        if self.removes.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "--no-clobber forbids replacing files, but writing this set into {} would \
+                 remove the previous set's files:",
+                self.folder.display()
+            ),
+            details: self
+                .removes
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            hint: Some(
+                "drop --no-clobber to replace the previous set, or write into another folder"
+                    .to_string(),
+            ),
+        }]))
     }
 
     /// A file left in the folder that a loader may read instead of the new set: a single-file
