@@ -559,3 +559,47 @@ fn one_input_is_copied_without_an_axis() {
     );
     assert_mentions(&stderr, &["no axis given"]);
 }
+
+#[test]
+fn a_single_file_beside_a_new_index_stays_with_a_warning_and_the_plan_lists_removals() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = copy_set("model", dir.path(), "ckpt");
+    fs::copy(
+        fixture("expected/model.safetensors"),
+        folder.join("model.safetensors"),
+    )
+    .unwrap();
+    let args = [
+        "ckpt/model.safetensors.index.json",
+        "-o",
+        "ckpt/",
+        "--max-shard-size",
+        "1KB",
+    ];
+    let plan = succeeds(dir.path(), &[&["--dry-run=json"][..], &args].concat());
+    let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
+    let removes: Vec<&str> = plan["shards"]["removes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        removes,
+        [
+            "ckpt/model-00001-of-00004.safetensors",
+            "ckpt/model-00002-of-00004.safetensors",
+            "ckpt/model-00003-of-00004.safetensors",
+            "ckpt/model-00004-of-00004.safetensors",
+        ]
+    );
+    let output = run(dir.path(), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_mentions(
+        &stderr,
+        &["tjoin: warning: ckpt/model.safetensors stays in the folder"],
+    );
+    assert!(folder.join("model.safetensors").is_file());
+    assert!(!folder.join("model-00003-of-00004.safetensors").exists());
+}
