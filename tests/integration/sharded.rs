@@ -603,3 +603,34 @@ fn a_single_file_beside_a_new_index_stays_with_a_warning_and_the_plan_lists_remo
     assert!(folder.join("model.safetensors").is_file());
     assert!(!folder.join("model-00003-of-00004.safetensors").exists());
 }
+
+#[test]
+fn a_set_of_hundreds_of_shards_round_trips_with_its_shards_reopened() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    // 300 tensors, each over the limit: 300 shards, more than a set keeps open.
+    let names: Vec<String> = (0..300).map(|i| format!("layer.{i:03}.weight")).collect();
+    let data: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().repeat(2)).collect();
+    let views: Vec<(&str, TensorView)> = names
+        .iter()
+        .zip(&data)
+        .map(|(name, bytes)| {
+            (
+                name.as_str(),
+                TensorView::new(Dtype::F32, vec![2], bytes).unwrap(),
+            )
+        })
+        .collect();
+    let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+    let original = safetensors::serialize(views, Some(metadata)).unwrap();
+    fs::write(dir.path().join("big.safetensors"), &original).unwrap();
+    succeeds(
+        dir.path(),
+        &["big.safetensors", "-o", "many/", "--max-shard-size", "4"],
+    );
+    let files = dir_entries(&dir.path().join("many"));
+    assert_eq!(files.len(), 301);
+    assert_eq!(files[299], "model-00300-of-00300.safetensors");
+    succeeds(dir.path(), &["many", "-o", "back.safetensors"]);
+    assert!(fs::read(dir.path().join("back.safetensors")).unwrap() == original);
+}
