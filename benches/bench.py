@@ -48,6 +48,51 @@ with safe_open(files[0], framework="np") as first:
 save_file(merged, out, metadata=metadata)
 """
 
+# What users do today to merge a sharded checkpoint: every shard loaded, one dict, one save.
+CHECKPOINT_MERGE_PY = """
+import sys, json, os
+from safetensors.numpy import load_file, save_file
+index, out = sys.argv[1], sys.argv[2]
+files = sorted(set(json.load(open(index))["weight_map"].values()))
+merged = {}
+for f in files:
+    merged.update(load_file(os.path.join(os.path.dirname(index), f)))
+save_file(merged, out, metadata={"format": "pt"})
+"""
+
+# The same for re-sharding one file: load it, split it as huggingface_hub does, save each shard
+# and transformers' index.
+CHECKPOINT_RESHARD_PY = """
+import sys, json, os
+from safetensors.numpy import load_file, save_file
+src, out, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tensors = load_file(src)
+shards, current, size = [], {}, 0
+for name, t in tensors.items():
+    if t.nbytes > limit:
+        shards.append({name: t})
+        continue
+    if size + t.nbytes > limit:
+        shards.append(current)
+        current, size = {}, 0
+    current[name] = t
+    size += t.nbytes
+if current:
+    shards.append(current)
+os.makedirs(out, exist_ok=True)
+weight_map = {}
+for i, shard in enumerate(shards):
+    name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+    save_file(shard, os.path.join(out, name), metadata={"format": "pt"})
+    weight_map.update({t: name for t in shard})
+index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())}, "weight_map": weight_map}
+with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+    f.write(json.dumps(index, indent=2, sort_keys=True) + "\\n")
+"""
+
+# The shard limit of both checkpoint scenarios: 1 GiB makes 4 shards.
+SHARD_LIMIT = 300_000_000
+
 NUMPY_OUT_OF_CORE = """
 import sys, numpy as np
 from numpy.lib.format import open_memmap
@@ -160,6 +205,43 @@ def scenario_inputs(name, scale, folder):
             save_file(tensors, str(p), metadata={"format": "np"})
             paths.append(p)
         return 0, paths, ["--axis-for", "*.row.weight=1"]
+    if name in ("checkpoint_merge", "checkpoint_reshard"):
+        import json
+        from safetensors.numpy import save_file
+        # A model of 32 layers, each a float16 (2048, 4096) and a float32 (1024, 4096) matrix
+        # (16 MiB each) and two float32 norms: 1 GiB, written as huggingface_hub shards it.
+        rng = np.random.default_rng(0)
+        cols = max(8, int(4096 * scale) // 8 * 8)
+        tensors = {}
+        for layer in range(32):
+            prefix = f"model.layers.{layer}"
+            tensors[f"{prefix}.mlp.weight"] = rng.standard_normal((2048, cols), dtype=np.float32).astype(np.float16)
+            tensors[f"{prefix}.attn.weight"] = rng.standard_normal((1024, cols), dtype=np.float32)
+            tensors[f"{prefix}.input_norm.weight"] = np.ones(cols, dtype=np.float32)
+            tensors[f"{prefix}.post_norm.weight"] = np.ones(cols, dtype=np.float32)
+        limit = max(1, int(SHARD_LIMIT * scale))
+        if name == "checkpoint_reshard":
+            p = folder / "model.safetensors"
+            save_file(tensors, str(p), metadata={"format": "pt"})
+            return 0, [p], ["--max-shard-size", str(limit)]
+        shards, current, size = [], {}, 0
+        for key, t in tensors.items():
+            if size + t.nbytes > limit and current:
+                shards.append(current)
+                current, size = {}, 0
+            current[key] = t
+            size += t.nbytes
+        shards.append(current)
+        weight_map = {}
+        for i, shard in enumerate(shards):
+            file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file(shard, str(folder / file), metadata={"format": "pt"})
+            weight_map.update({key: file for key in shard})
+            paths.append(folder / file)
+        total = sum(t.nbytes for t in tensors.values())
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        return 0, paths, []
     raise SystemExit(f"unknown scenario {name}")
 
 
@@ -171,11 +253,18 @@ def warm(paths):
                 pass
 
 
+def remove(out):
+    """Removes an output: a file, or the folder of a sharded one."""
+    if out.is_dir():
+        shutil.rmtree(out)
+    elif out.exists():
+        out.unlink()
+
+
 def timed(command, out):
     """Runs `command` under /usr/bin/time (for its peak RSS; its clock has 10 ms steps, so
     the wall time is taken here); returns (seconds, peak RSS in KiB)."""
-    if out.exists():
-        out.unlink()
+    remove(out)
     start = time.perf_counter()
     result = subprocess.run(
         ["/usr/bin/time", "-f", "%M"] + command,
@@ -195,6 +284,23 @@ def competitors(axis, paths, folder, extra):
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
+    if "--max-shard-size" in extra:
+        # Re-shard one file into a folder; cat copies the same bytes.
+        shards = {n: folder / f"out_{n}" for n in ("tjoin", "safetensors_py")}
+        limit = extra[extra.index("--max-shard-size") + 1]
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
+            "tjoin": ([str(TJOIN), *files, "-o", f"{shards['tjoin']}/", *extra], shards["tjoin"]),
+            "safetensors_py": ([py, "-c", CHECKPOINT_RESHARD_PY, files[0], str(shards["safetensors_py"]), limit], shards["safetensors_py"]),
+        }
+    if (folder / "model.safetensors.index.json").exists():
+        # Merge a sharded checkpoint, read through its index, into one file.
+        index = str(folder / "model.safetensors.index.json")
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
+            "tjoin": ([str(TJOIN), index, "-o", str(out["tjoin"])], out["tjoin"]),
+            "safetensors_py": ([py, "-c", CHECKPOINT_MERGE_PY, index, str(out["safetensors_py"])], out["safetensors_py"]),
+        }
     if suffix == ".safetensors":
         return {
             "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
@@ -242,7 +348,7 @@ def run_scenario(name, scale, rounds, workdir, skip):
                 if n == "tjoin" and round_ == 0:
                     check_output(axis, paths, out, runs)
                 if n != "tjoin" or round_ < rounds - 1:
-                    out.unlink()
+                    remove(out)
         report(name, size, names, times, rss)
     finally:
         shutil.rmtree(folder)
@@ -253,8 +359,9 @@ def check_output(axis, paths, out, runs):
     if "safetensors_py" in runs:
         command, reference = runs["safetensors_py"]
         subprocess.run(command, check=True)
-        same = subprocess.run(["cmp", "-s", str(reference), str(out)]).returncode == 0
-        reference.unlink()
+        compare = ["diff", "-r", "-q"] if reference.is_dir() else ["cmp", "-s"]
+        same = subprocess.run(compare + [str(reference), str(out)]).returncode == 0
+        remove(reference)
         if not same:
             raise SystemExit("tjoin's output differs from the safetensors library's")
         return
@@ -395,7 +502,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard"])
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")

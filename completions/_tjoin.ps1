@@ -21,10 +21,10 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'tjoin' {
-            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'The axis to join along; negative ones count from the back (-1 is the last)')
-            [CompletionResult]::new('--axis', '--axis', [CompletionResultType]::ParameterName, 'The axis to join along; negative ones count from the back (-1 is the last)')
-            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'The file to write (`-`: standard output); replaced only when complete, so it may be an input')
-            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'The file to write (`-`: standard output); replaced only when complete, so it may be an input')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied')
+            [CompletionResult]::new('--axis', '--axis', [CompletionResultType]::ParameterName, 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded checkpoint; replaced only when complete, so it may be an input')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded checkpoint; replaced only when complete, so it may be an input')
             [CompletionResult]::new('--recover', '--recover', [CompletionResultType]::ParameterName, 'Cut a .npy file that an interrupted --append left longer than its header says back to its header''s shape, and say what was removed')
             [CompletionResult]::new('--spec', '--spec', [CompletionResultType]::ParameterName, 'Check against a runtime''s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]')
             [CompletionResult]::new('--expect-shape', '--expect-shape', [CompletionResultType]::ParameterName, 'Refuse the join unless the output''s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]')
@@ -36,6 +36,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--like', '--like', [CompletionResultType]::ParameterName, 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header')
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)')
             [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable')
+            [CompletionResult]::new('--max-shard-size', '--max-shard-size', [CompletionResultType]::ParameterName, 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension')
             [CompletionResult]::new('--input-format', '--input-format', [CompletionResultType]::ParameterName, 'Read every input in this format instead of guessing from its content and name')
             [CompletionResult]::new('--json-form', '--json-form', [CompletionResultType]::ParameterName, 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data')

@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -0 -h -V --axis --output --append --recover --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --rules --strict --join-identical --like --name --metadata --compress --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
+            opts="-a -o -n -q -0 -h -V --axis --output --append --recover --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --rules --strict --join-identical --like --name --metadata --compress --max-shard-size --prefix --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -115,6 +115,20 @@ _tjoin() {
                     return 0
                     ;;
                 --metadata)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --max-shard-size)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --prefix)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

@@ -18,10 +18,10 @@ set edit:completion:arg-completer[tjoin] = {|@words|
     }
     var completions = [
         &'tjoin'= {
-            cand -a 'The axis to join along; negative ones count from the back (-1 is the last)'
-            cand --axis 'The axis to join along; negative ones count from the back (-1 is the last)'
-            cand -o 'The file to write (`-`: standard output); replaced only when complete, so it may be an input'
-            cand --output 'The file to write (`-`: standard output); replaced only when complete, so it may be an input'
+            cand -a 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied'
+            cand --axis 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied'
+            cand -o 'The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded checkpoint; replaced only when complete, so it may be an input'
+            cand --output 'The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded checkpoint; replaced only when complete, so it may be an input'
             cand --recover 'Cut a .npy file that an interrupted --append left longer than its header says back to its header''s shape, and say what was removed'
             cand --spec 'Check against a runtime''s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]'
             cand --expect-shape 'Refuse the join unless the output''s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]'
@@ -33,6 +33,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --like 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header'
             cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
+            cand --max-shard-size 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB'
+            cand --prefix 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)'
             cand --format 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension'
             cand --input-format 'Read every input in this format instead of guessing from its content and name'
             cand --json-form 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data'

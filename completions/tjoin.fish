@@ -1,5 +1,5 @@
-complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last)' -r -f
-complete -c tjoin -s o -l output -d 'The file to write (`-`: standard output); replaced only when complete, so it may be an input' -r -F
+complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied' -r -f
+complete -c tjoin -s o -l output -d 'The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded checkpoint; replaced only when complete, so it may be an input' -r -F
 complete -c tjoin -l recover -d 'Cut a .npy file that an interrupted --append left longer than its header says back to its header\'s shape, and say what was removed' -r -F
 complete -c tjoin -l spec -d 'Check against a runtime\'s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]' -r -f -a "onnx\t''
 directml\t''
@@ -24,6 +24,8 @@ complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS` or `GLOB = ke
 complete -c tjoin -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
 complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r -f
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
+complete -c tjoin -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
+complete -c tjoin -l prefix -d 'Name a sharded output\'s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index\'s prefix, else model)' -r -f
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''
 npz\t''

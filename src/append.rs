@@ -60,11 +60,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
             let rules = &config.rules;
             let plan = match form {
                 PlanForm::Json => {
-                    let text = report::dry_run_json(rules, &inputs, &job, output, &engine);
+                    let text = report::dry_run_json(rules, &inputs, &job, output, &engine, None);
                     with_append_json(&text, old_len, &added)
                 }
                 PlanForm::Text => {
-                    let text = report::dry_run(rules, &inputs, &job, output, &engine);
+                    let text = report::dry_run(rules, &inputs, &job, output, &engine, None);
                     format!("{text}{}", append_line(first, old_len, &added))
                 }
             };

@@ -8,6 +8,7 @@ use crate::backend::Backend;
 use crate::backend::directml::Adapter;
 use crate::dtype::DType;
 use crate::format::Format;
+use crate::format::index::SetName;
 use crate::format::json::JsonForm;
 use crate::progress::When;
 use crate::rules::Rule;
@@ -89,7 +90,24 @@ pub struct OutputConfig {
     pub json_form: JsonForm,
     /// Entries added to (or replacing those of) a .safetensors output's `__metadata__`.
     pub metadata: Vec<(String, String)>,
+    /// A sharded checkpoint to write, when the output names a folder or an index.
+    pub sharded: Option<ShardedOutput>,
 }
+
+/// A sharded checkpoint to write: safetensors shards and their index, in one folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardedOutput {
+    /// The folder the set is written in (created when it does not exist).
+    pub folder: PathBuf,
+    /// The set's name when the output (an index) or `--prefix` gives it; else the first
+    /// input's index's, or `model`.
+    pub name: Option<SetName>,
+    /// The most bytes of tensor data in one shard (`--max-shard-size`).
+    pub max_shard_size: u64,
+}
+
+/// huggingface_hub's default `max_shard_size`: 5 GB.
+pub const DEFAULT_MAX_SHARD_SIZE: u64 = 5_000_000_000;
 
 /// What a run does once every tensor is planned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -83,6 +83,10 @@ pub enum Error {
     /// a hint.
     #[error("{}", display_refusals(.0))]
     Refused(Vec<Refusal>),
+    /// An input made of several files (a sharded checkpoint) whose files disagree: a damaged
+    /// input, reported like refusals, each problem on a line.
+    #[error("{}", display_refusals(.0))]
+    Inconsistent(Vec<Refusal>),
 }
 
 impl Error {
@@ -93,7 +97,8 @@ impl Error {
             | Error::InputIo { .. }
             | Error::Malformed { .. }
             | Error::Unfinished { .. }
-            | Error::Device { .. } => ExitCode::Failure,
+            | Error::Device { .. }
+            | Error::Inconsistent(_) => ExitCode::Failure,
             Error::Unsupported { .. } | Error::Refused(_) => ExitCode::Usage,
         }
     }
@@ -200,6 +205,9 @@ impl fmt::Display for Refusal {
 /// What every error message starts with.
 pub const PREFIX: &str = "tjoin: error: ";
 
+/// What every warning starts with; warnings go to standard error, and `-q` silences them.
+pub const WARNING: &str = "tjoin: warning: ";
+
 /// Several refusals, each after its own `tjoin: error: ` but the first, which the caller
 /// prefixes like any error.
 fn display_refusals(refusals: &[Refusal]) -> String {
@@ -257,7 +265,7 @@ pub fn render(error: &Error, color: bool) -> String {
 /// headline, the lines about the inputs (`details`) and the hint, when there is one.
 pub fn to_json(error: &Error) -> serde_json::Value {
     let refusals: Vec<Refusal> = match error {
-        Error::Refused(refusals) => refusals.clone(),
+        Error::Refused(refusals) | Error::Inconsistent(refusals) => refusals.clone(),
         other => {
             let text = other.to_string();
             let (headline, hint) = match text.split_once("\nhint: ") {

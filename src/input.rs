@@ -32,10 +32,21 @@ pub struct Input {
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
-    /// The file itself, kept open (or reopened by path) until the output is committed.
-    file: DataFile,
+    /// For a sharded checkpoint (an index, or a folder), its index and shards.
+    pub shards: Option<crate::sharded::ShardSet>,
+    /// The files it was read from (the file itself; an index and its shards), each kept open
+    /// (or reopened by path) until the output is committed, and checked unchanged before.
+    watched: Vec<Watched>,
+}
+
+/// A file an input was read from, and what it was then.
+pub(crate) struct Watched {
+    /// How messages name it.
+    pub name: InputRef,
+    /// The file, open or closed.
+    pub file: DataFile,
     /// Identity, length and modification time when opened, to notice a change underneath.
-    stamp: Stamp,
+    pub stamp: Stamp,
 }
 
 /// One tensor: what its header declares and the file its bytes are in.
@@ -90,7 +101,8 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn of(file: &File) -> io::Result<Stamp> {
+    /// The stamp of an open file.
+    pub fn of(file: &File) -> io::Result<Stamp> {
         Ok(Stamp::from(&file.metadata()?))
     }
 }
@@ -171,6 +183,10 @@ impl Input {
             let fetched = fetched.unwrap_or_else(|| {
                 Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
             });
+            // A folder, or an index: a sharded checkpoint, one input made of several files.
+            if fetched.is_dir() || crate::sharded::is_index_path(&path) {
+                return crate::sharded::open(name, selected, options, fetched.is_dir(), spill);
+            }
             fetched.into_regular(&name, head)?
         };
         let whole = !is_stdin && stamp.len <= options.read_whole_up_to;
@@ -222,29 +238,60 @@ impl Input {
             })
             .collect();
         Ok(Input {
+            watched: vec![Watched {
+                name: name.clone(),
+                file: own,
+                stamp,
+            }],
             name,
             tensors,
             format,
             selected,
             metadata: contents.metadata,
-            file: own,
-            stamp,
+            shards: None,
         })
     }
 
-    /// Fails if the file's identity, length or modification time changed since it was
-    /// opened: the bytes read may then be a mixture of two versions of it.
-    pub fn check_unchanged(&self) -> Result<()> {
-        let now = match &self.file {
-            DataFile::Open(file) => Stamp::of(file),
-            DataFile::Closed { path, .. } => std::fs::metadata(path).map(|m| Stamp::from(&m)),
-        };
-        let now = now.map_err(|e| self.name.io_error("re-check", e))?;
-        if now == self.stamp {
-            Ok(())
-        } else {
-            Err(changed(&self.name))
+    /// An input read from several files (a sharded checkpoint), each of which is checked
+    /// unchanged before the output is committed.
+    pub(crate) fn of_files(
+        name: InputRef,
+        tensors: Vec<Tensor>,
+        metadata: Option<Vec<(String, String)>>,
+        shards: crate::sharded::ShardSet,
+        watched: Vec<Watched>,
+    ) -> Input {
+        Input {
+            name,
+            tensors,
+            format: Format::SafeTensors,
+            selected: None,
+            metadata,
+            shards: Some(shards),
+            watched,
         }
+    }
+
+    /// How many of its files it keeps open.
+    pub fn open_files(&self) -> usize {
+        let open = |w: &&Watched| matches!(w.file, DataFile::Open(_));
+        self.watched.iter().filter(open).count()
+    }
+
+    /// Fails if a file's identity, length or modification time changed since it was opened:
+    /// the bytes read may then be a mixture of two versions of it.
+    pub fn check_unchanged(&self) -> Result<()> {
+        for watched in &self.watched {
+            let now = match &watched.file {
+                DataFile::Open(file) => Stamp::of(file),
+                DataFile::Closed { path, .. } => std::fs::metadata(path).map(|m| Stamp::from(&m)),
+            };
+            let now = now.map_err(|e| watched.name.io_error("re-check", e))?;
+            if now != watched.stamp {
+                return Err(changed(&watched.name));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -283,6 +330,13 @@ impl Fetched {
             _ => Ok(Vec::new()),
         };
         Fetched { opened, head }
+    }
+
+    /// Whether it is a folder.
+    fn is_dir(&self) -> bool {
+        self.opened
+            .as_ref()
+            .is_ok_and(|(_, metadata)| metadata.is_dir())
     }
 
     /// The file and its stamp, leaving its first bytes in `head`; anything but a regular file

@@ -68,6 +68,22 @@ impl JobOptions<'_> {
     fn decide(&self, name: &str) -> Option<(usize, Treatment)> {
         rules::decide(self.rules, name).map(|at| (at, self.rules[at].treatment))
     }
+
+    /// Whether the tensor `name` of a single input is copied rather than joined: with one
+    /// input no axis is needed (a join of one tensor copies it, as DirectML's Join does), and
+    /// a scalar has none.
+    fn copies(&self, sources: &[&Tensor], axis: Option<i64>) -> bool {
+        let axis = axis.or(self.spec.profile.default_axis);
+        sources.len() == 1 && (axis.is_none() || sources[0].info.shape.is_empty())
+    }
+}
+
+/// The axis a tensor joins along: its axis rule's, else `-a`'s.
+fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Option<i64> {
+    match decided {
+        Some((_, Treatment::Axis(axis))) => Some(axis),
+        _ => options.axis,
+    }
 }
 
 /// Checks and plans every tensor of the output. With `options.strict`, a rule that matches no
@@ -150,10 +166,11 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
         .map(only_tensor)
         .collect::<Result<Vec<&Tensor>>>()?;
     let name = single_name(&sources, options)?;
-    let (rule, axis) = match options.decide(&name) {
-        Some((at, Treatment::Axis(axis))) => (Some(at), Some(axis)),
-        _ => (None, options.axis),
-    };
+    let decided = options.decide(&name);
+    let rule = decided
+        .filter(|(_, treatment)| matches!(treatment, Treatment::Axis(_)))
+        .map(|(at, _)| at);
+    let axis = decided_axis(decided, options);
     // One tensor: its refusals need no name to tell them apart.
     let name_refusals = false;
     match plan_tensor(&name, sources, axis, options, name_refusals) {
@@ -242,7 +259,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         let decided = options.decide(name);
         let planned = if let Some((_, Treatment::Keep)) = decided {
             keep_tensor(name, &sources, options)
-        } else if sources.iter().any(|t| t.info.shape.is_empty()) {
+        } else if !options.copies(&sources, decided_axis(decided, options))
+            && sources.iter().any(|t| t.info.shape.is_empty())
+        {
             Err(vec![Refusal {
                 headline: format!(
                     "tensor `{name}` is a scalar (rank 0) in {}: it has no axis to join along",
@@ -289,6 +308,9 @@ fn plan_tensor<'a>(
     options: &JobOptions,
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    if options.copies(&sources, axis) {
+        return keep_tensor(name, &sources, options);
+    }
     let label = name_refusals.then_some(name);
     let axis = spec::check_with(options.spec, &sources, axis, options.cast)
         .map_err(|e| about(label, e))?;
@@ -585,19 +607,20 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
                 vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
             };
             let axis = t.plan.axis;
-            let sizes: Vec<String> = t
-                .sources
-                .iter()
-                .map(|s| s.info.shape[axis].to_string())
-                .collect();
-            let mut details = vec![
-                differing.join(", "),
-                format!(
+            let mut details = vec![differing.join(", ")];
+            // A copied tensor (kept, or a scalar) has no join axis to explain.
+            if !t.kept && axis < t.out.shape.len() {
+                let sizes: Vec<String> = t
+                    .sources
+                    .iter()
+                    .map(|s| s.info.shape[axis].to_string())
+                    .collect();
+                details.push(format!(
                     "along the join axis {axis}: {} = {}",
                     sizes.join(" + "),
                     t.out.shape[axis]
-                ),
-            ];
+                ));
+            }
             details.extend(
                 t.sources
                     .iter()

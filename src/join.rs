@@ -13,28 +13,40 @@ use indicatif::ProgressBar;
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, PlanForm};
 use crate::early::{self, EarlyCopy, WHOLE_FILE_MAX};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WARNING};
 use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::job::{self, TensorJob};
-use crate::output::{Output, Sink};
+use crate::output::sharded::ShardPlan;
+use crate::output::{self, Output, Sink};
 use crate::progress::{self, Counted};
 use crate::reference::Reference;
 use crate::spill::Spill;
-use crate::{report, source, stack};
+use crate::{report, sharded, source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
 pub fn run(config: &JoinConfig) -> Result<()> {
     let mut early = EarlyCopy::for_run(config);
     let inputs = open_inputs(config, early.as_mut())?;
+    if !config.quiet {
+        let warnings = inputs
+            .iter()
+            .filter_map(|i| i.shards.as_ref()?.total_size_warning());
+        warnings.for_each(|warning| eprintln!("{WARNING}{warning}"));
+    }
     // A dry run without an output plans as if the output were like the first input.
     let format = config.output.format.unwrap_or(inputs[0].format);
     let mut writer = format.writer(&write_options(config, format, &inputs)?);
     let job = plan(config, &inputs, format, writer.as_ref())?;
+    let shards = shard_plan(config, &inputs, &job, writer.as_ref())?;
     let mut engine = Engine::choose(config.engine.backend, config.engine.adapter, &job)?;
     match (&config.output.path, config.action) {
+        (Some(_), Action::Write) if shards.is_some() => {
+            let shards = shards.as_ref().expect("a sharded output");
+            write_shards(config, shards, &inputs, &job, writer.as_mut(), &mut engine)
+        }
         (Some(path), Action::Write) => {
             let early = early.and_then(|early| early.fits(&inputs, &job));
             let (writer, engine) = (writer.as_mut(), &mut engine);
@@ -46,10 +58,87 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 Action::DryRun(PlanForm::Json) => report::dry_run_json,
                 _ => report::dry_run,
             };
-            print!("{}", report(&config.rules, &inputs, &job, output, &engine));
+            let shards = shards.as_ref();
+            print!(
+                "{}",
+                report(&config.rules, &inputs, &job, output, &engine, shards)
+            );
             Ok(())
         }
     }
+}
+
+/// The shards of a sharded output, their tensors in the order each file lists them: the job's
+/// (the first input's) order split by huggingface_hub's rule, each shard then in the writer's
+/// order. Warns of a single-file checkpoint that loaders would read instead of the new set.
+fn shard_plan(
+    config: &JoinConfig,
+    inputs: &[Input],
+    job: &[TensorJob],
+    writer: &dyn Writer,
+) -> Result<Option<ShardPlan>> {
+    let Some(sharded) = &config.output.sharded else {
+        return Ok(None);
+    };
+    let name = sharded.name.clone().unwrap_or_else(|| {
+        let index = inputs[0].shards.as_ref();
+        index.map(|s| s.name.clone()).unwrap_or_default()
+    });
+    let sizes: Vec<u64> = job.iter().map(|t| t.out.bytes).collect();
+    let mut plan = ShardPlan::new(&sharded.folder, name, sharded.max_shard_size, &sizes)?;
+    for file in &mut plan.files {
+        let described: Vec<OutTensor> = file.tensors.iter().map(|&t| job[t].out.clone()).collect();
+        let order = writer.order(&described);
+        file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
+    }
+    if config.output.no_clobber {
+        plan.check_no_clobber()?;
+    }
+    if let Some(file) = plan.shadowing_file().filter(|_| !config.quiet) {
+        eprintln!(
+            "{WARNING}{} stays in the folder (it is not a file of the previous index); \
+             libraries that look for it before the index would load it instead of the new set",
+            file.display()
+        );
+    }
+    Ok(Some(plan))
+}
+
+/// Writes every shard of a sharded output and its index under temporary names, then commits
+/// them together (the index last) once every input is checked unchanged, removing the
+/// previous set's shards the new index does not list. On any failure the folder is left as
+/// it was, and a folder this run created is removed again.
+fn write_shards(
+    config: &JoinConfig,
+    shards: &ShardPlan,
+    inputs: &[Input],
+    job: &[TensorJob],
+    writer: &mut dyn Writer,
+    engine: &mut Engine,
+) -> Result<()> {
+    let total = job.iter().map(|t| t.plan.bytes).sum();
+    let progress = progress::start(total, config.progress);
+    let folder = shards.prepare_folder()?;
+    let mut set = shards.members(config.output.no_clobber)?;
+    let mut written = Ok(());
+    for (file, member) in shards.files.iter().zip(set.members_mut()) {
+        written = write(job, &file.tensors, writer, engine, member, &progress.bar);
+        if written.is_err() {
+            break;
+        }
+    }
+    progress.finish();
+    written?;
+    if shards.index.is_some() {
+        let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
+        output::sharded::write_index(&mut set, &shards.index_text(&names))?;
+    }
+    for input in inputs {
+        input.check_unchanged()?;
+    }
+    set.commit()?;
+    folder.keep();
+    Ok(())
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
@@ -71,6 +160,8 @@ pub(crate) fn open_inputs(
     let whole_up_to = AtomicU64::new(if early.is_some() { WHOLE_FILE_MAX } else { 0 });
     let mut spill = Spill::default();
     let mut head = Vec::new();
+    // Files held open so far: a sharded checkpoint holds one per shard.
+    let mut held = 0;
     let mut inputs = std::thread::scope(|scope| {
         let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
         paths
@@ -79,11 +170,12 @@ pub(crate) fn open_inputs(
             .map(|(index, path)| {
                 let options = OpenOptions {
                     format: config.input_format,
-                    keep_open: index < keep_open,
+                    keep_open: held < keep_open,
                     read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
                 };
                 let fetched = prefetch.take_next();
                 let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
+                held += input.open_files();
                 if let Some(early) = early.as_deref_mut() {
                     early.take(&input, &head);
                     if !early.taking() {
@@ -132,14 +224,21 @@ pub(crate) fn plan<'a>(
             eprintln!("tjoin: warning: {warning}");
         }
     }
-    let job = job::build(inputs, &options)?;
+    let output = config.output.path.as_deref();
+    let job =
+        job::build(inputs, &options).map_err(|e| sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }
     if let Some(like) = &rules.like {
         Reference::read(like)?.check(&job, &rules.tensor_rules, inputs.len())?;
     }
-    let job = in_writer_order(job, writer);
+    // A sharded output is split in the job order first, each shard then in the writer order.
+    let job = if config.output.sharded.is_some() {
+        job
+    } else {
+        in_writer_order(job, writer)
+    };
     writer.check(&described(&job)).map_err(|mut refusal| {
         let target = config.output.path.as_deref();
         let target = target.unwrap_or(Path::new("the output")).display();
@@ -181,7 +280,8 @@ fn write_and_commit(
         return output.commit();
     }
     let mut output = Output::create(path, config.output.no_clobber)?;
-    let written = write(job, writer, engine, &mut output, &progress.bar);
+    let all: Vec<usize> = (0..job.len()).collect();
+    let written = write(job, &all, writer, engine, &mut output, &progress.bar);
     progress.finish();
     written?;
     for input in inputs {
@@ -213,6 +313,10 @@ fn write_options(config: &JoinConfig, format: Format, inputs: &[Input]) -> Resul
         .first()
         .and_then(|input| input.metadata.clone())
         .map(|pairs| pairs.into_iter().collect());
+    // Every shard of a sharded output has `__metadata__`, as save_torch_state_dict writes it.
+    if options.sharded.is_some() && metadata.is_none() {
+        metadata = Some(BTreeMap::from([("format".to_string(), "pt".to_string())]));
+    }
     if !options.metadata.is_empty() {
         metadata
             .get_or_insert_default()
@@ -235,20 +339,23 @@ fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<Tens
         .collect()
 }
 
-/// Streams every tensor of the job into `sink` with `engine`, framed by the output format's
-/// `writer`.
+/// Streams the tensors `order` lists (indexes into the job) into `sink` with `engine`, framed
+/// by the output format's `writer`.
 fn write(
     job: &[TensorJob],
+    order: &[usize],
     writer: &mut dyn Writer,
     engine: &mut Engine,
     sink: &mut dyn Sink,
     bar: &ProgressBar,
 ) -> Result<()> {
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let described: Vec<OutTensor> = order.iter().map(|&t| job[t].out.clone()).collect();
     writer
-        .start(sink, &described(job))
+        .start(sink, &described)
         .map_err(|e| failed(e, sink))?;
-    for (index, tensor) in job.iter().enumerate() {
+    for &index in order {
+        let tensor = &job[index];
         writer
             .start_tensor(sink, &tensor.out)
             .map_err(|e| failed(e, sink))?;

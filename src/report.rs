@@ -7,6 +7,7 @@ use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
+use crate::output::sharded::ShardPlan;
 use crate::spec::Spec;
 
 /// The plan of a checked job as aligned text: the rules it passed, the engine (unless it is
@@ -19,6 +20,7 @@ pub fn dry_run(
     job: &[TensorJob],
     output: Option<(&Path, Format)>,
     engine: &Engine,
+    shards: Option<&ShardPlan>,
 ) -> String {
     let spec = rules.spec;
     let mut text = format!(
@@ -62,6 +64,7 @@ pub fn dry_run(
             .collect()
     };
     text.push_str(&table(&rows));
+    text.push_str(&index_notes(inputs));
     if single {
         text.push_str(&format!("axis: {}\n", axis(&job[0], rules)));
     } else {
@@ -72,7 +75,9 @@ pub fn dry_run(
                 vec![
                     t.out.name.clone(),
                     // --axis-for rules may set each tensor's axis: show the one it joins along.
-                    if t.kept {
+                    if t.kept && inputs.len() == 1 {
+                        "copied".to_string()
+                    } else if t.kept {
                         "kept".to_string()
                     } else {
                         format!("axis {}", t.plan.axis)
@@ -98,6 +103,79 @@ pub fn dry_run(
         "output: {path}  {format}  {what}  {}\n",
         bytes(total_bytes(job))
     ));
+    if let Some(shards) = shards {
+        text.push_str(&shards_text(shards, job));
+    }
+    text
+}
+
+/// For each sharded input, its index, shards and both byte counts: the index's `total_size`
+/// and the tensors'.
+fn index_notes(inputs: &[Input]) -> String {
+    let mut text = String::new();
+    for input in inputs {
+        let Some(set) = &input.shards else { continue };
+        let said = match set.total_size {
+            Some(size) if size == set.tensor_bytes => format!("total_size {}", bytes(size)),
+            Some(size) => format!("total_size {}, which differs", bytes(size)),
+            None => "no total_size".to_string(),
+        };
+        let shards = set.files.len();
+        text.push_str(&format!(
+            "  input {}: {shards} shard{}; the index says {said}; the tensors hold {}\n",
+            input.name.position,
+            if shards == 1 { "" } else { "s" },
+            bytes(set.tensor_bytes)
+        ));
+    }
+    text
+}
+
+/// The files of a sharded output: each shard with its tensors and bytes, the index, and the
+/// previous set's files the commit removes.
+fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
+    let mut text = format!(
+        "shards: {} in {} (at most {} each, unless one tensor alone is larger){}\n",
+        shards.files.len(),
+        shards.folder.display(),
+        bytes(shards.max_shard_size),
+        if shards.creates_folder {
+            ", a folder to create"
+        } else {
+            ""
+        }
+    );
+    for file in &shards.files {
+        text.push_str(&format!(
+            "  {}  {}  {}\n",
+            file.name,
+            tensors(file.tensors.len()),
+            bytes(file.bytes)
+        ));
+        let rows: Vec<Vec<String>> = file
+            .tensors
+            .iter()
+            .map(|&t| {
+                let out = &job[t].out;
+                vec![
+                    format!("  {}", out.name),
+                    out.dtype.to_string(),
+                    shape_text(&out.shape),
+                    bytes(out.bytes),
+                ]
+            })
+            .collect();
+        text.push_str(&table(&rows));
+    }
+    if let Some(index) = &shards.index {
+        text.push_str(&format!("  {index}  the index, placed last\n"));
+    }
+    for path in &shards.removes {
+        text.push_str(&format!(
+            "  removes {}: the previous set's, not in the new one\n",
+            path.display()
+        ));
+    }
     text
 }
 
@@ -109,6 +187,7 @@ pub fn dry_run_json(
     job: &[TensorJob],
     output: Option<(&Path, Format)>,
     engine: &Engine,
+    shards: Option<&ShardPlan>,
 ) -> String {
     let (spec, axis_given) = (rules.spec, rules.axis);
     let inputs: Vec<serde_json::Value> = inputs
@@ -126,11 +205,22 @@ pub fn dry_run_json(
                     })
                 })
                 .collect();
+            let index = input.shards.as_ref().map(|set| {
+                let files: Vec<String> =
+                    set.files.iter().map(|f| f.display().to_string()).collect();
+                serde_json::json!({
+                    "path": set.index.display().to_string(),
+                    "files": files,
+                    "total_size": set.total_size,
+                    "tensor_bytes": set.tensor_bytes,
+                })
+            });
             serde_json::json!({
                 "position": input.name.position,
                 "path": input.name.label(),
                 "format": input.format.name(),
                 "tensors": tensors,
+                "index": index,
             })
         })
         .collect();
@@ -163,8 +253,41 @@ pub fn dry_run_json(
             "format": output.map(|(_, format)| format.name()),
             "bytes": total_bytes(job),
         },
+        "shards": shards.map(|shards| shards_json(shards, job)),
     });
     format!("{plan}\n")
+}
+
+/// The files of a sharded output, as `--dry-run=json` lists them.
+fn shards_json(shards: &ShardPlan, job: &[TensorJob]) -> serde_json::Value {
+    let files: Vec<serde_json::Value> = shards
+        .files
+        .iter()
+        .map(|file| {
+            let names: Vec<&str> = file
+                .tensors
+                .iter()
+                .map(|&t| job[t].out.name.as_str())
+                .collect();
+            serde_json::json!({
+                "name": file.name,
+                "tensors": names,
+                "bytes": file.bytes,
+            })
+        })
+        .collect();
+    let removes: Vec<String> = shards
+        .removes
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    serde_json::json!({
+        "folder": shards.folder.display().to_string(),
+        "max_shard_size": shards.max_shard_size,
+        "files": files,
+        "index": shards.index,
+        "removes": removes,
+    })
 }
 
 /// The rules the join passed: the profile's, or only its shape rules without `--spec`.

@@ -7,11 +7,16 @@ use std::path::{Path, PathBuf};
 
 use super::Cli;
 use crate::cast;
-use crate::config::{Action, Command, EngineConfig, JoinConfig, JoinRules, OutputConfig};
+use crate::config::{
+    Action, Command, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
+    ShardedOutput,
+};
 use crate::dtype::DType;
 use crate::error::STDIN;
 use crate::error::{Error, Result};
 use crate::format::Format;
+use crate::format::index::SetName;
+use crate::output::STDOUT;
 use crate::progress::When;
 use crate::rules::{self, Rule};
 
@@ -63,9 +68,23 @@ impl JoinConfig {
     /// before an input is opened.
     pub fn from_cli(cli: &Cli) -> Result<JoinConfig> {
         let forced = format_flag(&cli.format, "--format")?;
-        let output_format = match &cli.output {
-            Some(path) => Some(Format::of_output(path, forced)?),
-            None => forced,
+        let sharded = sharded_output(cli)?;
+        let output_format = match (&cli.output, &sharded) {
+            (Some(_), Some(_)) => match forced {
+                None | Some(Format::SafeTensors) => Some(Format::SafeTensors),
+                Some(other) => {
+                    return Err(Error::refused(
+                        format!(
+                            "--format {}: a folder or an index as the output is a sharded \
+                             checkpoint, which is written in safetensors",
+                            other.name()
+                        ),
+                        "drop --format, or name a file as the output",
+                    ));
+                }
+            },
+            (Some(path), None) => Some(Format::of_output(path, forced)?),
+            (None, _) => forced,
         };
         let action = cli.dry_run.map_or(Action::Write, Action::DryRun);
         Ok(JoinConfig {
@@ -90,6 +109,7 @@ impl JoinConfig {
                 compress: cli.compress,
                 json_form: cli.json_form,
                 metadata: cli.metadata.clone(),
+                sharded,
             },
             action,
             engine: EngineConfig {
@@ -109,6 +129,69 @@ fn tensor_rules(cli: &Cli) -> Result<Vec<Rule>> {
         files.extend(rules::read_file(path)?);
     }
     Ok(rules::ordered(&cli.keep, &cli.axis_for, files))
+}
+
+/// The sharded checkpoint the output names, if it names one: a folder (`-o merged/`, or an
+/// existing folder) or an index (`-o merged/model.safetensors.index.json`). `--max-shard-size`
+/// and `--prefix` apply to no other output.
+fn sharded_output(cli: &Cli) -> Result<Option<ShardedOutput>> {
+    let path = cli.output.as_deref().filter(|p| p.as_os_str() != STDOUT);
+    let text = path
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let trailing = text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'));
+    let file_name = path.and_then(Path::file_name).and_then(|n| n.to_str());
+    let from_index = file_name.filter(|_| !trailing).and_then(SetName::of_index);
+    let folder = match (path, &from_index) {
+        (Some(path), Some(_)) => Some(crate::output::folder_of(path).to_path_buf()),
+        // A folder named like a file (`out.npy/`) is refused as the target it was meant as.
+        (Some(path), None)
+            if trailing || (path.is_dir() && Format::of_extension(path).is_none()) =>
+        {
+            Some(path.to_path_buf())
+        }
+        _ => None,
+    };
+    let Some(folder) = folder else {
+        let flag = match (cli.max_shard_size, &cli.prefix) {
+            (Some(_), _) => "--max-shard-size",
+            (None, Some(_)) => "--prefix",
+            (None, None) => return Ok(None),
+        };
+        return Err(Error::refused(
+            format!("{flag} applies to sharded outputs only"),
+            "name a folder as the output (-o merged/) or an index (-o \
+             merged/model.safetensors.index.json) to write a sharded checkpoint",
+        ));
+    };
+    let name = match (from_index, &cli.prefix) {
+        (Some(_), Some(_)) => {
+            return Err(Error::refused(
+                "--prefix names the files of a sharded output, but the output already names \
+                 its index",
+                "drop --prefix, or name the folder alone as the output",
+            ));
+        }
+        (Some(name), None) => Some(name),
+        (None, Some(prefix)) => {
+            if prefix.is_empty() || prefix.contains(['/', '\\']) {
+                return Err(Error::refused(
+                    format!("--prefix `{prefix}`: a prefix is the start of a file name"),
+                    "name it like model or diffusion_pytorch_model, without a folder",
+                ));
+            }
+            Some(SetName {
+                prefix: prefix.clone(),
+                variant: None,
+            })
+        }
+        (None, None) => None,
+    };
+    Ok(Some(ShardedOutput {
+        folder,
+        name,
+        max_shard_size: cli.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
+    }))
 }
 
 /// The format a `--format` / `--input-format` value names, if the flag was given.
@@ -294,6 +377,58 @@ mod tests {
         }
         // --recover takes nothing else.
         assert!(Cli::try_parse_from(["tjoin", "--recover", "t.npy", "-a", "0"]).is_err());
+    }
+
+    #[test]
+    fn a_folder_or_an_index_as_the_output_is_a_sharded_checkpoint() {
+        let sharded = |args: &[&str]| config(args).output.sharded;
+        let folder = sharded(&["a.safetensors", "-o", "merged/"]).unwrap();
+        assert_eq!(folder.folder, PathBuf::from("merged/"));
+        assert_eq!((folder.name, folder.max_shard_size), (None, 5_000_000_000));
+        let index = sharded(&[
+            "a.safetensors",
+            "-o",
+            "x/unet.safetensors.index.fp16.json",
+            "--max-shard-size",
+            "2GiB",
+        ])
+        .unwrap();
+        assert_eq!(index.folder, PathBuf::from("x"));
+        let name = index.name.unwrap();
+        assert_eq!(
+            (name.prefix.as_str(), name.variant.as_deref()),
+            ("unet", Some("fp16"))
+        );
+        assert_eq!(index.max_shard_size, 2 << 30);
+        let prefixed = sharded(&[
+            "a.safetensors",
+            "-o",
+            "m/",
+            "--prefix",
+            "diffusion_pytorch_model",
+        ]);
+        assert_eq!(
+            prefixed.unwrap().name.unwrap().prefix,
+            "diffusion_pytorch_model"
+        );
+        assert_eq!(sharded(&["a.safetensors", "-o", "out.safetensors"]), None);
+        let refused = |args: &[&str]| {
+            let cli = Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
+            JoinConfig::from_cli(&cli).unwrap_err().to_string()
+        };
+        let twice = refused(&[
+            "a.safetensors",
+            "-o",
+            "m/model.safetensors.index.json",
+            "--prefix",
+            "x",
+        ]);
+        assert!(twice.contains("already names its index"), "{twice}");
+        let nested = refused(&["a.safetensors", "-o", "m/", "--prefix", "a/b"]);
+        assert!(
+            nested.contains("a prefix is the start of a file name"),
+            "{nested}"
+        );
     }
 
     #[test]

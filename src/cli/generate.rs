@@ -105,17 +105,21 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "inputs",
-        "one object per input: position (from 1), path, format (npy, npz, safetensors, json), and tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes.",
+        "one object per input: position (from 1), path, format (npy, npz, safetensors, json), tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes, and index: for a sharded checkpoint its path, files (the shards, in the order read), total_size (what the index says, or null) and tensor_bytes (what the tensors hold); null for other inputs.",
     ),
     (
         "tensors",
-        "one object per output tensor, in output order: name, kept (copied by --keep), axis (counted from 0; null when kept), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, shape, bytes, inputs (the positions it comes from) and engine (what DirectML does with it, or null).",
+        "one object per output tensor, in output order: name, kept (copied from the first input: by --keep, or as the only input), axis (counted from 0; null when kept), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, shape, bytes, inputs (the positions it comes from) and engine (what DirectML does with it, or null).",
     ),
     (
         "output",
         "path and format (null without -o), and bytes: the data the output would hold. With \
          --append, the path is the first input's, and append says where the new data goes: \
          offset (the byte after the file's old end) and bytes (how many are added).",
+    ),
+    (
+        "shards",
+        "for a sharded output: folder, max_shard_size (bytes), files (each shard's name, tensors (their names, in the file's order) and bytes), index (its file name; null for a set of one file) and removes (the previous set's files the commit removes); null for other outputs.",
     ),
 ];
 
@@ -200,7 +204,7 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "1",
-            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file, a full disk.",
+            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file (a sharded checkpoint whose index and shards disagree too), a full disk.",
         ),
         (
             "2",

@@ -38,21 +38,33 @@ pub const MERGE_EXAMPLE: (&str, &str) = (
 /// shows all. A command may go on over lines ending in `\`.
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
-        "In a pipeline: JSON from standard input joined with a file, written as JSON to stdout:",
-        "echo '[[1,2],[3,4]]' | tjoin -a 0 - b.json -o - --format json",
+        "Thousands of shards listed by find, joined along axis 0 and converted to float32:",
+        "find shards -name '*.npy' | sort | tjoin -a 0 --files-from - --cast float32 -o train.npy",
     ),
     (
-        "Thousands of shards listed by find, converted to float32 on the way:",
-        "find shards -name '*.npy' | sort | tjoin -a 0 --files-from - --cast float32 -o train.npy",
+        "Merge a sharded Hugging Face checkpoint (its index and every shard) into one file:",
+        "tjoin ckpt/model.safetensors.index.json -o model.safetensors",
     ),
     MERGE_EXAMPLE,
     (
-        "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
-        "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
+        "Re-shard a checkpoint into shards of at most 2 GB, with their index, in merged/:",
+        "tjoin model.safetensors -o merged/ --max-shard-size 2GB",
+    ),
+    (
+        "Merge sharded tensor-parallel ranks (each a folder with an index) by a rules file:",
+        "tjoin -a 0 --rules rules/llama.rules rank0/ rank1/ -o merged/",
     ),
     (
         "Merge shards by a model family's rules file, checked against the original's header:",
         "tjoin --rules rules/llama.rules --like original.safetensors tp*.safetensors -o model.safetensors",
+    ),
+    (
+        "In a pipeline: JSON from standard input joined with a file, written as JSON to stdout:",
+        "echo '[[1,2],[3,4]]' | tjoin -a 0 - b.json -o - --format json",
+    ),
+    (
+        "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
+        "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
     ),
     (
         "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
@@ -123,6 +135,29 @@ fn help_examples() -> String {
 /// --metadata entries added (keys sorted). An .npz output lists its tensors in the first input's
 /// order.
 ///
+/// Sharded checkpoints (Hugging Face's *.safetensors.index.json sets, diffusers' names and fp16
+/// variants too): an index, or a folder holding exactly one (or exactly one .safetensors file),
+/// is one input, whose tensors are read from the shards its weight_map names, shard by shard in
+/// the order of their numbers, each in the order of its data; the index and the shards are
+/// checked to agree. With one input --axis may be left out: each tensor is copied, so `tjoin
+/// ckpt/ -o model.safetensors` merges a checkpoint into one file. An output that names a folder
+/// (-o merged/, or an existing folder) or an index (-o merged/model.safetensors.index.json)
+/// writes a sharded checkpoint: the tensors in the first input's order, split as
+/// huggingface_hub's split_state_dict_into_shards_factory splits them into shards of at most
+/// --max-shard-size (a tensor larger than that gets a shard of its own), named
+/// PREFIX-00001-of-0000N.safetensors (PREFIX: --prefix, else the input index's, else model),
+/// each byte-identical to what save_torch_state_dict writes, and the index as transformers
+/// writes it; a set of one shard is PREFIX.safetensors with no index. The folder (created if
+/// needed) changes only when everything is written: the index is placed last, the previous
+/// set's shards that its index listed and the new one does not are removed, and no other file
+/// is touched; a failure at any point, even during the renames, leaves it as it was (a folder
+/// the run created is removed again; a run ended by a signal may leave it, empty). The
+/// __metadata__ written is the input's own (an index's: its first shard's), which for
+/// checkpoints the Hub libraries wrote is {"format": "pt"}, so the output is the file
+/// save_file(state_dict, out, metadata={"format": "pt"}) writes; tjoin keeps what the files say
+/// rather than impose a value (mlx writes "mlx"), and gives shards {"format": "pt"} when the
+/// input has none, as save_torch_state_dict does.
+///
 /// --backend directml runs the join through DirectML's Join operator on a Direct3D 12 device
 /// (Windows, in a tjoin built with the directml cargo feature), writing the same bytes as the
 /// CPU engine; a job whose element type or rank the device's feature level lacks runs as its
@@ -144,12 +179,13 @@ fn help_examples() -> String {
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, or `-`
-    /// for standard input.
+    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, a
+    /// sharded checkpoint (its *.safetensors.index.json, or its folder), or `-` for standard input.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]
     pub inputs: Vec<PathBuf>,
 
-    /// The axis to join along; negative ones count from the back (-1 is the last).
+    /// The axis to join along; negative ones count from the back (-1 is the last). Not needed
+    /// with one input, whose tensors are copied.
     #[arg(
         short,
         long,
@@ -159,8 +195,8 @@ pub struct Cli {
     )]
     pub axis: Option<i64>,
 
-    /// The file to write (`-`: standard output); replaced only when complete, so it may be an
-    /// input.
+    /// The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded
+    /// checkpoint; replaced only when complete, so it may be an input.
     #[arg(
         short,
         long,
@@ -271,6 +307,16 @@ pub struct Cli {
     /// Deflate the members of an .npz output, as numpy.savez_compressed does.
     #[arg(long)]
     pub compress: bool,
+
+    /// The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB,
+    /// 2GiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other)]
+    pub max_shard_size: Option<u64>,
+
+    /// Name a sharded output's files PREFIX-00001-of-0000N.safetensors and
+    /// PREFIX.safetensors.index.json (default: the input index's prefix, else model).
+    #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other)]
+    pub prefix: Option<String>,
 
     /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
     /// extension.
@@ -413,6 +459,46 @@ fn parse_shape(text: &str) -> Result<Vec<u64>, String> {
         .collect()
 }
 
+/// A size as `--max-shard-size` takes it: huggingface_hub's decimal units (`5GB`, `1.5GB`,
+/// `500MB`, `100KB`, `1TB`, as its `parse_size_to_int` reads them: case-insensitive, the
+/// number times the unit, truncated), the binary ones it lacks (`KiB`, `MiB`, `GiB`, `TiB`),
+/// or a plain number of bytes.
+fn parse_size(text: &str) -> Result<u64, String> {
+    const UNITS: &[(&str, u64)] = &[
+        ("KIB", 1 << 10),
+        ("MIB", 1 << 20),
+        ("GIB", 1 << 30),
+        ("TIB", 1 << 40),
+        ("KB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+        ("TB", 1_000_000_000_000),
+        ("B", 1),
+    ];
+    let wrong = || {
+        format!(
+            "`{text}` is not a size; expected a number and a unit, like 5GB, 500MB or 2GiB \
+             (KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB of 1024)"
+        )
+    };
+    let trimmed = text.trim();
+    let upper = trimmed.to_ascii_uppercase();
+    let (number, unit) = UNITS
+        .iter()
+        .find_map(|&(unit, bytes)| Some((upper.strip_suffix(unit)?, bytes)))
+        .unwrap_or((upper.as_str(), 1));
+    let number = number.trim();
+    if let Ok(whole) = number.parse::<u64>() {
+        return whole.checked_mul(unit).ok_or_else(wrong);
+    }
+    let value: f64 = number.parse().map_err(|_| wrong())?;
+    let bytes = value * unit as f64;
+    if !value.is_finite() || value < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(wrong());
+    }
+    Ok(bytes as u64)
+}
+
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
@@ -458,6 +544,26 @@ mod tests {
             .unwrap();
         assert!(cli.inputs.is_empty() && cli.null);
         assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-0", "a.npy", "-o", "x"]).is_err());
+    }
+
+    #[test]
+    fn shard_sizes_parse_as_huggingface_hub_reads_them_and_in_binary_units() {
+        for (text, bytes) in [
+            ("5GB", 5_000_000_000),
+            ("1.5GB", 1_500_000_000),
+            ("500MB", 500_000_000),
+            ("100kb", 100_000),
+            ("2 GiB", 2 << 30),
+            ("64KiB", 65536),
+            ("1TB", 1_000_000_000_000),
+            ("1234", 1234),
+            ("10B", 10),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for text in ["", "GB", "5XB", "-1GB", "1e400GB", "five GB"] {
+            assert!(parse_size(text).is_err(), "{text}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Tensor file formats: reading what a file declares about its tensors, and writing an
 //! output's headers around the data the copy engine streams. One module per format.
 
+pub mod index;
 pub mod json;
 pub mod npy;
 pub mod npz;
@@ -167,7 +168,8 @@ impl Format {
                     path.display()
                 ),
                 "name the output with the .npy, .npz or .safetensors extension, .json for JSON \
-                 text, or add --format"
+                 text, or add --format; to write a sharded checkpoint into a folder, end its \
+                 name with / (-o merged/)"
                     .to_string(),
             )
         })

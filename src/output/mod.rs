@@ -8,6 +8,7 @@
 mod file;
 pub mod grow;
 mod set;
+pub mod sharded;
 mod temporary;
 
 use std::fs::File;
@@ -16,6 +17,7 @@ use std::path::Path;
 
 pub use file::Output;
 pub use set::{Member, OutputSet};
+pub use temporary::folder_of;
 
 use crate::error::{Error, Result};
 

@@ -40,7 +40,7 @@ fn make_beside<F>(
 }
 
 /// The folder a target is in (`.` for a bare name).
-pub(super) fn folder_of(target: &Path) -> &Path {
+pub fn folder_of(target: &Path) -> &Path {
     match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),

@@ -16,6 +16,7 @@ mod pipelines;
 mod property;
 mod refusals;
 mod reliability;
+mod sharded;
 mod spec;
 mod usability;
 mod util;

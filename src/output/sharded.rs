@@ -1,0 +1,226 @@
+//! A sharded checkpoint as an output: which tensors go in which shard (huggingface_hub's
+//! rule), the files' names, the previous set in the folder that the new one replaces, and the
+//! output set they are all committed through, the index last.
+//!
+//! The folder keeps everything but the set: the commit replaces the files of the new set and
+//! removes only the shards that the folder's previous index (the one of the same name) lists
+//! and the new set does not, as transformers' `save_pretrained` does. A set of one shard is
+//! written as `{prefix}.safetensors` with no index, as the Hub libraries write it; the
+//! previous index of that name, and the shards it lists, are then removed, so that no
+//! reader finds an index that no longer matches.
+
+use std::path::{Path, PathBuf};
+
+use super::{Member, OutputSet};
+use crate::error::{Error, Refusal, Result};
+use crate::format::index::{self, SetName};
+
+/// The files of a sharded output, planned before anything is written.
+#[derive(Debug, Clone)]
+pub struct ShardPlan {
+    /// The folder the set goes in.
+    pub folder: PathBuf,
+    /// The set's name.
+    pub name: SetName,
+    /// The most bytes of tensor data a shard holds, unless one tensor alone is larger.
+    pub max_shard_size: u64,
+    /// The shards, in the order of their numbers.
+    pub files: Vec<ShardFile>,
+    /// The index's file name; none for a set of one file.
+    pub index: Option<String>,
+    /// Files of the previous set that the commit removes.
+    pub removes: Vec<PathBuf>,
+    /// Whether the folder is created (it does not exist yet).
+    pub creates_folder: bool,
+}
+
+/// One shard of the output.
+#[derive(Debug, Clone)]
+pub struct ShardFile {
+    /// Its file name in the folder.
+    pub name: String,
+    /// Its tensors, as indexes into the job, in the order they are written.
+    pub tensors: Vec<usize>,
+    /// Bytes of tensor data it holds.
+    pub bytes: u64,
+}
+
+impl ShardPlan {
+    /// Splits tensors of `sizes` bytes (in the job's order) into shards of at most `max`
+    /// bytes, names them after `name`, and finds the previous set's files to remove.
+    pub fn new(folder: &Path, name: SetName, max: u64, sizes: &[u64]) -> Result<ShardPlan> {
+        let groups = index::split(sizes, max);
+        let count = groups.len();
+        let files: Vec<ShardFile> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(at, tensors)| ShardFile {
+                name: if count == 1 {
+                    name.single()
+                } else {
+                    name.shard(at + 1, count)
+                },
+                bytes: tensors.iter().map(|&t| sizes[t]).sum(),
+                tensors,
+            })
+            .collect();
+        // A checkpoint with no tensors at all is still one (empty) file, as save_file writes.
+        let files = if files.is_empty() {
+            vec![ShardFile {
+                name: name.single(),
+                tensors: Vec::new(),
+                bytes: 0,
+            }]
+        } else {
+            files
+        };
+        let index = (files.len() > 1).then(|| name.index());
+        let creates_folder = !folder.is_dir();
+        let removes = previous_files(folder, &name, &files, index.is_none())?;
+        Ok(ShardPlan {
+            folder: folder.to_path_buf(),
+            name,
+            max_shard_size: max,
+            files,
+            index,
+            removes,
+            creates_folder,
+        })
+    }
+
+    /// The index's text for a job whose output tensors are named `names` (indexes as in
+    /// `files`), as transformers writes it.
+    pub fn index_text(&self, names: &[&str]) -> String {
+        let mut total = 0;
+        let mut map = Vec::with_capacity(names.len());
+        for file in &self.files {
+            total += file.bytes;
+            for &tensor in &file.tensors {
+                map.push((names[tensor].to_string(), file.name.clone()));
+            }
+        }
+        index::write(total, &map)
+    }
+
+    /// Refuses, for `--no-clobber`, a set whose commit would remove files of the previous
+    /// set (the new set's own files are refused when added, if they exist).
+    pub fn check_no_clobber(&self) -> Result<()> {
+        if self.removes.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "--no-clobber forbids replacing files, but writing this set into {} would \
+                 remove the previous set's files:",
+                self.folder.display()
+            ),
+            details: self
+                .removes
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            hint: Some(
+                "drop --no-clobber to replace the previous set, or write into another folder"
+                    .to_string(),
+            ),
+        }]))
+    }
+
+    /// A file left in the folder that a loader may read instead of the new set: a single-file
+    /// checkpoint of the same name beside a new index. It is not the previous index's to
+    /// remove, so it stays; the caller warns.
+    pub fn shadowing_file(&self) -> Option<PathBuf> {
+        let single = self.folder.join(self.name.single());
+        (self.index.is_some() && single.is_file()).then_some(single)
+    }
+
+    /// Creates the folder if it does not exist; the returned guard removes it again, if it
+    /// is still empty, unless [`NewFolder::keep`] is called once the set is committed.
+    pub fn prepare_folder(&self) -> Result<NewFolder> {
+        if !self.creates_folder || self.folder.is_dir() {
+            return Ok(NewFolder(None));
+        }
+        std::fs::create_dir(&self.folder)
+            .map_err(|e| Error::io("create the output folder", &self.folder, e))?;
+        Ok(NewFolder(Some(self.folder.clone())))
+    }
+
+    /// The output set: a member for each shard (to write, in order), then the index's
+    /// member (written here), and the previous set's files to remove at the commit.
+    pub fn members(&self, no_clobber: bool) -> Result<OutputSet> {
+        let mut set = OutputSet::new(no_clobber);
+        for file in &self.files {
+            set.add(&self.folder.join(&file.name))?;
+        }
+        if let Some(index) = &self.index {
+            set.add(&self.folder.join(index))?;
+        }
+        for path in &self.removes {
+            set.remove_at_commit(path)?;
+        }
+        Ok(set)
+    }
+}
+
+/// Writes the index's text into the last member of `set`, which [`ShardPlan::members`] made
+/// for it.
+pub fn write_index(set: &mut OutputSet, text: &str) -> Result<()> {
+    let member: &mut Member = set.members_mut().last_mut().expect("the index's member");
+    let target = member.target().to_path_buf();
+    crate::output::Sink::write_all(member, text.as_bytes())
+        .map_err(|e| Error::io("write the output", &target, e))
+}
+
+/// A folder made for the output, removed again (when empty) unless kept.
+pub struct NewFolder(Option<PathBuf>);
+
+impl NewFolder {
+    /// The set is committed: the folder stays.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NewFolder {
+    fn drop(&mut self) {
+        if let Some(folder) = self.0.take() {
+            // Only an empty folder goes; anything else in it is not this run's to remove.
+            let _ = std::fs::remove_dir(folder);
+        }
+    }
+}
+
+/// The files of the previous set in `folder` that the new one does not hold: those the
+/// previous index of the same name lists, and that index itself when the new set has none.
+fn previous_files(
+    folder: &Path,
+    name: &SetName,
+    files: &[ShardFile],
+    drops_index: bool,
+) -> Result<Vec<PathBuf>> {
+    let previous = folder.join(name.index());
+    if !previous.is_file() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read(&previous).map_err(|e| Error::io("read", &previous, e))?;
+    let mut removes = Vec::new();
+    // An index that does not parse lists nothing tjoin can trust: its shards stay.
+    if let Ok(index) = index::parse(&text) {
+        for (_, file) in index.weight_map {
+            let plain = Path::new(&file)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            let path = folder.join(&file);
+            let kept = files.iter().any(|f| f.name == file);
+            if plain && !kept && !removes.contains(&path) && path.is_file() {
+                removes.push(path);
+            }
+        }
+    }
+    removes.sort();
+    // The index goes first, so that no reader follows it to a shard already removed.
+    if drops_index {
+        removes.insert(0, previous);
+    }
+    Ok(removes)
+}

@@ -1,0 +1,493 @@
+//! A sharded checkpoint as one input: a Hugging Face `*.safetensors.index.json`, or a folder
+//! holding exactly one such index (or exactly one `.safetensors` file). Its tensors are those
+//! of the index's `weight_map`, each read from the shard the map names, shard by shard in the
+//! order of their numbers and, within a shard, in the order of their data: the order
+//! `safetensors.torch.load_file` gives, shard after shard.
+//!
+//! Every shard's header is read and checked as any safetensors input's, and the index and the
+//! shards must agree: every listed file exists, every mapped tensor is in the file named for
+//! it, no tensor is listed twice, and no shard holds a tensor the map does not give it. A
+//! `metadata.total_size` that differs from the tensors' bytes is only a warning (some
+//! writers count it differently). Each shard, and the index, is checked unchanged before the
+//! output is committed, like any input file.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, InputRef, Refusal, Result};
+use crate::format::index::{self, Index, SetName};
+use crate::format::{Format, no_such_tensor, safetensors};
+use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::spill::Spill;
+
+/// The files a sharded input was read from, and what its index says about them.
+#[derive(Debug, Clone)]
+pub struct ShardSet {
+    /// The index file.
+    pub index: PathBuf,
+    /// The set's name, as the index's name gives it (`model`, a variant).
+    pub name: SetName,
+    /// The shard files, in the order their tensors are read.
+    pub files: Vec<PathBuf>,
+    /// `metadata.total_size` in the index, if it says.
+    pub total_size: Option<u64>,
+    /// The bytes of the tensors the index maps, all shards together.
+    pub tensor_bytes: u64,
+}
+
+impl ShardSet {
+    /// The warning to give when the index's `total_size` disagrees with its tensors' bytes.
+    pub fn total_size_warning(&self) -> Option<String> {
+        let said = self.total_size?;
+        (said != self.tensor_bytes).then(|| {
+            format!(
+                "{}: its metadata.total_size says {said} bytes, but the tensors it maps hold {}; \
+                 tjoin goes by the tensors (some writers count total_size differently)",
+                self.index.display(),
+                self.tensor_bytes
+            )
+        })
+    }
+}
+
+/// A set of more shards than this keeps none open: each is reopened (and checked to be the
+/// same file) when a tensor's data is read, so that one input cannot take more than its share
+/// of the open-file budget `join.rs` keeps.
+const SHARDS_KEPT_OPEN: usize = 256;
+
+/// An index is read whole; a model's thousands of tensors make one of a few hundred KB.
+const MAX_INDEX_LEN: u64 = 100_000_000;
+
+/// Whether `path` names a sharded checkpoint's index (`model.safetensors.index.json`,
+/// `diffusion_pytorch_model.safetensors.index.fp16.json`).
+pub fn is_index_path(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(index::is_index_name)
+}
+
+/// Opens the sharded checkpoint `name` names: an index or, when `is_dir`, the folder that
+/// holds it. `selected` keeps one tensor (`FILE:NAME`).
+pub fn open(
+    name: InputRef,
+    selected: Option<String>,
+    options: OpenOptions,
+    is_dir: bool,
+    spill: &mut Spill,
+) -> Result<Input> {
+    let mut input = if is_dir {
+        match in_folder(&name)? {
+            Found::Index(index) => open_index(
+                InputRef {
+                    path: index,
+                    ..name
+                },
+                options,
+            )?,
+            Found::File(file) => {
+                let mut head = Vec::new();
+                Input::open(name.position, &file, options, spill, &mut head, None)?
+            }
+        }
+    } else {
+        open_index(name, options)?
+    };
+    if let Some(wanted) = selected {
+        let is_wanted = |t: &Tensor| t.name.tensor.as_deref() == Some(wanted.as_str());
+        if !input.tensors.iter().any(is_wanted) {
+            let names: Vec<String> = input
+                .tensors
+                .iter()
+                .filter_map(|t| t.name.tensor.clone())
+                .collect();
+            return Err(no_such_tensor(&input.name, &wanted, &names));
+        }
+        input.tensors.retain(is_wanted);
+        input.selected = Some(wanted);
+    }
+    Ok(input)
+}
+
+/// What a folder input holds: its one index, or, without one, its one `.safetensors` file.
+enum Found {
+    Index(PathBuf),
+    File(PathBuf),
+}
+
+/// Finds the checkpoint in the folder `name` names; refuses a folder with several indexes,
+/// or with none and other than one `.safetensors` file, listing what it holds.
+fn in_folder(name: &InputRef) -> Result<Found> {
+    let folder = &name.path;
+    let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
+    let (mut indexes, mut files) = (Vec::new(), Vec::new());
+    for entry in entries {
+        let entry = entry.map_err(|e| name.io_error("list", e))?;
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        if !entry.path().is_file() {
+            continue;
+        }
+        if index::is_index_name(&file_name) {
+            indexes.push(file_name);
+        } else if file_name.ends_with(".safetensors") {
+            files.push(file_name);
+        }
+    }
+    indexes.sort();
+    files.sort();
+    let at = |file: &String| folder.join(file);
+    match (indexes.as_slice(), files.as_slice()) {
+        ([index], _) => Ok(Found::Index(at(index))),
+        ([], [file]) => Ok(Found::File(at(file))),
+        ([], []) => {
+            let why = "it is a directory, and holds no sharded checkpoint (no \
+                       *.safetensors.index.json, no .safetensors file)";
+            Err(name.io_error("open", io::Error::other(why)))
+        }
+        ([], _) => Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "{name} is a folder with no *.safetensors.index.json and {} .safetensors \
+                 files: tjoin cannot tell which of them make the checkpoint",
+                files.len()
+            ),
+            details: listing(&files),
+            hint: Some(format!(
+                "name the files themselves ({} ...), or write an index that lists them",
+                at(&files[0]).display()
+            )),
+        }])),
+        _ => Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "{name} is a folder with {} indexes of sharded checkpoints: tjoin cannot tell \
+                 which one to read",
+                indexes.len()
+            ),
+            details: listing(&indexes),
+            hint: Some(format!(
+                "name the index to read instead of the folder, e.g. {}",
+                at(&indexes[0]).display()
+            )),
+        }])),
+    }
+}
+
+/// File names as refusals list them: the first few, then how many more.
+fn listing(names: &[String]) -> Vec<String> {
+    const SHOWN: usize = 10;
+    let mut lines: Vec<String> = names.iter().take(SHOWN).cloned().collect();
+    if names.len() > SHOWN {
+        lines.push(format!("... and {} more", names.len() - SHOWN));
+    }
+    lines
+}
+
+/// Reads the index `name` names, then every shard it lists, and checks that they agree.
+fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
+    let index_path = name.path.clone();
+    let (index, index_stamp) = read_index(&name)?;
+    let folder = index_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let index_text = index_path.display().to_string();
+    let mut problems = Vec::new();
+    // Each tensor's file, and each file's tensors (in the index's order, for messages).
+    let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
+    let mut listed: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (tensor, file) in &index.weight_map {
+        match file_of.insert(tensor, file) {
+            Some(first) => problems.push(format!(
+                "tensor `{tensor}` is listed twice, in {first} and in {file}"
+            )),
+            None => listed.entry(file).or_default().push(tensor),
+        }
+    }
+    let mut files: Vec<&str> = listed.keys().copied().collect();
+    files.sort_by_key(|file| (index::shard_number(file).unwrap_or(u64::MAX), *file));
+    for file in &files {
+        if !is_plain_relative(file) {
+            problems.push(format!(
+                "it lists the file {file}, which is not a path inside the index's folder"
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(inconsistent(&index_text, problems));
+    }
+    let mut watched = vec![Watched {
+        name: name.clone(),
+        file: DataFile::Closed {
+            path: index_path.clone(),
+            stamp: index_stamp.clone(),
+        },
+        stamp: index_stamp,
+    }];
+    let mut tensors = Vec::with_capacity(index.weight_map.len());
+    let mut metadata = None;
+    let mut paths = Vec::with_capacity(files.len());
+    for file in &files {
+        let path = folder.join(file);
+        let shard = InputRef {
+            position: name.position,
+            path: path.clone(),
+            tensor: None,
+        };
+        let mapped = &listed[file];
+        let (opened, stamp, contents) = read_shard(&shard, &index_text, mapped.len())?;
+        let data = if options.keep_open && files.len() <= SHARDS_KEPT_OPEN {
+            DataFile::Open(Arc::new(opened))
+        } else {
+            DataFile::Closed {
+                path: path.clone(),
+                stamp: stamp.clone(),
+            }
+        };
+        let mut held: HashSet<&str> = HashSet::with_capacity(contents.tensors.len());
+        for found in contents.tensors {
+            let tensor_name = found.name.unwrap_or_default();
+            match file_of.get_key_value(tensor_name.as_str()) {
+                Some((&key, &mapped_to)) if mapped_to == *file => {
+                    held.insert(key);
+                    tensors.push(Tensor {
+                        name: InputRef {
+                            tensor: Some(tensor_name),
+                            ..shard.clone()
+                        },
+                        info: found.info,
+                        file: data.clone(),
+                    });
+                }
+                Some((_, &mapped_to)) => problems.push(format!(
+                    "{file} holds tensor `{tensor_name}`, which the index maps to {mapped_to}"
+                )),
+                None => problems.push(format!(
+                    "{file} holds tensor `{tensor_name}`, which the index's weight_map does \
+                     not list"
+                )),
+            }
+        }
+        let lacking: Vec<&str> = mapped
+            .iter()
+            .copied()
+            .filter(|t| !held.contains(t))
+            .collect();
+        if !lacking.is_empty() {
+            problems.push(format!(
+                "the index maps {} tensor{} to {file}, which does not hold {}: {}",
+                lacking.len(),
+                if lacking.len() == 1 { "" } else { "s" },
+                if lacking.len() == 1 { "it" } else { "them" },
+                shown(&lacking)
+            ));
+        }
+        if metadata.is_none() {
+            metadata = contents.metadata;
+        }
+        watched.push(Watched {
+            name: shard,
+            file: data,
+            stamp,
+        });
+        paths.push(path);
+    }
+    if !problems.is_empty() {
+        return Err(inconsistent(&index_text, problems));
+    }
+    let set_name = index_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(SetName::of_index)
+        .unwrap_or_default();
+    let shards = ShardSet {
+        index: index_path,
+        name: set_name,
+        files: paths,
+        total_size: index.total_size,
+        tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
+    };
+    Ok(Input::of_files(name, tensors, metadata, shards, watched))
+}
+
+/// The first few names, then how many more.
+fn shown(names: &[&str]) -> String {
+    const SHOWN: usize = 5;
+    let first: Vec<&str> = names.iter().copied().take(SHOWN).collect();
+    match names.len().saturating_sub(SHOWN) {
+        0 => first.join(", "),
+        more => format!("{} and {more} more", first.join(", ")),
+    }
+}
+
+/// A file name an index may list: relative, with no `..`.
+fn is_plain_relative(file: &str) -> bool {
+    let path = Path::new(file);
+    !file.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// The refusal of an index and shards that disagree: every problem found, and what to do.
+fn inconsistent(index: &str, problems: Vec<String>) -> Error {
+    const SHOWN: usize = 20;
+    let more = problems.len().saturating_sub(SHOWN);
+    let mut details: Vec<String> = problems.into_iter().take(SHOWN).collect();
+    if more > 0 {
+        details.push(format!("... and {more} more"));
+    }
+    Error::Inconsistent(vec![Refusal {
+        headline: format!("the sharded checkpoint {index} does not agree with its shards:"),
+        details,
+        hint: Some(
+            "the index or a shard is out of date or was copied from another checkpoint: \
+             download or save the checkpoint again, or correct the index's weight_map"
+                .to_string(),
+        ),
+    }])
+}
+
+/// Reads and parses the index file `name` names.
+fn read_index(name: &InputRef) -> Result<(Index, Stamp)> {
+    let mut file = File::open(&name.path).map_err(|e| name.io_error("open", e))?;
+    let metadata = file.metadata().map_err(|e| name.io_error("open", e))?;
+    let malformed = |reason: String| Error::Malformed {
+        input: name.clone(),
+        format: "safetensors index",
+        reason,
+    };
+    if metadata.len() > MAX_INDEX_LEN {
+        return Err(malformed(format!(
+            "it is {} bytes long, more than the {MAX_INDEX_LEN} an index of any model takes",
+            metadata.len()
+        )));
+    }
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)
+        .map_err(|e| name.io_error("read", e))?;
+    let index = index::parse(&text).map_err(malformed)?;
+    Ok((index, Stamp::from(&metadata)))
+}
+
+/// Opens the shard `shard` names and reads its header; the errors say which index lists it.
+fn read_shard(
+    shard: &InputRef,
+    index: &str,
+    tensors: usize,
+) -> Result<(File, Stamp, crate::format::Contents)> {
+    let listed = |e: io::Error| {
+        let why = format!(
+            "{e} (the index {index} lists it for {tensors} tensor{})",
+            if tensors == 1 { "" } else { "s" }
+        );
+        io::Error::new(e.kind(), why)
+    };
+    let file = File::open(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
+    let metadata = file
+        .metadata()
+        .map_err(|e| shard.io_error("open", listed(e)))?;
+    if !metadata.is_file() {
+        let why = io::Error::other("it is not a regular file");
+        return Err(shard.io_error("open", listed(why)));
+    }
+    let stamp = Stamp::from(&metadata);
+    let contents = safetensors::read(&file, metadata.len(), shard).map_err(|e| match e {
+        Error::Malformed {
+            input,
+            format,
+            reason,
+        } => Error::Malformed {
+            input,
+            format,
+            reason: format!("{reason}; it is a shard the index {index} lists"),
+        },
+        other => other,
+    })?;
+    Ok((file, stamp, contents))
+}
+
+/// The refusal of a whole-file join whose `.safetensors` inputs hold disjoint tensors: they
+/// are the shards of one checkpoint, to be passed as its index or folder (the hint's command
+/// writes `output`). Returns `error` itself for any other join.
+pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -> Error {
+    let plain = inputs
+        .iter()
+        .all(|i| i.format == Format::SafeTensors && i.shards.is_none() && i.selected.is_none());
+    if inputs.len() < 2 || !plain || !matches!(error, Error::Refused(_)) {
+        return error;
+    }
+    let mut seen = HashSet::new();
+    let disjoint = inputs
+        .iter()
+        .flat_map(|i| &i.tensors)
+        .all(|t| seen.insert(t.name.tensor.as_deref().unwrap_or_default()));
+    if !disjoint {
+        return error;
+    }
+    let files: Vec<&Path> = inputs.iter().map(|i| i.name.path.as_path()).collect();
+    let headline = format!(
+        "the {} inputs hold different tensors (no name is in two of them): they look like the \
+         shards of one checkpoint, which is one input, not {} to join",
+        inputs.len(),
+        inputs.len()
+    );
+    let details = inputs
+        .iter()
+        .map(|i| {
+            let count = i.tensors.len();
+            format!(
+                "{}  {count} tensor{}",
+                i.name,
+                if count == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    let output = output.unwrap_or(Path::new("model.safetensors")).display();
+    let hint = match index_listing(&files) {
+        Some(index) => format!(
+            "{} lists them all: pass it instead, e.g. tjoin {} -o {output}",
+            index.display(),
+            index.display()
+        ),
+        None => {
+            let folder = crate::output::folder_of(files[0]);
+            format!(
+                "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
+                 the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
+                 axis, every input must hold the same names",
+                folder.display()
+            )
+        }
+    };
+    Error::Refused(vec![Refusal {
+        headline,
+        details,
+        hint: Some(hint),
+    }])
+}
+
+/// An index beside the first file whose weight map lists every one of `files`, if there is
+/// one.
+fn index_listing(files: &[&Path]) -> Option<PathBuf> {
+    let folder = crate::output::folder_of(files[0]);
+    let names: Vec<&str> = files
+        .iter()
+        .map(|f| f.file_name().and_then(|n| n.to_str()))
+        .collect::<Option<Vec<&str>>>()?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            is_index_path(&path).then_some(path)
+        })
+        .collect();
+    found.sort();
+    found.into_iter().find(|path| {
+        let Ok(text) = std::fs::read(path) else {
+            return false;
+        };
+        let Ok(index) = index::parse(&text) else {
+            return false;
+        };
+        let listed: HashSet<&str> = index.weight_map.iter().map(|(_, f)| f.as_str()).collect();
+        names.iter().all(|name| listed.contains(name))
+    })
+}
