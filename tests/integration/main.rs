@@ -7,6 +7,7 @@ mod early_copy;
 mod fixtures;
 mod flags;
 mod generated;
+mod messages;
 mod output_safety;
 mod pipelines;
 mod property;
