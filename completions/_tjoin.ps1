@@ -31,7 +31,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'When to show a progress bar on stderr')
             [CompletionResult]::new('--axis-for', '--axis-for', [CompletionResultType]::ParameterName, 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins')
             [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB from the first input, once checked identical in all')
-            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)')
             [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension')
             [CompletionResult]::new('--input-format', '--input-format', [CompletionResultType]::ParameterName, 'Read every input in this format instead of guessing from its content and name')

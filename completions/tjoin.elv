@@ -28,7 +28,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --progress 'When to show a progress bar on stderr'
             cand --axis-for 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins'
             cand --keep 'Copy tensors matching GLOB from the first input, once checked identical in all'
-            cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)'
+            cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --format 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension'
             cand --input-format 'Read every input in this format instead of guessing from its content and name'

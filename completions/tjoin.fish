@@ -19,7 +19,7 @@ always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
 complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r -f
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
-complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r -f
+complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)' -r -f
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''

@@ -66,6 +66,9 @@ impl JobOptions<'_> {
     }
 }
 
+/// The joined tensor's name when neither `--name` nor the inputs give one.
+pub const DEFAULT_NAME: &str = "arr_0";
+
 /// Checks and plans every tensor of the output.
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
     let whole_files = options.output.is_container()
@@ -87,16 +90,9 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
         .map(only_tensor)
         .collect::<Result<Vec<&Tensor>>>()?;
     let named = sources.iter().find_map(|t| t.name.tensor.as_deref());
-    let name = match (options.name, named, options.output) {
-        (Some(name), _, _) | (None, Some(name), _) => name.to_string(),
-        (None, None, Format::SafeTensors) => {
-            return Err(Error::refused(
-                "the joined tensor needs a name in a .safetensors file",
-                "name it with --name NAME",
-            ));
-        }
-        (None, None, _) => "arr_0".to_string(),
-    };
+    // The name numpy.savez gives one unnamed array, in every output format (`--name`'s help
+    // says so).
+    let name = options.name.or(named).unwrap_or(DEFAULT_NAME).to_string();
     // One tensor: its refusals need no name to tell them apart.
     let name_refusals = false;
     match plan_tensor(&name, sources, options, name_refusals) {

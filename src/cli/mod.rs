@@ -200,7 +200,8 @@ pub struct Cli {
     #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other)]
     pub keep: Vec<String>,
 
-    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
+    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every
+    /// output format).
     #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
     pub name: Option<String>,
 
