@@ -161,11 +161,11 @@ pub fn rows(count: usize, offenders: &[usize]) -> Vec<Row> {
     rows
 }
 
-/// `items` as a bounded English list: "a", "a and b", "a, b and c", and past three
-/// "a, b, c and 1,997 more".
+/// `items` as a bounded list: "a", "a, b", "a, b, c", and past three "a, b, c and 1,997
+/// more".
 pub fn bounded_list(items: &[String]) -> String {
     if items.len() <= NAMED {
-        and_list(items)
+        items.join(", ")
     } else {
         format!(
             "{} and {} more",
@@ -286,8 +286,8 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
         let items: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
         assert_eq!(bounded_list(&items[..1]), "a");
-        assert_eq!(bounded_list(&items[..2]), "a and b");
-        assert_eq!(bounded_list(&items[..3]), "a, b and c");
+        assert_eq!(bounded_list(&items[..2]), "a, b");
+        assert_eq!(bounded_list(&items[..3]), "a, b, c");
         assert_eq!(bounded_list(&items), "a, b, c and 2 more");
     }
 }
