@@ -14,6 +14,7 @@ use std::path::Path;
 
 pub use file::Output;
 pub use set::{Member, OutputSet};
+pub use temporary::on_signal;
 
 use crate::error::{Error, Result};
 
