@@ -302,29 +302,32 @@ fn fortran_inputs_are_written_to_json_in_logical_order() {
 /// Feeds `json` on stdin and returns the refusal of text that is not JSON or is cut short
 /// (exit 1, and a hint that the file may be damaged), which must name `path`.
 fn malformed(json: &[u8], path: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let args = ["-a", "0", "-", "-o", "-", "--format", "json"];
-    let stderr = refused_with_stdin(dir.path(), &args, json, 1);
-    assert!(
-        stderr.contains(&format!("input 1 (-) is not a valid JSON file: {path}: ")),
-        "expected the path {path}:\n{stderr}"
-    );
-    assert!(stderr.contains("damaged"), "{stderr}");
-    stderr
+    refused_json(
+        json,
+        1,
+        &format!("is not a valid JSON file: {path}: "),
+        true,
+    )
 }
 
 /// Feeds `json` on stdin and returns the refusal of JSON that holds no tensor (ragged
 /// arrays, what numpy makes an object array of, a tensor object at odds with itself): exit 2
 /// as for an object array, naming `path`, and no word of damage.
 fn unjoinable(json: &[u8], path: &str) -> String {
+    refused_json(json, 2, &format!("cannot be joined: {path}: "), false)
+}
+
+/// Feeds `json` on stdin: refused with `code`, saying `input 1 (-) ` then `what`, with or
+/// without the hint that the file may be damaged.
+fn refused_json(json: &[u8], code: i32, what: &str, damaged: bool) -> String {
     let dir = tempfile::tempdir().unwrap();
     let args = ["-a", "0", "-", "-o", "-", "--format", "json"];
-    let stderr = refused_with_stdin(dir.path(), &args, json, 2);
+    let stderr = refused_with_stdin(dir.path(), &args, json, code);
     assert!(
-        stderr.contains(&format!("input 1 (-) cannot be joined: {path}: ")),
-        "expected the path {path}:\n{stderr}"
+        stderr.contains(&format!("input 1 (-) {what}")),
+        "expected {what:?}:\n{stderr}"
     );
-    assert!(!stderr.contains("damaged"), "{stderr}");
+    assert_eq!(stderr.contains("damaged"), damaged, "{stderr}");
     stderr
 }
 
