@@ -1,6 +1,7 @@
 //! The join rules of `docs/rules.md`, one profile per column of its rules table, checked on
-//! the inputs' headers before any byte is written. Every refusal names each offending input, the
-//! dimension and the sizes, cites the spec in its own terms, and hints at what would work.
+//! the inputs' headers before any byte is written. Every refusal names the offending inputs,
+//! the dimension and the sizes, cites the spec in its own terms, and hints at what would work;
+//! among many inputs, the odd ones out (`crate::outliers`) lead the headline and the list.
 
 use crate::cast;
 use crate::dtype::DType;
