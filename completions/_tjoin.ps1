@@ -34,7 +34,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB from the first input, once checked identical in all')
             [CompletionResult]::new('--rules', '--rules', [CompletionResultType]::ParameterName, 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags'' rules')
             [CompletionResult]::new('--like', '--like', [CompletionResultType]::ParameterName, 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header')
-            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)')
             [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable')
             [CompletionResult]::new('--max-shard-size', '--max-shard-size', [CompletionResultType]::ParameterName, 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)')

@@ -31,7 +31,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --keep 'Copy tensors matching GLOB from the first input, once checked identical in all'
             cand --rules 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags'' rules'
             cand --like 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header'
-            cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)'
+            cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --max-shard-size 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB'
             cand --prefix 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)'

@@ -22,7 +22,7 @@ complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
 complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags\' rules' -r -F
 complete -c tjoin -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
-complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0)' -r -f
+complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)' -r -f
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
 complete -c tjoin -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
 complete -c tjoin -l prefix -d 'Name a sharded output\'s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index\'s prefix, else model)' -r -f

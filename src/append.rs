@@ -382,7 +382,7 @@ fn grow_target(
     first.check_unchanged()?;
     let new_len = old_len + added.plan.bytes;
     let mut growth = target.grow(header.old, header.new, new_len)?;
-    let progress = progress::start(added.plan.bytes, config.progress);
+    let progress = progress::start(added.plan.bytes, config.progress, path);
     let swaps = &first.tensors[0].info.swaps;
     let written = write_data(engine, added, &mut growth, swaps, &progress.bar);
     progress.finish();

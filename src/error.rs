@@ -207,11 +207,24 @@ pub const PREFIX: &str = "tjoin: error: ";
 
 /// What every warning starts with; warnings go to standard error, and `-q` silences them.
 pub const WARNING: &str = "tjoin: warning: ";
+/// The most refusals an error shows: one odd shard of a model refuses each of its hundreds
+/// of tensors, and the first few say what is wrong (`--dry-run=json` holds every one).
+const REFUSALS_SHOWN: usize = 5;
 
 /// Several refusals, each after its own `tjoin: error: ` but the first, which the caller
-/// prefixes like any error.
+/// prefixes like any error; past [`REFUSALS_SHOWN`], a line counts the rest.
 fn display_refusals(refusals: &[Refusal]) -> String {
-    let texts: Vec<String> = refusals.iter().map(Refusal::to_string).collect();
+    let mut texts: Vec<String> = refusals
+        .iter()
+        .take(REFUSALS_SHOWN)
+        .map(Refusal::to_string)
+        .collect();
+    if refusals.len() > REFUSALS_SHOWN {
+        texts.push(format!(
+            "... and {} more refusals (--dry-run=json lists every one)",
+            crate::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
+        ));
+    }
     texts.join(&format!("\n{PREFIX}"))
 }
 

@@ -18,6 +18,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
+use crate::outliers::{self, Row};
 use crate::plan::{self, JoinPlan};
 use crate::rules::{self, Rule, Treatment, shell_quote};
 use crate::spec::{self, Spec};
@@ -78,6 +79,9 @@ impl JobOptions<'_> {
     }
 }
 
+/// The joined tensor's name when neither `--name` nor the inputs give one.
+pub const DEFAULT_NAME: &str = "arr_0";
+
 /// The axis a tensor joins along: its axis rule's, else `-a`'s.
 fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Option<i64> {
     match decided {
@@ -134,7 +138,7 @@ pub fn rule_names(inputs: &[Input], options: &JobOptions) -> Vec<String> {
             .collect()
     } else {
         let sources: Vec<&Tensor> = inputs.iter().filter_map(|i| i.tensors.first()).collect();
-        single_name(&sources, options).ok().into_iter().collect()
+        vec![single_name(&sources, options)]
     }
 }
 
@@ -146,16 +150,11 @@ pub fn unmatched_rules(inputs: &[Input], options: &JobOptions) -> Vec<String> {
 }
 
 /// The name of the output tensor of a single-tensor join.
-fn single_name(sources: &[&Tensor], options: &JobOptions) -> Result<String> {
+fn single_name(sources: &[&Tensor], options: &JobOptions) -> String {
     let named = sources.iter().find_map(|t| t.name.tensor.as_deref());
-    match (options.name, named, options.output) {
-        (Some(name), _, _) | (None, Some(name), _) => Ok(name.to_string()),
-        (None, None, Format::SafeTensors) => Err(Error::refused(
-            "the joined tensor needs a name in a .safetensors file",
-            "name it with --name NAME",
-        )),
-        (None, None, _) => Ok("arr_0".to_string()),
-    }
+    // The name numpy.savez gives one unnamed array, in every output format (`--name`'s help
+    // says so).
+    options.name.or(named).unwrap_or(DEFAULT_NAME).to_string()
 }
 
 /// One output tensor, the join of one tensor of each input. Only an axis rule applies to it:
@@ -165,7 +164,7 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
         .iter()
         .map(only_tensor)
         .collect::<Result<Vec<&Tensor>>>()?;
-    let name = single_name(&sources, options)?;
+    let name = single_name(&sources, options);
     let decided = options.decide(&name);
     let rule = decided
         .filter(|(_, treatment)| matches!(treatment, Treatment::Axis(_)))
@@ -207,45 +206,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         by_name.push(tensors);
     }
-    let mut refusals = Vec::new();
-    let missing: Vec<String> = inputs
-        .iter()
-        .zip(&by_name)
-        .filter_map(|(input, tensors)| {
-            let lacks: Vec<&str> = names
-                .iter()
-                .copied()
-                .filter(|n| !tensors.contains_key(n))
-                .collect();
-            // A model's thousands of names would bury the message: the first few say it.
-            let more = match lacks.len().saturating_sub(SHOWN) {
-                0 => String::new(),
-                more => format!(" and {more} more"),
-            };
-            (!lacks.is_empty()).then(|| {
-                format!(
-                    "{} lacks {} of {}: {}{more}",
-                    input.name,
-                    lacks.len(),
-                    names.len(),
-                    lacks[..lacks.len().min(SHOWN)].join(", ")
-                )
-            })
-        })
+    let mut refusals: Vec<Refusal> = names_mismatch(inputs, &names, &by_name)
+        .into_iter()
         .collect();
-    if !missing.is_empty() {
-        refusals.push(Refusal {
-            headline: "the inputs do not hold the same tensors: each tensor is joined with its \
-                       namesakes in every input"
-                .to_string(),
-            details: missing,
-            hint: Some(
-                "join the tensors they share one at a time with FILE:NAME, or drop the inputs \
-                 that lack some"
-                    .to_string(),
-            ),
-        });
-    }
     let mut jobs = Vec::new();
     let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
     for &name in &names {
@@ -297,6 +260,119 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     } else {
         Err(Error::Refused(refusals))
     }
+}
+
+/// The refusal of inputs that do not all hold the same tensors. Each input is compared with
+/// what more than half of them hold, when they do (one odd shard among thousands is named
+/// on the first line), else with every name any input holds; the list is bounded.
+fn names_mismatch(
+    inputs: &[Input],
+    names: &[&str],
+    by_name: &[HashMap<&str, &Tensor>],
+) -> Option<Refusal> {
+    let held: Vec<Vec<&str>> = by_name
+        .iter()
+        .map(|tensors| {
+            let mut held: Vec<&str> = tensors.keys().copied().collect();
+            held.sort_unstable();
+            held
+        })
+        .collect();
+    let split = outliers::split(&held);
+    let expected: Vec<&str> = match &split {
+        Some(split) => names
+            .iter()
+            .copied()
+            .filter(|n| by_name[split.reference].contains_key(n))
+            .collect(),
+        None => names.to_vec(),
+    };
+    // A model's thousands of names would bury the message: the first few say it.
+    let listed = |names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        outliers::bounded_list(&names)
+    };
+    // What each input lacks of `expected`, and holds beyond it.
+    let differences: Vec<(Vec<&str>, Vec<&str>)> = by_name
+        .iter()
+        .map(|tensors| {
+            let lacks = expected
+                .iter()
+                .copied()
+                .filter(|n| !tensors.contains_key(n));
+            let extra = names
+                .iter()
+                .copied()
+                .filter(|n| tensors.contains_key(n) && split.is_some() && !expected.contains(n));
+            (lacks.collect(), extra.collect())
+        })
+        .collect();
+    let offenders: Vec<usize> = (0..inputs.len())
+        .filter(|&i| differences[i] != (Vec::new(), Vec::new()))
+        .collect();
+    if offenders.is_empty() {
+        return None;
+    }
+    let line = |i: usize| {
+        let (lacks, extra) = &differences[i];
+        let mut parts = Vec::new();
+        if !lacks.is_empty() {
+            parts.push(format!(
+                "lacks {} of {}: {}",
+                lacks.len(),
+                expected.len(),
+                listed(lacks)
+            ));
+        }
+        if !extra.is_empty() {
+            parts.push(format!("also holds {}", listed(extra)));
+        }
+        format!("{} {}", inputs[i].name, parts.join("; "))
+    };
+    let details: Vec<String> = if inputs.len() <= outliers::ROWS {
+        offenders.iter().map(|&i| line(i)).collect()
+    } else {
+        outliers::rows(inputs.len(), &offenders)
+            .iter()
+            .map(|row| match row {
+                Row::Input(i) if offenders.contains(i) => line(*i),
+                Row::Input(i) => format!("{} holds {} tensors", inputs[*i].name, held[*i].len()),
+                counted => counted
+                    .count_text(|i| inputs[i].name.position)
+                    .unwrap_or_default(),
+            })
+            .collect()
+    };
+    let (differ, hint) = match &split {
+        Some(split) => (
+            format!(
+                ": {}",
+                split.headline(line, &format!("hold the same {} tensors", expected.len()))
+            ),
+            format!(
+                "{}, or join the tensors they share one at a time with FILE:NAME",
+                split.remove_or_fix(|i| inputs[i].name.to_string())
+            ),
+        ),
+        None => (
+            String::new(),
+            "join the tensors they share one at a time with FILE:NAME, or drop the inputs that \
+             lack some"
+                .to_string(),
+        ),
+    };
+    Some(Refusal {
+        headline: format!(
+            "the inputs do not hold the same tensors{differ}{}",
+            if split.is_some() {
+                ""
+            } else {
+                ": each tensor is joined with its namesakes in every input"
+            }
+        ),
+        details,
+        hint: Some(hint),
+    })
 }
 
 /// Checks and plans the join of `sources` into the output tensor `name`; with `name_refusals`,

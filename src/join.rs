@@ -117,7 +117,7 @@ fn write_shards(
     engine: &mut Engine,
 ) -> Result<()> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, config.progress);
+    let progress = progress::start(total, config.progress, &shards.folder);
     let folder = shards.prepare_folder()?;
     let mut set = shards.members(config.output.no_clobber)?;
     let mut written = Ok(());
@@ -138,6 +138,7 @@ fn write_shards(
     }
     set.commit()?;
     folder.keep();
+    progress.summary();
     Ok(())
 }
 
@@ -265,7 +266,7 @@ fn write_and_commit(
     early: Option<early::Fitted>,
 ) -> Result<()> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, config.progress);
+    let progress = progress::start(total, config.progress, path);
     if let Some(early) = early {
         // The inputs it took were read whole, header and data in one read: nothing to
         // re-check.
@@ -277,17 +278,20 @@ fn write_and_commit(
         for input in &inputs[taken..] {
             input.check_unchanged()?;
         }
-        return output.commit();
+        output.commit()?;
+    } else {
+        let mut output = Output::create(path, config.output.no_clobber)?;
+        let all: Vec<usize> = (0..job.len()).collect();
+        let written = write(job, &all, writer, engine, &mut output, &progress.bar);
+        progress.finish();
+        written?;
+        for input in inputs {
+            input.check_unchanged()?;
+        }
+        output.commit()?;
     }
-    let mut output = Output::create(path, config.output.no_clobber)?;
-    let all: Vec<usize> = (0..job.len()).collect();
-    let written = write(job, &all, writer, engine, &mut output, &progress.bar);
-    progress.finish();
-    written?;
-    for input in inputs {
-        input.check_unchanged()?;
-    }
-    output.commit()
+    progress.summary();
+    Ok(())
 }
 
 /// The writer's options from the configuration, refusing options the output format has no

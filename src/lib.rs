@@ -22,6 +22,7 @@ pub mod format;
 pub mod input;
 pub mod job;
 pub mod join;
+pub mod outliers;
 pub mod output;
 pub mod plan;
 pub mod progress;

@@ -1,11 +1,13 @@
 //! The join rules of `docs/rules.md`, one profile per column of its rules table, checked on
-//! the inputs' headers before any byte is written. Every refusal names each offending input, the
-//! dimension and the sizes, cites the spec in its own terms, and hints at what would work.
+//! the inputs' headers before any byte is written. Every refusal names the offending inputs,
+//! the dimension and the sizes, cites the spec in its own terms, and hints at what would work;
+//! among many inputs, the odd ones out (`crate::outliers`) lead the headline and the list.
 
 use crate::cast;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
+use crate::outliers::{self, Row};
 
 /// One column of the rules table in `docs/rules.md` (and one row of its DirectML feature-level
 /// table).
@@ -370,7 +372,7 @@ fn rank_unsupported(title: &str, profile: &Profile, inputs: &[&Tensor]) -> Optio
         headline: format!(
             "{title} supports {}; {}",
             rank_range(profile),
-            odd.join(", ")
+            outliers::bounded_list(&odd)
         ),
         details: table(inputs, &[]),
         hint: Some(if others.is_empty() {
@@ -499,18 +501,28 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
 }
 
 fn check_no_scalars(inputs: &[&Tensor]) -> std::result::Result<(), Refusal> {
-    let scalars: Vec<&&Tensor> = inputs.iter().filter(|i| i.info.shape.is_empty()).collect();
-    if scalars.is_empty() {
+    let marks: Vec<Mark> = (0..inputs.len())
+        .filter(|&row| inputs[row].info.shape.is_empty())
+        .map(|row| Mark {
+            row,
+            column: Column::Shape,
+            text: "rank 0".to_string(),
+        })
+        .collect();
+    if marks.is_empty() {
         return Ok(());
     }
-    let names: Vec<String> = scalars.iter().map(|i| i.name.to_string()).collect();
+    let names: Vec<String> = marks
+        .iter()
+        .map(|m| inputs[m.row].name.to_string())
+        .collect();
     Err(Refusal {
         headline: format!(
             "cannot join a scalar (rank 0): {} {} no dimension to join along",
-            names.join(", "),
-            if scalars.len() == 1 { "has" } else { "have" }
+            outliers::bounded_list(&names),
+            if names.len() == 1 { "has" } else { "have" }
         ),
-        details: table(inputs, &[]),
+        details: table(inputs, &marks),
         hint: Some(
             "save scalars as 1-element arrays (numpy: x.reshape(1)) and join those along axis 0"
                 .to_string(),
@@ -519,29 +531,62 @@ fn check_no_scalars(inputs: &[&Tensor]) -> std::result::Result<(), Refusal> {
 }
 
 fn check_equal_rank(inputs: &[&Tensor]) -> std::result::Result<(), Refusal> {
-    let rank = inputs[0].info.shape.len();
-    let odd: Vec<&&Tensor> = inputs
-        .iter()
-        .filter(|i| i.info.shape.len() != rank)
+    let ranks: Vec<usize> = inputs.iter().map(|i| i.info.shape.len()).collect();
+    let split = outliers::split(&ranks);
+    let reference = split.as_ref().map_or(0, |s| s.reference);
+    let rank = ranks[reference];
+    let marks: Vec<Mark> = (0..inputs.len())
+        .filter(|&row| ranks[row] != rank)
+        .map(|row| Mark {
+            row,
+            column: Column::Shape,
+            text: format!("rank {} != {rank}", ranks[row]),
+        })
         .collect();
-    if odd.is_empty() {
+    if marks.is_empty() {
         return Ok(());
     }
-    let differing: Vec<String> = odd
-        .iter()
-        .map(|i| format!("{} has rank {}", i.name, i.info.shape.len()))
-        .collect();
-    Err(Refusal {
-        headline: format!(
-            "cannot join inputs of different rank: {} has rank {rank}, {}",
-            inputs[0].name,
-            differing.join(", ")
-        ),
-        details: table(inputs, &[]),
-        hint: Some(format!(
-            "every input needs the same number of dimensions; reshape the others to rank {rank} \
+    let reshape = |what: &str| {
+        format!(
+            "every input needs the same number of dimensions; reshape {what} to rank {rank} \
              (for example by adding or dropping dimensions of size 1)"
-        )),
+        )
+    };
+    let (headline, hint) = match split {
+        Some(split) => (
+            split.headline(
+                |i| format!("{} has rank {}", inputs[i].name, ranks[i]),
+                &format!("have rank {rank}"),
+            ),
+            format!(
+                "{}: {}",
+                split.remove_or_fix(|i| inputs[i].name.to_string()),
+                reshape(if split.outliers.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                })
+            ),
+        ),
+        None => {
+            let differing: Vec<String> = marks
+                .iter()
+                .map(|m| format!("{} has rank {}", inputs[m.row].name, ranks[m.row]))
+                .collect();
+            (
+                format!(
+                    "{} has rank {rank}, {}",
+                    inputs[reference].name,
+                    outliers::bounded_list(&differing)
+                ),
+                reshape("the others"),
+            )
+        }
+    };
+    Err(Refusal {
+        headline: format!("cannot join inputs of different rank: {headline}"),
+        details: table(inputs, &marks),
+        hint: Some(hint),
     })
 }
 
@@ -562,31 +607,55 @@ fn axis_out_of_range(inputs: &[&Tensor], axis: i64) -> Refusal {
 }
 
 fn dtype_mismatch(inputs: &[&Tensor]) -> Option<Refusal> {
-    let first = &inputs[0].info.dtype;
+    let dtypes: Vec<&DType> = inputs.iter().map(|i| &i.info.dtype).collect();
+    let split = outliers::split(&dtypes);
+    let first = dtypes[split.as_ref().map_or(0, |s| s.reference)];
     let marks = dtype_marks(inputs, |dtype| {
         (dtype != first).then(|| format!("{dtype} != {first}"))
     });
     if marks.is_empty() {
         return None;
     }
-    let promoted = cast::promote_all(inputs.iter().map(|i| &i.info.dtype));
-    let hint = match promoted {
-        Some(to) if cast::castable(&to, &to) => format!(
+    let promoted = cast::promote_all(dtypes.iter().copied());
+    let hint = match (&split, promoted) {
+        (Some(split), _) => {
+            let fix = split.remove_or_fix(|i| inputs[i].name.to_string());
+            if split
+                .outliers
+                .iter()
+                .all(|&i| cast::castable(dtypes[i], first))
+            {
+                format!("{fix}, or add --cast {first} (the others' type) to convert while joining")
+            } else {
+                format!("{fix}: the join rules take one element type (numpy: x.astype('{first}'))")
+            }
+        }
+        (None, Some(to)) if cast::castable(&to, &to) => format!(
             "the join rules take one element type; add --cast {to} to convert every input \
              while joining ({to} is the type numpy would promote these to)"
         ),
-        Some(to) => format!(
+        (None, Some(to)) => format!(
             "the join rules take one element type; numpy would promote these to {to}, which \
              --cast does not write; convert the inputs to one type first \
              (numpy: x.astype('{to}'))"
         ),
-        None => format!(
+        (None, None) => format!(
             "the join rules take one element type; convert the inputs to one type first \
              (numpy: x.astype('{first}'))"
         ),
     };
+    let headline = match &split {
+        Some(split) => format!(
+            ": {}",
+            split.headline(
+                |i| format!("{} is {}", inputs[i].name, dtypes[i]),
+                &format!("are {first}")
+            )
+        ),
+        None => String::new(),
+    };
     Some(Refusal {
-        headline: "cannot join inputs of different element types".to_string(),
+        headline: format!("cannot join inputs of different element types{headline}"),
         details: table(inputs, &marks),
         hint: Some(hint),
     })
@@ -610,10 +679,22 @@ fn not_castable(inputs: &[&Tensor], to: &DType) -> Option<Refusal> {
 }
 
 fn dims_mismatch(inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
-    let reference = &inputs[0].info.shape;
+    // What must agree: every size but the one along the axis.
+    let outside_axis: Vec<Vec<Option<u64>>> = inputs
+        .iter()
+        .map(|i| {
+            let sizes = i.info.shape.iter().enumerate();
+            sizes
+                .map(|(dim, &size)| (dim != axis).then_some(size))
+                .collect()
+        })
+        .collect();
+    let split = outliers::split(&outside_axis);
+    let reference_row = split.as_ref().map_or(0, |s| s.reference);
+    let reference = &inputs[reference_row].info.shape;
     let mut marks = Vec::new();
     let mut differing_dims = Vec::new();
-    for (row, input) in inputs.iter().enumerate().skip(1) {
+    for (row, input) in inputs.iter().enumerate() {
         for (dim, (&size, &expected)) in input.info.shape.iter().zip(reference).enumerate() {
             if size != expected && dim != axis {
                 marks.push(Mark {
@@ -631,14 +712,49 @@ fn dims_mismatch(inputs: &[&Tensor], axis: usize) -> Option<Refusal> {
     differing_dims.sort_unstable();
     differing_dims.dedup();
     let rank = reference.len();
-    Some(Refusal {
-        headline: format!(
-            "cannot join along axis {axis}: the inputs differ in {}",
-            dimension_list(&differing_dims)
+    let (headline, hint) = match split {
+        Some(split) => {
+            let shared = format!("have {}", pattern(&outside_axis[reference_row]));
+            let has = |i: usize| {
+                format!(
+                    "{} has shape {}",
+                    inputs[i].name,
+                    inputs[i].info.shape_text()
+                )
+            };
+            let mut hint = format!(
+                "{}; the other {} inputs join along axis {axis} as they are",
+                split.remove_or_fix(|i| inputs[i].name.to_string()),
+                outliers::thousands(split.agreeing)
+            );
+            // The axis may be what is wrong: say so when one other axis joins them all.
+            if let [only] = dims_that_differ(inputs, rank).as_slice() {
+                hint.push_str(&format!(
+                    "\nhint: or, if axis {axis} is not the one meant: {}",
+                    axes_that_work(&[*only], rank)
+                ));
+            }
+            (split.headline(has, &shared), hint)
+        }
+        None => (
+            format!("the inputs differ in {}", dimension_list(&differing_dims)),
+            axes_that_work(&dims_that_differ(inputs, rank), rank),
         ),
+    };
+    Some(Refusal {
+        headline: format!("cannot join along axis {axis}: {headline}"),
         details: table(inputs, &marks),
-        hint: Some(axes_that_work(inputs, rank)),
+        hint: Some(hint),
     })
+}
+
+/// A shape with `*` for the size that may differ: `[*, 128]`.
+fn pattern(sizes: &[Option<u64>]) -> String {
+    let sizes: Vec<String> = sizes
+        .iter()
+        .map(|size| size.map_or("*".to_string(), |s| s.to_string()))
+        .collect();
+    format!("[{}]", sizes.join(", "))
 }
 
 /// The refusal of inputs whose sizes along the axis add up to more than a size can be. Only
@@ -669,13 +785,17 @@ fn dimension_list(dims: &[usize]) -> String {
     }
 }
 
-/// Which axes these inputs could be joined along: those outside which every dimension agrees.
-fn axes_that_work(inputs: &[&Tensor], rank: usize) -> String {
+/// The dimensions in which the inputs do not all have the same size.
+fn dims_that_differ(inputs: &[&Tensor], rank: usize) -> Vec<usize> {
     let reference = &inputs[0].info.shape;
-    let disagree: Vec<usize> = (0..rank)
+    (0..rank)
         .filter(|&dim| inputs.iter().any(|i| i.info.shape[dim] != reference[dim]))
-        .collect();
-    match disagree.as_slice() {
+        .collect()
+}
+
+/// Which axes inputs that differ in `disagree` could be joined along: one at most.
+fn axes_that_work(disagree: &[usize], rank: usize) -> String {
+    match disagree {
         [only] => format!(
             "these inputs can only be joined along axis {only} (or {})",
             *only as i64 - rank as i64
@@ -683,7 +803,7 @@ fn axes_that_work(inputs: &[&Tensor], rank: usize) -> String {
         _ => format!(
             "no axis can join these inputs: they differ in {}, and a join allows only one \
              dimension to differ",
-            dimension_list(&disagree)
+            dimension_list(disagree)
         ),
     }
 }
@@ -713,34 +833,53 @@ fn dtype_marks(inputs: &[&Tensor], note: impl Fn(&DType) -> Option<String>) -> V
 #[derive(Clone, Copy, PartialEq)]
 enum Column {
     DType,
+    /// The shape as a whole (its rank).
+    Shape,
     Dim(usize),
 }
 
 /// One aligned line per input (position, file, element type, shape), each followed by a
-/// line of carets under the cells `marks` point at.
+/// line of carets under the cells `marks` point at; past [`outliers::ROWS`] inputs, the
+/// marked ones, one unmarked as the reference, and lines that count the rest.
 fn table(inputs: &[&Tensor], marks: &[Mark]) -> Vec<String> {
-    let rows: Vec<[String; 4]> = inputs
+    let mut marked: Vec<usize> = marks.iter().map(|m| m.row).collect();
+    marked.sort_unstable();
+    marked.dedup();
+    let listed = outliers::rows(inputs.len(), &marked);
+    let cells = |i: &Tensor| {
+        [
+            format!("input {}", i.name.position),
+            i.name.label(),
+            i.info.dtype.to_string(),
+            i.info.shape_text(),
+        ]
+    };
+    let rows: Vec<(usize, [String; 4])> = listed
         .iter()
-        .map(|i| {
-            [
-                format!("input {}", i.name.position),
-                i.name.label(),
-                i.info.dtype.to_string(),
-                i.info.shape_text(),
-            ]
+        .filter_map(|row| match row {
+            Row::Input(i) => Some((*i, cells(inputs[*i]))),
+            _ => None,
         })
         .collect();
     let width = |col: usize| {
         rows.iter()
-            .map(|r| r[col].chars().count())
+            .map(|(_, r)| r[col].chars().count())
             .max()
             .unwrap_or(0)
     };
     let widths = [width(0), width(1), width(2)];
     let dtype_start = widths[0] + 2 + widths[1] + 2;
     let shape_start = dtype_start + widths[2] + 2;
+    let mut rows = rows.into_iter();
     let mut lines = Vec::new();
-    for (row, cells) in rows.iter().enumerate() {
+    for row in &listed {
+        if let Some(count) = row.count_text(|i| inputs[i].name.position) {
+            lines.push(count);
+            continue;
+        }
+        let Some((row, cells)) = rows.next() else {
+            break;
+        };
         lines.push(format!(
             "{:w0$}  {:w1$}  {:w2$}  {}",
             cells[0],
@@ -756,6 +895,7 @@ fn table(inputs: &[&Tensor], marks: &[Mark]) -> Vec<String> {
             let shape = &inputs[row].info.shape;
             lines.push(caret_line(&row_marks, |column| match column {
                 Column::DType => dtype_start,
+                Column::Shape => shape_start,
                 Column::Dim(dim) => shape_start + dim_offset(shape, dim),
             }));
         }
@@ -780,7 +920,7 @@ fn caret_line(marks: &[&Mark], position: impl Fn(Column) -> usize) -> String {
             .iter()
             .map(|m| match m.column {
                 Column::Dim(dim) => format!("dimension {dim}: {}", m.text),
-                Column::DType => m.text.clone(),
+                Column::DType | Column::Shape => m.text.clone(),
             })
             .collect(),
     };

@@ -99,6 +99,12 @@ impl SpillWriter<'_> {
         Ok(())
     }
 
+    /// Drops everything appended so far, to append the tensor's data again.
+    pub fn restart(&mut self) {
+        self.buffer.clear();
+        self.written = 0;
+    }
+
     /// Writes out the buffer and returns where the tensor's data starts and how long it is.
     pub fn finish(mut self) -> io::Result<(u64, u64)> {
         self.flush()?;

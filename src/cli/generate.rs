@@ -208,7 +208,9 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "2",
-            "Bad usage, or inputs that break the join rules (of --spec, or ONNX Concat-13's shape rules).",
+            "Bad usage, inputs that break the join rules (of --spec, or ONNX Concat-13's shape \
+             rules), or inputs tjoin cannot join: an object array, JSON numpy would make an \
+             object array of (null, an integer past uint64) or refuse (ragged arrays).",
         ),
     ] {
         roff.control("TP", [])

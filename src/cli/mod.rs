@@ -291,7 +291,8 @@ pub struct Cli {
     #[arg(long, value_name = "REF")]
     pub like: Option<PathBuf>,
 
-    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0).
+    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every
+    /// output format).
     #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
     pub name: Option<String>,
 

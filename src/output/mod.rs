@@ -18,6 +18,7 @@ use std::path::Path;
 pub use file::Output;
 pub use set::{Member, OutputSet};
 pub use temporary::folder_of;
+pub use temporary::on_signal;
 
 use crate::error::{Error, Result};
 

@@ -1,5 +1,5 @@
 //! Temporary files beside a target: how they are named, and the registry through which a
-//! signal that ends the process removes them first.
+//! signal that ends the process removes them first (then runs the hook [`on_signal`] sets).
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -199,6 +199,20 @@ pub(super) fn hold_signals() -> MutexGuard<'static, ()> {
     lock(&COMMIT)
 }
 
+/// What the signal handler runs after removing the temporary files and before it ends the
+/// process (the progress bar's way to clear itself and say the run was interrupted).
+type Hook = Box<dyn Fn() + Send>;
+static ON_SIGNAL: Mutex<Option<Hook>> = Mutex::new(None);
+
+/// Sets the hook SIGINT, SIGTERM and SIGHUP run before they end the process (installing the
+/// handler, so that a run writing standard output is ended the same way), or removes it.
+pub fn on_signal(hook: Option<Hook>) {
+    if hook.is_some() {
+        remove_temporaries_on_signals();
+    }
+    *lock(&ON_SIGNAL) = hook;
+}
+
 /// A path in `REGISTRY` for as long as it lives.
 pub(super) struct Registered(PathBuf);
 
@@ -255,6 +269,9 @@ fn remove_temporaries_on_signals() {
                     }
                     for path in lock(&REGISTRY).iter() {
                         let _ = std::fs::remove_file(path);
+                    }
+                    if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
+                        hook();
                     }
                     std::process::exit(128 + signal);
                 }

@@ -498,8 +498,26 @@ fn types_a_format_cannot_hold_are_refused_before_writing() {
         2,
     );
     assert_mentions(&stderr, &["complex128"]);
-    let stderr = refused(dir.path(), &["-a", "0", "c.npy", "-o", "o.safetensors"], 2);
-    assert_mentions(&stderr, &["needs a name", "--name"]);
+}
+
+/// A tensor without a name of its own is `arr_0`, as `--name`'s help says, in a .safetensors
+/// output as in an .npz.
+#[test]
+fn an_unnamed_tensor_is_arr_0_in_every_container() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("a.npy"), "|u1", &[2], false, &[1, 2]);
+    for out in ["o.safetensors", "o.npz"] {
+        succeeds(dir.path(), &["-a", "0", "a.npy", "a.npy", "-o", out]);
+        let plan = succeeds(
+            dir.path(),
+            &["--dry-run=json", "-a", "0", "a.npy", "-o", out],
+        );
+        let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
+        assert_eq!(plan["tensors"][0]["name"], "arr_0", "{plan}");
+    }
+    let written = fs::read(dir.path().join("o.safetensors")).unwrap();
+    let read = SafeTensors::deserialize(&written).unwrap();
+    assert_eq!(read.tensor("arr_0").unwrap().data(), [1, 2, 1, 2]);
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod fixtures;
 mod flags;
 mod generated;
 mod merge_safety;
+mod messages;
 mod output_safety;
 mod pipelines;
 mod property;

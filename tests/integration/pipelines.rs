@@ -249,13 +249,20 @@ fn strings_round_trip_through_json() {
 #[test]
 fn nested_json_infers_the_type_numpy_would() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &str, &str); 7] = [
+    let cases: [(&str, &str, &str); 10] = [
         ("[[1, 2], [3, 4]]", "<i8", "[[1,2],[3,4]]"),
         (
             "[1, 18446744073709551615]",
+            "<f8",
+            "[1.0,1.8446744073709552e19]",
+        ),
+        (
+            "[true, 18446744073709551615]",
             "<u8",
             "[1,18446744073709551615]",
         ),
+        ("[[1, 2], [3, true]]", "<i8", "[[1,2],[3,1]]"),
+        ("[1, \"a\"]", "<U21", "[\"1\",\"a\"]"),
         (
             "[1, 2.5, \"NaN\", \"-Infinity\"]",
             "<f8",
@@ -292,34 +299,52 @@ fn fortran_inputs_are_written_to_json_in_logical_order() {
     );
 }
 
-/// Feeds `json` on stdin and returns the refusal, which must name `path`.
+/// Feeds `json` on stdin and returns the refusal of text that is not JSON or is cut short
+/// (exit 1, and a hint that the file may be damaged), which must name `path`.
 fn malformed(json: &[u8], path: &str) -> String {
+    refused_json(
+        json,
+        1,
+        &format!("is not a valid JSON file: {path}: "),
+        true,
+    )
+}
+
+/// Feeds `json` on stdin and returns the refusal of JSON that holds no tensor (ragged
+/// arrays, what numpy makes an object array of, a tensor object at odds with itself): exit 2
+/// as for an object array, naming `path`, and no word of damage.
+fn unjoinable(json: &[u8], path: &str) -> String {
+    refused_json(json, 2, &format!("cannot be joined: {path}: "), false)
+}
+
+/// Feeds `json` on stdin: refused with `code`, saying `input 1 (-) ` then `what`, with or
+/// without the hint that the file may be damaged.
+fn refused_json(json: &[u8], code: i32, what: &str, damaged: bool) -> String {
     let dir = tempfile::tempdir().unwrap();
     let args = ["-a", "0", "-", "-o", "-", "--format", "json"];
-    let stderr = refused_with_stdin(dir.path(), &args, json, 1);
+    let stderr = refused_with_stdin(dir.path(), &args, json, code);
     assert!(
-        stderr.contains(&format!("input 1 (-) is not a valid JSON file: {path}: ")),
-        "expected the path {path}:\n{stderr}"
+        stderr.contains(&format!("input 1 (-) {what}")),
+        "expected {what:?}:\n{stderr}"
     );
+    assert_eq!(stderr.contains("damaged"), damaged, "{stderr}");
     stderr
 }
 
 #[test]
 fn malformed_json_is_refused_naming_the_path() {
-    let e = malformed(b"[[1, 2], [3]]", "$[1]");
+    let e = unjoinable(b"[[1, 2], [3]]", "$[1]");
     assert!(
         e.contains("has 1 elements where") && e.contains("ragged"),
         "{e}"
     );
-    malformed(b"[[1, 2], [3, 4, 5]]", "$[1][2]");
-    malformed(b"[[1, 2], 3]", "$[1]");
-    malformed(b"[[1, 2], [3, [4]]]", "$[1][1]");
-    let e = malformed(b"[[1, 2], [3, true]]", "$[1][1]");
-    assert!(e.contains("one kind of value"), "{e}");
-    malformed(b"[1, \"a\"]", "$[1]");
-    malformed(b"[1, null]", "$[1]");
-    malformed(b"[-1, 18446744073709551615]", "$[1]");
-    malformed(b"[1, 100000000000000000000]", "$[1]");
+    unjoinable(b"[[1, 2], [3, 4, 5]]", "$[1][2]");
+    unjoinable(b"[[1, 2], 3]", "$[1]");
+    unjoinable(b"[[1, 2], [3, [4]]]", "$[1][1]");
+    let e = unjoinable(b"[1, null]", "$[1]");
+    assert!(e.contains("object array"), "{e}");
+    let e = unjoinable(b"[1, 100000000000000000000]", "$[1]");
+    assert!(e.contains("beyond the range of uint64"), "{e}");
     let e = malformed(b"[[1, 2], [3, 4", "$[1][1]");
     assert!(e.contains("truncated"), "{e}");
     malformed(b"[1, 2] x", "$");
@@ -425,7 +450,7 @@ fn tensor_objects_are_checked_against_their_dtype_and_shape() {
         ),
     ];
     for (json, path, phrase) in cases {
-        let e = malformed(json.as_bytes(), path);
+        let e = unjoinable(json.as_bytes(), path);
         assert!(e.contains(phrase), "{json}: {e}");
     }
 }
@@ -433,15 +458,15 @@ fn tensor_objects_are_checked_against_their_dtype_and_shape() {
 #[test]
 fn deep_nesting_is_refused_without_recursion() {
     let at = format!("${}", "[0]".repeat(64));
-    let e = malformed(
+    let e = unjoinable(
         format!("{}1{}", "[".repeat(65), "]".repeat(65)).as_bytes(),
         &at,
     );
     assert!(e.contains("nested more than 64 deep"), "{e}");
     // A million brackets: no stack overflow, in either form.
-    malformed("[".repeat(1_000_000).as_bytes(), &at);
+    unjoinable("[".repeat(1_000_000).as_bytes(), &at);
     let object = format!("{{\"data\": {}", "[".repeat(1_000_000));
-    malformed(object.as_bytes(), "$.data");
+    unjoinable(object.as_bytes(), "$.data");
     // 64 is allowed.
     let dir = tempfile::tempdir().unwrap();
     let deep = format!("{}7{}", "[".repeat(64), "]".repeat(64));

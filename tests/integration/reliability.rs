@@ -48,10 +48,16 @@ fn slow_join_inputs(dir: &Path, rows: u64, cols: u64) {
 /// Writes [`slow_join_inputs`], starts joining them on axis 1 into `out.npy`, and returns
 /// once the run is writing (its temporary output has appeared).
 fn slow_join_under_way(dir: &Path, rows: u64, cols: u64) -> Child {
+    slow_join_with(dir, rows, cols, &[])
+}
+
+/// [`slow_join_under_way`] with more arguments.
+fn slow_join_with(dir: &Path, rows: u64, cols: u64, more: &[&str]) -> Child {
     slow_join_inputs(dir, rows, cols);
     let child = Command::new(bin())
         .current_dir(dir)
         .args(["-a", "1", "a.npy", "b.npy", "-o", "out.npy"])
+        .args(more)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -94,6 +100,36 @@ fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// With a progress bar, a signal clears it and leaves one line that says so: the run was
+/// interrupted and nothing was written.
+#[test]
+fn a_signal_clears_the_progress_bar_and_says_nothing_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = slow_join_with(dir.path(), 4096, 65536, &["--progress", "always"]);
+    // Let the bar draw at least once (4 times a second).
+    sleep(Duration::from_millis(600));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(killed.unwrap().success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
+    assert!(
+        stderr.contains("out.npy "),
+        "the bar names the output: {stderr:?}"
+    );
+    // The bar's draws are cleared ("\r\x1b[2K"), then comes the one line.
+    assert_eq!(stderr.matches('\n').count(), 1, "one line: {stderr:?}");
+    let last = stderr.trim_end().rsplit('\r').next().unwrap_or_default();
+    assert_eq!(
+        last.trim_start_matches("\x1b[2K"),
+        "tjoin: interrupted; nothing was written to out.npy",
+        "{stderr:?}"
+    );
 }
 
 #[test]
@@ -407,7 +443,9 @@ fn lying_headers_are_refused_quickly_in_little_memory() {
             "{name} took {:?}",
             start.elapsed()
         );
-        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        // Well-formed JSON that holds no tensor is refused as unjoinable (2), not damaged.
+        let code = if name.ends_with(".json") { 2 } else { 1 };
+        assert_eq!(output.status.code(), Some(code), "{name}: {stderr}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
         assert!(!dir.path().join("out.npy").exists());
     }

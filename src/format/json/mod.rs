@@ -4,11 +4,16 @@
 //! Reading: nested arrays of numbers, booleans or strings, or a tensor object
 //! `{"dtype": "float32", "shape": [2, 3], "data": [...]}` (data nested or flat), converted
 //! element by element into little-endian C-order data in the spill file by a hand-written
-//! scanner over the mapped text (`scan`). Nothing is held in memory but a write buffer (and
-//! the strings of a string tensor, whose width is known only at the end). Nesting is walked
-//! with an explicit stack, so depth costs no recursion; more than `MAX_DEPTH` is refused.
-//! This module reads the two forms and the nesting; `infer` turns each value into an element,
-//! of the stated type or of the one numpy would infer.
+//! scanner over the mapped text (`scan`). Nothing is held in memory but a write buffer.
+//! Nesting is walked with an explicit stack, so depth costs no recursion; more than
+//! `MAX_DEPTH` is refused. This module reads the two forms and the nesting; `infer` turns
+//! each value into an element, of the stated type or of the one numpy would infer (an array
+//! whose type changes in a way the elements written cannot follow, as a string tensor's
+//! width, known only at the end, is read a second time).
+//!
+//! Text that is not JSON or is cut short is `Malformed` (exit 1, with a hint that the file
+//! may be damaged); JSON that holds no tensor (ragged arrays, what numpy would make an
+//! object array of, a tensor object at odds with itself) is `Unsupported` (exit 2).
 //!
 //! Writing (`write`): a `Writer` whose data sink turns whole little-endian elements into text
 //! as the copy engine streams them. Floats are printed shortest-round-trip, NaN and
@@ -28,7 +33,7 @@ use crate::error::{Error, InputRef, Result};
 use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
 use crate::source::Region;
 use crate::spill::{Spill, SpillWriter};
-use infer::{Inferred, Leaves, Typed};
+use infer::{Finished, Inferred, Leaves, Typed};
 use scan::{Fail, Parsed, Parser};
 
 /// How a JSON output is shaped.
@@ -52,9 +57,15 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
     let mut parser = Parser::new(&region);
     let (dtype, shape) = parser.tensor(&mut out).map_err(|fail| match fail {
         Fail::Io(e) => input.io_error("make a temporary copy of", e),
-        Fail::Bad(reason) | Fail::Value(reason) => Error::Malformed {
+        Fail::Bad(reason) => Error::Malformed {
             input: input.clone(),
             format: "JSON",
+            reason,
+        },
+        // Well-formed JSON that numpy would not make one typed array of either: no hint
+        // about damage.
+        Fail::Content(reason) | Fail::Value(reason) => Error::Unsupported {
+            input: input.clone(),
             reason,
         },
     })?;
@@ -95,11 +106,7 @@ impl Parser<'_> {
         self.ws();
         let read = match self.peek() {
             Some(b'{') => self.object(out)?,
-            Some(b'[') => {
-                let mut leaves = Inferred::new(out);
-                let shape = self.walk("$", &mut leaves, None, false)?;
-                (leaves.finish()?, shape)
-            }
+            Some(b'[') => self.inferred("$", out, None)?,
             Some(_) => {
                 return Err(self.bad(
                     "$",
@@ -137,7 +144,7 @@ impl Parser<'_> {
                 let key = self.string().map_err(|m| self.bad("$", &m))?.into_owned();
                 let here = format!("$.{key}");
                 if seen.contains(&key) {
-                    return Err(self.bad(&here, "the key appears twice"));
+                    return Err(self.content(&here, "the key appears twice"));
                 }
                 seen.push(key.clone());
                 self.ws();
@@ -155,7 +162,7 @@ impl Parser<'_> {
                         self.skip_value("$.data")?;
                     }
                     _ => {
-                        return Err(self.bad(
+                        return Err(self.content(
                             &here,
                             "unknown key: a tensor object has the keys \"dtype\", \"shape\" \
                              and \"data\"",
@@ -183,7 +190,7 @@ impl Parser<'_> {
                 read
             }
             (None, None) => {
-                return Err(Fail::Bad(
+                return Err(Fail::Content(
                     "$: the tensor object has no \"data\" key".to_string(),
                 ));
             }
@@ -206,17 +213,46 @@ impl Parser<'_> {
         let expected = flat.as_deref().or(shape);
         let read_shape = match dtype {
             Some(dtype) => {
-                let mut leaves = Typed { out, dtype };
+                let mut leaves = Typed {
+                    out,
+                    dtype,
+                    coerce: false,
+                };
                 let read_shape = self.walk("$.data", &mut leaves, expected, complex)?;
                 (leaves.dtype, read_shape)
             }
-            None => {
-                let mut leaves = Inferred::new(out);
-                let read_shape = self.walk("$.data", &mut leaves, expected, false)?;
-                (leaves.finish()?, read_shape)
-            }
+            None => self.inferred("$.data", out, expected)?,
         };
         Ok(read_shape)
+    }
+
+    /// Reads an array whose element type is inferred as numpy infers it, and reads it a
+    /// second time when the elements written on the way could not follow the type.
+    fn inferred(
+        &mut self,
+        prefix: &str,
+        out: &mut SpillWriter<'_>,
+        expected: Option<&[u64]>,
+    ) -> Parsed<(DType, Vec<u64>)> {
+        let start = self.pos;
+        let mut leaves = Inferred::new(out);
+        let shape = self.walk(prefix, &mut leaves, expected, false)?;
+        match leaves.finish() {
+            Finished::Written(dtype) => Ok((dtype, shape)),
+            Finished::ReadAgain(dtype) => {
+                let end = self.pos;
+                self.rewind(start);
+                out.restart();
+                let mut leaves = Typed {
+                    out,
+                    dtype,
+                    coerce: true,
+                };
+                self.walk(prefix, &mut leaves, expected, false)?;
+                self.pos = end;
+                Ok((leaves.dtype, shape))
+            }
+        }
     }
 
     /// The rank the data's first element shows: how many arrays open before it.
@@ -238,18 +274,18 @@ impl Parser<'_> {
 
     fn dtype_value(&mut self) -> Parsed<DType> {
         if self.peek() != Some(b'"') {
-            return Err(self.bad("$.dtype", "expected the element type's name as a string"));
+            return Err(self.content("$.dtype", "expected the element type's name as a string"));
         }
         let name = self.string().map_err(|m| self.bad("$.dtype", &m))?;
         let dtype = DType::from_name(&name).ok_or_else(|| {
-            Fail::Bad(format!(
+            Fail::Content(format!(
                 "$.dtype: unknown element type {name:?}; JSON tensors hold bool, int8..int64, \
                  uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128, \
                  datetime64[unit], timedelta64[unit], S<n> and U<n>"
             ))
         })?;
         if let Some(why) = unsupported(&dtype) {
-            return Err(Fail::Bad(format!("$.dtype: {why}")));
+            return Err(Fail::Content(format!("$.dtype: {why}")));
         }
         Ok(dtype)
     }
@@ -267,19 +303,19 @@ impl Parser<'_> {
             let here = format!("$.shape[{}]", shape.len());
             let dim = match self.peek() {
                 Some(b'-' | b'0'..=b'9') => self.number().map_err(|m| self.bad(&here, &m))?,
-                _ => return Err(self.bad(&here, "expected a dimension (a whole number)")),
+                _ => return Err(self.content(&here, "expected a dimension (a whole number)")),
             };
             match dim.int {
                 Some((false, size)) if !dim.fraction => shape.push(size),
                 _ => {
-                    return Err(Fail::Bad(format!(
+                    return Err(Fail::Content(format!(
                         "{here}: {} is not a dimension (a whole number, 0 or more)",
                         dim.as_str()
                     )));
                 }
             }
             if shape.len() > MAX_DEPTH {
-                return Err(self.bad("$.shape", "more than 64 dimensions"));
+                return Err(self.content("$.shape", "more than 64 dimensions"));
             }
             self.ws();
             match self.peek() {
@@ -310,7 +346,7 @@ impl Parser<'_> {
         let mut rank = expected.map(<[u64]>::len);
         let mut stack: Vec<u64> = Vec::new();
         let locate = |stack: &[u64], fail: Fail| match fail {
-            Fail::Value(message) => Fail::Bad(format!("{}: {message}", path(prefix, stack))),
+            Fail::Value(message) => Fail::Content(format!("{}: {message}", path(prefix, stack))),
             other => other,
         };
         'value: loop {
@@ -320,7 +356,7 @@ impl Parser<'_> {
                 let depth = stack.len() + 1;
                 if depth > MAX_DEPTH {
                     return Err(
-                        self.bad(&path(prefix, &stack), "arrays are nested more than 64 deep")
+                        self.content(&path(prefix, &stack), "arrays are nested more than 64 deep")
                     );
                 }
                 if rank.is_some_and(|r| depth > r) {
@@ -330,7 +366,7 @@ impl Parser<'_> {
                         "found an array where the earlier rows have a value: the arrays are \
                          ragged"
                     };
-                    return Err(self.bad(&path(prefix, &stack), why));
+                    return Err(self.content(&path(prefix, &stack), why));
                 }
                 self.pos += 1;
                 stack.push(0);
@@ -348,7 +384,10 @@ impl Parser<'_> {
                 if depth != rank {
                     let message = "found an empty array where the earlier rows are nested \
                                    deeper: the arrays are ragged";
-                    return Err(Fail::Bad(format!("{}: {message}", path(prefix, &stack))));
+                    return Err(Fail::Content(format!(
+                        "{}: {message}",
+                        path(prefix, &stack)
+                    )));
                 }
                 self.close_dim(prefix, &stack, &mut shape, depth - 1, 0, stated)?;
             } else {
@@ -359,15 +398,18 @@ impl Parser<'_> {
                         "found a value where the earlier rows have an array: the arrays are \
                          ragged"
                     };
-                    return Err(self.bad(&path(prefix, &stack), why));
+                    return Err(self.content(&path(prefix, &stack), why));
                 }
                 rank.get_or_insert(stack.len());
                 if complex && self.peek() == Some(b'[') {
                     let (re, im) = self
                         .pair()
-                        .map_err(|m| self.bad(&path(prefix, &stack), &m))?;
+                        .map_err(|m| self.content(&path(prefix, &stack), &m))?;
                     leaves.pair(re, im).map_err(|f| locate(&stack, f))?;
                 } else {
+                    if let Some(why) = self.object_value() {
+                        return Err(self.content(&path(prefix, &stack), why));
+                    }
                     let value = self
                         .scalar()
                         .map_err(|m| self.bad(&path(prefix, &stack), &m))?;
@@ -398,7 +440,7 @@ impl Parser<'_> {
                                      have {size}; the arrays are ragged"
                                 )
                             };
-                            return Err(self.bad(&path(prefix, &stack), &why));
+                            return Err(self.content(&path(prefix, &stack), &why));
                         }
                         self.release_behind();
                         continue 'value;
@@ -439,7 +481,7 @@ impl Parser<'_> {
                          {size}: the arrays are ragged"
                     )
                 };
-                return Err(Fail::Bad(format!("{}: {why}", path(prefix, stack))));
+                return Err(Fail::Content(format!("{}: {why}", path(prefix, stack))));
             }
             Some(_) => {}
         }
@@ -461,5 +503,130 @@ fn unsupported(dtype: &DType) -> Option<String> {
             "{dtype} has no decimal form tjoin reads or writes; keep it in .safetensors"
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// numpy's answers, computed by `fixtures/make_json_dtypes.py` and committed.
+    const NUMPY: &str = include_str!("../../../fixtures/json/numpy_dtypes.tsv");
+
+    /// Where tjoin departs from numpy on purpose: "NaN", "Infinity" and "-Infinity" are its
+    /// JSON form of those floats (so that its JSON output reads back exactly), unless other
+    /// strings make a string tensor.
+    const SPECIAL_FLOATS: &[(&str, &str, &str)] =
+        &[("[1.5, \"NaN\"]", "<f8", "[\"1.5\", \"nan\"]")];
+
+    /// The tensor tjoin reads from `text`: its numpy descr and its elements as numpy's `str`
+    /// writes them.
+    fn read_text(text: &str) -> Result<(String, Vec<String>)> {
+        let mut file = tempfile::tempfile().expect("a temporary file");
+        file.write_all(text.as_bytes()).expect("written");
+        let input = InputRef {
+            position: 1,
+            path: "t.json".into(),
+            tensor: None,
+        };
+        let mut spill = Spill::default();
+        let contents = read(&file, text.len() as u64, &input, &mut spill)?;
+        let found = &contents.tensors[0];
+        let info = &found.info;
+        let mut data = vec![0u8; info.data_len as usize];
+        let file = found.file.as_ref().expect("a spilled tensor");
+        crate::source::read_exact_at(file, &mut data, info.data_offset).expect("read back");
+        let elements = match &info.dtype {
+            DType::Bool => data
+                .iter()
+                .map(|&b| if b == 1 { "True" } else { "False" }.to_string())
+                .collect(),
+            DType::Unicode(width) => data
+                .chunks_exact(*width as usize * 4)
+                .map(|element| {
+                    let chars = element
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
+                    let text: String = chars.filter_map(char::from_u32).collect();
+                    text.trim_end_matches('\0').to_string()
+                })
+                .collect(),
+            dtype => data
+                .chunks_exact(8)
+                .map(|c| {
+                    let bits: [u8; 8] = c.try_into().expect("8 bytes");
+                    match dtype {
+                        DType::Int64 => i64::from_le_bytes(bits).to_string(),
+                        DType::UInt64 => u64::from_le_bytes(bits).to_string(),
+                        _ => infer::python_repr(f64::from_le_bytes(bits)),
+                    }
+                })
+                .collect(),
+        };
+        let descr = info.dtype.npy_descr(ByteOrder::Little);
+        Ok((descr.trim_matches('\'').to_string(), elements))
+    }
+
+    #[test]
+    fn inference_follows_numpy_for_every_mix_of_kinds() {
+        let mut checked = 0;
+        for line in NUMPY.lines().filter(|l| !l.starts_with('#')) {
+            let mut fields = line.split('\t');
+            let (Some(text), Some(dtype), Some(elements)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                panic!("a line of three fields: {line}");
+            };
+            let (dtype, elements) = match SPECIAL_FLOATS.iter().find(|(t, ..)| *t == text) {
+                Some((_, dtype, elements)) => (*dtype, *elements),
+                None => (dtype, elements),
+            };
+            let read = read_text(text);
+            match dtype {
+                "object" | "raise" => match read {
+                    Err(Error::Unsupported { reason, .. }) => {
+                        assert!(reason.starts_with("$["), "{text}: {reason}");
+                    }
+                    Err(other) => panic!("{text}: numpy says {dtype}, tjoin: {other}"),
+                    Ok(read) => panic!("{text}: numpy says {dtype}, tjoin reads {read:?}"),
+                },
+                _ => {
+                    let expected: Vec<String> =
+                        serde_json::from_str(elements).expect("a list of strings");
+                    let read = read.unwrap_or_else(|e| panic!("{text}: {e}"));
+                    assert_eq!(read, (dtype.to_string(), expected), "{text}");
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked > 600, "only {checked} lines");
+    }
+
+    #[test]
+    fn only_broken_text_gets_the_hint_about_damage() {
+        for broken in ["[1, 2", "[1, 2,]", "[01]", "[1] x", "[tru]"] {
+            let error = read_text(broken).expect_err(broken);
+            assert!(
+                matches!(error, Error::Malformed { .. }) && error.to_string().contains("damaged"),
+                "{broken}: {error}"
+            );
+        }
+        let unjoinable = [
+            "[[1, 2], [3]]",
+            "[1, null]",
+            "[1, 18446744073709551616]",
+            r#"{"dtype": "int8", "shape": [2], "data": [1, 300]}"#,
+            r#"{"dtype": "int8", "colour": "red", "data": []}"#,
+        ];
+        for text in unjoinable {
+            let error = read_text(text).expect_err(text);
+            assert!(
+                matches!(error, Error::Unsupported { .. })
+                    && !error.to_string().contains("damaged"),
+                "{text}: {error}"
+            );
+        }
     }
 }

@@ -22,8 +22,12 @@ const RELEASE_STEP: usize = 16 << 20;
 
 /// Why reading stopped.
 pub(super) enum Fail {
-    /// Malformed text; the message names the JSON path.
+    /// Text that is not JSON, or is cut short; the message names the JSON path.
     Bad(String),
+    /// JSON that holds no tensor tjoin reads (ragged arrays, values numpy would make an
+    /// object array of, a tensor object that disagrees with itself); the message names the
+    /// JSON path.
+    Content(String),
     /// A value that does not fit; the walker prefixes the path.
     Value(String),
     /// Writing the spill file failed.
@@ -48,6 +52,15 @@ pub(super) enum Scalar<'a> {
 impl Number<'_> {
     pub(super) fn as_str(&self) -> &str {
         std::str::from_utf8(self.text).unwrap_or("?")
+    }
+
+    /// 1 for true, 0 for false: a boolean as numpy converts it to a number.
+    pub(super) fn digit(b: bool) -> Number<'static> {
+        Number {
+            text: if b { b"1" } else { b"0" },
+            int: Some((false, u64::from(b))),
+            fraction: false,
+        }
     }
 }
 
@@ -128,7 +141,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(b'[') | Some(b'{') => {
                     if open.len() >= MAX_DEPTH {
-                        return Err(self.bad(here, "values are nested more than 64 deep"));
+                        return Err(self.content(here, "values are nested more than 64 deep"));
                     }
                     open.push(self.text[self.pos]);
                     self.pos += 1;
@@ -198,6 +211,30 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A failure at `here` of JSON that holds no tensor tjoin reads (or, if the text ended
+    /// early, of text cut short).
+    pub(super) fn content(&self, here: &str, message: &str) -> Fail {
+        match self.bad(here, message) {
+            Fail::Bad(text) if self.pos < self.text.len() => Fail::Content(text),
+            other => other,
+        }
+    }
+
+    /// What numpy would make an object array of, at a value's place: null, or an object.
+    pub(super) fn object_value(&self) -> Option<&'static str> {
+        match self.peek() {
+            Some(b'n') if self.text[self.pos..].starts_with(b"null") => Some(
+                "found null: numpy.array makes an object array of it, which tjoin does not \
+                 join (write \"NaN\" for a missing float)",
+            ),
+            Some(b'{') => Some(
+                "found an object where a value belongs: numpy.array makes an object array of \
+                 it, which tjoin does not join",
+            ),
+            _ => None,
+        }
+    }
+
     /// A malformed-text failure at `here`; an empty message means the text ended early.
     pub(super) fn bad(&self, here: &str, message: &str) -> Fail {
         if self.pos >= self.text.len() {
@@ -226,6 +263,12 @@ impl<'a> Parser<'a> {
     #[inline]
     pub(super) fn peek(&self) -> Option<u8> {
         self.text.get(self.pos).copied()
+    }
+
+    /// Goes back to `pos`, to read the text from there again.
+    pub(super) fn rewind(&mut self, pos: usize) {
+        self.pos = pos;
+        self.released = self.released.min(pos / RELEASE_STEP * RELEASE_STEP);
     }
 
     pub(super) fn release_behind(&mut self) {
