@@ -377,7 +377,10 @@ impl Gpu {
         let capabilities = plan::Device {
             level: feature_level(&dml),
             float64: supports_float64(&dml),
-            max_buffer: plan::buffer_budget(memory, software),
+            max_buffer: plan::capped_budget(
+                plan::buffer_budget(memory, software),
+                std::env::var(plan::BUDGET_VARIABLE).ok().as_deref(),
+            )?,
         };
         let upload = buffer(
             &device,
