@@ -106,6 +106,14 @@ pub fn dry_run(
     if let Some(shards) = shards {
         text.push_str(&shards_text(shards, job));
     }
+    let plans: Vec<Vec<String>> = (0..job.len())
+        .filter_map(|i| Some(vec![job[i].out.name.clone(), engine.describe(i)?]))
+        .collect();
+    match &plans[..] {
+        [] => {}
+        [only] if single => text.push_str(&format!("directml: {}\n", only[1])),
+        _ => text.push_str(&format!("directml:\n{}", table(&plans))),
+    }
     text
 }
 

@@ -187,7 +187,30 @@ fn append_section(roff: &mut Roff) {
     )]);
 }
 
-/// clap_mangen's sections, then the ones it has no source for: exit status and examples.
+/// The DIRECTML section: how a Windows user checks their machine, and what is tested where.
+const DIRECTML: &[&str] = &[
+    "To check a Windows machine, run tjoin --backend auto --dry-run with the axis and inputs of \
+     a join: it opens DirectML on the default adapter, plans every tensor and writes nothing. \
+     Its backend: line names the adapter and DirectML's feature level, or says why the CPU \
+     engine would run instead. Add --dml-adapter N (an index in DXGI's list) or warp to try \
+     another adapter, and --dry-run=json to see what DirectML does with each tensor. Then \
+     compare the outputs of --backend directml and --backend cpu (fc /b): they must be the \
+     same bytes.",
+    "tjoin.exe loads dxgi.dll, d3d12.dll and DirectML.dll only when --backend directml or auto \
+     asks for them, so it runs --backend cpu where they are missing. DirectML.dll ships with \
+     Windows 10 version 1903 and later; elsewhere, put the DirectML.dll of the \
+     Microsoft.AI.DirectML NuGet package (DirectML's redistributable) beside tjoin.exe.",
+    "TJOIN_DML_BUFFER_BUDGET=BYTES lowers the largest buffer tjoin creates on the device, so \
+     that a join takes several dispatches, as very large ones do; for tests.",
+    "What is tested where: the DirectML planning on every platform; the device path in tjoin's \
+     CI on Linux, where the Windows build runs under Wine, whose Direct3D 12 runs on lavapipe \
+     (Mesa's software Vulkan device): the real DirectML.dll on a software device, every output \
+     compared byte for byte with the CPU engine's. Not tested: GPU vendors' drivers, and WARP, \
+     which Wine lacks.",
+];
+
+/// clap_mangen's sections, then the ones it has no source for: exit status, dry run, DirectML
+/// and examples.
 fn man_page(out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(Cli::command()).date("");
     man.render_title(out)?;
@@ -233,6 +256,10 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
             .text([roman(*meaning)]);
     }
     append_section(&mut roff);
+    roff.control("SH", ["DIRECTML"]);
+    for paragraph in DIRECTML {
+        roff.control("PP", []).text([roman(*paragraph)]);
+    }
     roff.control("SH", ["EXAMPLES"]);
     for (what, command) in EXAMPLES {
         roff.control("TP", []).text([roman(*what)]);

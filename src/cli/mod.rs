@@ -162,9 +162,8 @@ fn help_examples() -> String {
 /// (Windows, in a tjoin built with the directml cargo feature), writing the same bytes as the
 /// CPU engine; a job whose element type or rank the device's feature level lacks runs as its
 /// bytes in a 4-D UINT32/UINT16/UINT8 form. Where DirectML is unavailable it fails with exit
-/// status 1; --backend auto then uses the CPU engine, and --dry-run says which and why. What is
-/// tested where: the DirectML planning on every platform; the GPU path only on Windows, and not
-/// in tjoin's own CI, which has no GPU.
+/// status 1; --backend auto then uses the CPU engine, and --dry-run says which and why. The man
+/// page's DIRECTML section says how to check a Windows machine, and what is tested where.
 /// In pipelines: `-` as an input reads standard input (its format sniffed from its first bytes,
 /// or named with --input-format), `-o -` writes standard output (with --format), --files-from
 /// reads the inputs' paths from a file, and --cast converts every input to one element type in

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::util::{assert_mentions, dir_entries, f32_le, refused, tjoin, write_npy};
+use crate::util::{assert_mentions, f32_le, refused, tjoin, write_npy};
 
 /// DirectML example 1's inputs in `dir`.
 fn example_1(dir: &Path) {
@@ -50,7 +50,7 @@ fn directml_fails_cleanly_where_there_is_none() {
         );
     }
     assert_eq!(
-        dir_entries(dir.path()),
+        crate::util::dir_entries(dir.path()),
         ["a.npy", "b.npy"],
         "no output, no temporary file"
     );
@@ -144,13 +144,15 @@ fn generated_bindings_are_current() {
 
 /// The worked examples of `docs/rules.md` through DirectML on WARP (every Windows has it, no
 /// GPU needed), each compared byte for byte with the CPU engine's output, in every output
-/// format.
+/// format. Wine has no WARP: .ci/directml-wine.sh sets `TJOIN_TEST_DML_ADAPTER=default` (any
+/// `--dml-adapter`).
 #[test]
 #[cfg_attr(
     not(all(windows, feature = "directml")),
     ignore = "DirectML runs on Windows only, with `cargo test --features directml`"
 )]
 fn spec_examples_through_directml_match_the_cpu_engine() {
+    let adapter = std::env::var("TJOIN_TEST_DML_ADAPTER").unwrap_or_else(|_| "warp".to_string());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     example_1(d);
@@ -195,7 +197,7 @@ fn spec_examples_through_directml_match_the_cpu_engine() {
             };
             let cpu = run(&["--backend", "cpu"], &format!("cpu.{ext}"));
             let gpu = run(
-                &["--backend", "directml", "--dml-adapter", "warp"],
+                &["--backend", "directml", "--dml-adapter", &adapter],
                 &format!("gpu.{ext}"),
             );
             assert!(cpu == gpu, "{inputs:?} on axis {axis} as .{ext} differ");

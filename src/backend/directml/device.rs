@@ -15,6 +15,7 @@ use windows_core::{HRESULT, Interface};
 
 use super::Adapter;
 use super::bindings::*;
+use super::library::Runtime;
 use super::plan::{
     self, Dispatch, DmlPlan, FeatureLevel, KNOWN_LEVELS, SLAB, ShapeKey, TensorDesc,
 };
@@ -105,13 +106,10 @@ fn describe(adapter: &IDXGIAdapter1) -> Outcome<(String, u64, bool)> {
     Ok((name, desc.DedicatedVideoMemory as u64, software))
 }
 
-fn create_device(adapter: &IDXGIAdapter1) -> Outcome<ID3D12Device> {
-    let mut device: Option<ID3D12Device> = None;
-    // SAFETY: `adapter` is a live COM interface; the binding passes ID3D12Device's IID and
-    // `device` receives an owned reference.
-    unsafe { D3D12CreateDevice(adapter, D3D_FEATURE_LEVEL_11_0, &mut device) }
-        .map_err(|e| failed("D3D12CreateDevice", e))?;
-    device.ok_or_else(|| "D3D12CreateDevice returned no device".to_string())
+fn create_device(runtime: &Runtime, adapter: &IDXGIAdapter1) -> Outcome<ID3D12Device> {
+    runtime
+        .create_device(adapter, D3D_FEATURE_LEVEL_11_0)
+        .map_err(|e| failed("D3D12CreateDevice", e))
 }
 
 fn enum_adapter(factory: &IDXGIFactory4, index: u32) -> windows_core::Result<IDXGIAdapter1> {
@@ -120,9 +118,13 @@ fn enum_adapter(factory: &IDXGIFactory4, index: u32) -> windows_core::Result<IDX
 }
 
 /// The adapter `choice` names and a Direct3D 12 device on it.
-fn pick(factory: &IDXGIFactory4, choice: Adapter) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
+fn pick(
+    runtime: &Runtime,
+    factory: &IDXGIFactory4,
+    choice: Adapter,
+) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
     let adapter = match choice {
-        Adapter::Default => return first_hardware(factory),
+        Adapter::Default => return first_hardware(runtime, factory),
         // SAFETY: a live factory; the binding passes IDXGIAdapter1's IID.
         Adapter::Warp => unsafe { factory.EnumWarpAdapter() }
             .map_err(|e| failed("IDXGIFactory4::EnumWarpAdapter", e))?,
@@ -140,12 +142,15 @@ fn pick(factory: &IDXGIFactory4, choice: Adapter) -> Outcome<(IDXGIAdapter1, ID3
             }
         })?,
     };
-    let device = create_device(&adapter)?;
+    let device = create_device(runtime, &adapter)?;
     Ok((adapter, device))
 }
 
 /// The first hardware adapter in DXGI's order that runs Direct3D 12, and a device on it.
-fn first_hardware(factory: &IDXGIFactory4) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
+fn first_hardware(
+    runtime: &Runtime,
+    factory: &IDXGIFactory4,
+) -> Outcome<(IDXGIAdapter1, ID3D12Device)> {
     let mut last = "DXGI lists no adapter".to_string();
     for index in 0.. {
         let adapter = match enum_adapter(factory, index) {
@@ -157,7 +162,7 @@ fn first_hardware(factory: &IDXGIFactory4) -> Outcome<(IDXGIAdapter1, ID3D12Devi
         if software {
             continue;
         }
-        match create_device(&adapter) {
+        match create_device(runtime, &adapter) {
             Ok(device) => return Ok((adapter, device)),
             Err(why) => last = format!("adapter {index} ({name}): {why}"),
         }
@@ -332,14 +337,14 @@ fn buffer_tensor_desc(desc: &TensorDesc) -> DML_BUFFER_TENSOR_DESC {
 }
 
 impl Gpu {
-    /// Steps 1 to 4 of the sequence in `docs/design.md` ("The DirectML backend"): device,
-    /// queue, allocator, list, fence, DirectML device, feature level; and the two staging
-    /// buffers. Also what planning needs to know.
-    pub fn open(choice: Adapter) -> Outcome<(Gpu, plan::Device)> {
-        // SAFETY: the binding passes IDXGIFactory4's IID and wraps the owned result.
-        let factory: IDXGIFactory4 =
-            unsafe { CreateDXGIFactory1() }.map_err(|e| failed("CreateDXGIFactory1", e))?;
-        let (adapter, device) = pick(&factory, choice)?;
+    /// Steps 1 to 4 of the sequence in `docs/design.md` ("The DirectML backend"), through the
+    /// entry points `runtime` loaded: device, queue, allocator, list, fence, DirectML device,
+    /// feature level; and the two staging buffers. Also what planning needs to know.
+    pub fn open(runtime: &Runtime, choice: Adapter) -> Outcome<(Gpu, plan::Device)> {
+        let factory: IDXGIFactory4 = runtime
+            .create_factory()
+            .map_err(|e| failed("CreateDXGIFactory1", e))?;
+        let (adapter, device) = pick(runtime, &factory, choice)?;
         let (name, memory, software) = describe(&adapter)?;
         let queue_desc = D3D12_COMMAND_QUEUE_DESC {
             Type: D3D12_COMMAND_LIST_TYPE_DIRECT,
@@ -362,19 +367,20 @@ impl Gpu {
                 .map_err(|e| failed("ID3D12Device::CreateFence", e))?;
             (queue, allocator, list, fence)
         };
-        let mut dml: Option<IDMLDevice> = None;
-        // SAFETY: a live device; `dml` receives an owned reference. DMLCreateDevice (not
-        // DMLCreateDevice1) exists in every DirectML version.
-        unsafe { DMLCreateDevice(&device, DML_CREATE_DEVICE_FLAG_NONE, &mut dml) }
+        // DMLCreateDevice (not DMLCreateDevice1) exists in every DirectML version.
+        let dml: IDMLDevice = runtime
+            .create_dml_device(&device, DML_CREATE_DEVICE_FLAG_NONE)
             .map_err(|e| failed("DMLCreateDevice", e))?;
-        let dml = dml.ok_or_else(|| "DMLCreateDevice returned no device".to_string())?;
         // SAFETY: a live DirectML device; the result is owned.
         let recorder: IDMLCommandRecorder = unsafe { dml.CreateCommandRecorder() }
             .map_err(|e| failed("IDMLDevice::CreateCommandRecorder", e))?;
         let capabilities = plan::Device {
             level: feature_level(&dml),
             float64: supports_float64(&dml),
-            max_buffer: plan::buffer_budget(memory, software),
+            max_buffer: plan::capped_budget(
+                plan::buffer_budget(memory, software),
+                std::env::var(plan::BUDGET_VARIABLE).ok().as_deref(),
+            )?,
         };
         let upload = buffer(
             &device,

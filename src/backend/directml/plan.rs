@@ -250,6 +250,22 @@ pub fn buffer_budget(dedicated_video_memory: u64, software: bool) -> u64 {
     }
 }
 
+/// The environment variable that lowers the buffer budget to its value in bytes, so that a
+/// test can make small joins take several dispatches on a real device, as large ones do.
+pub const BUDGET_VARIABLE: &str = "TJOIN_DML_BUFFER_BUDGET";
+
+/// `budget`, or the lower one `cap` (the value of `BUDGET_VARIABLE`, if set) asks for.
+pub fn capped_budget(budget: u64, cap: Option<&str>) -> Result<u64, String> {
+    match cap {
+        None => Ok(budget),
+        Some(text) => text
+            .trim()
+            .parse::<u64>()
+            .map(|cap| cap.min(budget))
+            .map_err(|_| format!("{BUDGET_VARIABLE}={text} is not a number of bytes")),
+    }
+}
+
 /// A `DML_BUFFER_TENSOR_DESC`: packed (null strides), as tjoin always lays tensors out.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TensorDesc {
@@ -509,6 +525,15 @@ pub fn plan(job: &JoinPlan, device: &Device) -> Result<DmlPlan, String> {
         planned.set_native_dims(job, device, &dims);
     }
     planned.schedule = planned.schedule_for(device)?;
+    if form == Form::Native && planned.schedule != Schedule::Whole {
+        // Only a single dispatch keeps the tensors' own shapes: a split runs them in the 4-D
+        // form, with their own element type.
+        planned.why = format!(
+            "Join at feature level {} takes {data_type} tensors, in the 4-D form joined on \
+             axis 2 when split",
+            device.level
+        );
+    }
     Ok(planned)
 }
 

@@ -155,6 +155,18 @@ fn buffer_budgets_keep_shared_memory_adapters_small() {
     assert_eq!(buffer_budget(8 << 30, true), SHARED_MEMORY_BUFFER);
     assert_eq!(buffer_budget(0, false), SHARED_MEMORY_BUFFER);
     assert_eq!(buffer_budget(64 << 20, false), SHARED_MEMORY_BUFFER);
+    assert_eq!(capped_budget(1 << 30, None), Ok(1 << 30));
+    assert_eq!(capped_budget(1 << 30, Some("4096")), Ok(4096));
+    assert_eq!(
+        capped_budget(4096, Some("8192")),
+        Ok(4096),
+        "only ever lowered"
+    );
+    assert!(
+        capped_budget(4096, Some("4k"))
+            .unwrap_err()
+            .contains(BUDGET_VARIABLE)
+    );
 }
 
 // --- The worked examples of docs/rules.md, as they are ------------------------------------------
@@ -472,6 +484,32 @@ fn the_buffer_budget_splits_rounds_and_cuts_large_rounds_into_pieces() {
     );
     assert_eq!(second.output.sizes, [1, 1, 994, 1]);
     assert_eq!(plan.dispatch(2).output_bytes, 8000..10_000);
+}
+
+#[test]
+fn a_split_native_plan_says_it_takes_the_4d_form() {
+    let shapes: &[&[u64]] = &[&[4, 2, 3], &[4, 2, 4]];
+    let whole = plan(&job(DType::Float32, shapes, 2), &device(level("6.4"))).unwrap();
+    assert_eq!(
+        (whole.form, &whole.schedule),
+        (Form::Native, &Schedule::Whole)
+    );
+    assert!(whole.describe().ends_with("they run as they are"));
+    let small = Device {
+        max_buffer: 64,
+        ..device(level("6.4"))
+    };
+    let split = plan(&job(DType::Float32, shapes, 2), &small).unwrap();
+    assert_eq!(split.form, Form::Native);
+    assert_ne!(split.schedule, Schedule::Whole);
+    assert_eq!(split.dispatch(0).output.sizes.len(), 4);
+    assert!(
+        split
+            .describe()
+            .ends_with("in the 4-D form joined on axis 2 when split"),
+        "{}",
+        split.describe()
+    );
 }
 
 #[test]

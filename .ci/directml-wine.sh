@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# Runs tjoin's DirectML backend for real on Linux, without a GPU: the Windows build of tjoin
+# (x86_64-pc-windows-gnu, --features directml) under Wine, whose Direct3D 12 (vkd3d) runs on
+# lavapipe, Mesa's software Vulkan device. Every DirectML output is compared byte for byte
+# with the CPU engine's output of the same tjoin.exe.
+#
+#   .ci/directml-wine.sh
+#
+# Written for Debian 12 (bookworm) on x86_64, as root, like the rest of CI. It installs
+# Debian's packages (mingw, Wine 8.0, Xvfb, the Vulkan loader) with apt-get, and nothing else
+# into the system: lavapipe comes from bookworm-backports' Mesa 25 unpacked into the cache
+# folder (Mesa 22.3's lavapipe lacks descriptor indexing, without which vkd3d drops
+# DirectML's descriptor tables and the outputs stay unwritten), and DirectML.dll from the
+# onnxruntime-directml Windows wheel on PyPI. Downloads and the Wine prefix are kept in
+# $TJOIN_WINE_CACHE (default ~/.cache/tjoin-directml-wine); builds go to target/.
+#
+# When the environment cannot be set up (no root, a package, the Rust target or the wheel
+# unobtainable), it prints a line starting with SKIPPED and the reason, and exits 0. Any
+# difference between the engines, or any failure of the backend, exits 1.
+#
+# TJOIN_WINE_HUGE=1 also runs a join of more than 2^32 elements (about 4.3 GB of uint8
+# in, twice that out on disk, minutes): too long for CI.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${TJOIN_WINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tjoin-directml-wine}
+TARGET=x86_64-pc-windows-gnu
+WORK=$ROOT/target/directml-wine
+export DEBIAN_FRONTEND=noninteractive
+
+skip() {
+    echo
+    echo "######################################################################"
+    echo "SKIPPED: DirectML under Wine: $*"
+    echo "######################################################################"
+    exit 0
+}
+fail() {
+    echo "directml-wine: FAILED: $*" >&2
+    exit 1
+}
+
+# step NAME: starts timing a step; done_step prints how long it took.
+step() {
+    STEP=$1
+    STEP_START=$(date +%s%N)
+    echo "== directml-wine: $STEP"
+}
+done_step() {
+    local tenths=$((($(date +%s%N) - STEP_START) / 100000000))
+    echo "   took $((tenths / 10)).$((tenths % 10)) s: $STEP"
+}
+TOTAL_START=$(date +%s)
+mkdir -p "$CACHE" "$WORK"
+
+[ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 machine, this is $(uname -m)"
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+[ "$codename" = bookworm ] || skip "written for Debian 12 (bookworm), this is '${codename:-unknown}'"
+
+# ---------------------------------------------------------------------------------------------
+step "Debian packages (mingw, Wine, Xvfb, Vulkan loader, lavapipe's libraries)"
+# lavapipe's shared libraries: what Mesa 25's libvulkan_lvp.so and libgallium need from
+# bookworm itself (the two libdrm libraries come with Mesa from backports).
+PACKAGES=(gcc-mingw-w64-x86-64 wine wine64 libwine xvfb xauth libvulkan1 vulkan-tools unzip
+    libllvm15 libsensors5 libx11-xcb1 libxcb-dri3-0 libxcb-present0 libxcb-randr0
+    libxcb-shm0 libxcb-sync1 libxcb-xfixes0 libxshmfence1 libwayland-client0 libelf1
+    libdrm-intel1 libpciaccess0 libzstd1 libexpat1 binutils-mingw-w64-x86-64)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' \
+        || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || skip "these packages are missing and this is not root: ${missing[*]}"
+    apt-get update -qq >/dev/null 2>&1 || skip "apt-get update failed"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$WORK/apt.log" 2>&1 \
+        || { tail -5 "$WORK/apt.log"; skip "apt-get install ${missing[*]} failed"; }
+    echo "   installed: ${missing[*]}"
+else
+    echo "   all installed"
+fi
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "lavapipe from bookworm-backports' Mesa, unpacked into $CACHE/mesa"
+LIB=$CACHE/mesa/usr/lib/x86_64-linux-gnu
+if [ ! -f "$LIB/libvulkan_lvp.so" ]; then
+    # A private apt configuration: the system's sources and lists are left alone.
+    APT=$CACHE/apt
+    mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$CACHE/debs"
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    echo "deb $mirror bookworm-backports main" >"$APT/sources.list"
+    apt_private=(-o "Dir::Etc::SourceList=$APT/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+        -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT" -o "APT::Sandbox::User=root"
+        -o "Debug::NoLocking=1")
+    apt-get "${apt_private[@]}" update -qq >/dev/null 2>&1 \
+        || skip "bookworm-backports' package lists could not be fetched from $mirror"
+    rm -f "$CACHE"/debs/*.deb
+    (cd "$CACHE/debs" && apt-get "${apt_private[@]}" download -qq \
+        mesa-vulkan-drivers mesa-libgallium libdrm2 libdrm-amdgpu1 >/dev/null 2>&1) \
+        || skip "Mesa's packages could not be downloaded from bookworm-backports"
+    rm -rf "$CACHE/mesa.new"
+    for deb in "$CACHE"/debs/*.deb; do dpkg-deb -x "$deb" "$CACHE/mesa.new"; done
+    rm -rf "$CACHE/mesa" && mv "$CACHE/mesa.new" "$CACHE/mesa"
+fi
+ls "$CACHE"/debs/ 2>/dev/null | sed 's/^/   /'
+not_found=$(LD_LIBRARY_PATH=$LIB ldd "$LIB/libvulkan_lvp.so" | grep 'not found')
+[ -z "$not_found" ] || skip "lavapipe needs libraries that are not installed: $not_found"
+printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' \
+    "$LIB/libvulkan_lvp.so" >"$CACHE/lavapipe.json"
+export VK_DRIVER_FILES=$CACHE/lavapipe.json VK_ICD_FILENAMES=$CACHE/lavapipe.json
+export LD_LIBRARY_PATH=$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+vulkan=$(vulkaninfo 2>/dev/null)
+grep -q 'deviceName.*llvmpipe' <<<"$vulkan" || skip "vulkaninfo finds no lavapipe device"
+grep -q VK_EXT_descriptor_indexing <<<"$vulkan" \
+    || skip "this lavapipe lacks VK_EXT_descriptor_indexing, which vkd3d needs for DirectML"
+echo "   $(grep -m1 'driverInfo' <<<"$vulkan" | sed 's/^[[:space:]]*//')"
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "Rust target $TARGET"
+if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+    rustup target add "$TARGET" >/dev/null 2>&1 \
+        || skip "rustup could not install the $TARGET standard library (no access to its server?)"
+fi
+echo "   installed"
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "build tjoin.exe and the test binaries for Windows (--features directml)"
+# One debug build serves both: the integration tests run target/$TARGET/debug/tjoin.exe,
+# and debug builds check every integer operation for overflow.
+build_log=$WORK/build.log
+cargo test --features directml --target "$TARGET" --no-run --message-format short \
+    >"$build_log" 2>&1 || { tail -30 "$build_log"; fail "the Windows build failed"; }
+# "Executable unittests src/lib.rs (target/x86_64-pc-windows-gnu/debug/deps/tjoin-HASH.exe)"
+mapfile -t TESTS < <(sed -n 's/.*Executable .*(\(.*\.exe\))$/\1/p' "$build_log" \
+    | sed "s|^\([^/]\)|$ROOT/\1|")
+[ ${#TESTS[@]} -gt 0 ] || fail "the build names no test binaries"
+BIN=$(dirname "$(dirname "${TESTS[0]}")")
+EXE=$BIN/tjoin.exe
+[ -f "$EXE" ] || fail "the build left no $EXE"
+echo "   $EXE and ${#TESTS[@]} test binaries"
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "DirectML.dll from the onnxruntime-directml wheel on PyPI"
+WHEEL_VERSION=1.24.4
+DLL=$CACHE/DirectML-$WHEEL_VERSION.dll
+if [ ! -f "$DLL" ]; then
+    command -v python3 >/dev/null || skip "python3 (for pip, to download the wheel) is missing"
+    rm -rf "$CACHE/wheel"
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform win_amd64 \
+        --python-version 3.11 -d "$CACHE/wheel" "onnxruntime-directml==$WHEEL_VERSION" \
+        >/dev/null 2>&1 || skip "pip could not download onnxruntime-directml $WHEEL_VERSION"
+    unzip -q -o -j "$CACHE"/wheel/*.whl onnxruntime/capi/DirectML.dll -d "$CACHE/wheel" \
+        || skip "the wheel holds no onnxruntime/capi/DirectML.dll"
+    mv "$CACHE/wheel/DirectML.dll" "$DLL"
+    rm -rf "$CACHE/wheel"
+fi
+echo "   $(stat -c %s "$DLL") bytes"
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "the Wine shim (.ci/wine-shim.c) and the folders tjoin.exe runs from"
+SHIM=$WORK/bcryptprimitives.dll
+x86_64-w64-mingw32-gcc -O2 -shared -s -o "$SHIM" .ci/wine-shim.c -ladvapi32 \
+    || fail "the shim does not build"
+# With DirectML.dll beside it, as DirectML's redistributable is installed; and without.
+WITH=$WORK/with-directml
+WITHOUT=$WORK/without-directml
+rm -rf "$WITH" "$WITHOUT"
+mkdir -p "$WITH" "$WITHOUT"
+cp "$EXE" "$SHIM" "$WITH/" && cp "$DLL" "$WITH/DirectML.dll"
+cp "$EXE" "$SHIM" "$WITHOUT/"
+# The test binaries run from their own folder, and the integration tests start tjoin.exe.
+cp "$SHIM" "$BIN/deps/" && cp "$SHIM" "$BIN/"
+cp "$DLL" "$BIN/deps/DirectML.dll" && cp "$DLL" "$BIN/DirectML.dll"
+done_step
+
+# ---------------------------------------------------------------------------------------------
+step "a virtual display and the Wine prefix ($CACHE/prefix)"
+exec 3>"$WORK/display"
+Xvfb -displayfd 3 -screen 0 640x480x24 -nolisten tcp >"$WORK/xvfb.log" 2>&1 &
+XVFB=$!
+exec 3>&-
+trap 'kill $XVFB 2>/dev/null' EXIT
+for _ in $(seq 50); do [ -s "$WORK/display" ] && break; sleep 0.1; done
+[ -s "$WORK/display" ] || skip "Xvfb did not start: $(tail -2 "$WORK/xvfb.log")"
+export DISPLAY=:$(cat "$WORK/display")
+export WINEPREFIX=$CACHE/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+# One run at a time in the prefix: this one ends its Wine server when done.
+exec 9>"$CACHE/prefix.lock"
+flock 9
+trap 'wineserver -k 2>/dev/null; kill $XVFB 2>/dev/null' EXIT
+if [ ! -f "$WINEPREFIX/.tjoin-ready" ]; then
+    rm -rf "$WINEPREFIX"
+    wineboot --init >/dev/null 2>&1 </dev/null
+    # Direct3D 12 through Vulkan (vkd3d), and no debugger to hang on a crash.
+    wine reg add 'HKCU\Software\Wine\Direct3D' /v renderer /t REG_SZ /d vulkan /f \
+        >/dev/null 2>&1 </dev/null \
+        && wine reg add 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' \
+            /v Debugger /t REG_SZ /d '' /f >/dev/null 2>&1 </dev/null \
+        && wineserver -w && touch "$WINEPREFIX/.tjoin-ready"
+fi
+[ -f "$WINEPREFIX/.tjoin-ready" ] || skip "wineboot could not make a Wine prefix"
+# Keep the server up between the runs below.
+wineserver -p 2>/dev/null
+# Start Wine's desktop process (explorer.exe) now, with no standard handles: started by the
+# first Direct3D program, it inherits that program's handles, and a pipe it holds open keeps
+# whoever reads the pipe (the integration tests' tjoin runs) waiting for its end forever.
+wine "$WITH/tjoin.exe" --backend auto --dry-run -a 0 "$ROOT/fixtures/npy/one_d/in0.npy" \
+    </dev/null >/dev/null 2>&1
+done_step
+
+# ---------------------------------------------------------------------------------------------
+PASSED=0
+FAILED=0
+pass() {
+    PASSED=$((PASSED + 1))
+    echo "ok    $*"
+}
+differ() {
+    FAILED=$((FAILED + 1))
+    echo "FAIL  $*"
+}
+# tjoin DIR ARGS...: runs DIR/tjoin.exe under Wine; its output on stdout, its errors in $ERR.
+# On a busy machine Wine's server may SIGKILL a process whose threads take over a second to
+# end once it exits (status 137): such a run is tried once more.
+ERR=$WORK/stderr
+RETRIED=0
+tjoin() {
+    local dir=$1 status
+    shift
+    timeout 600 wine "$dir/tjoin.exe" "$@" </dev/null 2>"$ERR"
+    status=$?
+    if [ $status = 137 ]; then
+        RETRIED=$((RETRIED + 1))
+        echo "      (killed at status 137, tried again: tjoin.exe $*)" >&2
+        timeout 600 wine "$dir/tjoin.exe" "$@" </dev/null 2>"$ERR"
+        status=$?
+    fi
+    return $status
+}
+
+# fails STATUS PATTERN WHAT DIR ARGS...: passes when tjoin exits STATUS with PATTERN (an
+# extended regular expression) in what it prints on stderr, which is shown.
+fails() {
+    local want=$1 pattern=$2 what=$3 status
+    shift 3
+    tjoin "$@" >/dev/null
+    status=$?
+    if [ $status = "$want" ] && grep -qzE -- "$pattern" "$ERR"; then
+        pass "$what"
+    else
+        differ "$what: it exited $status"
+    fi
+    sed 's/^/      /' "$ERR"
+}
+
+step "what tjoin.exe imports, and a Windows without DirectML.dll"
+imports=$(x86_64-w64-mingw32-objdump -p "$EXE" | sed -n 's/.*DLL Name: //p' | sort -fu)
+echo "   imports: $(echo $imports)"
+if grep -qiE '^(d3d12|dxgi|directml)\.dll$' <<<"$imports"; then
+    differ "tjoin.exe imports a library only the DirectML backend needs"
+else
+    pass "tjoin.exe imports neither dxgi.dll, d3d12.dll nor DirectML.dll"
+fi
+F=$ROOT/fixtures/npy/dml_ex1_axis3
+out=$WORK/out
+mkdir -p "$out"
+if tjoin "$WITHOUT" --backend cpu -a 3 "$F/in0.npy" "$F/in1.npy" -o "$out/cpu.npy" \
+    && cmp -s "$out/cpu.npy" "$F/expected.npy"; then
+    pass "without DirectML.dll, --backend cpu writes the expected output"
+else
+    differ "without DirectML.dll, --backend cpu fails: $(cat "$ERR")"
+fi
+fails 1 'DirectML.dll could not be loaded.*Microsoft.AI.DirectML' \
+    "without DirectML.dll, --backend directml exits 1 naming it and where to get it" \
+    "$WITHOUT" --backend directml -a 3 "$F/in0.npy" "$F/in1.npy" -o "$out/dml.npy"
+[ ! -e "$out/dml.npy" ] || differ "without DirectML.dll, --backend directml wrote an output"
+if tjoin "$WITHOUT" --backend auto --dry-run -a 3 "$F/in0.npy" "$F/in1.npy" >"$out/dry.txt" \
+    && grep -q '^backend: cpu, as --backend auto chose: DirectML is unavailable: DirectML.dll' \
+        "$out/dry.txt"; then
+    pass "without DirectML.dll, --backend auto falls back to the CPU engine and says why"
+else
+    differ "without DirectML.dll, --backend auto: $(cat "$out/dry.txt" "$ERR")"
+fi
+done_step
+
+step "the adapters Wine offers"
+if tjoin "$WITH" --backend auto --dry-run -a 3 "$F/in0.npy" "$F/in1.npy" >"$out/dry.txt" \
+    && grep -q '^backend: DirectML on llvmpipe' "$out/dry.txt" \
+    && grep -q '^directml: FLOAT32 {1,1,2,3} + {1,1,2,4} -> {1,1,2,7} on axis 3' "$out/dry.txt"
+then
+    pass "--backend auto --dry-run chooses DirectML on lavapipe and shows its plan"
+    grep -E '^(backend|directml):' "$out/dry.txt" | sed 's/^/      /'
+else
+    differ "--backend auto did not choose DirectML: $(cat "$out/dry.txt" "$ERR")"
+fi
+if tjoin "$WITH" --backend directml --dml-adapter 0 --dry-run -a 3 "$F/in0.npy" "$F/in1.npy" \
+    >"$out/dry.txt" && grep -q 'llvmpipe.*(adapter 0)' "$out/dry.txt"; then
+    pass "--dml-adapter 0 is lavapipe"
+else
+    differ "--dml-adapter 0: $(cat "$out/dry.txt" "$ERR")"
+fi
+fails 1 'there is no adapter 1: DXGI lists 1' "--dml-adapter 1 exits 1" \
+    "$WITH" --backend directml --dml-adapter 1 --dry-run -a 3 "$F/in0.npy" "$F/in1.npy"
+# Wine has no WARP (EnumWarpAdapter answers E_NOTIMPL): it must fail cleanly.
+fails 1 'EnumWarpAdapter failed' "--dml-adapter warp exits 1 where there is no WARP" \
+    "$WITH" --backend directml --dml-adapter warp --dry-run -a 3 "$F/in0.npy" "$F/in1.npy"
+done_step
+
+# compare CASE_DIR: joins CASE_DIR's inputs with the arguments in its args.txt through DirectML
+# and through the CPU engine, and compares the outputs. $CASES counts the joins it holds.
+compare() {
+    local dir=$1 name=${2:-$(basename "$1")} args inputs ext=npy cpu_args=() skip_next=0
+    read -r -a args <"$dir/args.txt"
+    mapfile -t inputs < <(ls "$dir"/in* | sort -V)
+    [[ " ${args[*]} " =~ " --format "([a-z]+) ]] && ext=${BASH_REMATCH[1]}
+    # The CPU engine refuses --dml-adapter.
+    for a in "${args[@]}"; do
+        if [ $skip_next = 1 ]; then skip_next=0; continue; fi
+        if [ "$a" = --dml-adapter ]; then skip_next=1; continue; fi
+        cpu_args+=("$a")
+    done
+    local count
+    count=$(grep -o -- '--axis-for=' "$dir/args.txt" | wc -l)
+    [ "$count" -gt 0 ] || count=1
+    rm -f "$out"/dml.* "$out"/cpu.*
+    if ! tjoin "$WITH" -q --backend directml "${args[@]}" "${inputs[@]}" -o "$out/dml.$ext"; then
+        differ "$name ($count joins): DirectML failed: $(cat "$ERR")"
+        return
+    fi
+    if ! tjoin "$WITH" -q --backend cpu "${cpu_args[@]}" "${inputs[@]}" -o "$out/cpu.$ext"; then
+        differ "$name ($count joins): the CPU engine failed: $(cat "$ERR")"
+        return
+    fi
+    if cmp -s "$out/dml.$ext" "$out/cpu.$ext"; then
+        pass "$name ($count joins, .$ext, $(stat -c %s "$out/cpu.$ext") bytes)"
+        CASES=$((CASES + count))
+    else
+        differ "$name ($count joins): the outputs differ: $(cmp "$out/dml.$ext" "$out/cpu.$ext")"
+    fi
+}
+CASES=0
+
+step "the worked examples (fixtures/npy/dml_*)"
+for d in "$ROOT"/fixtures/npy/dml_*; do compare "$d"; done
+done_step
+
+step "random joins (examples/join_cases.rs), DirectML's buffer budget as the adapter sets it"
+cargo run -q --example join_cases -- "$WORK/cases" 17 || fail "examples/join_cases failed"
+for d in "$WORK"/cases/*; do compare "$d"; done
+done_step
+
+step "the same joins with a buffer budget of 4 KiB, so that most take several dispatches"
+for d in "$WORK"/cases/*; do
+    case $d in *large_*) continue ;; esac
+    TJOIN_DML_BUFFER_BUDGET=4096 compare "$d" "$(basename "$d") (4 KiB budget)"
+done
+for d in "$WORK"/cases/large_*; do
+    TJOIN_DML_BUFFER_BUDGET=$((4 << 20)) compare "$d" "$(basename "$d") (4 MiB budget)"
+done
+done_step
+
+if [ "${TJOIN_WINE_HUGE:-}" = 1 ]; then
+    step "a join of more than 2^32 elements (TJOIN_WINE_HUGE=1)"
+    huge=$WORK/huge
+    mkdir -p "$huge"
+    cargo run -q --example join_cases -- --huge "$huge" || fail "examples/join_cases failed"
+    compare "$huge"
+    rm -rf "$huge" "$out"/dml.* "$out"/cpu.*
+    done_step
+fi
+
+step "the Windows test binaries under Wine"
+# The drift check of the bindings runs cargo, which Wine does not have: it runs on Linux.
+export TJOIN_TEST_DML_ADAPTER=default
+for t in "${TESTS[@]}"; do
+    log=$WORK/$(basename "$t" .exe).log
+    filter=()
+    case $(basename "$t") in
+        integration-*) filter=(directml:: --skip generated_bindings_are_current) ;;
+    esac
+    (cd "$BIN/deps" && timeout 900 wine "$t" "${filter[@]}" </dev/null >"$log" 2>&1)
+    status=$?
+    summary=$(grep '^test result' "$log" | tail -1)
+    if [ $status = 0 ] && [ -n "$summary" ]; then
+        pass "$(basename "$t") ${filter[*]}: $summary"
+    else
+        differ "$(basename "$t") ${filter[*]} exited $status: ${summary:-no summary}"
+        grep -E '^(test .*FAILED|---- )' "$log" | head -20 | sed 's/^/      /'
+    fi
+done
+done_step
+
+rm -rf "$out" "$WORK/cases"
+echo "directml-wine: $CASES joins compared byte for byte, in $(($(date +%s) - TOTAL_START)) s;" \
+    "$RETRIED runs killed by Wine and tried again"
+echo "directml-wine: $PASSED passed, $FAILED failed"
+[ $FAILED = 0 ]
