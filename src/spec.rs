@@ -4,7 +4,7 @@
 
 use crate::cast;
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, Result, excerpt};
 use crate::input::Tensor;
 
 /// One column of SPEC.md's rules table (and one row of its DirectML feature-level table).
@@ -723,8 +723,10 @@ fn table(inputs: &[&Tensor], marks: &[Mark]) -> Vec<String> {
         .map(|i| {
             [
                 format!("input {}", i.name.position),
-                i.name.label(),
-                i.info.dtype.to_string(),
+                // Cut: a name or record type from the file could be megabytes (and a width
+                // past 65535 makes `format!` panic).
+                excerpt(&i.name.label()).into_owned(),
+                excerpt(&i.info.dtype.to_string()).into_owned(),
                 i.info.shape_text(),
             ]
         })
