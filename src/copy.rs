@@ -246,14 +246,18 @@ struct Packer<'a> {
 
 impl<'a> Packer<'a> {
     fn new(out: &'a mut dyn Sink, dtype: &DType) -> Packer<'a> {
-        // Whole elements must fit, so that swaps never straddle a flush.
-        let itemsize = (dtype.itemsize() as usize).max(1);
+        // Whole elements must fit, so that swaps never straddle a flush. A buffer larger than
+        // usual is left to grow as elements arrive: an element type of gigabytes (a hostile
+        // `<U4611686018427387903` of shape (0, 3)) costs nothing until data backs it.
+        let itemsize = usize::try_from(dtype.itemsize())
+            .unwrap_or(usize::MAX)
+            .max(1);
         let capacity = BUFFER.max(itemsize);
         Packer {
             out,
             dtype: dtype.clone(),
             itemsize,
-            buffer: Vec::with_capacity(capacity),
+            buffer: Vec::with_capacity(if capacity == BUFFER { BUFFER } else { 0 }),
             capacity,
             scratch: Vec::new(),
         }
