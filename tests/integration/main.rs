@@ -5,6 +5,7 @@ mod directml;
 mod early_copy;
 mod fixtures;
 mod generated;
+mod hostile;
 mod output_safety;
 mod pipelines;
 mod property;

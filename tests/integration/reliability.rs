@@ -16,7 +16,7 @@ fn bin() -> PathBuf {
 }
 
 /// Runs tjoin under `sh` with `limits` (e.g. `ulimit -v 262144`) applied first.
-fn tjoin_limited(dir: &Path, limits: &str, args: &[&str]) -> std::process::Output {
+pub fn tjoin_limited(dir: &Path, limits: &str, args: &[&str]) -> std::process::Output {
     Command::new("sh")
         .current_dir(dir)
         .arg("-c")
