@@ -37,6 +37,7 @@ pub fn read(
         format: ".npz",
         reason,
     };
+    STORED_CRCS.with(|checks| checks.borrow_mut().remove(&input.position));
     let members: Vec<Member> = zip::directory(file, file_len)
         .map_err(malformed)?
         .into_iter()
@@ -106,8 +107,11 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
             if info.data_len == 0 {
                 check.verify(input)?;
             } else {
-                let key = (input.position, info.data_offset);
-                STORED_CRCS.with(|checks| checks.borrow_mut().insert(key, check));
+                STORED_CRCS.with(|checks| {
+                    let mut checks = checks.borrow_mut();
+                    let of_input = checks.entry(input.position).or_default();
+                    of_input.insert(info.data_offset, check)
+                });
             }
             Ok(Found {
                 name: Some(name),
@@ -232,7 +236,9 @@ impl<R: Read> Read for Recording<R> {
 /// the run before the output is committed. The reader leaves the check for it here, under
 /// the input's position and the data's offset, since a tensor carries nothing of its
 /// archive's directory. One table per thread: a run reads and copies on one thread, and
-/// starts by clearing what an earlier run on it left ([`forget_stored_crcs`]).
+/// starts by clearing what an earlier run on it left ([`forget_stored_crcs`]); reading an
+/// archive first forgets what was left under its position, so that readers called on their
+/// own (the fuzz targets) never grow it past one archive's members.
 #[derive(Clone)]
 pub struct StoredCrc {
     member: String,
@@ -242,7 +248,9 @@ pub struct StoredCrc {
 }
 
 thread_local! {
-    static STORED_CRCS: RefCell<HashMap<(usize, u64), StoredCrc>> = RefCell::new(HashMap::new());
+    /// By input position, then by data offset.
+    static STORED_CRCS: RefCell<HashMap<usize, HashMap<u64, StoredCrc>>> =
+        RefCell::new(HashMap::new());
 }
 
 impl StoredCrc {
@@ -273,7 +281,7 @@ pub fn stored_crc(tensor: &InputRef, data_offset: u64) -> Option<StoredCrc> {
         if checks.is_empty() {
             return None;
         }
-        checks.get(&(tensor.position, data_offset)).cloned()
+        checks.get(&tensor.position)?.get(&data_offset).cloned()
     })
 }
 
