@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(npy_header safetensors_header npz_directory json_reader)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(npy_header safetensors_header npz_directory json_reader join)
 ./seed.sh > /dev/null
 for t in "${targets[@]}"; do
   log=logs/$t.log; mkdir -p logs "artifacts/$t"

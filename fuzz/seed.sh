@@ -20,3 +20,17 @@ printf '{"dtype": "float16", "shape": [2, 2], "data": [1.5, "NaN", "-Infinity", 
 printf '[[true, false], [false, true]]' > corpus/json_reader/bools
 printf '[["ab", "c"], ["de", "f"]]' > corpus/json_reader/strings
 printf '[18446744073709551615, -1.5e300, 0]' > corpus/json_reader/numbers
+# The whole run: pairs of small fixtures of one format, behind the target's 4-byte prefix
+# (axis 0; output .npy for .npy and JSON inputs, .npz or .safetensors for containers).
+mkdir -p corpus/join
+pair() { # name, output-format code (0 npy, 1 npz, 2 safetensors, 3 json), first, second
+  local len; len=$(stat -c %s "$3")
+  { printf '\x00'; printf "\\x$(printf %02x "$2")"
+    printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8 & 255)))"
+    cat "$3" "$4"; } > "corpus/join/$1"
+}
+find ../fixtures -name '*.npy' -size -16k | head -40 | while read -r f; do pair "npy_$(echo "$f" | tr / _)" 0 "$f" "$f"; done
+find ../fixtures -name '*.npz' -size -16k | head -20 | while read -r f; do pair "npz_$(echo "$f" | tr / _)" 1 "$f" "$f"; done
+find ../fixtures -name '*.safetensors' -size -16k | head -20 | while read -r f; do pair "st_$(echo "$f" | tr / _)" 2 "$f" "$f"; done
+printf '\x00\x00\x0d\x00[[1,2],[3,4]][[5,6],[7,8]]' > corpus/join/json_pair
+echo "corpus/join: $(ls corpus/join | wc -l) seeds"

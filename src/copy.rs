@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use crate::cast;
 use crate::dtype::{ByteOrder, DType, Swaps, swap_in_place};
-use crate::error::{Error, Result};
+use crate::error::{Error, InputRef, Result};
+use crate::format::npz::{self, StoredCrc};
 use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
@@ -59,7 +60,7 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
         .zip(&plan.inputs)
         .map(|(input, p)| map(input, p))
         .collect::<Result<Vec<Region>>>()?;
-    let mut cursors = Cursors::new(&regions);
+    let mut cursors = Cursors::new(&regions, inputs);
     if packable(plan) {
         sink.packed_rounds(plan, &regions, &mut cursors)?;
     } else {
@@ -70,6 +71,7 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
             }
         }
     }
+    cursors.verify()?;
     sink.flush()
 }
 
@@ -198,22 +200,32 @@ struct Cursors<'r> {
     /// Whether an input is read out of order (gathered), so that all of it is released.
     scattered: Vec<bool>,
     pending: u64,
+    /// The CRC-32 of each input that is a stored .npz member, finished over its data as the
+    /// cursor passes it (for a gathered input, a second, sequential read).
+    checks: Vec<Option<(InputRef, StoredCrc)>>,
 }
 
 impl<'r> Cursors<'r> {
-    fn new(regions: &'r [Region]) -> Cursors<'r> {
+    fn new(regions: &'r [Region], inputs: &[&Tensor]) -> Cursors<'r> {
         Cursors {
             regions,
             read: vec![0; regions.len()],
             released: vec![0; regions.len()],
             scattered: vec![false; regions.len()],
             pending: 0,
+            checks: inputs.iter().map(|t| stored_crc(t)).collect(),
         }
     }
 
     /// Notes that `len` more bytes of input `index` were read; past the budget, releases the
     /// pages behind every cursor.
     fn advance(&mut self, index: usize, len: u64) {
+        if let Some((_, check)) = &mut self.checks[index] {
+            let start = self.read[index] as usize;
+            check
+                .hasher
+                .update(&self.regions[index].bytes()[start..start + len as usize]);
+        }
         self.read[index] += len;
         self.pending += len;
         if self.pending < RELEASE_BUDGET {
@@ -230,6 +242,25 @@ impl<'r> Cursors<'r> {
         }
         self.pending = 0;
     }
+
+    /// Fails if an input read to its end fails its CRC-32 check.
+    fn verify(&mut self) -> Result<()> {
+        for (index, check) in self.checks.iter_mut().enumerate() {
+            if self.read[index] == self.regions[index].bytes().len() as u64
+                && let Some((name, check)) = check.take()
+            {
+                check.verify(&name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
+/// the name its failure gives.
+fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
+    let check = npz::stored_crc(&tensor.name, tensor.info.data_offset)?;
+    Some((tensor.name.clone(), check))
 }
 
 /// The output and the buffer that packs small runs.
@@ -246,14 +277,18 @@ struct Packer<'a> {
 
 impl<'a> Packer<'a> {
     fn new(out: &'a mut dyn Sink, dtype: &DType) -> Packer<'a> {
-        // Whole elements must fit, so that swaps never straddle a flush.
-        let itemsize = (dtype.itemsize() as usize).max(1);
+        // Whole elements must fit, so that swaps never straddle a flush. A buffer larger than
+        // usual is left to grow as elements arrive: an element type of gigabytes (a hostile
+        // `<U4611686018427387903` of shape (0, 3)) costs nothing until data backs it.
+        let itemsize = usize::try_from(dtype.itemsize())
+            .unwrap_or(usize::MAX)
+            .max(1);
         let capacity = BUFFER.max(itemsize);
         Packer {
             out,
             dtype: dtype.clone(),
             itemsize,
-            buffer: Vec::with_capacity(capacity),
+            buffer: Vec::with_capacity(if capacity == BUFFER { BUFFER } else { 0 }),
             capacity,
             scratch: Vec::new(),
         }
@@ -267,10 +302,12 @@ impl<'a> Packer<'a> {
         }
         if p.gather.is_some() || !p.swaps.is_none() || p.dtype != self.dtype {
             let region = map(input, p)?;
-            let mut cursors = Cursors::new(std::slice::from_ref(&region));
-            return self.run(input, p, &region, 0, 0, &mut cursors);
+            let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
+            self.run(input, p, &region, 0, 0, &mut cursors)?;
+            return cursors.verify();
         }
         let file = input.file.open(&input.name)?;
+        let check = stored_crc(input);
         if p.data_len <= SMALL_INPUT {
             let len = p.data_len as usize;
             if self.capacity - self.buffer.len() < len {
@@ -280,19 +317,27 @@ impl<'a> Packer<'a> {
             self.buffer.resize(start + len, 0);
             source::read_exact_at(&file, &mut self.buffer[start..], p.data_offset)
                 .map_err(|e| input.name.io_error("read", e))?;
+            if let Some((name, mut check)) = check {
+                check.hasher.update(&self.buffer[start..]);
+                check.verify(&name)?;
+            }
             return Ok(());
         }
         self.flush()?;
-        let copied = self
-            .out
-            .copy_from(&file, p.data_offset, p.data_len)
-            .map_err(|e| self.write_error(e))?;
+        // A kernel copy never shows the bytes a CRC-32 check must see.
+        let copied = match check {
+            Some(_) => 0,
+            None => self
+                .out
+                .copy_from(&file, p.data_offset, p.data_len)
+                .map_err(|e| self.write_error(e))?,
+        };
         if copied == p.data_len {
             return Ok(());
         }
         let region = Region::map(&file, p.data_offset, p.data_len)
             .map_err(|e| input.name.io_error("map", e))?;
-        let mut cursors = Cursors::new(std::slice::from_ref(&region));
+        let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
         cursors.read[0] = copied;
         cursors.released[0] = copied;
         let rest = &region.bytes()[copied as usize..];
@@ -300,7 +345,7 @@ impl<'a> Packer<'a> {
             self.out.write_all(piece).map_err(|e| self.write_error(e))?;
             cursors.advance(0, piece.len() as u64);
         }
-        Ok(())
+        cursors.verify()
     }
 
     /// Copies round `round`'s run of one input.
@@ -563,8 +608,9 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
 /// Reads both tensors' data front to back in blocks and stops at the first block that
 /// differs: the pieces of a split tensor differ in their first bytes and cost one small
 /// read each, and only tensors that are identical are read whole (`--keep`, and the
-/// replicated tensors a whole-file join refuses).
-pub fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
+/// replicated tensors a whole-file join refuses). `b`, which is only read here (`a` is
+/// copied, and checked then), has its stored .npz member's CRC-32 checked when read whole.
+pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     let (x, y) = (&a.info, &b.info);
     if x.dtype != y.dtype || x.swaps != y.swaps {
         return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
@@ -576,24 +622,22 @@ pub fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
             x.shape_text()
         )));
     }
-    let open = |t: &Tensor| {
-        t.file
-            .open(&t.name)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    };
-    let (fa, fb) = (open(a)?, open(b)?);
+    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
     // The first block is small, so that tensors differing early cost little (a read from a
     // cold disk pulls in the kernel's readahead too); blocks then double up to 4 MiB.
     const FIRST: u64 = 4 << 10;
     const LARGEST: u64 = 4 << 20;
     let (mut ba, mut bb) = (Vec::new(), Vec::new());
     let (mut done, mut block) = (0, FIRST);
+    let mut check = stored_crc(b);
     while done < x.data_len {
         let n = block.min(x.data_len - done) as usize;
         ba.resize(n, 0);
         bb.resize(n, 0);
-        source::read_exact_at(&fa, &mut ba, x.data_offset + done)?;
-        source::read_exact_at(&fb, &mut bb, y.data_offset + done)?;
+        source::read_exact_at(&fa, &mut ba, x.data_offset + done)
+            .map_err(|e| a.name.io_error("read", e))?;
+        source::read_exact_at(&fb, &mut bb, y.data_offset + done)
+            .map_err(|e| b.name.io_error("read", e))?;
         if ba != bb {
             let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
             let byte = done + at as u64;
@@ -602,8 +646,14 @@ pub fn differs(a: &Tensor, b: &Tensor) -> std::io::Result<Option<String>> {
                 byte * 8 / x.dtype.bits().max(1)
             )));
         }
+        if let Some((_, check)) = &mut check {
+            check.hasher.update(&bb);
+        }
         done += n as u64;
         block = (block * 2).min(LARGEST);
+    }
+    if let Some((name, check)) = check {
+        check.verify(&name)?;
     }
     Ok(None)
 }

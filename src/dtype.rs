@@ -364,9 +364,23 @@ impl DType {
                     .to_string(),
             );
         }
+        let too_large = |bytes: u64| {
+            let bytes = match bytes {
+                u64::MAX => "more bytes than 64 bits count".to_string(),
+                bytes => format!("{bytes} bytes"),
+            };
+            Err(format!(
+                "its elements are of {bytes} each; tjoin reads elements of at most \
+                 {MAX_ITEMSIZE} bytes"
+            ))
+        };
         match dtype {
             npyz::DType::Plain(type_str) => {
                 let (dtype, order) = from_type_str(type_str)?;
+                if dtype.itemsize() > MAX_ITEMSIZE {
+                    // Saturated for `U` widths whose 4 bytes a character overflow 64 bits.
+                    return too_large(dtype.itemsize());
+                }
                 let swaps = match (order, dtype.swap_width()) {
                     (ByteOrder::Big, Some(width)) => Swaps::Uniform(width),
                     _ => Swaps::default(),
@@ -381,6 +395,9 @@ impl DType {
                 let itemsize = dtype
                     .num_bytes()
                     .ok_or("its record type is larger than this machine can address")?;
+                if itemsize as u64 > MAX_ITEMSIZE {
+                    return too_large(itemsize as u64);
+                }
                 let mut swaps = Vec::new();
                 let layout = little_endian_record(dtype, 0, &mut swaps)?;
                 let record = Record {
@@ -431,6 +448,21 @@ impl Swaps {
     }
 }
 
+/// The largest element tjoin reads, in bytes: far beyond any real record or string, and small
+/// enough that every size computed from it fits 64 bits.
+pub const MAX_ITEMSIZE: u64 = 1 << 31;
+
+/// The most byte ranges one record element may need reversed (big-endian values): 1 MiB of
+/// ranges.
+const MAX_SWAPS: usize = 1 << 16;
+
+fn too_many_swaps() -> String {
+    format!(
+        "its record type has more than {MAX_SWAPS} big-endian values per element for tjoin to \
+         reverse; write it little-endian"
+    )
+}
+
 /// Rebuilds a record with every field little-endian, noting in `swaps` the byte ranges (from
 /// `offset`) that were big-endian.
 fn little_endian_record(
@@ -444,6 +476,9 @@ fn little_endian_record(
             match (order, plain.swap_width()) {
                 (ByteOrder::Big, Some(width)) => {
                     let size = plain.itemsize() as usize;
+                    if swaps.len().saturating_add(size / width) > MAX_SWAPS {
+                        return Err(too_many_swaps());
+                    }
                     swaps.extend((0..size / width).map(|unit| (offset + unit * width, width)));
                     let little = format!("<{}", &type_str.to_string()[1..]);
                     npyz::DType::Plain(little.parse().map_err(|e| format!("{e}"))?)
@@ -452,13 +487,22 @@ fn little_endian_record(
             }
         }
         npyz::DType::Array(len, inner) => {
+            // The element once; its swaps repeated at each of the `len` offsets, so that the
+            // work is that of the swaps, not of `len` (a hostile 2^60).
             let size = inner.num_bytes().ok_or("its record type is too large")?;
-            let mut normalized = None;
-            for index in 0..*len as usize {
-                normalized = Some(little_endian_record(inner, offset + index * size, swaps)?);
+            let mut once = Vec::new();
+            let normalized = little_endian_record(inner, 0, &mut once)?;
+            if !once.is_empty() {
+                let total = once.len().saturating_mul(*len as usize);
+                if swaps.len().saturating_add(total) > MAX_SWAPS {
+                    return Err(too_many_swaps());
+                }
+                for index in 0..*len as usize {
+                    let at = offset + index * size;
+                    swaps.extend(once.iter().map(|&(o, width)| (at + o, width)));
+                }
             }
-            let inner = normalized.unwrap_or_else(|| inner.as_ref().clone());
-            npyz::DType::Array(*len, Box::new(inner))
+            npyz::DType::Array(*len, Box::new(normalized))
         }
         npyz::DType::Record(fields) => {
             let mut field_offset = offset;

@@ -172,9 +172,47 @@ impl InputRef {
 }
 
 impl fmt::Display for InputRef {
+    /// The tensor's name comes from the file, so it is cut like any excerpt.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "input {} ({})", self.position, self.label())
+        match &self.tensor {
+            Some(tensor) => write!(
+                f,
+                "input {} ({}:{})",
+                self.position,
+                self.path.display(),
+                excerpt(tensor)
+            ),
+            None => write!(f, "input {} ({})", self.position, self.path.display()),
+        }
     }
+}
+
+/// How many characters of a file's own text a message quotes at most.
+pub const EXCERPT_CHARS: usize = 100;
+
+/// `text`, a piece of an input quoted in a message (a header, a name, a number), cut to
+/// [`EXCERPT_CHARS`] characters with a note of how much was left out: a hostile file must
+/// not turn one error into megabytes of output.
+pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}... ({} more bytes)",
+            &text[..cut],
+            text.len() - cut
+        )),
+    }
+}
+
+/// Raw bytes of an input quoted in a message: [`excerpt`] of them, bytes outside printable
+/// ASCII escaped (`\x00`), so that control characters never reach the terminal.
+pub fn excerpt_bytes(bytes: &[u8]) -> String {
+    let shown = &bytes[..bytes.len().min(EXCERPT_CHARS)];
+    let mut text: String = shown.escape_ascii().to_string();
+    if bytes.len() > shown.len() {
+        text.push_str(&format!("... ({} more bytes)", bytes.len() - shown.len()));
+    }
+    text
 }
 
 /// A broken join rule, as a person reads it: a headline, the inputs involved (one line each,
@@ -333,6 +371,24 @@ mod tests {
         );
         assert!(hint.starts_with("hint: write it again"), "{hint}");
         assert!(hint.contains("--input-format"), "{hint}");
+    }
+
+    #[test]
+    fn excerpts_are_cut_to_a_hundred_characters() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(1000);
+        let cut = excerpt(&long);
+        assert!(cut.starts_with(&"é".repeat(EXCERPT_CHARS)), "{cut}");
+        assert!(cut.ends_with("... (1800 more bytes)"), "{cut}");
+        assert_eq!(excerpt_bytes(b"\x93NUMPY\0"), "\\x93NUMPY\\x00");
+        let nuls = excerpt_bytes(&[0; 1 << 20]);
+        assert!(nuls.len() < 500 && nuls.ends_with(" more bytes)"), "{nuls}");
+        let name = InputRef {
+            position: 1,
+            path: PathBuf::from("a.safetensors"),
+            tensor: Some("x".repeat(1 << 20)),
+        };
+        assert!(name.to_string().len() < 200, "{name}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::copy;
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result, capped};
+use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::outliers::{self, Row};
@@ -221,19 +221,21 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         let decided = options.decide(name);
         let planned = if let Some((_, Treatment::Keep)) = decided {
-            keep_tensor(name, &sources, options)
+            keep_tensor(name, &sources, options)?
         } else if !options.copies(&sources, decided_axis(decided, options))
             && sources.iter().any(|t| t.info.shape.is_empty())
         {
             Err(vec![Refusal {
                 headline: format!(
-                    "tensor `{name}` is a scalar (rank 0) in {}: it has no axis to join along",
+                    "tensor `{}` is a scalar (rank 0) in {}: it has no axis to join along",
+                    excerpt(name),
                     sources[0].name
                 ),
                 details: Vec::new(),
                 hint: Some(format!(
-                    "copy it from the first input with --keep '{name}' (tjoin checks that \
-                     every input holds the same value)"
+                    "copy it from the first input with --keep '{}' (tjoin checks that \
+                     every input holds the same value)",
+                    excerpt(name)
                 )),
             }])
         } else if let Some((_, Treatment::Axis(axis))) = decided {
@@ -385,7 +387,8 @@ fn plan_tensor<'a>(
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
     if options.copies(&sources, axis) {
-        return keep_tensor(name, &sources, options);
+        // One input: nothing is compared, so nothing but a refusal can come back.
+        return keep_tensor(name, &sources, options).unwrap_or_else(|e| Err(about(None, e)));
     }
     let label = name_refusals.then_some(name);
     let axis = spec::check_with(options.spec, &sources, axis, options.cast)
@@ -458,6 +461,7 @@ fn replicated_refusal(
             }
             _ => String::new(),
         };
+        let name = excerpt(name);
         format!("{name}  {}  {}{joined}", info.dtype, info.shape_text())
     });
     details.extend(
@@ -469,7 +473,7 @@ fn replicated_refusal(
     let globs = rules::suggest_globs(&targets, names);
     let keeps: Vec<String> = globs
         .iter()
-        .map(|(glob, _)| format!("--keep {}", shell_quote(glob)))
+        .map(|(glob, _)| format!("--keep {}", shell_quote(&excerpt(glob))))
         .collect();
     let keeps = capped(keeps, SHOWN).join(" ");
     Refusal {
@@ -500,7 +504,7 @@ fn about(name: Option<&str>, error: Error) -> Vec<Refusal> {
             .into_iter()
             .map(|mut r| {
                 if let Some(name) = name {
-                    r.headline = format!("tensor `{name}`: {}", r.headline);
+                    r.headline = format!("tensor `{}`: {}", excerpt(name), r.headline);
                 }
                 r
             })
@@ -562,18 +566,20 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// A `--keep` tensor: checked to be byte-identical in every input, then copied from the
-/// first (a join of one input).
+/// first (a join of one input). A damaged input (a stored .npz member failing its CRC-32) is
+/// an error of its own, not one of the refusals.
 fn keep_tensor<'a>(
     name: &str,
     sources: &[&'a Tensor],
     options: &JobOptions,
-) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+) -> Result<std::result::Result<TensorJob<'a>, Vec<Refusal>>> {
     let first = sources[0];
     let mut differing = Vec::new();
     for other in &sources[1..] {
         match copy::differs(first, other) {
             Ok(None) => {}
             Ok(Some(how)) => differing.push(format!("{}: {how}", other.name)),
+            Err(e @ Error::Malformed { .. }) => return Err(e),
             Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
         }
     }
@@ -585,10 +591,11 @@ fn keep_tensor<'a>(
             first.info.shape_text()
         )];
         details.extend(differing);
-        return Err(vec![Refusal {
+        return Ok(Err(vec![Refusal {
             headline: format!(
-                "tensor `{name}` matches --keep but is not the same in every input; it would be \
+                "tensor `{}` matches --keep but is not the same in every input; it would be \
                  copied from {}",
+                excerpt(name),
                 first.name
             ),
             details,
@@ -597,7 +604,7 @@ fn keep_tensor<'a>(
                  its axis like the others"
                     .to_string(),
             ),
-        }]);
+        }]));
     }
     let info = &first.info;
     // --cast converts every tensor of the output, kept ones too.
@@ -605,9 +612,10 @@ fn keep_tensor<'a>(
     if let Some(to) = cast
         && !crate::cast::castable(&info.dtype, to)
     {
-        return Err(vec![Refusal {
+        return Ok(Err(vec![Refusal {
             headline: format!(
-                "tensor `{name}` matches --keep, but its {} cannot be cast to {to}",
+                "tensor `{}` matches --keep, but its {} cannot be cast to {to}",
+                excerpt(name),
                 info.dtype
             ),
             details: Vec::new(),
@@ -615,17 +623,17 @@ fn keep_tensor<'a>(
                 "--cast converts between {}",
                 crate::cast::CAST_TYPES
             )),
-        }]);
+        }]));
     }
     let plan = if info.shape.is_empty() || options.layout().is_none_or(|l| l == info.layout) {
         plan::copy_as_is(info, cast)
     } else {
         plan::plan_with(&[info], 0, options.layout(), cast)
     };
-    Ok(TensorJob {
+    Ok(Ok(TensorJob {
         kept: true,
         ..job(name, plan, vec![first])
-    })
+    }))
 }
 
 /// The one tensor an input holds.
@@ -640,10 +648,11 @@ fn only_tensor(input: &Input) -> Result<&Tensor> {
             "leave it out of the inputs",
         )),
         tensors => {
-            let names: Vec<&str> = tensors
+            let names: Vec<_> = tensors
                 .iter()
                 .filter_map(|t| t.name.tensor.as_deref())
                 .take(5)
+                .map(|name| excerpt(name))
                 .collect();
             Err(Error::refused(
                 format!(
@@ -705,7 +714,7 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
             // In a whole-file join, say which tensor.
             let tensor = match job {
                 [_] => String::new(),
-                _ => format!("tensor `{}`: ", t.out.name),
+                _ => format!("tensor `{}`: ", excerpt(&t.out.name)),
             };
             Refusal {
                 headline: format!(

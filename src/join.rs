@@ -28,6 +28,7 @@ use crate::{report, sharded, source, stack};
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
 pub fn run(config: &JoinConfig) -> Result<()> {
+    crate::format::npz::forget_stored_crcs();
     let mut early = EarlyCopy::for_run(config);
     let inputs = open_inputs(config, early.as_mut())?;
     if !config.quiet {

@@ -5,7 +5,7 @@
 
 use crate::cast;
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, Result, excerpt};
 use crate::input::Tensor;
 use crate::outliers::{self, Row};
 
@@ -849,8 +849,10 @@ fn table(inputs: &[&Tensor], marks: &[Mark]) -> Vec<String> {
     let cells = |i: &Tensor| {
         [
             format!("input {}", i.name.position),
-            i.name.label(),
-            i.info.dtype.to_string(),
+            // Cut: a name or record type from the file could be megabytes (and a width
+            // past 65535 makes `format!` panic).
+            excerpt(&i.name.label()).into_owned(),
+            excerpt(&i.info.dtype.to_string()).into_owned(),
             i.info.shape_text(),
         ]
     };

@@ -392,6 +392,22 @@ pub fn shape_text(shape: &[u64]) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// The most dimensions a tensor may have: numpy's limit (`NPY_MAXDIMS`), past which numpy
+/// can load neither such an input nor the output. It also bounds the work of every check
+/// and plan, some of which take time in the square of the rank.
+pub const MAX_RANK: usize = 64;
+
+/// Refuses a shape of more than [`MAX_RANK`] dimensions, saying how many it has.
+pub fn check_rank(shape: &[u64]) -> std::result::Result<(), String> {
+    if shape.len() <= MAX_RANK {
+        return Ok(());
+    }
+    Err(format!(
+        "its shape has {} dimensions; numpy arrays have at most {MAX_RANK}",
+        shape.len()
+    ))
+}
+
 /// The number of bytes a tensor of this shape and item size holds, if it fits in a u64.
 pub fn byte_count(shape: &[u64], itemsize: u64) -> Option<u64> {
     shape

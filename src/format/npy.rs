@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 
 use crate::dtype::{ByteOrder, DType};
-use crate::error::{Error, InputRef, Refusal, Result};
+use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
 use crate::output::Sink;
 
@@ -14,9 +14,11 @@ const MAGIC: &[u8; 6] = b"\x93NUMPY";
 const ALIGN: usize = 64;
 /// numpy leaves room for the growth axis to reach this many digits.
 const GROWTH_AXIS_MAX_DIGITS: usize = 21;
-/// A header longer than this is refused before it is read: numpy's own writer never comes
-/// near it, and a lying length field must not make tjoin allocate gigabytes.
-const MAX_HEADER_LEN: u64 = 64 << 20;
+/// A header longer than this is refused before it is read: numpy's own writer needs more only
+/// for records of tens of thousands of fields (and `numpy.load` refuses headers over 10,000
+/// bytes unless told to trust the file), and a lying length field must cost neither memory
+/// nor the time of parsing megabytes of Python literal.
+const MAX_HEADER_LEN: u64 = 1 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {
@@ -141,10 +143,17 @@ fn read_header_within(
         ])),
     };
     let data_offset = preamble_len + header_len;
-    if header_len > MAX_HEADER_LEN || data_offset > file_len {
+    if data_offset > file_len {
         return Err(malformed(format!(
             "its header claims {header_len} bytes but the file has only {} after the preamble",
             file_len - preamble_len
+        )));
+    }
+    if header_len > MAX_HEADER_LEN {
+        return Err(malformed(format!(
+            "its header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} \
+             tjoin reads (numpy writes that much only for records of tens of thousands of \
+             fields); the file is damaged or not a .npy file"
         )));
     }
     let mut text = vec![0; header_len as usize];
@@ -152,6 +161,7 @@ fn read_header_within(
         .read_exact(&mut text)
         .map_err(|e| input.io_error("read the header of", e))?;
     let header = parse_header(preamble[6], text).map_err(malformed)?;
+    crate::format::check_rank(&header.shape).map_err(malformed)?;
     let stored = DType::from_npy(&header.dtype).map_err(|reason| Error::Unsupported {
         input: input.clone(),
         reason,
@@ -264,13 +274,93 @@ fn parse_header(version: u8, text: Vec<u8>) -> Result<Header, String> {
     bytes.extend_from_slice(&[3, 0]);
     bytes.extend_from_slice(&len.to_le_bytes());
     bytes.extend_from_slice(&utf8);
-    let header = npyz::NpyHeader::from_reader(&bytes[..])
-        .map_err(|e| format!("its header cannot be parsed: {e}"))?;
+    if let Ok(text) = std::str::from_utf8(&utf8) {
+        check_keys(text)?;
+    }
+    let header = npyz::NpyHeader::from_reader(&bytes[..]).map_err(|e| {
+        // The parser's message shows the line it stopped in: the whole header, at worst.
+        let message = e.to_string();
+        let lines: Vec<_> = message.lines().map(excerpt).collect();
+        format!("its header cannot be parsed: {}", lines.join("\n"))
+    })?;
     Ok(Header {
         dtype: header.dtype(),
         fortran: header.order() == npyz::Order::Fortran,
         shape: header.shape().to_vec(),
     })
+}
+
+/// The keys of a header's dictionary: numpy refuses a header with any other set ("Header does
+/// not contain the correct keys").
+const KEYS: [&str; 3] = ["descr", "fortran_order", "shape"];
+
+/// Refuses a header whose dictionary has other keys than [`KEYS`], each once: npyz reads the
+/// three it needs and ignores the rest. One pass over the text, outside quoted strings.
+fn check_keys(text: &str) -> Result<(), String> {
+    let body = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let Some(body) = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')) else {
+        // Not a dictionary: the parser says what it is.
+        return Ok(());
+    };
+    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
+    let (mut item_start, mut key_end) = (0, None);
+    let mut keys = Vec::new();
+    let mut item = |item: &str, key: Option<&str>| {
+        if !item.trim().is_empty() {
+            keys.push(key.unwrap_or(item).trim().to_string());
+        }
+    };
+    for (at, c) in body.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '[' | '(' | '{') => depth += 1,
+            (None, ']' | ')' | '}') => depth = depth.saturating_sub(1),
+            (None, ':') if depth == 0 && key_end.is_none() => key_end = Some(at),
+            (None, ',') if depth == 0 => {
+                item(
+                    &body[item_start..at],
+                    key_end.map(|end| &body[item_start..end]),
+                );
+                (item_start, key_end) = (at + 1, None);
+            }
+            _ => {}
+        }
+    }
+    item(
+        &body[item_start..],
+        key_end.map(|end| &body[item_start..end]),
+    );
+    let unquoted: Vec<&str> = keys
+        .iter()
+        .map(|k| {
+            k.strip_prefix(['\'', '"'])
+                .and_then(|k| k.strip_suffix(['\'', '"']))
+                .unwrap_or(k)
+        })
+        .collect();
+    let exact = unquoted.len() == KEYS.len() && KEYS.iter().all(|k| unquoted.contains(k));
+    if exact {
+        return Ok(());
+    }
+    let listed: Vec<String> = keys
+        .iter()
+        .take(10)
+        .map(|k| excerpt(k).into_owned())
+        .collect();
+    Err(format!(
+        "its header's dictionary has the keys {}{}; numpy requires exactly 'descr', \
+         'fortran_order' and 'shape'",
+        listed.join(", "),
+        if keys.len() > listed.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    ))
 }
 
 /// The deepest bracket nesting a header may have: records nested four deep. npyz's parser

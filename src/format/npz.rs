@@ -2,8 +2,10 @@
 //! (`numpy.savez`, `numpy.savez_compressed`).
 //!
 //! Reading: a member stored uncompressed is read in place, its data an offset into the
-//! archive; a deflated member is inflated once into an unlinked temporary file (checking its
-//! CRC-32 and size) and read from there. Writing: members stored (or deflated with
+//! archive, and its CRC-32 is checked by the copy engine as it reads the data (see
+//! [`StoredCrc`]); a deflated member's .npy header is read from the start of the inflating
+//! stream and checked against the member's size, then the member is inflated once into an
+//! unlinked temporary file (checking its CRC-32 and size) and read from there. Writing: members stored (or deflated with
 //! `--compress`) front to back, the CRC-32 computed as the data streams by, sizes and CRC in
 //! a data descriptor after each member, then the central directory: what Python's `zipfile`
 //! writes on a stream it cannot seek, so `numpy.load` reads it.
@@ -12,6 +14,8 @@
 //! members differently from `zipfile` (see `zip.rs`), so the framing is written here and the
 //! deflate stream comes from flate2.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -19,9 +23,9 @@ use std::sync::Arc;
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
-use crate::error::{Error, InputRef, Refusal, Result};
+use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
-use crate::format::{Contents, Found, OutTensor, Writer, no_such_tensor, npy};
+use crate::format::{Contents, Found, OutTensor, TensorInfo, Writer, no_such_tensor, npy};
 use crate::output::Sink;
 
 /// Reads the archive's directory and each member's .npy header; with `select`, only that
@@ -37,6 +41,7 @@ pub fn read(
         format: ".npz",
         reason,
     };
+    STORED_CRCS.with(|checks| checks.borrow_mut().remove(&input.position));
     let members: Vec<Member> = zip::directory(file, file_len)
         .map_err(malformed)?
         .into_iter()
@@ -82,14 +87,36 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 return Err(malformed(format!(
                     "its member {} is stored uncompressed but declares {} bytes stored and {} \
                      bytes uncompressed",
-                    member.name, member.compressed, member.size
+                    excerpt(&member.name),
+                    member.compressed,
+                    member.size
                 )));
             }
             let mut reader = file;
             reader
                 .seek(SeekFrom::Start(member.data_start))
                 .map_err(|e| input.io_error("read", e))?;
-            let info = npy::read_header_at(&mut reader, member.data_start, member.size, input)?;
+            // The CRC-32 covers the .npy header too: hashed here, as it is read.
+            let mut header = Recording {
+                inner: reader,
+                seen: Vec::new(),
+            };
+            let info = npy::read_header_at(&mut header, member.data_start, member.size, input)?;
+            let mut check = StoredCrc {
+                member: member.name.clone(),
+                recorded: member.crc,
+                hasher: crc32fast::Hasher::new(),
+            };
+            check.hasher.update(&header.seen);
+            if info.data_len == 0 {
+                check.verify(input)?;
+            } else {
+                STORED_CRCS.with(|checks| {
+                    let mut checks = checks.borrow_mut();
+                    let of_input = checks.entry(input.position).or_default();
+                    of_input.insert(info.data_offset, check)
+                });
+            }
             Ok(Found {
                 name: Some(name),
                 info,
@@ -97,10 +124,7 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
             })
         }
         DEFLATED => {
-            let mut temp = inflate(file, member).map_err(malformed)?;
-            temp.seek(SeekFrom::Start(0))
-                .map_err(|e| input.io_error("read", e))?;
-            let info = npy::read_header_at(&mut BufReader::new(&temp), 0, member.size, input)?;
+            let (info, temp) = inflate(file, member, input)?;
             Ok(Found {
                 name: Some(name),
                 info,
@@ -112,63 +136,162 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
             reason: format!(
                 "its member {} is compressed with zip method {method}; tjoin reads stored and \
                  deflated members, the two numpy writes",
-                member.name
+                excerpt(&member.name)
             ),
         }),
     }
 }
 
-/// Inflates a deflated member into an unlinked temporary file, checking size and CRC-32.
-fn inflate(file: &File, member: &Member) -> std::result::Result<File, String> {
-    let io_failed = |e: io::Error| format!("inflating its member {} failed: {e}", member.name);
+/// Inflates a deflated member into an unlinked temporary file, checking size and CRC-32, and
+/// returns what its .npy header says. The header is read from the start of the stream and
+/// checked against the member's declared size first: a member whose header does not fit it
+/// is refused before anything is inflated to disk.
+fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo, File)> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: ".npz",
+        reason,
+    };
+    let io_failed = |e: io::Error| {
+        malformed(format!(
+            "inflating its member {} failed: {e}",
+            excerpt(&member.name)
+        ))
+    };
     let mut source = file;
     source
         .seek(SeekFrom::Start(member.data_start))
         .map_err(io_failed)?;
     let compressed = BufReader::with_capacity(1 << 20, source.take(member.compressed));
     // One byte more than declared, to notice a member that inflates to more.
-    let mut decoder = flate2::read::DeflateDecoder::new(compressed).take(member.size + 1);
+    let decoder = flate2::read::DeflateDecoder::new(compressed).take(member.size + 1);
+    let mut header = Recording {
+        inner: decoder,
+        seen: Vec::new(),
+    };
+    let info = npy::read_header_at(&mut header, 0, member.size, input)?;
+    let Recording {
+        inner: mut decoder,
+        seen,
+    } = header;
     let mut temp = tempfile::tempfile().map_err(|e| {
-        format!(
+        malformed(format!(
             "cannot create a temporary file to inflate its member {} into: {e}",
-            member.name
-        )
+            excerpt(&member.name)
+        ))
     })?;
     let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&seen);
+    temp.write_all(&seen).map_err(io_failed)?;
+    let mut total = seen.len() as u64;
+    drop(seen);
     let mut buffer = vec![0; 1 << 20];
-    let mut total = 0u64;
     loop {
         let n = match decoder.read(&mut buffer) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(zip::inflate_error(&member.name, e)),
+            Err(e) => return Err(malformed(zip::inflate_error(&member.name, e))),
         };
         hasher.update(&buffer[..n]);
         temp.write_all(&buffer[..n]).map_err(io_failed)?;
         total += n as u64;
     }
     if total != member.size {
-        return Err(format!(
+        return Err(malformed(format!(
             "its member {} inflates to {}{total} bytes but declares {}; the file is damaged",
-            member.name,
+            excerpt(&member.name),
             if total > member.size {
                 "more than "
             } else {
                 ""
             },
             member.size
-        ));
+        )));
     }
-    let crc = hasher.finalize();
-    if crc != member.crc {
-        return Err(format!(
-            "its member {} fails its CRC-32 check (computed {crc:08x}, recorded {:08x}); the \
-             file is damaged",
-            member.name, member.crc
-        ));
+    StoredCrc {
+        member: member.name.clone(),
+        recorded: member.crc,
+        hasher,
     }
-    Ok(temp)
+    .verify(input)?;
+    Ok((info, temp))
+}
+
+/// A reader that keeps a copy of what it reads: a member's .npy header, to hash it (and to
+/// write it out again, for a deflated member).
+struct Recording<R> {
+    inner: R,
+    seen: Vec<u8>,
+}
+
+impl<R: Read> Read for Recording<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.seen.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The CRC-32 check of a member: its recorded value, and the hash of the bytes read so far.
+///
+/// A stored member's data is read in place by the copy engine, which finishes the hash as it
+/// reads (`copy.rs`), so that the check costs no second pass over the data; a mismatch fails
+/// the run before the output is committed. The reader leaves the check for it here, under
+/// the input's position and the data's offset, since a tensor carries nothing of its
+/// archive's directory. One table per thread: a run reads and copies on one thread, and
+/// starts by clearing what an earlier run on it left ([`forget_stored_crcs`]); reading an
+/// archive first forgets what was left under its position, so that readers called on their
+/// own (the fuzz targets) never grow it past one archive's members.
+#[derive(Clone)]
+pub struct StoredCrc {
+    member: String,
+    recorded: u32,
+    /// The hash so far: of the member's .npy header, before the data.
+    pub hasher: crc32fast::Hasher,
+}
+
+thread_local! {
+    /// By input position, then by data offset.
+    static STORED_CRCS: RefCell<HashMap<usize, HashMap<u64, StoredCrc>>> =
+        RefCell::new(HashMap::new());
+}
+
+impl StoredCrc {
+    /// Fails unless the hash of everything fed to it is the recorded CRC-32.
+    pub fn verify(self, input: &InputRef) -> Result<()> {
+        let computed = self.hasher.finalize();
+        if computed == self.recorded {
+            return Ok(());
+        }
+        Err(Error::Malformed {
+            input: input.clone(),
+            format: ".npz",
+            reason: format!(
+                "its member {} fails its CRC-32 check (computed {computed:08x}, recorded \
+                 {:08x}); the file is damaged",
+                excerpt(&self.member),
+                self.recorded
+            ),
+        })
+    }
+}
+
+/// The CRC-32 check the copy engine must finish over the data of `tensor`, if it is a member
+/// stored in an .npz archive.
+pub fn stored_crc(tensor: &InputRef, data_offset: u64) -> Option<StoredCrc> {
+    STORED_CRCS.with(|checks| {
+        let checks = checks.borrow();
+        if checks.is_empty() {
+            return None;
+        }
+        checks.get(&tensor.position)?.get(&data_offset).cloned()
+    })
+}
+
+/// Forgets the checks an earlier run on this thread left: a run starts with this.
+pub fn forget_stored_crcs() {
+    STORED_CRCS.with(|checks| checks.borrow_mut().clear());
 }
 
 /// Writes tensors as members `NAME.npy` of a zip archive.
@@ -275,18 +398,18 @@ impl Writer for NpzWriter {
             .filter_map(|t| {
                 npy::check_dtype(t)
                     .err()
-                    .map(|e| format!("tensor `{}`: {e}", t.name))
+                    .map(|e| format!("tensor `{}`: {e}", excerpt(&t.name)))
             })
             .collect();
         let mut names = std::collections::HashSet::new();
         for tensor in tensors {
             if !names.insert(&tensor.name) {
-                problems.push(format!("two tensors are named `{}`", tensor.name));
+                problems.push(format!("two tensors are named `{}`", excerpt(&tensor.name)));
             }
             if tensor.name.len() + 4 > usize::from(u16::MAX) {
                 problems.push(format!(
                     "the name of tensor `{}` is too long for a zip",
-                    tensor.name
+                    excerpt(&tensor.name)
                 ));
             }
         }

@@ -28,12 +28,15 @@ use std::io::{self, Read};
 use serde::de::{Deserializer, MapAccess, Visitor};
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Refusal, Result};
+use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, shape_text};
 use crate::output::Sink;
+use crate::source::Region;
 
 /// The safetensors crate refuses longer headers (`MAX_HEADER_SIZE`).
 const MAX_HEADER_LEN: u64 = 100_000_000;
+/// Headers longer than this are first read for where their data ends (`data_end`).
+const PRESCAN_FROM: u64 = 1 << 20;
 /// The key of the free-form string map in the header.
 pub const METADATA_KEY: &str = "__metadata__";
 
@@ -69,24 +72,34 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
             file_len - 8
         )));
     }
-    let mut text = vec![0; header_len as usize];
-    reader
-        .read_exact(&mut text)
-        .map_err(|e| input.io_error("read the header of", e))?;
-    let header = parse_header(&text).map_err(malformed)?;
     let data_start = 8 + header_len;
     let data_len = file_len - data_start;
-    if header.end != data_len {
-        return Err(malformed(format!(
-            "its tensors' data ends {} bytes after the header but the file holds {data_len} \
+    let ends_where = |end: u64| {
+        malformed(format!(
+            "its tensors' data ends {end} bytes after the header but the file holds {data_len} \
              bytes there; the file is {}",
-            header.end,
-            if data_len < header.end {
+            if data_len < end {
                 "truncated"
             } else {
                 "longer than its header says"
             }
-        )));
+        ))
+    };
+    // The header is mapped, not copied: its pages belong to the page cache, and go once read.
+    let text = Region::map(file, 8, header_len).map_err(|e| input.io_error("map", e))?;
+    // Over a large header, a first pass that keeps nothing but where the data ends: a header
+    // of a million tensors that do not fit the file is refused without building them. (A
+    // small one goes straight to the full parse, whose refusals name the tensor at fault.)
+    if header_len > PRESCAN_FROM
+        && let Some(end) = data_end(text.bytes())
+        && end != data_len
+    {
+        return Err(ends_where(end));
+    }
+    let header = parse_header(text.bytes()).map_err(malformed)?;
+    text.release(0, text.bytes().len());
+    if header.end != data_len {
+        return Err(ends_where(header.end));
     }
     let tensors = header
         .tensors
@@ -130,64 +143,61 @@ struct Entry {
     end: u64,
 }
 
+/// Where the data of the header's tensors ends, the furthest `data_offsets` end, read from
+/// the header text in one pass that keeps nothing else; `None` when the text is not an object
+/// of objects (the full parse says what is wrong with it).
+fn data_end(text: &[u8]) -> Option<u64> {
+    let mut deserializer = serde_json::Deserializer::from_slice(text);
+    let end = deserializer.deserialize_map(DataEndVisitor).ok()?;
+    deserializer.end().ok()?;
+    Some(end)
+}
+
 /// Parses and checks the header text (everything but the check against the file's length).
 fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
     let text = std::str::from_utf8(text).map_err(|e| format!("its header is not UTF-8: {e}"))?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let entries = deserializer
-        .deserialize_map(EntriesVisitor)
-        .and_then(|entries| deserializer.end().map(|()| entries))
-        .map_err(|e| format!("its header is not valid JSON: {e}"))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut metadata = None;
-    let mut tensors = Vec::new();
-    for (name, value) in entries {
-        if !seen.insert(name.clone()) {
-            return Err(format!(
-                "its header names {} twice",
-                if name == METADATA_KEY {
-                    METADATA_KEY.to_string()
-                } else {
-                    format!("tensor `{name}`")
-                }
-            ));
-        }
-        if name == METADATA_KEY {
-            metadata = Some(parse_metadata(value)?);
-        } else {
-            tensors.push(parse_entry(name, value)?);
-        }
+    let mut visitor = EntriesVisitor::default();
+    let parsed = deserializer
+        .deserialize_map(&mut visitor)
+        .and_then(|()| deserializer.end());
+    if let Some(reason) = visitor.refused {
+        return Err(reason);
     }
+    parsed.map_err(|e| format!("its header is not valid JSON: {}", excerpt(&e.to_string())))?;
+    let (metadata, mut tensors) = (visitor.metadata, visitor.tensors);
     // The crate sorts by data offsets and then requires them to tile the data.
     tensors.sort_by_key(|t| (t.begin, t.end));
     let mut end = 0u64;
     let mut previous: Option<&Entry> = None;
     for tensor in &tensors {
         let after = || match previous {
-            Some(p) => format!("right after tensor `{}`", p.name),
+            Some(p) => format!("right after tensor `{}`", excerpt(&p.name)),
             None => "at the start of the data".to_string(),
         };
         if tensor.end < tensor.begin {
             return Err(format!(
                 "tensor `{}` has data offsets [{}, {}], which end before they begin",
-                tensor.name, tensor.begin, tensor.end
+                excerpt(&tensor.name),
+                tensor.begin,
+                tensor.end
             ));
         }
         if tensor.begin < end {
             return Err(format!(
                 "tensor `{}` has data offsets [{}, {}], which overlap tensor `{}` (it ends at \
                  {end})",
-                tensor.name,
+                excerpt(&tensor.name),
                 tensor.begin,
                 tensor.end,
-                previous.map_or("?", |p| p.name.as_str())
+                excerpt(previous.map_or("?", |p| p.name.as_str()))
             ));
         }
         if tensor.begin > end {
             return Err(format!(
                 "tensor `{}` has data offsets [{}, {}], leaving {} unused bytes before it; \
                  its data must start at {end}, {}",
-                tensor.name,
+                excerpt(&tensor.name),
                 tensor.begin,
                 tensor.end,
                 tensor.begin - end,
@@ -202,7 +212,7 @@ fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
             .ok_or_else(|| {
                 format!(
                     "tensor `{}` has shape {}, which holds more bytes than any file can",
-                    tensor.name,
+                    excerpt(&tensor.name),
                     shape_text(&tensor.shape)
                 )
             })?;
@@ -210,7 +220,7 @@ fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
             return Err(format!(
                 "tensor `{}` has {elements} elements of {} ({} bits each), which do not fill \
                  a whole number of bytes",
-                tensor.name,
+                excerpt(&tensor.name),
                 tensor.dtype,
                 tensor.dtype.bits()
             ));
@@ -219,7 +229,7 @@ fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
             return Err(format!(
                 "tensor `{}` of shape {} and dtype {} needs {bytes} bytes, but its data \
                  offsets [{}, {}] hold {}",
-                tensor.name,
+                excerpt(&tensor.name),
                 shape_text(&tensor.shape),
                 tensor.dtype.safetensors_name().unwrap_or("?"),
                 tensor.begin,
@@ -253,7 +263,7 @@ fn parse_metadata(value: serde_json::Value) -> std::result::Result<Vec<(String, 
 }
 
 fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<Entry, String> {
-    let wrong = |what: &str| format!("tensor `{name}` in its header {what}");
+    let wrong = |what: &str| format!("tensor `{}` in its header {what}", excerpt(&name));
     let serde_json::Value::Object(map) = value else {
         return Err(wrong("is not a map of dtype, shape and data_offsets"));
     };
@@ -261,7 +271,8 @@ fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<En
         Some(serde_json::Value::String(dtype)) => {
             DType::from_safetensors(dtype).ok_or_else(|| {
                 wrong(&format!(
-                    "has dtype \"{dtype}\", which safetensors does not define"
+                    "has dtype \"{}\", which safetensors does not define",
+                    excerpt(dtype)
                 ))
             })?
         }
@@ -282,6 +293,7 @@ fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<En
         }
     };
     let shape = numbers("shape")?;
+    super::check_rank(&shape).map_err(|why| wrong(&why.replacen("its", "has a", 1)))?;
     let (begin, end) = match numbers("data_offsets")?.as_slice() {
         &[begin, end] => (begin, end),
         _ => return Err(wrong("has data_offsets that are not two numbers")),
@@ -295,25 +307,155 @@ fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<En
     })
 }
 
-/// Collects a JSON object's entries in file order, duplicates included.
-struct EntriesVisitor;
+/// Reads a header's entries in file order, each checked and kept small as soon as it is read
+/// (a `serde_json::Value` apiece cost a header of a million tensors 1.3 GiB).
+#[derive(Default)]
+struct EntriesVisitor {
+    metadata: Option<Vec<(String, String)>>,
+    tensors: Vec<Entry>,
+    /// Why an entry was refused: the parse stops there.
+    refused: Option<String>,
+}
 
-impl<'de> Visitor<'de> for EntriesVisitor {
-    type Value = Vec<(String, serde_json::Value)>;
+impl<'de> Visitor<'de> for &mut EntriesVisitor {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut names = std::collections::HashSet::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let value: serde_json::Value = map.next_value()?;
+            let checked = if name == METADATA_KEY {
+                match self.metadata {
+                    Some(_) => Err(format!("its header names {METADATA_KEY} twice")),
+                    None => parse_metadata(value).map(|m| self.metadata = Some(m)),
+                }
+            } else if names.contains(name.as_str()) {
+                Err(format!(
+                    "its header names tensor `{}` twice",
+                    excerpt(&name)
+                ))
+            } else {
+                parse_entry(name, value).map(|entry| {
+                    names.insert(entry.name.clone());
+                    self.tensors.push(entry);
+                })
+            };
+            if let Err(reason) = checked {
+                self.refused = Some(reason);
+                return Err(serde::de::Error::custom("refused"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The furthest `data_offsets` end of a header's tensors, keeping nothing else; entries that
+/// are not tensors or have no such offsets are passed over (the full parse refuses them).
+struct DataEndVisitor;
+
+impl<'de> Visitor<'de> for DataEndVisitor {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<u64, A::Error> {
+        let mut end = 0;
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            end = end.max(map.next_value::<DataOffsetsEnd>()?.0);
+        }
+        Ok(end)
+    }
+}
+
+/// The end of one entry's `data_offsets`, or 0. An entry that is not a map fails the pass.
+struct DataOffsetsEnd(u64);
+
+impl<'de> serde::Deserialize<'de> for DataOffsetsEnd {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_map(DataOffsetsEndVisitor)
+    }
+}
+
+struct DataOffsetsEndVisitor;
+
+impl<'de> Visitor<'de> for DataOffsetsEndVisitor {
+    type Value = DataOffsetsEnd;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map")
     }
 
     fn visit_map<A: MapAccess<'de>>(
         self,
         mut map: A,
     ) -> std::result::Result<Self::Value, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(entry) = map.next_entry()? {
-            entries.push(entry);
+        let mut end = 0;
+        while let Some(key) = map.next_key::<KeyIs>()? {
+            if key.0 {
+                end = map.next_value::<SecondNumber>()?.0;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
         }
-        Ok(entries)
+        Ok(DataOffsetsEnd(end))
+    }
+}
+
+/// The second element of a list when it is a number, else 0; nothing else is kept. A value
+/// that is not a list fails the pass.
+struct SecondNumber(u64);
+
+impl<'de> serde::Deserialize<'de> for SecondNumber {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_seq(SecondNumberVisitor)
+    }
+}
+
+struct SecondNumberVisitor;
+
+impl<'de> Visitor<'de> for SecondNumberVisitor {
+    type Value = SecondNumber;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let first = seq.next_element::<serde::de::IgnoredAny>()?;
+        let second = match first {
+            Some(_) => seq.next_element::<serde_json::Value>()?,
+            None => None,
+        };
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(SecondNumber(second.and_then(|v| v.as_u64()).unwrap_or(0)))
+    }
+}
+
+/// Whether a key is `data_offsets`, read without keeping it.
+struct KeyIs(bool);
+
+impl<'de> serde::Deserialize<'de> for KeyIs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct IsDataOffsets;
+        impl<'de> Visitor<'de> for IsDataOffsets {
+            type Value = KeyIs;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, key: &str) -> std::result::Result<KeyIs, E> {
+                Ok(KeyIs(key == "data_offsets"))
+            }
+        }
+        deserializer.deserialize_str(IsDataOffsets)
     }
 }
 
@@ -332,13 +474,14 @@ impl Writer for SafeTensorsWriter {
                 problems.push(format!(
                     "tensor `{}` is {}, a type safetensors has no name for (it holds bool, \
                      integers, floats and complex64 only); write .npy or .npz instead",
-                    tensor.name, tensor.dtype
+                    excerpt(&tensor.name),
+                    tensor.dtype
                 ));
             }
             if tensor.layout != Layout::C {
                 problems.push(format!(
                     "tensor `{}` would be in Fortran order; safetensors holds C order only",
-                    tensor.name
+                    excerpt(&tensor.name)
                 ));
             }
             if tensor.name == METADATA_KEY {
@@ -347,7 +490,7 @@ impl Writer for SafeTensorsWriter {
                 ));
             }
             if !names.insert(&tensor.name) {
-                problems.push(format!("two tensors are named `{}`", tensor.name));
+                problems.push(format!("two tensors are named `{}`", excerpt(&tensor.name)));
             }
         }
         super::cannot_hold(problems)

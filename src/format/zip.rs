@@ -16,6 +16,8 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
+use crate::error::excerpt;
+
 const LOCAL_HEADER: u32 = 0x0403_4b50;
 const CENTRAL_HEADER: u32 = 0x0201_4b50;
 const DATA_DESCRIPTOR: u32 = 0x0807_4b50;
@@ -97,16 +99,32 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
              file; the file is truncated or damaged"
         ));
     }
-    let dir = read_at(&mut reader, dir_offset, dir_size as usize)?;
+    if entries > dir_size / CENTRAL_HEADER_LEN {
+        return Err(format!(
+            "its end record counts {entries} members, more than its central directory of \
+             {dir_size} bytes can describe; the file is damaged"
+        ));
+    }
+    // Read in pieces, entry by entry: a directory that lies costs what it really holds.
+    let mut dir = io::BufReader::with_capacity(
+        64 << 10,
+        Span {
+            file,
+            at: dir_offset,
+            end: dir_offset + dir_size,
+        },
+    );
     let mut members = Vec::new();
-    let mut at = 0usize;
+    let (mut name, mut extra) = (Vec::new(), Vec::new());
     for _ in 0..entries {
         let damaged = || "its central directory is damaged".to_string();
-        if le32(&dir, at) != Some(CENTRAL_HEADER) {
+        let mut fixed = [0u8; CENTRAL_HEADER_LEN as usize];
+        dir.read_exact(&mut fixed).map_err(|_| damaged())?;
+        if le32(&fixed, 0) != Some(CENTRAL_HEADER) {
             return Err(damaged());
         }
-        let field16 = |o: usize| le16(&dir, at + o).ok_or_else(damaged);
-        let field32 = |o: usize| le32(&dir, at + o).ok_or_else(damaged);
+        let field16 = |o: usize| le16(&fixed, o).ok_or_else(damaged);
+        let field32 = |o: usize| le32(&fixed, o).ok_or_else(damaged);
         let flags = field16(8)?;
         let method = field16(10)?;
         let crc = field32(16)?;
@@ -114,15 +132,18 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
         let mut size = u64::from(field32(24)?);
         let name_len = usize::from(field16(28)?);
         let extra_len = usize::from(field16(30)?);
-        let comment_len = usize::from(field16(32)?);
+        let comment_len = u64::from(field16(32)?);
         let mut local = u64::from(field32(42)?);
-        let name = dir.get(at + 46..at + 46 + name_len).ok_or_else(damaged)?;
-        let name = String::from_utf8_lossy(name).into_owned();
-        let extra_start = at + 46 + name_len;
-        let extra = dir
-            .get(extra_start..extra_start + extra_len)
-            .ok_or_else(damaged)?;
-        if let Some(zip64) = find_extra(extra, ZIP64_EXTRA) {
+        for (buffer, len) in [(&mut name, name_len), (&mut extra, extra_len)] {
+            buffer.resize(len, 0);
+            dir.read_exact(buffer).map_err(|_| damaged())?;
+        }
+        let skipped = io::copy(&mut (&mut dir).take(comment_len), &mut io::sink());
+        if skipped.ok() != Some(comment_len) {
+            return Err(damaged());
+        }
+        let name = String::from_utf8_lossy(&name).into_owned();
+        if let Some(zip64) = find_extra(&extra, ZIP64_EXTRA) {
             let mut fields = zip64.chunks_exact(8).map(|c| le64(c, 0).unwrap_or(0));
             for value in [&mut size, &mut compressed, &mut local] {
                 if *value == 0xFFFF_FFFF {
@@ -130,9 +151,8 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
                 }
             }
         }
-        at = extra_start + extra_len + comment_len;
         if flags & 1 != 0 {
-            return Err(format!("its member {name} is encrypted"));
+            return Err(format!("its member {} is encrypted", excerpt(&name)));
         }
         let data_start = local_data_start(&mut reader, local, file_len, &name)?;
         if data_start
@@ -140,8 +160,9 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
             .is_none_or(|e| e > file_len)
         {
             return Err(format!(
-                "its member {name} claims {compressed} bytes from offset {data_start}, past the \
-                 end of the file; the file is truncated"
+                "its member {} claims {compressed} bytes from offset {data_start}, past the \
+                 end of the file; the file is truncated",
+                excerpt(&name)
             ));
         }
         members.push(Member {
@@ -165,15 +186,42 @@ fn local_data_start(
     name: &str,
 ) -> Result<u64, String> {
     if local.checked_add(30).is_none_or(|e| e > file_len) {
-        return Err(format!("its member {name} starts past the end of the file"));
+        return Err(format!(
+            "its member {} starts past the end of the file",
+            excerpt(name)
+        ));
     }
     let header = read_at(reader, local, 30)?;
     if le32(&header, 0) != Some(LOCAL_HEADER) {
-        return Err(format!("the local header of its member {name} is damaged"));
+        return Err(format!(
+            "the local header of its member {} is damaged",
+            excerpt(name)
+        ));
     }
     let name_len = u64::from(le16(&header, 26).unwrap_or(0));
     let extra_len = u64::from(le16(&header, 28).unwrap_or(0));
     Ok(local + 30 + name_len + extra_len)
+}
+
+/// The fixed part of a central directory entry, before its name, extra field and comment.
+const CENTRAL_HEADER_LEN: u64 = 46;
+
+/// Bytes `at..end` of a file, read with positional reads (the file's cursor is left to the
+/// readers of local headers).
+struct Span<'a> {
+    file: &'a File,
+    at: u64,
+    end: u64,
+}
+
+impl Read for Span<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = usize::try_from(self.end - self.at).unwrap_or(usize::MAX);
+        let len = buf.len().min(left);
+        let n = crate::source::read_at(self.file, &mut buf[..len], self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 fn find_extra(mut extra: &[u8], id: u16) -> Option<&[u8]> {
@@ -354,7 +402,7 @@ pub fn central_directory(members: &[Written], start: u64) -> Vec<u8> {
 
 /// Wraps an `io::Error` from decompressing with the member's name.
 pub fn inflate_error(name: &str, e: io::Error) -> String {
-    format!("its member {name} cannot be decompressed: {e}")
+    format!("its member {} cannot be decompressed: {e}", excerpt(name))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod early_copy;
 mod fixtures;
 mod flags;
 mod generated;
+mod hostile;
 mod merge_safety;
 mod messages;
 mod output_safety;
