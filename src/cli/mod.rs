@@ -34,6 +34,14 @@ pub const MERGE_EXAMPLE: (&str, &str) = (
      --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
 );
 
+// The headings --help groups the flags under, as cargo and ripgrep do.
+const JOIN: &str = "Join";
+const INPUT: &str = "Input";
+const OUTPUT: &str = "Output";
+const CHECKS: &str = "Checks";
+const CHECKPOINTS: &str = "Checkpoints";
+const ENGINE: &str = "Engine";
+
 /// Examples as (what it does, the command). `--help` shows the first four; the man page
 /// shows all. A command may go on over lines ending in `\`.
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -190,7 +198,8 @@ pub struct Cli {
         long,
         allow_negative_numbers = true,
         value_name = "AXIS",
-        value_hint = ValueHint::Other
+        value_hint = ValueHint::Other,
+        help_heading = JOIN,
     )]
     pub axis: Option<i64>,
 
@@ -201,18 +210,19 @@ pub struct Cli {
         long,
         value_name = "OUTPUT",
         value_hint = ValueHint::AnyPath,
-        required_unless_present_any = ["dry_run", "append", "recover"]
+        required_unless_present_any = ["dry_run", "append", "recover"],
+        help_heading = OUTPUT,
     )]
     pub output: Option<PathBuf>,
 
     /// Grow the first input in place by the others, along its growth axis (0 for a C-order
     /// .npy, the last for a Fortran-order one), in time proportional to what is added.
-    #[arg(long)]
+    #[arg(long, help_heading = OUTPUT)]
     pub append: bool,
 
     /// Cut a .npy file that an interrupted --append left longer than its header says back to
     /// its header's shape, and say what was removed.
-    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, exclusive = true)]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, exclusive = true, help_heading = OUTPUT)]
     pub recover: Option<PathBuf>,
 
     /// Check against a runtime's join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL].
@@ -220,12 +230,13 @@ pub struct Cli {
         long,
         value_name = "PROFILE",
         value_parser = Offering::new(Spec::parse, Spec::names),
-        hide_possible_values = true
+        hide_possible_values = true,
+        help_heading = CHECKS,
     )]
     pub spec: Option<Spec>,
 
     /// Refuse the join unless the output's shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7].
-    #[arg(long, value_name = "DIMS", value_parser = parse_shape, value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "DIMS", value_parser = parse_shape, value_hint = ValueHint::Other, help_heading = CHECKS)]
     // Spelled out so that clap's derive takes the whole shape as one value, not many.
     pub expect_shape: Option<std::vec::Vec<u64>>,
 
@@ -236,43 +247,44 @@ pub struct Cli {
         value_name = "FORM",
         num_args = 0..=1,
         require_equals = true,
-        default_missing_value = "text"
+        default_missing_value = "text",
+        help_heading = CHECKS,
     )]
     pub dry_run: Option<PlanForm>,
 
     /// Join along a new axis inserted at --axis, as numpy.stack (identical shapes).
-    #[arg(long)]
+    #[arg(long, help_heading = JOIN)]
     pub stack: bool,
 
     /// Refuse to replace an existing output (by default it is replaced atomically).
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, help_heading = OUTPUT)]
     pub no_clobber: bool,
 
     /// When to show a progress bar on stderr.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto)]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto, help_heading = ENGINE)]
     pub progress: When,
 
     /// Print nothing but errors (no progress bar).
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = ENGINE)]
     pub quiet: bool,
 
     /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
-    #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_hint = ValueHint::Other)]
+    #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub axis_for: Vec<AxisRule>,
 
     /// Copy tensors matching GLOB from the first input, once checked identical in all.
-    #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub keep: Vec<String>,
 
     /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
     ///
     /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
     /// then the --axis-for flags, then the files' lines in order. Repeatable.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = CHECKPOINTS)]
     pub rules: Vec<PathBuf>,
 
     /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
-    #[arg(long)]
+    #[arg(long, help_heading = CHECKS)]
     pub strict: bool,
 
     /// Join tensors no rule decides even when every input holds them identical (else refused).
@@ -280,19 +292,19 @@ pub struct Cli {
     /// Such tensors are replicated (each tensor-parallel shard holds a copy, as of its norms),
     /// and joining them makes a wrong model: without this flag they are refused, with the
     /// --keep globs that keep them.
-    #[arg(long)]
+    #[arg(long, help_heading = CHECKPOINTS)]
     pub join_identical: bool,
 
     /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
     ///
     /// REF is a .safetensors file, such as the model the shards were split from; only its
     /// header is read.
-    #[arg(long, value_name = "REF")]
+    #[arg(long, value_name = "REF", help_heading = CHECKS)]
     pub like: Option<PathBuf>,
 
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every
     /// output format).
-    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other, help_heading = OUTPUT)]
     pub name: Option<String>,
 
     /// Add or replace an entry of a .safetensors output's __metadata__; repeatable.
@@ -300,49 +312,50 @@ pub struct Cli {
         long,
         value_name = "KEY=VALUE",
         value_parser = parse_key_value,
-        value_hint = ValueHint::Other
+        value_hint = ValueHint::Other,
+        help_heading = OUTPUT,
     )]
     pub metadata: Vec<(String, String)>,
 
     /// Deflate the members of an .npz output, as numpy.savez_compressed does.
-    #[arg(long)]
+    #[arg(long, help_heading = OUTPUT)]
     pub compress: bool,
 
     /// The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB,
     /// 2GiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub max_shard_size: Option<u64>,
 
     /// Name a sharded output's files PREFIX-00001-of-0000N.safetensors and
     /// PREFIX.safetensors.index.json (default: the input index's prefix, else model).
-    #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub prefix: Option<String>,
 
     /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
     /// extension.
-    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true)]
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = OUTPUT)]
     pub format: Option<String>,
 
     /// Read every input in this format instead of guessing from its content and name.
-    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true)]
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = INPUT)]
     pub input_format: Option<String>,
 
     /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
-    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM")]
+    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM", help_heading = OUTPUT)]
     pub json_form: JsonForm,
 
     /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
     /// too), after any INPUT.
-    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = INPUT)]
     pub files_from: Option<PathBuf>,
 
     /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
-    #[arg(short = '0', long, requires = "files_from")]
+    #[arg(short = '0', long, requires = "files_from", help_heading = INPUT)]
     pub null: bool,
 
     /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
     /// bfloat16, float32, float64.
-    #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true)]
+    #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
     pub cast: Option<String>,
 
     /// Print help (the man page has more).
@@ -354,7 +367,7 @@ pub struct Cli {
     pub generate: Option<generate::Kind>,
 
     /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu)]
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu, help_heading = ENGINE)]
     pub backend: Backend,
 
     /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
@@ -362,7 +375,8 @@ pub struct Cli {
         long,
         value_name = "ADAPTER",
         value_parser = Offering::new(Adapter::parse, || vec!["default", "warp", "0", "1"]),
-        hide_possible_values = true
+        hide_possible_values = true,
+        help_heading = ENGINE,
     )]
     pub dml_adapter: Option<Adapter>,
 }

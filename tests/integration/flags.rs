@@ -132,3 +132,24 @@ fn a_file_list_with_crlf_line_ends_names_the_same_files() {
     succeeds(dir.path(), &args);
     assert_eq!(read_npy(&dir.path().join("out.npy")).shape, [3, 2]);
 }
+
+#[test]
+fn help_groups_the_flags_under_headings_and_fits_100_columns() {
+    let help = crate::util::tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for heading in [
+        "Join:",
+        "Input:",
+        "Output:",
+        "Checks:",
+        "Checkpoints:",
+        "Engine:",
+    ] {
+        assert!(
+            help.lines().any(|line| line == heading),
+            "--help lacks the heading {heading}"
+        );
+    }
+    let wide: Vec<&str> = help.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines past 100 columns: {wide:#?}");
+}
