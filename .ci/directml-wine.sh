@@ -21,9 +21,9 @@
 # TJOIN_WINE_HUGE=1 also runs a join of more than 2^32 elements (about 4.3 GB of uint8
 # in, twice that out on disk, minutes): too long for CI.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
-CACHE=${TJOIN_WINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tjoin-directml-wine}
+CACHE=${TJOIN_WINE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/tjoin-directml-wine}
 TARGET=x86_64-pc-windows-gnu
 WORK=$ROOT/target/directml-wine
 export DEBIAN_FRONTEND=noninteractive
@@ -54,6 +54,7 @@ TOTAL_START=$(date +%s)
 mkdir -p "$CACHE" "$WORK"
 
 [ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 machine, this is $(uname -m)"
+# shellcheck disable=SC1091
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 [ "$codename" = bookworm ] || skip "written for Debian 12 (bookworm), this is '${codename:-unknown}'"
 
@@ -188,12 +189,15 @@ exec 3>&-
 trap 'kill $XVFB 2>/dev/null' EXIT
 for _ in $(seq 50); do [ -s "$WORK/display" ] && break; sleep 0.1; done
 [ -s "$WORK/display" ] || skip "Xvfb did not start: $(tail -2 "$WORK/xvfb.log")"
-export DISPLAY=:$(cat "$WORK/display")
+DISPLAY=:$(cat "$WORK/display")
+export DISPLAY
 export WINEPREFIX=$CACHE/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 # One run at a time in the prefix: this one ends its Wine server when done.
 exec 9>"$CACHE/prefix.lock"
 flock 9
 trap 'wineserver -k 2>/dev/null; kill $XVFB 2>/dev/null' EXIT
+# A server left by a run that was killed would still use that run's display.
+wineserver -k 2>/dev/null
 if [ ! -f "$WINEPREFIX/.tjoin-ready" ]; then
     rm -rf "$WINEPREFIX"
     wineboot --init >/dev/null 2>&1 </dev/null
@@ -261,7 +265,7 @@ fails() {
 
 step "what tjoin.exe imports, and a Windows without DirectML.dll"
 imports=$(x86_64-w64-mingw32-objdump -p "$EXE" | sed -n 's/.*DLL Name: //p' | sort -fu)
-echo "   imports: $(echo $imports)"
+echo "   imports:" $imports
 if grep -qiE '^(d3d12|dxgi|directml)\.dll$' <<<"$imports"; then
     differ "tjoin.exe imports a library only the DirectML backend needs"
 else

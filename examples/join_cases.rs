@@ -386,7 +386,17 @@ fn batch(
             (format!("in{index}.{format}"), file)
         })
         .collect();
-    case(dir, &batch_args(&tensors, adapter, format), inputs);
+    let mut args = batch_args(&tensors, adapter, format);
+    // The formats' own options, on every other case: deflated .npz members, and metadata.
+    if count % 2 == 0 {
+        let option = if npz {
+            "--compress"
+        } else {
+            "--metadata=source=join_cases"
+        };
+        args.push(option.to_string());
+    }
+    case(dir, &args, inputs);
     size
 }
 
