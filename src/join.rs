@@ -18,12 +18,12 @@ use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::job::{self, TensorJob};
-use crate::output::sharded::ShardPlan;
-use crate::output::{self, Output, Sink};
+use crate::output::{Output, Sink};
 use crate::progress::{self, Counted};
 use crate::reference::Reference;
+use crate::shards::{self, ShardPlan};
 use crate::spill::Spill;
-use crate::{report, sharded, source, stack};
+use crate::{report, source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
@@ -132,7 +132,7 @@ fn write_shards(
     written?;
     if shards.index.is_some() {
         let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
-        output::sharded::write_index(&mut set, &shards.index_text(&names))?;
+        shards::write_index(&mut set, &shards.index_text(&names))?;
     }
     for input in inputs {
         input.check_unchanged()?;
@@ -227,8 +227,8 @@ pub(crate) fn plan<'a>(
         }
     }
     let output = config.output.path.as_deref();
-    let job =
-        job::build(inputs, &options).map_err(|e| sharded::explain_disjoint(inputs, output, e))?;
+    let job = job::build(inputs, &options)
+        .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }

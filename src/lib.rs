@@ -29,7 +29,7 @@ pub mod progress;
 pub mod reference;
 pub mod report;
 pub mod rules;
-pub mod sharded;
+pub mod shards;
 pub mod source;
 pub mod spec;
 pub mod spill;

@@ -7,7 +7,7 @@ use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
-use crate::output::sharded::ShardPlan;
+use crate::shards::ShardPlan;
 use crate::spec::Spec;
 
 /// The plan of a checked job as aligned text: the rules it passed, the engine (unless it is

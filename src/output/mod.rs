@@ -8,7 +8,6 @@
 mod file;
 pub mod grow;
 mod set;
-pub mod sharded;
 mod temporary;
 
 use std::fs::File;

@@ -20,6 +20,7 @@
 //! output, in order, so the output is still written front to back. Data moves between the
 //! files and the device through staging buffers of `SLAB` bytes.
 
+use sizes::{gcd, lcm, round_down, round_up};
 use std::fmt;
 use std::ops::Range;
 
@@ -305,22 +306,6 @@ impl TensorDesc {
 pub fn buffer_tensor_size(data_type: DataType, sizes: &[u32]) -> u64 {
     let elements: u64 = sizes.iter().map(|&s| u64::from(s)).product();
     round_up(elements * data_type.size(), 4)
-}
-
-fn round_up(value: u64, to: u64) -> u64 {
-    value.div_ceil(to) * to
-}
-
-fn round_down(value: u64, to: u64) -> u64 {
-    value / to * to
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-fn lcm(a: u64, b: u64) -> u64 {
-    a / gcd(a, b) * b
 }
 
 /// How the tensors are presented to the operator.
@@ -902,5 +887,6 @@ fn braces(sizes: &[u32]) -> String {
     format!("{{{}}}", text.join(","))
 }
 
+mod sizes;
 #[cfg(test)]
 mod tests;

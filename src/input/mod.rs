@@ -7,6 +7,8 @@
 //! after their header is read and reopened when the engine gets to them: a join of 100,000
 //! files must not run out of file descriptors.
 
+pub mod sharded;
+
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,7 @@ pub struct Input {
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
     /// For a sharded checkpoint (an index, or a folder), its index and shards.
-    pub shards: Option<crate::sharded::ShardSet>,
+    pub shards: Option<sharded::ShardSet>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
     watched: Vec<Watched>,
@@ -184,8 +186,8 @@ impl Input {
                 Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
             });
             // A folder, or an index: a sharded checkpoint, one input made of several files.
-            if fetched.is_dir() || crate::sharded::is_index_path(&path) {
-                return crate::sharded::open(name, selected, options, fetched.is_dir(), spill);
+            if fetched.is_dir() || sharded::is_index_path(&path) {
+                return sharded::open(name, selected, options, fetched.is_dir(), spill);
             }
             fetched.into_regular(&name, head)?
         };
@@ -258,7 +260,7 @@ impl Input {
         name: InputRef,
         tensors: Vec<Tensor>,
         metadata: Option<Vec<(String, String)>>,
-        shards: crate::sharded::ShardSet,
+        shards: sharded::ShardSet,
         watched: Vec<Watched>,
     ) -> Input {
         Input {

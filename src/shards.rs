@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Member, OutputSet};
 use crate::error::{Error, Refusal, Result};
 use crate::format::index::{self, SetName};
+use crate::output::{Member, OutputSet};
 
 /// The files of a sharded output, planned before anything is written.
 #[derive(Debug, Clone)]
