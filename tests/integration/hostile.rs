@@ -185,11 +185,11 @@ fn more_than_64_dimensions_are_refused_as_numpy_refuses_them() {
         );
     }
     // The same in another key order, which takes the general parser.
-    let dims = vec!["1"; 30_000].join(", ");
+    let dims = vec!["1"; 10_000].join(", ");
     let other_order = format!("{{'shape': ({dims}), 'fortran_order': False, 'descr': '<f4'}}");
     fs::write(dir.path().join("r.npy"), npy_v2(&other_order, &[0; 4])).unwrap();
     let stderr = refused_quickly(dir.path(), &["-a", "0", "r.npy", "-o", "o.npy"], 1);
-    assert_mentions(&stderr, &["its shape has 30000 dimensions"]);
+    assert_mentions(&stderr, &["its shape has 10000 dimensions"]);
     // A million dimensions (3 MB of header): refused from the length field alone.
     fs::write(dir.path().join("r.npy"), npy_v2(&dict(1_000_000), &[0; 4])).unwrap();
     let stderr = refused_quickly(dir.path(), &["-a", "0", "r.npy", "-o", "o.npy"], 1);
