@@ -330,12 +330,15 @@ fn check_keys(text: &str) -> Result<(), String> {
 /// takes time exponential in the depth (0.05 s at 12 levels, 15 s at 20: a fuzzer's find).
 const MAX_NESTING: usize = 10;
 
-/// How deep `[`, `(` and `{` nest in `text`, outside quoted strings.
+/// How deep `[`, `(` and `{` nest in `text`, outside quoted strings (and their escapes).
 /// And how many `{` open a dictionary.
 fn nesting_depth(text: &[u8]) -> (usize, usize) {
     let (mut depth, mut deepest, mut dicts, mut quote) = (0usize, 0, 0, None);
+    let mut escaped = false;
     for &byte in text {
         match (quote, byte) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), b'\\') => escaped = true,
             (Some(q), _) if byte == q => quote = None,
             (Some(_), _) => {}
             (None, b'\'' | b'"') => quote = Some(byte),
@@ -631,6 +634,7 @@ mod tests {
         let refused = parse_header(1, nested(50).into_bytes()).unwrap_err();
         assert!(refused.contains("101 levels deep"), "{refused}");
         assert_eq!(nesting_depth(b"{'a[[[[': '(((('}"), (1, 1));
+        assert_eq!(nesting_depth(br#"{'it\'s: {': "a\"{"}"#), (1, 1));
         let dicts = parse_header(1, b"{'descr': {{{{{{{{{".to_vec()).unwrap_err();
         assert!(dicts.contains("holds 10 dictionaries"), "{dicts}");
     }
