@@ -204,17 +204,6 @@ pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Raw bytes of an input quoted in a message: [`excerpt`] of them, bytes outside printable
-/// ASCII escaped (`\x00`), so that control characters never reach the terminal.
-pub fn excerpt_bytes(bytes: &[u8]) -> String {
-    let shown = &bytes[..bytes.len().min(EXCERPT_CHARS)];
-    let mut text: String = shown.escape_ascii().to_string();
-    if bytes.len() > shown.len() {
-        text.push_str(&format!("... ({} more bytes)", bytes.len() - shown.len()));
-    }
-    text
-}
-
 /// A broken join rule, as a person reads it: a headline, the inputs involved (one line each,
 /// with carets under the offending sizes), and a hint at the fix when one exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -380,9 +369,6 @@ mod tests {
         let cut = excerpt(&long);
         assert!(cut.starts_with(&"é".repeat(EXCERPT_CHARS)), "{cut}");
         assert!(cut.ends_with("... (1800 more bytes)"), "{cut}");
-        assert_eq!(excerpt_bytes(b"\x93NUMPY\0"), "\\x93NUMPY\\x00");
-        let nuls = excerpt_bytes(&[0; 1 << 20]);
-        assert!(nuls.len() < 500 && nuls.ends_with(" more bytes)"), "{nuls}");
         let name = InputRef {
             position: 1,
             path: PathBuf::from("a.safetensors"),

@@ -260,7 +260,15 @@ fn parse_header(version: u8, text: Vec<u8>) -> Result<Header, String> {
         Ok(text) => drop_long_suffixes(&text).into_bytes(),
         Err(e) => e.into_bytes(),
     };
-    let depth = nesting_depth(&utf8);
+    let (depth, dicts) = nesting_depth(&utf8);
+    if dicts > 1 {
+        // A dictionary costs the parser more at each level than a list (10 took 0.25 s, 5 s
+        // under a fuzzer's instrumentation: its find), and numpy writes no dictionary but one.
+        return Err(format!(
+            "its header holds {dicts} dictionaries; numpy's holds one, of descr, fortran_order \
+             and shape"
+        ));
+    }
     if depth > MAX_NESTING {
         return Err(format!(
             "its header nests brackets {depth} levels deep; numpy writes at most {MAX_NESTING} \
@@ -367,23 +375,28 @@ fn check_keys(text: &str) -> Result<(), String> {
 /// takes time exponential in the depth (0.05 s at 12 levels, 15 s at 20: a fuzzer's find).
 const MAX_NESTING: usize = 10;
 
-/// How deep `[`, `(` and `{` nest in `text`, outside quoted strings.
-fn nesting_depth(text: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut quote) = (0usize, 0, None);
+/// How deep `[`, `(` and `{` nest in `text`, outside quoted strings (and their escapes).
+/// And how many `{` open a dictionary.
+fn nesting_depth(text: &[u8]) -> (usize, usize) {
+    let (mut depth, mut deepest, mut dicts, mut quote) = (0usize, 0, 0, None);
+    let mut escaped = false;
     for &byte in text {
         match (quote, byte) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), b'\\') => escaped = true,
             (Some(q), _) if byte == q => quote = None,
             (Some(_), _) => {}
             (None, b'\'' | b'"') => quote = Some(byte),
             (None, b'[' | b'(' | b'{') => {
                 depth += 1;
                 deepest = deepest.max(depth);
+                dicts += usize::from(byte == b'{');
             }
             (None, b']' | b')' | b'}') => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
-    deepest
+    (deepest, dicts)
 }
 
 /// Python 2's numpy wrote shapes as `(2L, 3L)`; numpy drops the `L` after a number outside
@@ -725,11 +738,14 @@ mod tests {
             }
             format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (1,), }}")
         };
-        assert_eq!(nesting_depth(nested(4).as_bytes()), 9);
+        assert_eq!(nesting_depth(nested(4).as_bytes()), (9, 1));
         assert!(parse_header(1, nested(4).into_bytes()).is_ok());
         let refused = parse_header(1, nested(50).into_bytes()).unwrap_err();
         assert!(refused.contains("101 levels deep"), "{refused}");
-        assert_eq!(nesting_depth(b"{'a[[[[': '(((('}"), 1);
+        assert_eq!(nesting_depth(b"{'a[[[[': '(((('}"), (1, 1));
+        assert_eq!(nesting_depth(br#"{'it\'s: {': "a\"{"}"#), (1, 1));
+        let dicts = parse_header(1, b"{'descr': {{{{{{{{{".to_vec()).unwrap_err();
+        assert!(dicts.contains("holds 10 dictionaries"), "{dicts}");
     }
 
     #[test]
