@@ -9,7 +9,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
-use crate::format::{safetensors, shape_text};
+use crate::format::{index, safetensors, shape_text};
 use crate::job::TensorJob;
 use crate::rules::{self, Rule, shell_quote};
 
@@ -34,42 +34,53 @@ enum Fix {
 const SHOWN: usize = 10;
 
 impl Reference {
-    /// Reads the header of the safetensors file `path`, and none of its data.
+    /// Reads the header of the safetensors file `path`, or of every shard of the sharded
+    /// checkpoint whose index `path` is, and none of their data.
     pub fn read(path: &Path) -> Result<Reference> {
-        let name = path.display();
-        if path.to_string_lossy().ends_with(".index.json") {
-            return Err(Error::refused(
-                format!(
-                    "--like {name}: tjoin does not read a sharded checkpoint's index yet, only \
-                     one .safetensors file"
-                ),
-                "name a .safetensors file whose header holds every tensor of the output",
-            ));
+        let file_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if index::is_index_name(file_name) {
+            return Reference::read_index(path);
         }
-        let file = File::open(path).map_err(|e| Error::io("open the --like reference", path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("read the --like reference", path, e))?
-            .len();
-        let input = InputRef {
-            position: 0,
-            path: path.to_path_buf(),
-            tensor: None,
-        };
-        let contents = safetensors::read(&file, len, &input).map_err(|e| match e {
-            Error::Malformed { reason, .. } => Error::refused(
-                format!("--like {name} is not a valid safetensors file: {reason}"),
-                "name the .safetensors file of the model the output should match",
-            ),
-            Error::InputIo { action, source, .. } => {
-                Error::io(format!("{action} the --like reference"), path, source)
-            }
-            other => other,
-        })?;
+        let contents = read_header(path)?;
         let tensors = contents
             .tensors
             .into_iter()
             .map(|t| (t.name.unwrap_or_default(), t.info.shape))
+            .collect();
+        Ok(Reference {
+            path: path.to_path_buf(),
+            tensors,
+        })
+    }
+
+    /// The reference of a sharded checkpoint: its index's tensors, each shape from the header
+    /// of the shard the index names for it (only the shards' headers are read).
+    fn read_index(path: &Path) -> Result<Reference> {
+        let text =
+            std::fs::read(path).map_err(|e| Error::io("read the --like reference", path, e))?;
+        let parsed = index::parse(&text).map_err(|why| {
+            Error::refused(
+                format!("--like {} is not a valid index: {why}", path.display()),
+                "name the model.safetensors.index.json of the checkpoint the output should match",
+            )
+        })?;
+        let folder = path.parent().unwrap_or(Path::new(""));
+        let mut shapes: HashMap<String, Vec<u64>> = HashMap::new();
+        let mut shards: Vec<&str> = parsed.weight_map.iter().map(|(_, f)| f.as_str()).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        for shard in shards {
+            for found in read_header(&folder.join(shard))?.tensors {
+                shapes.insert(found.name.unwrap_or_default(), found.info.shape);
+            }
+        }
+        let tensors = parsed
+            .weight_map
+            .into_iter()
+            .filter_map(|(name, _)| shapes.remove(&name).map(|shape| (name, shape)))
             .collect();
         Ok(Reference {
             path: path.to_path_buf(),
@@ -246,4 +257,29 @@ fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
         "add {} (or correct the rule that decided them)",
         capped(flags, SHOWN).join(" ")
     )
+}
+
+/// The tensors a `--like` safetensors file declares: its header only.
+fn read_header(path: &Path) -> Result<crate::format::Contents> {
+    let name = path.display();
+    let file = File::open(path).map_err(|e| Error::io("open the --like reference", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("read the --like reference", path, e))?
+        .len();
+    let input = InputRef {
+        position: 0,
+        path: path.to_path_buf(),
+        tensor: None,
+    };
+    safetensors::read(&file, len, &input).map_err(|e| match e {
+        Error::Malformed { reason, .. } => Error::refused(
+            format!("--like {name} is not a valid safetensors file: {reason}"),
+            "name the .safetensors file of the model the output should match",
+        ),
+        Error::InputIo { action, source, .. } => {
+            Error::io(format!("{action} the --like reference"), path, source)
+        }
+        other => other,
+    })
 }

@@ -297,8 +297,8 @@ pub struct Cli {
 
     /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
     ///
-    /// REF is a .safetensors file, such as the model the shards were split from; only its
-    /// header is read.
+    /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
+    /// checkpoint's *.safetensors.index.json; only headers are read.
     #[arg(long, value_name = "REF", help_heading = CHECKS)]
     pub like: Option<PathBuf>,
 

@@ -300,6 +300,33 @@ fn like_catches_a_wrong_axis_and_names_the_axis_that_fits() {
 }
 
 #[test]
+fn like_reads_a_sharded_checkpoints_index_and_its_shards_headers() {
+    let dir = shards("llama");
+    // The original, re-sharded by tjoin into three shards and an index.
+    let reshard = [
+        "expected.safetensors",
+        "-o",
+        "reference/",
+        "--max-shard-size",
+        "1KB",
+    ];
+    crate::util::succeeds(dir.path(), &reshard);
+    let shards = fs::read_dir(dir.path().join("reference")).unwrap().count();
+    assert!(shards > 2, "{shards} files: not a sharded reference");
+    let index = "reference/model.safetensors.index.json";
+    let right = format!("--rules llama.rules --like {index} -o model.safetensors");
+    let (ok, _, stderr) = run(dir.path(), &right);
+    assert!(ok, "{stderr}");
+    rebuilt(dir.path());
+    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    let wrong = format!("{old} --like {index} -o other.safetensors");
+    assert_mentions(
+        &refuses(dir.path(), &wrong, 2),
+        &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0)"],
+    );
+}
+
+#[test]
 fn like_names_the_rule_that_set_a_wrong_axis() {
     let dir = shards("bert");
     fs::write(
@@ -367,7 +394,7 @@ fn like_refuses_tensors_the_reference_lacks_and_tensors_the_output_would_lack() 
 }
 
 #[test]
-fn like_takes_a_safetensors_file_only() {
+fn like_refuses_what_is_not_a_safetensors_file_or_an_index() {
     let dir = shards("llama");
     fs::write(dir.path().join("model.safetensors.index.json"), "{}").unwrap();
     fs::write(dir.path().join("notes.safetensors"), "not a header").unwrap();
@@ -380,7 +407,10 @@ fn like_takes_a_safetensors_file_only() {
         )
     };
     let stderr = refused_with("model.safetensors.index.json", 2);
-    assert_mentions(&stderr, &["does not read a sharded checkpoint's index yet"]);
+    assert_mentions(
+        &stderr,
+        &["--like model.safetensors.index.json is not a valid index"],
+    );
     let stderr = refused_with("notes.safetensors", 2);
     assert_mentions(
         &stderr,
