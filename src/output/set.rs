@@ -493,6 +493,9 @@ mod tests {
     }
 
     #[test]
+    // It fails a rename by deleting a member's temporary file, which Windows refuses while
+    // the file is open.
+    #[cfg_attr(windows, ignore = "Windows cannot delete an open temporary file")]
     fn a_failure_in_the_middle_of_the_commit_puts_every_previous_file_back() {
         let dir = previous_set();
         let set = new_set(dir.path());
