@@ -26,33 +26,22 @@ fn two_inputs(dir: &std::path::Path) {
 fn format_names_the_output_format_in_a_dry_run_too() {
     let dir = tempfile::tempdir().unwrap();
     two_inputs(dir.path());
-    let args = [
-        "--dry-run",
-        "-a",
-        "0",
-        "a.npy",
-        "b.npy",
-        "-o",
-        "out.npy",
-        "--format",
-        "json",
-    ];
-    let plan = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
-    assert!(plan.contains("output: out.npy  json"), "{plan}");
-    // Standard output with a format: planned, not refused for want of --format.
-    let args = [
-        "--dry-run",
-        "-a",
-        "0",
-        "a.npy",
-        "b.npy",
-        "-o",
-        "-",
-        "--format",
-        "json",
-    ];
-    let plan = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
-    assert!(plan.contains("output: -  json"), "{plan}");
+    // A file, and standard output (planned, not refused for want of --format).
+    for output in ["out.npy", "-"] {
+        let args = [
+            "--dry-run",
+            "-a",
+            "0",
+            "a.npy",
+            "b.npy",
+            "-o",
+            output,
+            "--format",
+            "json",
+        ];
+        let plan = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
+        assert!(plan.contains(&format!("output: {output}  json")), "{plan}");
+    }
 }
 
 #[test]
