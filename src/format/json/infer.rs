@@ -4,9 +4,10 @@
 //! answers for every mix of bool, int, big int, float and string, and the tests hold the
 //! inference to them.
 
-use super::scan::{Fail, Number, Parsed, Scalar};
+use super::scan::{Fail, Number, Parsed, Scalar, quoted};
 use crate::cast::{narrow_bf16, narrow_f16};
 use crate::dtype::DType;
+use crate::error::excerpt;
 use crate::spill::SpillWriter;
 
 /// Receives the elements the walker finds, in C order.
@@ -202,7 +203,8 @@ fn write_string(out: &mut SpillWriter<'_>, s: &str, dtype: &DType, width: u64) -
     let count = s.chars().count() as u64;
     if count > width {
         return Err(Fail::Value(format!(
-            "the string {s:?} has {count} characters, more than {dtype} holds"
+            "the string {} has {count} characters, more than {dtype} holds",
+            quoted(s)
         )));
     }
     match dtype {
@@ -210,8 +212,9 @@ fn write_string(out: &mut SpillWriter<'_>, s: &str, dtype: &DType, width: u64) -
             for c in s.chars() {
                 let byte = u8::try_from(u32::from(c)).map_err(|_| {
                     Fail::Value(format!(
-                        "the string {s:?} holds {c:?}, which is not a single byte (write \
-                         bytes as the characters U+0000 to U+00FF)"
+                        "the string {} holds {c:?}, which is not a single byte (write \
+                         bytes as the characters U+0000 to U+00FF)",
+                        quoted(s)
                     ))
                 })?;
                 out.write(&[byte])?;
@@ -296,12 +299,16 @@ fn number_kind(n: &Number<'_>) -> Parsed<Kind> {
             } else {
                 "beyond the range of uint64"
             };
+            let digits = excerpt(n.as_str());
+            // A number cut short cannot show its rewriting.
+            let rewritten = match digits {
+                std::borrow::Cow::Borrowed(whole) => format!("{whole}.0"),
+                std::borrow::Cow::Owned(_) => "a trailing .0".to_string(),
+            };
             Err(Fail::Value(format!(
-                "the integer {} is {beyond}: numpy.array makes an object array of it, which \
-                 tjoin does not join\nhint: write it with a fraction or an exponent ({}.0) \
-                 to make a float64 tensor",
-                n.as_str(),
-                n.as_str()
+                "the integer {digits} is {beyond}: numpy.array makes an object array of it, \
+                 which tjoin does not join\nhint: write it with a fraction or an exponent \
+                 ({rewritten}) to make a float64 tensor"
             )))
         }
     }

@@ -29,12 +29,13 @@ pub use write::JsonWriter;
 use std::fs::File;
 
 use crate::dtype::{ByteOrder, DType};
+use crate::error::excerpt;
 use crate::error::{Error, InputRef, Result};
 use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
 use crate::source::Region;
 use crate::spill::{Spill, SpillWriter};
 use infer::{Finished, Inferred, Leaves, Typed};
-use scan::{Fail, Parsed, Parser};
+use scan::{Fail, Parsed, Parser, quoted};
 
 /// How a JSON output is shaped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -142,7 +143,7 @@ impl Parser<'_> {
                     return Err(self.bad("$", "expected a key in double quotes"));
                 }
                 let key = self.string().map_err(|m| self.bad("$", &m))?.into_owned();
-                let here = format!("$.{key}");
+                let here = format!("$.{}", excerpt(&key));
                 if seen.contains(&key) {
                     return Err(self.content(&here, "the key appears twice"));
                 }
@@ -279,9 +280,10 @@ impl Parser<'_> {
         let name = self.string().map_err(|m| self.bad("$.dtype", &m))?;
         let dtype = DType::from_name(&name).ok_or_else(|| {
             Fail::Content(format!(
-                "$.dtype: unknown element type {name:?}; JSON tensors hold bool, int8..int64, \
+                "$.dtype: unknown element type {}; JSON tensors hold bool, int8..int64, \
                  uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128, \
-                 datetime64[unit], timedelta64[unit], S<n> and U<n>"
+                 datetime64[unit], timedelta64[unit], S<n> and U<n>",
+                quoted(&name)
             ))
         })?;
         if let Some(why) = unsupported(&dtype) {
@@ -310,7 +312,7 @@ impl Parser<'_> {
                 _ => {
                     return Err(Fail::Content(format!(
                         "{here}: {} is not a dimension (a whole number, 0 or more)",
-                        dim.as_str()
+                        excerpt(dim.as_str())
                     )));
                 }
             }
@@ -602,6 +604,34 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 600, "only {checked} lines");
+    }
+
+    #[test]
+    fn messages_quote_a_long_token_as_a_short_excerpt() {
+        let digits = "7".repeat(1_000_000);
+        let letters = "a".repeat(1_000_000);
+        let texts = [
+            format!("[1, {digits}]"),
+            format!("[-1, -{digits}]"),
+            format!(r#"{{"dtype": "int8", "shape": [1], "data": [{digits}]}}"#),
+            format!(r#"{{"dtype": "int8", "shape": [1], "data": [1e{digits}]}}"#),
+            format!(r#"{{"dtype": "float32", "shape": [1], "data": ["{letters}"]}}"#),
+            format!(r#"{{"dtype": "S2", "shape": [1], "data": ["{letters}"]}}"#),
+            format!(r#"{{"dtype": "S{digits}", "shape": [1], "data": ["a"]}}"#),
+            format!(r#"{{"dtype": "{letters}", "shape": [1], "data": [1]}}"#),
+            format!(r#"{{"dtype": "int8", "shape": [1.{digits}], "data": [1]}}"#),
+            format!(r#"{{"{letters}": 1}}"#),
+            format!(r#"{{"{letters}": 1, "{letters}": 2}}"#),
+        ];
+        for text in &texts {
+            let error = read_text(text).expect_err("refused").to_string();
+            assert!(
+                error.len() < 600 && error.contains("more bytes)"),
+                "{} bytes: {}",
+                error.len(),
+                excerpt(&error)
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use std::io;
 
 use super::MAX_DEPTH;
+use crate::error::excerpt;
 use crate::source::Region;
 
 /// How far the scanner reads between releases of the text's pages behind it.
@@ -67,11 +68,17 @@ impl Number<'_> {
 impl Scalar<'_> {
     pub(super) fn describe(&self) -> String {
         match self {
-            Scalar::Number(n) => n.as_str().to_string(),
-            Scalar::Str(s) => format!("the string {s:?}"),
+            Scalar::Number(n) => excerpt(n.as_str()).into_owned(),
+            Scalar::Str(s) => format!("the string {}", quoted(s)),
             Scalar::Bool(b) => b.to_string(),
         }
     }
+}
+
+/// A string from the text as a message quotes it: in double quotes, escaped, and cut to an
+/// excerpt (a string in the text may be megabytes long).
+pub(super) fn quoted(s: &str) -> String {
+    excerpt(&format!("{s:?}")).into_owned()
 }
 
 /// A number as the text holds it.
