@@ -676,6 +676,49 @@ fn only_tensor(input: &Input) -> Result<&Tensor> {
     }
 }
 
+/// How the join axis's sizes add up to the output's: "along the join axis 0: 2 + 3 = 5", or,
+/// past [`outliers::ROWS`] inputs, the count and the sum. `None` for a copied tensor (kept,
+/// or a scalar), which has no join axis to explain.
+fn join_axis_sum(t: &TensorJob) -> Option<String> {
+    let axis = t.plan.axis;
+    if t.kept || axis >= t.out.shape.len() {
+        return None;
+    }
+    let total = t.out.shape[axis];
+    if t.sources.len() > outliers::ROWS {
+        let count = outliers::thousands(t.sources.len());
+        return Some(format!(
+            "along the join axis {axis}: the sizes of {count} inputs add up to {total}"
+        ));
+    }
+    let sizes: Vec<String> = t
+        .sources
+        .iter()
+        .map(|s| s.info.shape[axis].to_string())
+        .collect();
+    Some(format!(
+        "along the join axis {axis}: {} = {total}",
+        sizes.join(" + ")
+    ))
+}
+
+/// "input 1 (a.npy) is [2, 3]" for each input, past [`outliers::ROWS`] as a bounded list:
+/// the inputs whose shape differs from most inputs' first, then one of the others, then a
+/// count of the rest.
+fn sources_by_shape(sources: &[&Tensor]) -> Vec<String> {
+    let shapes: Vec<&[u64]> = sources.iter().map(|s| s.info.shape.as_slice()).collect();
+    let offenders = outliers::split(&shapes).map_or_else(Vec::new, |split| split.outliers);
+    outliers::rows(sources.len(), &offenders)
+        .iter()
+        .map(|row| match row {
+            Row::Input(i) => format!("{} is {}", sources[*i].name, sources[*i].info.shape_text()),
+            counted => counted
+                .count_text(|i| sources[i].name.position)
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Refuses the job unless every output tensor has shape `expected` (DirectML's check that
 /// `joinSize == OutputTensor.Sizes[Axis]` and that every other size matches).
 pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
@@ -691,26 +734,9 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
             } else {
                 vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
             };
-            let axis = t.plan.axis;
             let mut details = vec![differing.join(", ")];
-            // A copied tensor (kept, or a scalar) has no join axis to explain.
-            if !t.kept && axis < t.out.shape.len() {
-                let sizes: Vec<String> = t
-                    .sources
-                    .iter()
-                    .map(|s| s.info.shape[axis].to_string())
-                    .collect();
-                details.push(format!(
-                    "along the join axis {axis}: {} = {}",
-                    sizes.join(" + "),
-                    t.out.shape[axis]
-                ));
-            }
-            details.extend(
-                t.sources
-                    .iter()
-                    .map(|s| format!("{} is {}", s.name, s.info.shape_text())),
-            );
+            details.extend(join_axis_sum(t));
+            details.extend(sources_by_shape(&t.sources));
             // In a whole-file join, say which tensor.
             let tensor = match job {
                 [_] => String::new(),

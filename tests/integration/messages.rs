@@ -1,7 +1,7 @@
 //! Messages that scale: one bad shard among 2,000 is named on the first line of the refusal,
 //! the list of inputs stays about ten rows long, and the hint is about the odd one out. For
-//! element type, rank and shape mismatches, and for the tensor names and shapes of a
-//! whole-file join.
+//! element type, rank and shape mismatches, for the tensor names and shapes of a
+//! whole-file join, and for an output shape that is not the one `--expect-shape` names.
 
 use std::fs;
 use std::path::Path;
@@ -123,6 +123,34 @@ fn one_shard_of_another_rank_among_2000_is_named_first() {
          other 1,999 inputs have rank 2",
     );
     assert_mentions(&stderr, &["^ rank 3 != 2", "reshape it to rank 2"]);
+}
+
+#[test]
+fn an_expected_shape_refusal_lists_the_odd_shard_a_reference_and_a_count() {
+    // 1,999 shards [1, 128] and one [5, 128] join into [2004, 128], not the expected [2000,
+    // 128]: the odd shard is the likely cause, so it is listed first.
+    let dir = shards(|_| ("<f4", vec![1, 128]), ("<f4", &[5, 128]));
+    let args = [
+        "-a",
+        "0",
+        "--files-from",
+        "list.txt",
+        "--expect-shape",
+        "2000,128",
+        "-o",
+        "out.npy",
+    ];
+    let stderr = refused(dir.path(), &args, 2);
+    assert_eq!(
+        stderr,
+        "tjoin: error: the output would have shape [2004, 128], not the expected [2000, 128]\n\
+         \x20 dimension 0: 2004 != 2000\n\
+         \x20 along the join axis 0: the sizes of 2,000 inputs add up to 2004\n\
+         \x20 input 1237 (shard-01236.npy) is [5, 128]\n\
+         \x20 input 1 (shard-00000.npy) is [1, 128]\n\
+         \x20 ... and 1,998 more like input 1\n\
+         hint: check the inputs and the axis (-a), or correct --expect-shape\n"
+    );
 }
 
 #[test]
