@@ -23,12 +23,31 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -0 -h -V --axis --output --append --recover --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --rules --strict --join-identical --like --name --metadata --compress --max-shard-size --prefix --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --dry-run --rules --axis-for --keep --join-identical --max-shard-size --prefix --backend --dml-adapter --progress --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --files-from)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --input-format)
+                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
+                    return 0
+                    ;;
                 --axis)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -43,12 +62,27 @@ _tjoin() {
                     fi
                     return 0
                     ;;
+                --cast)
+                    COMPREPLY=($(compgen -W "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64" -- "${cur}"))
+                    return 0
+                    ;;
                 --output)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -o)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
+                    return 0
+                    ;;
+                --name)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --recover)
@@ -66,6 +100,17 @@ _tjoin() {
                     fi
                     return 0
                     ;;
+                --metadata)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --json-form)
+                    COMPREPLY=($(compgen -W "nested object" -- "${cur}"))
+                    return 0
+                    ;;
                 --spec)
                     COMPREPLY=($(compgen -W "onnx directml onnx-13 onnx-11 onnx-4 onnx-1 openvino directml:4.1 directml:3.0 directml:2.1 directml:1.0" -- "${cur}"))
                     return 0
@@ -77,12 +122,16 @@ _tjoin() {
                     fi
                     return 0
                     ;;
+                --like)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --dry-run)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
-                --progress)
-                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                --rules)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --axis-for)
@@ -93,28 +142,6 @@ _tjoin() {
                     return 0
                     ;;
                 --keep)
-                    COMPREPLY=("${cur}")
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o nospace
-                    fi
-                    return 0
-                    ;;
-                --rules)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --like)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --name)
-                    COMPREPLY=("${cur}")
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o nospace
-                    fi
-                    return 0
-                    ;;
-                --metadata)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
@@ -135,43 +162,16 @@ _tjoin() {
                     fi
                     return 0
                     ;;
-                --format)
-                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
-                    return 0
-                    ;;
-                --input-format)
-                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
-                    return 0
-                    ;;
-                --json-form)
-                    COMPREPLY=($(compgen -W "nested object" -- "${cur}"))
-                    return 0
-                    ;;
-                --files-from)
-                    local oldifs
-                    if [ -n "${IFS+x}" ]; then
-                        oldifs="$IFS"
-                    fi
-                    IFS=$'\n'
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    if [ -n "${oldifs+x}" ]; then
-                        IFS="$oldifs"
-                    fi
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o filenames
-                    fi
-                    return 0
-                    ;;
-                --cast)
-                    COMPREPLY=($(compgen -W "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64" -- "${cur}"))
-                    return 0
-                    ;;
                 --backend)
                     COMPREPLY=($(compgen -W "cpu directml auto" -- "${cur}"))
                     return 0
                     ;;
                 --dml-adapter)
                     COMPREPLY=($(compgen -W "default warp 0 1" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -34,9 +34,10 @@ pub const MERGE_EXAMPLE: (&str, &str) = (
      --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
 );
 
-// The headings --help groups the flags under, as cargo and ripgrep do.
-const JOIN: &str = "Join";
+// The headings --help groups the flags under, as cargo and ripgrep do. clap shows them in the
+// order of the first field under each, so `Cli`'s fields go in this order too.
 const INPUT: &str = "Input";
+const JOIN: &str = "Join";
 const OUTPUT: &str = "Output";
 const CHECKS: &str = "Checks";
 const CHECKPOINTS: &str = "Checkpoints";
@@ -191,6 +192,19 @@ pub struct Cli {
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]
     pub inputs: Vec<PathBuf>,
 
+    /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
+    /// too), after any INPUT.
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = INPUT)]
+    pub files_from: Option<PathBuf>,
+
+    /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
+    #[arg(short = '0', long, requires = "files_from", help_heading = INPUT)]
+    pub null: bool,
+
+    /// Read every input in this format instead of guessing from its content and name.
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = INPUT)]
+    pub input_format: Option<String>,
+
     /// The axis to join along; negative ones count from the back (-1 is the last). Not needed
     /// with one input, whose tensors are copied.
     #[arg(
@@ -202,6 +216,15 @@ pub struct Cli {
         help_heading = JOIN,
     )]
     pub axis: Option<i64>,
+
+    /// Join along a new axis inserted at --axis, as numpy.stack (identical shapes).
+    #[arg(long, help_heading = JOIN)]
+    pub stack: bool,
+
+    /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
+    /// bfloat16, float32, float64.
+    #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
+    pub cast: Option<String>,
 
     /// The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded
     /// checkpoint; replaced only when complete, so it may be an input.
@@ -215,6 +238,20 @@ pub struct Cli {
     )]
     pub output: Option<PathBuf>,
 
+    /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
+    /// extension.
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = OUTPUT)]
+    pub format: Option<String>,
+
+    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every
+    /// output format).
+    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other, help_heading = OUTPUT)]
+    pub name: Option<String>,
+
+    /// Refuse to replace an existing output (by default it is replaced atomically).
+    #[arg(short = 'n', long, help_heading = OUTPUT)]
+    pub no_clobber: bool,
+
     /// Grow the first input in place by the others, along its growth axis (0 for a C-order
     /// .npy, the last for a Fortran-order one), in time proportional to what is added.
     #[arg(long, help_heading = OUTPUT)]
@@ -224,6 +261,24 @@ pub struct Cli {
     /// its header's shape, and say what was removed.
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, exclusive = true, help_heading = OUTPUT)]
     pub recover: Option<PathBuf>,
+
+    /// Add or replace an entry of a .safetensors output's __metadata__; repeatable.
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        value_parser = parse_key_value,
+        value_hint = ValueHint::Other,
+        help_heading = OUTPUT,
+    )]
+    pub metadata: Vec<(String, String)>,
+
+    /// Deflate the members of an .npz output, as numpy.savez_compressed does.
+    #[arg(long, help_heading = OUTPUT)]
+    pub compress: bool,
+
+    /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
+    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM", help_heading = OUTPUT)]
+    pub json_form: JsonForm,
 
     /// Check against a runtime's join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL].
     #[arg(
@@ -240,6 +295,17 @@ pub struct Cli {
     // Spelled out so that clap's derive takes the whole shape as one value, not many.
     pub expect_shape: Option<std::vec::Vec<u64>>,
 
+    /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
+    ///
+    /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
+    /// checkpoint's *.safetensors.index.json; only headers are read.
+    #[arg(long, value_name = "REF", help_heading = CHECKS)]
+    pub like: Option<PathBuf>,
+
+    /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
+    #[arg(long, help_heading = CHECKS)]
+    pub strict: bool,
+
     /// Check everything and print the plan on stdout (=json: as one JSON object); write nothing.
     #[arg(
         long,
@@ -252,21 +318,12 @@ pub struct Cli {
     )]
     pub dry_run: Option<PlanForm>,
 
-    /// Join along a new axis inserted at --axis, as numpy.stack (identical shapes).
-    #[arg(long, help_heading = JOIN)]
-    pub stack: bool,
-
-    /// Refuse to replace an existing output (by default it is replaced atomically).
-    #[arg(short = 'n', long, help_heading = OUTPUT)]
-    pub no_clobber: bool,
-
-    /// When to show a progress bar on stderr.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto, help_heading = ENGINE)]
-    pub progress: When,
-
-    /// Print nothing but errors (no progress bar).
-    #[arg(short, long, help_heading = ENGINE)]
-    pub quiet: bool,
+    /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
+    ///
+    /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
+    /// then the --axis-for flags, then the files' lines in order. Repeatable.
+    #[arg(long, value_name = "FILE", help_heading = CHECKPOINTS)]
+    pub rules: Vec<PathBuf>,
 
     /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
     #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
@@ -276,17 +333,6 @@ pub struct Cli {
     #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub keep: Vec<String>,
 
-    /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
-    ///
-    /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
-    /// then the --axis-for flags, then the files' lines in order. Repeatable.
-    #[arg(long, value_name = "FILE", help_heading = CHECKPOINTS)]
-    pub rules: Vec<PathBuf>,
-
-    /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
-    #[arg(long, help_heading = CHECKS)]
-    pub strict: bool,
-
     /// Join tensors no rule decides even when every input holds them identical (else refused).
     ///
     /// Such tensors are replicated (each tensor-parallel shard holds a copy, as of its norms),
@@ -294,32 +340,6 @@ pub struct Cli {
     /// --keep globs that keep them.
     #[arg(long, help_heading = CHECKPOINTS)]
     pub join_identical: bool,
-
-    /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
-    ///
-    /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
-    /// checkpoint's *.safetensors.index.json; only headers are read.
-    #[arg(long, value_name = "REF", help_heading = CHECKS)]
-    pub like: Option<PathBuf>,
-
-    /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every
-    /// output format).
-    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other, help_heading = OUTPUT)]
-    pub name: Option<String>,
-
-    /// Add or replace an entry of a .safetensors output's __metadata__; repeatable.
-    #[arg(
-        long,
-        value_name = "KEY=VALUE",
-        value_parser = parse_key_value,
-        value_hint = ValueHint::Other,
-        help_heading = OUTPUT,
-    )]
-    pub metadata: Vec<(String, String)>,
-
-    /// Deflate the members of an .npz output, as numpy.savez_compressed does.
-    #[arg(long, help_heading = OUTPUT)]
-    pub compress: bool,
 
     /// The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB,
     /// 2GiB.
@@ -330,41 +350,6 @@ pub struct Cli {
     /// PREFIX.safetensors.index.json (default: the input index's prefix, else model).
     #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub prefix: Option<String>,
-
-    /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
-    /// extension.
-    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = OUTPUT)]
-    pub format: Option<String>,
-
-    /// Read every input in this format instead of guessing from its content and name.
-    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = INPUT)]
-    pub input_format: Option<String>,
-
-    /// The shape of a JSON output: nested arrays, or an object with dtype, shape and data.
-    #[arg(long, value_enum, default_value_t = JsonForm::Nested, value_name = "FORM", help_heading = OUTPUT)]
-    pub json_form: JsonForm,
-
-    /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
-    /// too), after any INPUT.
-    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = INPUT)]
-    pub files_from: Option<PathBuf>,
-
-    /// The --files-from list separates paths with NUL bytes (as `find -print0` writes them).
-    #[arg(short = '0', long, requires = "files_from", help_heading = INPUT)]
-    pub null: bool,
-
-    /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
-    /// bfloat16, float32, float64.
-    #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
-    pub cast: Option<String>,
-
-    /// Print help (the man page has more).
-    #[arg(short, long, action = clap::ArgAction::HelpShort)]
-    pub help: Option<bool>,
-
-    /// Print the man page or a shell's completions (checked in under man/, completions/).
-    #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
-    pub generate: Option<generate::Kind>,
 
     /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
     #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu, help_heading = ENGINE)]
@@ -379,6 +364,22 @@ pub struct Cli {
         help_heading = ENGINE,
     )]
     pub dml_adapter: Option<Adapter>,
+
+    /// When to show a progress bar on stderr.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto, help_heading = ENGINE)]
+    pub progress: When,
+
+    /// Print nothing but errors (no progress bar).
+    #[arg(short, long, help_heading = ENGINE)]
+    pub quiet: bool,
+
+    /// Print help (the man page has more).
+    #[arg(short, long, action = clap::ArgAction::HelpShort)]
+    pub help: Option<bool>,
+
+    /// Print the man page or a shell's completions (checked in under man/, completions/).
+    #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
+    pub generate: Option<generate::Kind>,
 }
 
 impl Cli {
