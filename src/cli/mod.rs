@@ -73,7 +73,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "Check that DirectML at feature level 3.0 would accept a join, writing nothing:",
-        "tjoin --spec directml:3.0 --dry-run -a 1 a.npy b.npy",
+        "tjoin --spec directml:3.0 --dry-run -a 3 a.npy b.npy",
     ),
     (
         "Join two tensors along their last axis ([1,1,2,3] + [1,1,2,4] -> [1,1,2,7]):",
@@ -109,11 +109,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "Join through DirectML's Join operator on Windows' software adapter (WARP):",
-        "tjoin --backend directml --dml-adapter warp -a 1 a.npy b.npy -o out.npy",
+        "tjoin --backend directml --dml-adapter warp -a 3 a.npy b.npy -o out.npy",
     ),
     (
         "Say which engine --backend auto would use, and why, writing nothing:",
-        "tjoin --backend auto --dry-run -a 1 a.npy b.npy",
+        "tjoin --backend auto --dry-run -a 3 a.npy b.npy",
     ),
 ];
 

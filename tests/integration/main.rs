@@ -7,6 +7,8 @@ mod containers;
 mod directml;
 mod docs;
 mod early_copy;
+#[cfg(unix)]
+mod examples;
 mod fixtures;
 mod flags;
 mod generated;
