@@ -7,8 +7,8 @@
 //! document shows the output, the output (standard error merged into standard output, as a
 //! terminal shows them) must be exactly that, and an output with an error must come with exit
 //! status 2; elsewhere the command must succeed. A refusal or a dry run must leave the file
-//! (or folder) its `-o` names as it was, any other run must write it. A few commands also have
-//! their output file compared with a fixture (`WRITES`).
+//! (or folder) its `-o` names as it was, any other run must write it; where a document says
+//! what the file holds, it is checked (`WRITES`).
 //!
 //! Why snapbox and `sh -c` rather than trycmd's direct runs: the documents show what a user
 //! types, pipelines (`find ... | sort | tjoin ...`, `echo ... | tjoin ...`), globs
@@ -28,7 +28,7 @@ use std::path::Path;
 
 use snapbox::cmd::{Command, cargo_bin};
 
-use crate::util::write_npy;
+use crate::util::{read_npy, write_npy};
 
 /// Files the documents name that other fixtures already hold: (name in the examples' folder,
 /// fixture).
@@ -58,25 +58,67 @@ const BORROWED: &[(&str, &str)] = &[
     ("rules", "rules"),
 ];
 
-/// Commands whose output file the documents describe: (command, output, the fixture it must
-/// equal byte for byte). Each must be among the commands shown.
-const WRITES: &[(&str, &str, &str)] = &[
+/// What a document says an output file holds.
+enum Holds {
+    /// Exactly the bytes of this fixture.
+    Fixture(&'static str),
+    /// A .npy array of this type string and shape.
+    Npy(&'static str, &'static [u64]),
+}
+
+/// Commands whose output file the documents describe: (command, without a trailing comment;
+/// the file; what it holds). Each must be among the commands shown.
+const WRITES: &[(&str, &str, Holds)] = &[
     (
         "tjoin --axis 3 a.npy b.npy -o out.npy",
         "out.npy",
-        "fixtures/npy/dml_ex1_axis3/expected.npy",
+        Holds::Fixture("fixtures/npy/dml_ex1_axis3/expected.npy"),
     ),
     (
         "tjoin ckpt/model.safetensors.index.json -o model.safetensors",
         "model.safetensors",
-        "fixtures/sharded/expected/model.safetensors",
+        Holds::Fixture("fixtures/sharded/expected/model.safetensors"),
     ),
     (
         "tjoin --rules rules/llama.rules --like original.safetensors tp*.safetensors -o model.safetensors",
         "model.safetensors",
-        "fixtures/merge/llama/expected.safetensors",
+        Holds::Fixture("fixtures/merge/llama/expected.safetensors"),
+    ),
+    // "converted to float32": three float64 [2, 4] shards.
+    (
+        "find shards -name '*.npy' | sort | tjoin -a 0 --files-from - --cast float32 -o train.npy",
+        "train.npy",
+        Holds::Npy("<f4", &[6, 4]),
+    ),
+    // "grows by today's shards": [4, 3] and two [2, 3].
+    (
+        "tjoin --append -a 0 train.npy day-2024-06-*.npy",
+        "train.npy",
+        Holds::Npy("<f4", &[8, 3]),
+    ),
+    (
+        "tjoin --append -a 0 train.npy day-*.npy",
+        "train.npy",
+        Holds::Npy("<f4", &[8, 3]),
+    ),
+    // "along a new first axis": three [2, 2] frames.
+    (
+        "tjoin --stack -a 0 frame-*.npy -o video.npy",
+        "video.npy",
+        Holds::Npy("|u1", &[3, 2, 2]),
+    ),
+    // "Rewrite a file with its join": [2, 3] and [1, 3].
+    (
+        "tjoin -a 0 x.npy y.npy -o x.npy",
+        "x.npy",
+        Holds::Npy("<i4", &[3, 3]),
     ),
 ];
+
+/// A command without the comment at its end.
+fn uncommented(command: &str) -> &str {
+    command.split(" #").next().unwrap_or(command).trim_end()
+}
 
 /// Commands that need what the test machine lacks, and why; they are skipped. The DirectML
 /// backend has its own tests (tests/integration/directml.rs, and CI's run under Wine).
@@ -166,7 +208,7 @@ fn shown_in_help() -> Vec<Shown> {
     tjoin::cli::EXAMPLES
         .iter()
         .map(|&(what, command)| Shown {
-            place: format!("EXAMPLES: {what}"),
+            place: format!("EXAMPLES: {}", what.trim_end_matches(':')),
             command: command.to_string(),
             output: None,
         })
@@ -284,14 +326,26 @@ fn check(shown: &Shown) {
         );
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (_, output, fixture) in WRITES.iter().filter(|(c, ..)| *c == shown.command) {
-        let written = fs::read(dir.path().join(output)).unwrap();
-        assert!(
-            written == fs::read(root.join(fixture)).unwrap(),
-            "{}: `{}` wrote an {output} that differs from {fixture}",
-            shown.place,
-            shown.command
-        );
+    let described = WRITES
+        .iter()
+        .filter(|(command, ..)| *command == uncommented(&shown.command));
+    for (_, output, holds) in described {
+        let written = dir.path().join(output);
+        let place = format!("{}: `{}` wrote {output}", shown.place, shown.command);
+        match holds {
+            Holds::Fixture(fixture) => assert!(
+                fs::read(&written).unwrap() == fs::read(root.join(fixture)).unwrap(),
+                "{place}, which differs from {fixture}"
+            ),
+            Holds::Npy(descr, shape) => {
+                let npy = read_npy(&written);
+                assert_eq!(
+                    (npy.descr.as_str(), npy.shape.as_slice()),
+                    (*descr, *shape),
+                    "{place}"
+                );
+            }
+        }
     }
 }
 
@@ -337,7 +391,9 @@ fn the_commands_whose_output_is_compared_are_shown() {
     shown.extend(shown_in_help());
     for (command, ..) in WRITES {
         assert!(
-            shown.iter().any(|shown| shown.command == *command),
+            shown
+                .iter()
+                .any(|shown| uncommented(&shown.command) == *command),
             "no document shows `{command}` any more: update WRITES"
         );
     }
