@@ -18,7 +18,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
-use crate::outliers::{self, Row};
+use crate::outliers::{self, Row, Split};
 use crate::plan::{self, JoinPlan};
 use crate::rules::{self, Rule, Treatment, shell_quote};
 use crate::spec::{self, Spec};
@@ -703,12 +703,11 @@ fn join_axis_sum(t: &TensorJob) -> Option<String> {
 }
 
 /// "input 1 (a.npy) is [2, 3]" for each input, past [`outliers::ROWS`] as a bounded list:
-/// the inputs whose shape differs from most inputs' first, then one of the others, then a
-/// count of the rest.
-fn sources_by_shape(sources: &[&Tensor]) -> Vec<String> {
-    let shapes: Vec<&[u64]> = sources.iter().map(|s| s.info.shape.as_slice()).collect();
-    let offenders = outliers::split(&shapes).map_or_else(Vec::new, |split| split.outliers);
-    outliers::rows(sources.len(), &offenders)
+/// the inputs whose shape differs from most inputs' (`odd`) first, then one of the others,
+/// then a count of the rest.
+fn sources_by_shape(sources: &[&Tensor], odd: Option<&Split>) -> Vec<String> {
+    let offenders = odd.map_or(&[][..], |split| split.outliers.as_slice());
+    outliers::rows(sources.len(), offenders)
         .iter()
         .map(|row| match row {
             Row::Input(i) => format!("{} is {}", sources[*i].name, sources[*i].info.shape_text()),
@@ -734,9 +733,11 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
             } else {
                 vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
             };
+            let shapes: Vec<&[u64]> = t.sources.iter().map(|s| s.info.shape.as_slice()).collect();
+            let odd = outliers::split(&shapes);
             let mut details = vec![differing.join(", ")];
             details.extend(join_axis_sum(t));
-            details.extend(sources_by_shape(&t.sources));
+            details.extend(sources_by_shape(&t.sources, odd.as_ref()));
             // In a whole-file join, say which tensor.
             let tensor = match job {
                 [_] => String::new(),
@@ -749,9 +750,16 @@ pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
                     shape_text(expected)
                 ),
                 details,
-                hint: Some(
-                    "check the inputs and the axis (-a), or correct --expect-shape".to_string(),
-                ),
+                hint: Some(match &odd {
+                    // Inputs of one shape but a few: those few are the likely cause.
+                    Some(split) => format!(
+                        "{}, check the axis (-a), or correct --expect-shape",
+                        split.remove_or_fix(|i| t.sources[i].name.to_string())
+                    ),
+                    None => {
+                        "check the inputs and the axis (-a), or correct --expect-shape".to_string()
+                    }
+                }),
             }
         })
         .collect();

@@ -149,7 +149,8 @@ fn an_expected_shape_refusal_lists_the_odd_shard_a_reference_and_a_count() {
          \x20 input 1237 (shard-01236.npy) is [5, 128]\n\
          \x20 input 1 (shard-00000.npy) is [1, 128]\n\
          \x20 ... and 1,998 more like input 1\n\
-         hint: check the inputs and the axis (-a), or correct --expect-shape\n"
+         hint: remove or fix input 1237 (shard-01236.npy), check the axis (-a), or correct \
+         --expect-shape\n"
     );
 }
 
