@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::cast;
 use crate::dtype::{ByteOrder, DType, Swaps, swap_in_place};
 use crate::error::{Error, InputRef, Result};
-use crate::format::npz::{self, StoredCrc};
+use crate::format::npz::StoredCrc;
 use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
@@ -149,6 +149,7 @@ fn execute_in_groups(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) ->
                 data_len: bytes,
             },
             file: DataFile::Open(Arc::new(scratch.into_file())),
+            stored_crc: None,
         });
         part_plans.push(InputPlan {
             data_offset: 0,
@@ -259,7 +260,7 @@ impl<'r> Cursors<'r> {
 /// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
 /// the name its failure gives.
 fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = npz::stored_crc(&tensor.name, tensor.info.data_offset)?;
+    let check = tensor.stored_crc.clone()?;
     Some((tensor.name.clone(), check))
 }
 
