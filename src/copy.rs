@@ -11,10 +11,10 @@
 //!   of rounds at a time, one input at a time, by copy loops specialised on the run's size.
 //! - Other small runs, byte-swapped runs, cast runs (`--cast`) and gathered (re-laid-out)
 //!   runs are packed into one reused buffer and written in large blocks.
-//! - A job that packs or converts at least `THREAD_MIN` bytes packs on a second thread while
-//!   this one writes the packed buffers, in order, through the same `Sink`: the output is
-//!   still written front to back, so a pipe works as a file does, and a failure on either
-//!   side stops both. Smaller jobs, and jobs that only copy, keep one thread.
+//! - A job of tiny runs packed in bulk, of at least `THREAD_MIN` bytes, packs on a second
+//!   thread while this one writes the packed buffers, in order, through the same `Sink`: the
+//!   output is still written front to back, so a pipe works as a file does, and a failure on
+//!   either side stops both. Other jobs keep one thread, where a second measured no faster.
 //! - Pages behind the read cursors are released whenever `RELEASE_BUDGET` bytes have been read
 //!   since the last release, whatever the number of inputs, so resident memory stays bounded
 //!   however large the inputs are.
@@ -45,8 +45,9 @@ const DIRECT_RUN: u64 = 256 << 10;
 const RELEASE_BUDGET: u64 = 16 << 20;
 /// Inputs at most this long are read with one call rather than mapped or copied apart.
 const SMALL_INPUT: u64 = 64 << 10;
-/// Jobs that pack or convert at least this many bytes do it on a second thread while this
-/// one writes what it packs; below it a thread costs more than it saves (benches/README.md).
+/// Jobs that pack tiny runs in bulk, of at least this many bytes, pack on a second thread
+/// while this one writes what it packs; below it a thread costs more than it saves
+/// (benches/README.md).
 const THREAD_MIN: u64 = 64 << 20;
 /// Buffers in flight between the packing thread and the writing one.
 const BUFFERS: usize = 3;
@@ -106,14 +107,17 @@ fn direct(p: &InputPlan, dtype: &DType) -> bool {
     p.run_bytes >= DIRECT_RUN && p.gather.is_none() && p.swaps.is_none() && &p.dtype == dtype
 }
 
-/// Whether a job packs or converts enough bytes (`packs`: some input goes through the
-/// buffer) for a second thread to pay.
+/// Whether a job that packs (`packs`: some input goes through the buffer) does it on a
+/// second thread: only where that was measured to pay (benches/README.md), a join of tiny
+/// runs packed in bulk of at least `THREAD_MIN` bytes, with a second core. Casts and other
+/// changes made on a second thread measured slower than on one.
 fn threads(plan: &JoinPlan, packs: bool) -> bool {
     #[cfg(test)]
     if tests::FORCE_THREADS.get() {
         return packs;
     }
     packs
+        && packable(plan)
         && plan.bytes >= THREAD_MIN
         && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
