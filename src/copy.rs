@@ -175,7 +175,12 @@ fn write_blocks(
                 file,
                 offset,
                 len,
-            } => copy_file(out, &name, &file, offset, len)?,
+            } => {
+                // Inside the kernel where the output allows it, else from a map.
+                let copied = out.copy_from(&file, offset, len);
+                let copied = copied.map_err(|e| Error::io("write the output", out.name(), e))?;
+                write_from_map(out, &name, &file, offset + copied, len - copied)?;
+            }
         }
     }
     Ok(())
@@ -234,24 +239,16 @@ fn stopped() -> Error {
     Error::io("write the output", std::path::Path::new("-"), why)
 }
 
-/// Copies `len` bytes of `file` from `offset` to `out`: inside the kernel when `out` allows
-/// it, and whatever the kernel declines from a map of the file, in pieces, releasing the
-/// pages behind.
-fn copy_file(
+/// Writes `len` bytes of `file` from `offset` to `out` from a map of them, in pieces,
+/// releasing the pages behind.
+fn write_from_map(
     out: &mut dyn Sink,
     name: &InputRef,
     file: &File,
     offset: u64,
     len: u64,
 ) -> Result<()> {
-    let copied = out
-        .copy_from(file, offset, len)
-        .map_err(|e| Error::io("write the output", out.name(), e))?;
-    if copied == len {
-        return Ok(());
-    }
-    let region =
-        Region::map(file, offset + copied, len - copied).map_err(|e| name.io_error("map", e))?;
+    let region = Region::map(file, offset, len).map_err(|e| name.io_error("map", e))?;
     let bytes = region.bytes();
     for start in (0..bytes.len()).step_by(RELEASE_BUDGET as usize) {
         let end = (start + RELEASE_BUDGET as usize).min(bytes.len());
@@ -475,21 +472,32 @@ impl<'a> Packer<'a> {
                 .map_err(|e| input.name.io_error("read", e))?;
             return Ok(());
         }
-        self.copy_file(&input.name, &file, p.data_offset, p.data_len)
+        let (offset, len) = (p.data_offset, p.data_len);
+        let copied = self.copy_in_kernel(&input.name, &file, offset, len)?;
+        match &mut self.out {
+            Out::Here(out) => {
+                write_from_map(*out, &input.name, &file, offset + copied, len - copied)
+            }
+            Out::Sent { .. } => Ok(()),
+        }
     }
 
     /// Copies `len` bytes of an input's file from `offset` as they are, after what is
-    /// buffered: inside the kernel where the output allows it.
-    fn copy_file(
+    /// buffered, inside the kernel where the output allows it; returns how many it copied,
+    /// the caller writing the rest. When another thread writes, it hands that thread the
+    /// whole copy, which it completes.
+    fn copy_in_kernel(
         &mut self,
         name: &InputRef,
         file: &Arc<File>,
         offset: u64,
         len: u64,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         self.flush()?;
         match &mut self.out {
-            Out::Here(out) => copy_file(*out, name, file, offset, len),
+            Out::Here(out) => out
+                .copy_from(file, offset, len)
+                .map_err(|e| Error::io("write the output", out.name(), e)),
             Out::Sent { blocks, .. } => {
                 let block = Block::File {
                     name: name.clone(),
@@ -497,7 +505,8 @@ impl<'a> Packer<'a> {
                     offset,
                     len,
                 };
-                blocks.send(block).map_err(|_| stopped())
+                blocks.send(block).map_err(|_| stopped())?;
+                Ok(len)
             }
         }
     }
@@ -547,13 +556,16 @@ impl<'a> Packer<'a> {
             cursors.advance(index, p.run_bytes);
             return Ok(());
         }
-        let start = (round * p.run_bytes) as usize;
-        let run = &region.bytes()[start..start + p.run_bytes as usize];
+        let mut start = (round * p.run_bytes) as usize;
+        let mut run = &region.bytes()[start..start + p.run_bytes as usize];
         let direct = p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype;
         if let (true, Some(file)) = (direct, file) {
-            self.copy_file(&input.name, file, p.data_offset + start as u64, p.run_bytes)?;
-            cursors.advance(index, p.run_bytes);
-            return Ok(());
+            let at = p.data_offset + start as u64;
+            let copied = self.copy_in_kernel(&input.name, file, at, p.run_bytes)?;
+            // What the kernel declined is written from the map below.
+            cursors.advance(index, copied);
+            run = &run[copied as usize..];
+            start += copied as usize;
         }
         // A run can be a whole input: in pieces, so the pages behind are released as it goes.
         let in_size = p.dtype.itemsize().max(1) as usize;
@@ -880,8 +892,8 @@ mod tests {
         path
     }
 
-    /// Joins `paths` along `axis` (cast to `cast`) into memory with the engine, on one
-    /// thread or on two, with an output that fails at `fail_at` bytes.
+    /// Joins `paths` along `axis` (cast to `cast`) with the engine, on one thread or on two,
+    /// into memory that fails at `fail_at` bytes or, for 0, into a file.
     fn join(
         paths: &[PathBuf],
         axis: i64,
@@ -914,14 +926,25 @@ mod tests {
             output: Format::Npy,
         };
         let job = job::build(&inputs, &options).unwrap();
-        let mut out = Memory {
-            bytes: Vec::new(),
-            fail_at,
-        };
         FORCE_THREADS.set(two);
-        let done = execute(&job[0].plan, &job[0].sources, &mut out);
+        let done = if fail_at == 0 {
+            // A file, which takes kernel copies.
+            let mut out = Scratch::new().unwrap();
+            let done = execute(&job[0].plan, &job[0].sources, &mut out);
+            let mut file = out.into_file();
+            let mut bytes = Vec::new();
+            std::io::Seek::rewind(&mut file).unwrap();
+            std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
+            done.map(|()| bytes)
+        } else {
+            let mut out = Memory {
+                bytes: Vec::new(),
+                fail_at,
+            };
+            execute(&job[0].plan, &job[0].sources, &mut out).map(|()| out.bytes)
+        };
         FORCE_THREADS.set(false);
-        done.map(|()| out.bytes)
+        done
     }
 
     /// Little-endian float32 bytes of `0, 1, 2, ...` plus `base`, `count` of them.
@@ -980,13 +1003,19 @@ mod tests {
             ),
         ];
         for (paths, axis, cast, expected) in cases {
-            for two in [false, true] {
-                let joined = join(paths, axis, cast, two, usize::MAX).unwrap();
+            for (two, fail_at) in [
+                (false, usize::MAX),
+                (true, usize::MAX),
+                (false, 0),
+                (true, 0),
+            ] {
+                let joined = join(paths, axis, cast, two, fail_at).unwrap();
                 assert!(
                     joined == expected,
-                    "{} on {} threads",
+                    "{} on {} threads, into {}",
                     paths[0].display(),
-                    1 + two as u8
+                    1 + two as u8,
+                    if fail_at == 0 { "a file" } else { "memory" }
                 );
             }
         }
