@@ -992,7 +992,6 @@ impl Sink for Reordered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
     use crate::input::{Input, OpenOptions};
     use crate::job::{self, JobOptions};
     use crate::spill::Spill;
@@ -1058,17 +1057,7 @@ mod tests {
             })
             .collect();
         let cast = cast.map(|name| DType::from_name(name).expect("a type"));
-        let options = JobOptions {
-            cast: cast.as_ref(),
-            axis: Some(axis),
-            spec: Default::default(),
-            rules: &[],
-            join_identical: false,
-            strict: false,
-            name: None,
-            output: Format::Npy,
-        };
-        let job = job::build(&inputs, &options).unwrap();
+        let job = job::build(&inputs, &JobOptions::along(axis, cast.as_ref())).unwrap();
         FORCE_THREADS.set(two);
         let done = if fail_at == 0 {
             // A file, which takes kernel copies.
