@@ -7,6 +7,7 @@ Run it through benches/run.sh, which installs what it needs. See benches/README.
 """
 
 import argparse
+import ctypes
 import os
 import shutil
 import statistics
@@ -246,7 +247,7 @@ def scenario_inputs(name, scale, folder):
 
 
 def warm(paths):
-    """Reads the inputs so that every run starts with them in the page cache."""
+    """Reads the inputs so that a run starts with them in the page cache."""
     for p in paths:
         with open(p, "rb") as f:
             while f.read(16 << 20):
@@ -259,6 +260,40 @@ def remove(out):
         shutil.rmtree(out)
     elif out.exists():
         out.unlink()
+
+
+def flush(folder):
+    """Writes the folder's file system's dirty pages (the previous run's output) back to disk,
+    so that no run pays for its predecessor's writeback: `syncfs` where Python has it, else
+    `sync`."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        syncfs = getattr(os, "syncfs", None)
+        if syncfs is not None:
+            syncfs(fd)
+        else:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.syncfs(fd) != 0:
+                os.sync()
+    finally:
+        os.close(fd)
+
+
+def drop_caches():
+    """Empties the page cache (root only), after writing back what is dirty."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def prepare(paths, folder, cold):
+    """Starts a run clean: nothing dirty left by an earlier run and, warm, exactly this run's
+    inputs in the page cache or, cold, nothing in it at all."""
+    if cold:
+        drop_caches()
+    else:
+        flush(folder)
+        warm(paths)
 
 
 def timed(command, out):
@@ -324,7 +359,7 @@ def competitors(axis, paths, folder, extra):
     }
 
 
-def run_scenario(name, scale, rounds, workdir, skip):
+def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
     try:
         axis, paths, extra = scenario_inputs(name, scale, folder)
@@ -333,6 +368,13 @@ def run_scenario(name, scale, rounds, workdir, skip):
         os.sync()
         size = sum(p.stat().st_size for p in paths)
         runs = competitors(axis, paths, folder, extra)
+        for label, (binary, env) in extra_tjoins.items():
+            command = [binary if a == str(TJOIN) else a for a in runs["tjoin"][0]]
+            out = folder / f"out_{label}{runs['tjoin'][1].suffix}"
+            # The output is named as it is, or as a folder (a sharded output) with a slash.
+            named = str(runs["tjoin"][1])
+            command = [str(out) + a[len(named):] if a in (named, named + "/") else a for a in command]
+            runs[label] = (["env", *env, *command] if env else command, out)
         names = [n for n in runs if n not in skip]
         times = {n: [] for n in names}
         rss = {n: [] for n in names}
@@ -340,16 +382,16 @@ def run_scenario(name, scale, rounds, workdir, skip):
             # Rotate the order so no competitor always runs right after another.
             order = names[round_ % len(names):] + names[:round_ % len(names)]
             for n in order:
-                warm(paths)
                 command, out = runs[n]
+                remove(out)
+                prepare(paths, folder, cold)
                 seconds, kib = timed(command, out)
                 times[n].append(seconds)
                 rss[n].append(kib)
-                if n == "tjoin" and round_ == 0:
+                if n.startswith("tjoin") and round_ == 0:
                     check_output(axis, paths, out, runs)
-                if n != "tjoin" or round_ < rounds - 1:
-                    remove(out)
-        report(name, size, names, times, rss)
+                remove(out)
+        report(name, size, names, times, rss, cold)
     finally:
         shutil.rmtree(folder)
 
@@ -383,15 +425,22 @@ def check_output(axis, paths, out, runs):
             raise SystemExit(f"tjoin's output differs from numpy's for {paths[0].parent.name}")
 
 
-def report(name, size, names, times, rss):
+def report(name, size, names, times, rss, cold):
     cat = times["cat"]
-    print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds")
-    print(f"  {'competitor':<14} {'median s':>9} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7}")
+    mode = "cold: page cache dropped before every run" if cold else "warm: synced, inputs read, before every run"
+    print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds, {mode}; load {os.getloadavg()[0]:.1f}")
+    print(f"  {'competitor':<14} {'median s':>9} {'min s':>7} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7} {'x cat range':>13}")
     for n in names:
         median = statistics.median(times[n])
-        ratio = statistics.median(t / c for t, c in zip(times[n], cat) if c > 0) if n != "cat" else 1.0
+        ratios = [t / c for t, c in zip(times[n], cat) if c > 0]
+        ratio = statistics.median(ratios)
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
         rate = size / median / 1e9 if median > 0 else float("inf")
-        print(f"  {n:<14} {median:>9.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x")
+        print(f"  {n:<14} {median:>9.3f} {min(times[n]):>7.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x {spread:>13}")
+    for n in names:
+        if n.startswith("tjoin_") and "tjoin" in times:
+            ratios = [v / t for v, t in zip(times[n], times["tjoin"]) if t > 0]
+            print(f"  {n} x tjoin: {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), paired")
     for other in ("numpy", "safetensors_py"):
         if other in times and "tjoin" in times:
             faster = statistics.median(o / t for o, t in zip(times[other], times["tjoin"]) if t > 0)
@@ -410,11 +459,12 @@ APPEND_BASELINES = {
 }
 
 
-def run_append(scale, rounds, workdir, skip):
+def run_append(scale, rounds, workdir, skip, cold):
     """Appends 64 MiB of float32 rows to targets of 0.5, 1 and 4 GiB: `tjoin --append`
     against `cat` of the same data bytes (the new file without its .npy header) onto the
     target, followed by `sync`, or by `sync -d` of the target only. Each run starts from the
-    same target (cut back, its header put back, everything flushed) and a warm cache."""
+    same target (cut back, its header put back, everything flushed) and a warm cache (or,
+    `--cold`, an empty one)."""
     row = 4096
     new_rows = max(1, int((64 << 20) * scale) // row)
     for target_gib in (0.5, 1, 4):
@@ -454,7 +504,7 @@ def run_append(scale, rounds, workdir, skip):
             for round_ in range(rounds):
                 order = names[round_ % len(names):] + names[:round_ % len(names)]
                 for n in order:
-                    warm([new, raw])
+                    prepare([new, raw], folder, cold)
                     seconds, kib = timed(runs[n], folder / "unused")
                     times[n].append(seconds)
                     rss[n].append(kib)
@@ -502,16 +552,27 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
+    parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
+    parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
+                        help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
     parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard"])
     args = parser.parse_args()
+    if args.cold and os.geteuid() != 0:
+        raise SystemExit("--cold drops the page cache before every run, which needs root")
+    extra_tjoins = {}
+    for spec in args.also:
+        label, _, rest = spec.partition("=")
+        binary, *env = rest.split(",")
+        extra_tjoins[f"tjoin_{label}"] = (binary or str(TJOIN), env)
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores")
+    print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores, "
+          f"{'cold' if args.cold else 'warm'}, load {os.getloadavg()[0]:.1f}")
     skip = set(filter(None, args.skip.split(",")))
     for name in args.scenarios:
         if name == "append":
-            run_append(args.scale, args.rounds, Path(args.workdir), skip)
+            run_append(args.scale, args.rounds, Path(args.workdir), skip, args.cold)
         else:
-            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip)
+            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip, args.cold, extra_tjoins)
 
 
 if __name__ == "__main__":

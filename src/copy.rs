@@ -4,11 +4,22 @@
 //! - A round with one input (`outer == 1`) is one large copy per input, done inside the
 //!   kernel when it can be; inputs of at most `SMALL_INPUT` bytes are read with one
 //!   positional read into the output buffer instead of being mapped.
-//! - Runs of at least `DIRECT_RUN` bytes are written straight from the memory map.
+//! - Runs of at least `DIRECT_RUN` bytes that need no change are copied inside the kernel
+//!   (`copy_file_range`) when the output allows it and the inputs are few, else written
+//!   straight from the memory map.
+//! - A member stored in an .npz archive has its CRC-32 computed as its bytes pass the read
+//!   cursor (`Cursors::advance`), on whichever thread packs, and checked before the engine
+//!   returns, so before the output is committed. Its bytes never take a kernel copy, which
+//!   would not show them to the check: its long runs and whole data are written from its
+//!   map, which the check reads.
 //! - Tiny runs that need no change (a last-axis join of width 3) are packed a buffer's worth
 //!   of rounds at a time, one input at a time, by copy loops specialised on the run's size.
 //! - Other small runs, byte-swapped runs, cast runs (`--cast`) and gathered (re-laid-out)
 //!   runs are packed into one reused buffer and written in large blocks.
+//! - A job of tiny runs packed in bulk, of at least `THREAD_MIN` bytes, packs on a second
+//!   thread while this one writes the packed buffers, in order, through the same `Sink`: the
+//!   output is still written front to back, so a pipe works as a file does, and a failure on
+//!   either side stops both. Other jobs keep one thread, where a second measured no faster.
 //! - Pages behind the read cursors are released whenever `RELEASE_BUDGET` bytes have been read
 //!   since the last release, whatever the number of inputs, so resident memory stays bounded
 //!   however large the inputs are.
@@ -17,12 +28,14 @@
 //!   with `outer > 1` first joins groups of them into temporary files, so that neither file
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
 
+use std::fs::File;
 use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
 use crate::cast;
 use crate::dtype::{ByteOrder, DType, Swaps, swap_in_place};
 use crate::error::{Error, InputRef, Result};
-use crate::format::npz::{self, StoredCrc};
+use crate::format::npz::StoredCrc;
 use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
@@ -38,6 +51,15 @@ const DIRECT_RUN: u64 = 256 << 10;
 const RELEASE_BUDGET: u64 = 16 << 20;
 /// Inputs at most this long are read with one call rather than mapped or copied apart.
 const SMALL_INPUT: u64 = 64 << 10;
+/// Jobs that pack tiny runs in bulk, of at least this many bytes, pack on a second thread
+/// while this one writes what it packs; below it a thread costs more than it saves
+/// (benches/README.md).
+const THREAD_MIN: u64 = 64 << 20;
+/// Buffers in flight between the packing thread and the writing one.
+const BUFFERS: usize = 3;
+/// The most inputs kept open for in-kernel copies of their long runs; more are written from
+/// their maps, sparing file descriptors.
+const KEEP_OPEN: usize = 64;
 /// The most inputs mapped at once; far below the kernel's default limit of 65,530 maps and
 /// a hard limit of file descriptors of a few thousand.
 const GROUP: usize = 4096;
@@ -53,26 +75,200 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
     if plan.outer == 1 {
         return execute_rest(plan, inputs, 0, out);
     }
-    let mut sink = Packer::new(out, &plan.dtype);
-    // A map outlives its file descriptor: reopened inputs are closed again at once.
+    // A map outlives its file descriptor: reopened inputs are closed again at once, unless
+    // their runs are long enough to be copied inside the kernel, and they are few.
     let regions = inputs
         .iter()
         .zip(&plan.inputs)
         .map(|(input, p)| map(input, p))
         .collect::<Result<Vec<Region>>>()?;
-    let mut cursors = Cursors::new(&regions, inputs);
-    if packable(plan) {
-        sink.packed_rounds(plan, &regions, &mut cursors)?;
-    } else {
+    let files = inputs
+        .iter()
+        .zip(&plan.inputs)
+        .map(|(input, p)| {
+            // A stored .npz member's runs are written from its map, which its CRC-32 check
+            // reads anyway (`Cursors::advance`): a kernel copy would read them twice.
+            let keep = inputs.len() <= KEEP_OPEN
+                && direct(p, &plan.dtype)
+                && p.data_len > 0
+                && input.stored_crc.is_none();
+            keep.then(|| input.file.open(&input.name)).transpose()
+        })
+        .collect::<Result<Vec<Option<Arc<File>>>>>()?;
+    let threaded = threads(plan, plan.inputs.iter().any(|p| !direct(p, &plan.dtype)));
+    with_packer(&plan.dtype, threaded, out, |sink| {
+        let mut cursors = Cursors::new(&regions, inputs);
+        if packable(plan) {
+            sink.packed_rounds(plan, &regions, &mut cursors)?;
+            return cursors.verify();
+        }
         for round in 0..plan.outer {
-            let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(0..);
-            for (((input, p), region), index) in each {
-                sink.run(input, p, region, round, index, &mut cursors)?;
+            let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(&files);
+            for (index, (((input, p), region), file)) in each.enumerate() {
+                let file = file.as_ref();
+                sink.run(input, p, region, file, round, index, &mut cursors)?;
+            }
+        }
+        cursors.verify()
+    })
+}
+
+/// Whether an input's runs are copied as they are, straight from the file, rather than
+/// through the buffer.
+fn direct(p: &InputPlan, dtype: &DType) -> bool {
+    p.run_bytes >= DIRECT_RUN && p.gather.is_none() && p.swaps.is_none() && &p.dtype == dtype
+}
+
+/// Whether a job that packs (`packs`: some input goes through the buffer) does it on a
+/// second thread: only where that was measured to pay (benches/README.md), a join of tiny
+/// runs packed in bulk of at least `THREAD_MIN` bytes, with a second core. Casts and other
+/// changes made on a second thread measured slower than on one.
+fn threads(plan: &JoinPlan, packs: bool) -> bool {
+    #[cfg(test)]
+    if tests::FORCE_THREADS.get() {
+        return packs;
+    }
+    packs
+        && packable(plan)
+        && plan.bytes >= THREAD_MIN
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+}
+
+/// Runs `work` with a packer that writes to `out`: on this thread; or, when `threaded`, on a
+/// second thread that packs while this one writes the blocks it hands over, in order, so
+/// that the output is still written front to back through `out` (a pipe as well as a
+/// file). A failure on either side stops both, and the first failure is returned: the
+/// writer's, which stops the packer, or the packer's.
+fn with_packer<W>(dtype: &DType, threaded: bool, out: &mut dyn Sink, work: W) -> Result<()>
+where
+    W: FnOnce(&mut Packer) -> Result<()> + Send,
+{
+    if !threaded {
+        let mut packer = Packer::new(Out::Here(out), dtype);
+        work(&mut packer)?;
+        return packer.flush();
+    }
+    let (blocks, received) = mpsc::sync_channel(BUFFERS - 1);
+    let (spares, spare) = mpsc::channel();
+    for _ in 1..BUFFERS {
+        let _ = spares.send(empty_buffer(dtype));
+    }
+    std::thread::scope(|scope| {
+        let packer = scope.spawn(move || {
+            let mut packer = Packer::new(Out::Sent { blocks, spare }, dtype);
+            work(&mut packer)?;
+            packer.flush()
+        });
+        // Returning drops the channels' ends, which wakes a packer waiting on them.
+        let written = write_blocks(received, spares, out);
+        let packed = packer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        written.and(packed)
+    })
+}
+
+/// The writing side of a threaded packer: writes each block as it comes and gives the
+/// buffers back, until the packer is done or a write fails.
+fn write_blocks(
+    blocks: Receiver<Block>,
+    spares: Sender<Vec<u8>>,
+    out: &mut dyn Sink,
+) -> Result<()> {
+    for block in blocks {
+        match block {
+            Block::Packed(buffer, len) => {
+                let written = out.write_all(&buffer[..len]);
+                written.map_err(|e| Error::io("write the output", out.name(), e))?;
+                let _ = spares.send(buffer);
+            }
+            Block::File {
+                name,
+                file,
+                offset,
+                len,
+            } => {
+                // Inside the kernel where the output allows it, else from a map.
+                let copied = out.copy_from(&file, offset, len);
+                let copied = copied.map_err(|e| Error::io("write the output", out.name(), e))?;
+                write_from_map(out, &name, &file, offset + copied, len - copied)?;
             }
         }
     }
-    cursors.verify()?;
-    sink.flush()
+    Ok(())
+}
+
+/// What a threaded packer hands the writing thread.
+enum Block {
+    /// The first bytes of a buffer, which comes back to be filled again.
+    Packed(Vec<u8>, usize),
+    /// `len` bytes of an input's file from `offset`, as they are.
+    File {
+        name: InputRef,
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+/// Where a packer's output goes.
+enum Out<'a> {
+    /// Written on the packer's own thread.
+    Here(&'a mut dyn Sink),
+    /// Handed to the writing thread, which gives each buffer back once written.
+    Sent {
+        blocks: SyncSender<Block>,
+        spare: Receiver<Vec<u8>>,
+    },
+}
+
+impl Out<'_> {
+    /// Hands over the first `len` bytes of `buffer`, which then holds a buffer to fill again:
+    /// the same one, or, when another thread writes, one it gave back. Its length and bytes
+    /// are left as they were.
+    fn emit(&mut self, buffer: &mut Vec<u8>, len: usize) -> Result<()> {
+        match self {
+            Out::Here(out) => {
+                let written = out.write_all(&buffer[..len]);
+                written.map_err(|e| Error::io("write the output", out.name(), e))
+            }
+            Out::Sent { blocks, spare } => {
+                let full = std::mem::take(buffer);
+                blocks
+                    .send(Block::Packed(full, len))
+                    .map_err(|_| stopped())?;
+                *buffer = spare.recv().map_err(|_| stopped())?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What a threaded packer returns when the writing thread has stopped: never reported, as
+/// the writer's own failure is.
+fn stopped() -> Error {
+    let why = std::io::Error::other("the writing thread stopped");
+    Error::io("write the output", std::path::Path::new("-"), why)
+}
+
+/// Writes `len` bytes of `file` from `offset` to `out` from a map of them, in pieces,
+/// releasing the pages behind.
+fn write_from_map(
+    out: &mut dyn Sink,
+    name: &InputRef,
+    file: &File,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    let region = Region::map(file, offset, len).map_err(|e| name.io_error("map", e))?;
+    let bytes = region.bytes();
+    for start in (0..bytes.len()).step_by(RELEASE_BUDGET as usize) {
+        let end = (start + RELEASE_BUDGET as usize).min(bytes.len());
+        let written = out.write_all(&bytes[start..end]);
+        written.map_err(|e| Error::io("write the output", out.name(), e))?;
+        region.release(start, end);
+    }
+    Ok(())
 }
 
 /// Writes the data of the inputs from `first` on, for a plan of one round (`outer == 1`) in
@@ -84,11 +280,15 @@ pub fn execute_rest(
     out: &mut dyn Sink,
 ) -> Result<()> {
     debug_assert!(plan.outer <= 1);
-    let mut sink = Packer::new(out, &plan.dtype);
-    for (input, p) in inputs.iter().zip(&plan.inputs).skip(first) {
-        sink.whole_input(input, p)?;
-    }
-    sink.flush()
+    let rest = || inputs.iter().zip(&plan.inputs).skip(first);
+    let changes = |p: &InputPlan| p.gather.is_some() || !p.swaps.is_none() || p.dtype != plan.dtype;
+    let threaded = threads(plan, rest().any(|(_, p)| changes(p)));
+    with_packer(&plan.dtype, threaded, out, |sink| {
+        for (input, p) in rest() {
+            sink.whole_input(input, p)?;
+        }
+        Ok(())
+    })
 }
 
 /// Appends `bytes` to `buffer`, first writing what it holds to `out` when they would not
@@ -149,6 +349,7 @@ fn execute_in_groups(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) ->
                 data_len: bytes,
             },
             file: DataFile::Open(Arc::new(scratch.into_file())),
+            stored_crc: None,
         });
         part_plans.push(InputPlan {
             data_offset: 0,
@@ -259,13 +460,13 @@ impl<'r> Cursors<'r> {
 /// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
 /// the name its failure gives.
 fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = npz::stored_crc(&tensor.name, tensor.info.data_offset)?;
+    let check = tensor.stored_crc.clone()?;
     Some((tensor.name.clone(), check))
 }
 
 /// The output and the buffer that packs small runs.
 struct Packer<'a> {
-    out: &'a mut dyn Sink,
+    out: Out<'a>,
     /// The output's element type, and its size (at least 1).
     dtype: DType,
     itemsize: usize,
@@ -276,19 +477,13 @@ struct Packer<'a> {
 }
 
 impl<'a> Packer<'a> {
-    fn new(out: &'a mut dyn Sink, dtype: &DType) -> Packer<'a> {
-        // Whole elements must fit, so that swaps never straddle a flush. A buffer larger than
-        // usual is left to grow as elements arrive: an element type of gigabytes (a hostile
-        // `<U4611686018427387903` of shape (0, 3)) costs nothing until data backs it.
-        let itemsize = usize::try_from(dtype.itemsize())
-            .unwrap_or(usize::MAX)
-            .max(1);
-        let capacity = BUFFER.max(itemsize);
+    fn new(out: Out<'a>, dtype: &DType) -> Packer<'a> {
+        let capacity = capacity(dtype);
         Packer {
             out,
             dtype: dtype.clone(),
-            itemsize,
-            buffer: Vec::with_capacity(if capacity == BUFFER { BUFFER } else { 0 }),
+            itemsize: itemsize(dtype),
+            buffer: empty_buffer(dtype),
             capacity,
             scratch: Vec::new(),
         }
@@ -303,10 +498,11 @@ impl<'a> Packer<'a> {
         if p.gather.is_some() || !p.swaps.is_none() || p.dtype != self.dtype {
             let region = map(input, p)?;
             let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
-            self.run(input, p, &region, 0, 0, &mut cursors)?;
+            self.run(input, p, &region, None, 0, 0, &mut cursors)?;
             return cursors.verify();
         }
         let file = input.file.open(&input.name)?;
+        source::advise_sequential(&file);
         let check = stored_crc(input);
         if p.data_len <= SMALL_INPUT {
             let len = p.data_len as usize;
@@ -323,37 +519,89 @@ impl<'a> Packer<'a> {
             }
             return Ok(());
         }
-        self.flush()?;
-        // A kernel copy never shows the bytes a CRC-32 check must see.
-        let copied = match check {
-            Some(_) => 0,
-            None => self
-                .out
-                .copy_from(&file, p.data_offset, p.data_len)
-                .map_err(|e| self.write_error(e))?,
-        };
-        if copied == p.data_len {
-            return Ok(());
+        let (offset, len) = (p.data_offset, p.data_len);
+        if check.is_some() {
+            // A kernel copy never shows the bytes a CRC-32 check must see: a stored .npz
+            // member is written from its map, through the check.
+            let region =
+                Region::map(&file, offset, len).map_err(|e| input.name.io_error("map", e))?;
+            let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
+            for piece in region.bytes().chunks(RELEASE_BUDGET as usize) {
+                self.write_mapped(piece)?;
+                cursors.advance(0, piece.len() as u64);
+            }
+            return cursors.verify();
         }
-        let region = Region::map(&file, p.data_offset, p.data_len)
-            .map_err(|e| input.name.io_error("map", e))?;
-        let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
-        cursors.read[0] = copied;
-        cursors.released[0] = copied;
-        let rest = &region.bytes()[copied as usize..];
-        for piece in rest.chunks(RELEASE_BUDGET as usize) {
-            self.out.write_all(piece).map_err(|e| self.write_error(e))?;
-            cursors.advance(0, piece.len() as u64);
+        let copied = self.copy_in_kernel(&input.name, &file, offset, len)?;
+        match &mut self.out {
+            Out::Here(out) => {
+                write_from_map(*out, &input.name, &file, offset + copied, len - copied)
+            }
+            Out::Sent { .. } => Ok(()),
         }
-        cursors.verify()
     }
 
-    /// Copies round `round`'s run of one input.
+    /// Copies `len` bytes of an input's file from `offset` as they are, after what is
+    /// buffered, inside the kernel where the output allows it; returns how many it copied,
+    /// the caller writing the rest. When another thread writes, it hands that thread the
+    /// whole copy, which it completes.
+    fn copy_in_kernel(
+        &mut self,
+        name: &InputRef,
+        file: &Arc<File>,
+        offset: u64,
+        len: u64,
+    ) -> Result<u64> {
+        self.flush()?;
+        match &mut self.out {
+            Out::Here(out) => out
+                .copy_from(file, offset, len)
+                .map_err(|e| Error::io("write the output", out.name(), e)),
+            Out::Sent { blocks, .. } => {
+                let block = Block::File {
+                    name: name.clone(),
+                    file: Arc::clone(file),
+                    offset,
+                    len,
+                };
+                blocks.send(block).map_err(|_| stopped())?;
+                Ok(len)
+            }
+        }
+    }
+
+    /// Writes bytes of a map as they are, after what is buffered: from the map itself here,
+    /// through the buffer when another thread writes.
+    fn write_mapped(&mut self, mut bytes: &[u8]) -> Result<()> {
+        if let Out::Here(out) = &mut self.out {
+            if !self.buffer.is_empty() {
+                let written = out.write_all(&self.buffer);
+                written.map_err(|e| Error::io("write the output", out.name(), e))?;
+                self.buffer.clear();
+            }
+            let written = out.write_all(bytes);
+            return written.map_err(|e| Error::io("write the output", out.name(), e));
+        }
+        while !bytes.is_empty() {
+            let take = (self.capacity - self.buffer.len()).min(bytes.len());
+            self.buffer.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.buffer.len() == self.capacity {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies round `round`'s run of one input, whose `file` is kept open if its runs are
+    /// to be copied inside the kernel.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         input: &Tensor,
         p: &InputPlan,
         region: &Region,
+        file: Option<&Arc<File>>,
         round: u64,
         index: usize,
         cursors: &mut Cursors,
@@ -367,16 +615,23 @@ impl<'a> Packer<'a> {
             cursors.advance(index, p.run_bytes);
             return Ok(());
         }
-        let start = (round * p.run_bytes) as usize;
-        let run = &region.bytes()[start..start + p.run_bytes as usize];
+        let mut start = (round * p.run_bytes) as usize;
+        let mut run = &region.bytes()[start..start + p.run_bytes as usize];
         let direct = p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype;
+        if let (true, Some(file)) = (direct, file) {
+            let at = p.data_offset + start as u64;
+            let copied = self.copy_in_kernel(&input.name, file, at, p.run_bytes)?;
+            // What the kernel declined is written from the map below.
+            cursors.advance(index, copied);
+            run = &run[copied as usize..];
+            start += copied as usize;
+        }
         // A run can be a whole input: in pieces, so the pages behind are released as it goes.
         let in_size = p.dtype.itemsize().max(1) as usize;
         let piece_len = (RELEASE_BUDGET as usize / in_size).max(1) * in_size;
         for (k, piece) in run.chunks(piece_len).enumerate() {
             if direct {
-                self.flush()?;
-                self.out.write_all(piece).map_err(|e| self.write_error(e))?;
+                self.write_mapped(piece)?;
             } else {
                 self.append(piece, input, p, (start + k * piece_len) as u64)?;
             }
@@ -496,12 +751,15 @@ impl<'a> Packer<'a> {
         let round_bytes: usize = runs.iter().sum();
         let chunk = (self.capacity / round_bytes) as u64;
         self.flush()?;
-        // Every byte of a chunk is overwritten by the runs, so the buffer is zeroed once here
-        // and never again: zeroing it per chunk was half of this path's instructions.
+        // Every byte of a chunk is overwritten by the runs, so each buffer is zeroed once, the
+        // first time it is used, and never again: zeroing it per chunk was half of this
+        // path's instructions.
         let mut packed = std::mem::take(&mut self.buffer);
-        packed.resize(chunk as usize * round_bytes, 0);
         let mut first = 0u64;
         while first < plan.outer {
+            if packed.len() < chunk as usize * round_bytes {
+                packed.resize(chunk as usize * round_bytes, 0);
+            }
             let rounds = chunk.min(plan.outer - first) as usize;
             let mut offset = 0;
             for (index, (&run, region)) in runs.iter().zip(regions).enumerate() {
@@ -511,8 +769,7 @@ impl<'a> Packer<'a> {
                 offset += run;
                 cursors.advance(index, (rounds * run) as u64);
             }
-            let written = self.out.write_all(&packed[..rounds * round_bytes]);
-            written.map_err(|e| self.write_error(e))?;
+            self.out.emit(&mut packed, rounds * round_bytes)?;
             first += rounds as u64;
         }
         packed.clear();
@@ -522,16 +779,33 @@ impl<'a> Packer<'a> {
 
     fn flush(&mut self) -> Result<()> {
         if !self.buffer.is_empty() {
-            let written = self.out.write_all(&self.buffer);
-            written.map_err(|e| self.write_error(e))?;
+            let len = self.buffer.len();
+            self.out.emit(&mut self.buffer, len)?;
             self.buffer.clear();
         }
         Ok(())
     }
+}
 
-    fn write_error(&self, e: std::io::Error) -> Error {
-        Error::io("write the output", self.out.name(), e)
-    }
+/// The size of a packer's buffers: about `BUFFER`, and at least one element, so that whole
+/// elements fit and swaps never straddle a flush.
+fn capacity(dtype: &DType) -> usize {
+    BUFFER.max(itemsize(dtype))
+}
+
+/// The size of an element of `dtype` in bytes: at least 1, and as large as memory can be
+/// where the type declares more.
+fn itemsize(dtype: &DType) -> usize {
+    usize::try_from(dtype.itemsize())
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
+/// An empty buffer for a packer. One larger than usual is left to grow as elements arrive:
+/// an element type of gigabytes (a hostile `<U4611686018427387903` of shape (0, 3)) costs
+/// nothing until data backs it.
+fn empty_buffer(dtype: &DType) -> Vec<u8> {
+    Vec::with_capacity(if capacity(dtype) == BUFFER { BUFFER } else { 0 })
 }
 
 /// The refusal of a cast of element `index` (in the order the input's file stores them).
@@ -718,6 +992,323 @@ impl Sink for Reordered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::{Input, OpenOptions};
+    use crate::job::{self, JobOptions};
+    use crate::spill::Spill;
+    use std::path::{Path, PathBuf};
+
+    thread_local! {
+        /// Makes every job that packs use a second thread, however small, on this thread.
+        pub(super) static FORCE_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// An output in memory that declines kernel copies, as a pipe does, and fails once it
+    /// holds `fail_at` bytes.
+    struct Memory {
+        bytes: Vec<u8>,
+        fail_at: usize,
+    }
+
+    impl Sink for Memory {
+        fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+            if self.bytes.len() + bytes.len() > self.fail_at {
+                return Err(std::io::Error::other("the disk is full"));
+            }
+            self.bytes.extend_from_slice(bytes);
+            Ok(())
+        }
+
+        fn name(&self) -> &Path {
+            Path::new("memory")
+        }
+    }
+
+    /// Writes a C-order .npy file of `descr` and `shape` whose data is `data`.
+    fn npy(dir: &Path, name: &str, descr: &str, shape: &[u64], data: &[u8]) -> PathBuf {
+        let dtype = DType::from_name(descr).expect("a type");
+        let mut bytes = crate::format::npy::header(&dtype, shape, Layout::C).expect("a header");
+        bytes.extend_from_slice(data);
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).expect("written");
+        path
+    }
+
+    /// Joins `paths` along `axis` (cast to `cast`) with the engine, on one thread or on two,
+    /// into memory that fails at `fail_at` bytes or, for 0, into a file.
+    fn join(
+        paths: &[PathBuf],
+        axis: i64,
+        cast: Option<&str>,
+        two: bool,
+        fail_at: usize,
+    ) -> Result<Vec<u8>> {
+        let mut head = Vec::new();
+        let mut spill = Spill::default();
+        let options = OpenOptions {
+            format: None,
+            keep_open: false,
+            read_whole_up_to: 0,
+        };
+        let inputs: Vec<Input> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, path)| {
+                Input::open(i + 1, path, options, &mut spill, &mut head, None).unwrap()
+            })
+            .collect();
+        let cast = cast.map(|name| DType::from_name(name).expect("a type"));
+        let job = job::build(&inputs, &JobOptions::along(axis, cast.as_ref())).unwrap();
+        FORCE_THREADS.set(two);
+        let done = if fail_at == 0 {
+            // A file, which takes kernel copies.
+            let mut out = Scratch::new().unwrap();
+            let done = execute(&job[0].plan, &job[0].sources, &mut out);
+            let mut file = out.into_file();
+            let mut bytes = Vec::new();
+            std::io::Seek::rewind(&mut file).unwrap();
+            std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
+            done.map(|()| bytes)
+        } else {
+            let mut out = Memory {
+                bytes: Vec::new(),
+                fail_at,
+            };
+            execute(&job[0].plan, &job[0].sources, &mut out).map(|()| out.bytes)
+        };
+        FORCE_THREADS.set(false);
+        done
+    }
+
+    /// Little-endian float32 bytes of `0, 1, 2, ...` plus `base`, `count` of them.
+    fn floats(count: usize, base: f32) -> Vec<u8> {
+        (0..count)
+            .flat_map(|i| (i as f32 + base).to_le_bytes())
+            .collect()
+    }
+
+    /// The rows of `a` (`wa` bytes each) and `b` (`wb` bytes each) side by side.
+    fn side_by_side(a: &[u8], wa: usize, b: &[u8], wb: usize) -> Vec<u8> {
+        a.chunks(wa)
+            .zip(b.chunks(wb))
+            .flat_map(|(x, y)| [x, y].concat())
+            .collect()
+    }
+
+    #[test]
+    fn two_threads_write_what_one_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let rows = 50_000;
+        // Tiny runs packed in bulk (a last-axis join of widths 3 and 5).
+        let (a, b) = (floats(rows * 3, 0.0), floats(rows * 5, 0.5));
+        let last = [
+            npy(d, "a.npy", "float32", &[rows as u64, 3], &a),
+            npy(d, "b.npy", "float32", &[rows as u64, 5], &b),
+        ];
+        // A run of 512 KiB copied as it is, beside a small one packed.
+        let (c, e) = (floats(4 * 131_072, 1.0), floats(4 * 3, 2.0));
+        let mixed = [
+            npy(d, "c.npy", "float32", &[4, 131_072], &c),
+            npy(d, "e.npy", "float32", &[4, 3], &e),
+        ];
+        // A cast, one input at a time.
+        // Integers up to 2048, which float16 holds exactly.
+        let small = |i: usize| (i % 2048) as f32;
+        let half: Vec<u8> = (0..rows)
+            .flat_map(|i| half::f16::from_f32(small(i)).to_le_bytes())
+            .collect();
+        let cast = [
+            npy(d, "h.npy", "float16", &[rows as u64], &half),
+            npy(d, "f.npy", "float32", &[rows as u64], &a[..rows * 4]),
+        ];
+        let widened: Vec<u8> = (0..rows).flat_map(|i| small(i).to_le_bytes()).collect();
+        // Inputs, axis, cast, and the expected output.
+        type Case<'p> = (&'p [PathBuf], i64, Option<&'static str>, Vec<u8>);
+        let cases: [Case; 3] = [
+            (&last, 1, None, side_by_side(&a, 12, &b, 20)),
+            (&mixed, 1, None, side_by_side(&c, 4 * 131_072, &e, 12)),
+            (
+                &cast,
+                0,
+                Some("float32"),
+                [widened, a[..rows * 4].to_vec()].concat(),
+            ),
+        ];
+        for (paths, axis, cast, expected) in cases {
+            for (two, fail_at) in [
+                (false, usize::MAX),
+                (true, usize::MAX),
+                (false, 0),
+                (true, 0),
+            ] {
+                let joined = join(paths, axis, cast, two, fail_at).unwrap();
+                assert!(
+                    joined == expected,
+                    "{} on {} threads, into {}",
+                    paths[0].display(),
+                    1 + two as u8,
+                    if fail_at == 0 { "a file" } else { "memory" }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_write_stops_both_threads_with_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 100_000;
+        let paths = [
+            npy(
+                dir.path(),
+                "a.npy",
+                "float32",
+                &[rows, 3],
+                &floats(rows as usize * 3, 0.0),
+            ),
+            npy(
+                dir.path(),
+                "b.npy",
+                "float32",
+                &[rows, 5],
+                &floats(rows as usize * 5, 0.0),
+            ),
+        ];
+        for two in [false, true] {
+            let Err(error) = join(&paths, 1, None, two, 3 << 20) else {
+                panic!("the write did not fail");
+            };
+            assert!(error.to_string().contains("the disk is full"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_refused_cast_on_the_packing_thread_is_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 300_000usize;
+        let mut data: Vec<u8> = (0..rows)
+            .flat_map(|i| ((i % 100) as i32).to_le_bytes())
+            .collect();
+        data[rows * 4 - 4..].copy_from_slice(&1000i32.to_le_bytes());
+        let paths = [npy(dir.path(), "a.npy", "int32", &[rows as u64], &data)];
+        for two in [false, true] {
+            let Err(error) = join(&paths, 0, Some("int8"), two, usize::MAX) else {
+                panic!("the cast was not refused");
+            };
+            assert!(
+                error.to_string().contains(&format!("number {}", rows - 1)),
+                "{error}"
+            );
+        }
+    }
+
+    /// Writes an .npz archive holding one member `x.npy`, stored: a float32 .npy file of
+    /// `shape` whose data is `data` followed by `zeros` zero bytes (left a hole in the file,
+    /// so that a large member costs no writing). Its recorded CRC-32 is right, or, when
+    /// `damaged`, one bit off.
+    fn stored_npz(
+        dir: &Path,
+        name: &str,
+        shape: &[u64],
+        data: &[u8],
+        zeros: u64,
+        damaged: bool,
+    ) -> PathBuf {
+        use std::io::{Seek, SeekFrom, Write};
+        const NAME: &[u8] = b"x.npy";
+        let header = crate::format::npy::header(&DType::Float32, shape, Layout::C).unwrap();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        crc.update(data);
+        let block = vec![0u8; 1 << 20];
+        let mut left = zeros;
+        while left > 0 {
+            let n = left.min(block.len() as u64);
+            crc.update(&block[..n as usize]);
+            left -= n;
+        }
+        let crc = crc.finalize() ^ u32::from(damaged);
+        let size = (header.len() + data.len()) as u64 + zeros;
+        // The fields a local header and a central directory entry share, from the version
+        // needed to the extra field's length.
+        let mut fields = Vec::new();
+        for half in [20u16, 0, 0, 0, 0x21] {
+            fields.extend_from_slice(&half.to_le_bytes()); // version, flags, stored, time, date
+        }
+        fields.extend_from_slice(&crc.to_le_bytes());
+        fields.extend_from_slice(&(size as u32).to_le_bytes());
+        fields.extend_from_slice(&(size as u32).to_le_bytes());
+        fields.extend_from_slice(&(NAME.len() as u16).to_le_bytes());
+        fields.extend_from_slice(&0u16.to_le_bytes());
+        let path = dir.join(name);
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&[b"PK\x03\x04", &fields[..], NAME, &header, data].concat())
+            .unwrap();
+        let directory_at = 4 + fields.len() as u64 + NAME.len() as u64 + size;
+        file.set_len(directory_at).unwrap();
+        file.seek(SeekFrom::Start(directory_at)).unwrap();
+        let mut directory = [b"PK\x01\x02", &20u16.to_le_bytes()[..], &fields].concat();
+        directory.extend_from_slice(&[0; 14]); // comment, disk, attributes, local header at 0
+        directory.extend_from_slice(NAME);
+        let mut end = b"PK\x05\x06\0\0\0\0\x01\0\x01\0".to_vec();
+        end.extend_from_slice(&(directory.len() as u32).to_le_bytes());
+        end.extend_from_slice(&(directory_at as u32).to_le_bytes());
+        end.extend_from_slice(&0u16.to_le_bytes());
+        file.write_all(&[directory, end].concat()).unwrap();
+        path
+    }
+
+    /// Joins `paths` on `axis` on one thread and on two, into memory and into a file, and
+    /// checks that each join fails the CRC-32 check of input 2's member.
+    fn refused_for_its_crc(paths: &[PathBuf], axis: i64) {
+        for (two, fail_at) in [
+            (false, usize::MAX),
+            (true, usize::MAX),
+            (false, 0),
+            (true, 0),
+        ] {
+            let Err(error) = join(paths, axis, None, two, fail_at) else {
+                let into = if fail_at == 0 { "a file" } else { "memory" };
+                panic!("a damaged member was joined, two threads: {two}, into {into}");
+            };
+            let error = error.to_string();
+            assert!(error.starts_with("input 2 ("), "{error}");
+            assert!(error.contains("bad.npz:x)"), "{error}");
+            assert!(error.contains("x.npy fails its CRC-32 check"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_member_is_refused_by_the_packing_thread_of_a_large_join() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // A last-axis join of widths 3 and 5 of at least THREAD_MIN bytes: the size at which
+        // the packing moves to a second thread of its own (with a second core).
+        let rows = THREAD_MIN / 32;
+        let good = stored_npz(d, "good.npz", &[rows, 3], &[], rows * 12, false);
+        let bad = stored_npz(d, "bad.npz", &[rows, 5], &[], rows * 20, true);
+        refused_for_its_crc(&[good.clone(), bad], 1);
+        let fixed = stored_npz(d, "bad.npz", &[rows, 5], &[], rows * 20, false);
+        let joined = join(&[good, fixed], 1, None, false, usize::MAX).unwrap();
+        assert_eq!(joined.len() as u64, THREAD_MIN);
+    }
+
+    #[test]
+    fn a_damaged_member_is_refused_where_long_runs_take_a_kernel_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Runs of 512 KiB, long enough to be copied inside the kernel, beside tiny ones.
+        let (c, e) = (floats(4 * 131_072, 1.0), floats(4 * 3, 2.0));
+        let tiny = stored_npz(d, "tiny.npz", &[4, 3], &e, 0, false);
+        let bad = stored_npz(d, "bad.npz", &[4, 131_072], &c, 0, true);
+        refused_for_its_crc(&[tiny.clone(), bad], 1);
+        // Each joined whole, on axis 0, as one copy of each input.
+        let first = stored_npz(d, "first.npz", &[4, 131_072], &c, 0, false);
+        let bad = stored_npz(d, "bad.npz", &[4, 131_072], &c, 0, true);
+        refused_for_its_crc(&[first.clone(), bad], 0);
+        let fixed = stored_npz(d, "bad.npz", &[4, 131_072], &c, 0, false);
+        let joined = join(&[tiny, fixed], 1, None, false, 0).unwrap();
+        assert!(joined == side_by_side(&e, 12, &c, 4 * 131_072));
+    }
 
     #[test]
     fn reordering_reverses_whole_elements_across_writes() {

@@ -285,17 +285,7 @@ mod tests {
     }
 
     fn job<'a>(inputs: &'a [Input], axis: i64) -> Vec<TensorJob<'a>> {
-        let options = JobOptions {
-            cast: None,
-            axis: Some(axis),
-            spec: Default::default(),
-            rules: &[],
-            join_identical: false,
-            strict: false,
-            name: None,
-            output: Format::Npy,
-        };
-        job::build(inputs, &options).unwrap()
+        job::build(inputs, &JobOptions::along(axis, None)).unwrap()
     }
 
     fn taken(early: &EarlyCopy) -> usize {

@@ -59,7 +59,23 @@ pub struct JobOptions<'c> {
     pub cast: Option<&'c DType>,
 }
 
-impl JobOptions<'_> {
+impl<'c> JobOptions<'c> {
+    /// A join of whole .npy files along `axis`, cast to `cast`, with no rules: what the
+    /// engine's tests build.
+    #[cfg(test)]
+    pub fn along(axis: i64, cast: Option<&'c DType>) -> JobOptions<'c> {
+        JobOptions {
+            axis: Some(axis),
+            spec: Default::default(),
+            rules: &[],
+            join_identical: false,
+            strict: false,
+            name: None,
+            output: Format::Npy,
+            cast,
+        }
+    }
+
     /// The layout the output format demands: safetensors and JSON hold C order only.
     fn layout(&self) -> Option<Layout> {
         self.output.needs_c_order().then_some(Layout::C)

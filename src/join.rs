@@ -28,7 +28,6 @@ use crate::{report, source, stack};
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
 pub fn run(config: &JoinConfig) -> Result<()> {
-    crate::format::npz::forget_stored_crcs();
     let mut early = EarlyCopy::for_run(config);
     let inputs = open_inputs(config, early.as_mut())?;
     if !config.quiet {

@@ -110,6 +110,20 @@ pub fn copy_in_kernel(from: &File, offset: u64, len: u64, to: &File) -> io::Resu
     Ok(copied)
 }
 
+/// Tells the kernel that `file` will be read front to back, as `cat` does, so that it reads
+/// ahead further than by default (twice as far on Linux). A hint: it never fails.
+#[cfg(target_os = "linux")]
+pub fn advise_sequential(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise takes a descriptor that stays open for the call and touches no
+    // memory of ours; advice only changes how the kernel reads ahead for this open file.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+}
+
+/// Elsewhere the kernel's own heuristics decide how far to read ahead.
+#[cfg(not(target_os = "linux"))]
+pub fn advise_sequential(_file: &File) {}
+
 /// Elsewhere the kernel offers no such call; the caller copies through a buffer.
 #[cfg(not(target_os = "linux"))]
 pub fn copy_in_kernel(_from: &File, _offset: u64, _len: u64, _to: &File) -> io::Result<u64> {
@@ -331,8 +345,9 @@ pub fn remove_on_bus_error(partials: &[std::path::PathBuf]) {
     let mut owner = OWNER
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // The handler runs on the thread that reads the maps, which is the one that creates
-    // and commits the outputs, calling this function: it never reads a list being freed.
+    // The handler runs on a thread that reads the maps: the one that creates and commits
+    // the outputs, calling this function, or the copy engine's packing thread, which runs
+    // only while that one waits for it in the engine: it never reads a list being freed.
     PARTIAL_ON_BUS_ERROR.store(list.as_mut_ptr(), std::sync::atomic::Ordering::SeqCst);
     *owner = list;
 }

@@ -67,6 +67,9 @@ pub struct Found {
     pub info: TensorInfo,
     /// The file its data is in, when not the input itself (an inflated .npz member).
     pub file: Option<Arc<File>>,
+    /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
+    /// an .npz archive, read in place.
+    pub stored_crc: Option<npz::StoredCrc>,
 }
 
 /// An input file as a format's reader gets it: open, its length known, its first bytes read.
@@ -224,6 +227,7 @@ impl Format {
                     name: None,
                     info: npy::read_header_from(file, len, name, head)?,
                     file: None,
+                    stored_crc: None,
                 }],
                 metadata: None,
             },

@@ -14,8 +14,6 @@
 //! members differently from `zipfile` (see `zip.rs`), so the framing is written here and the
 //! deflate stream comes from flate2.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -41,7 +39,6 @@ pub fn read(
         format: ".npz",
         reason,
     };
-    STORED_CRCS.with(|checks| checks.borrow_mut().remove(&input.position));
     let members: Vec<Member> = zip::directory(file, file_len)
         .map_err(malformed)?
         .into_iter()
@@ -108,19 +105,17 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 hasher: crc32fast::Hasher::new(),
             };
             check.hasher.update(&header.seen);
-            if info.data_len == 0 {
+            let stored_crc = if info.data_len == 0 {
                 check.verify(input)?;
+                None
             } else {
-                STORED_CRCS.with(|checks| {
-                    let mut checks = checks.borrow_mut();
-                    let of_input = checks.entry(input.position).or_default();
-                    of_input.insert(info.data_offset, check)
-                });
-            }
+                Some(check)
+            };
             Ok(Found {
                 name: Some(name),
                 info,
                 file: None,
+                stored_crc,
             })
         }
         DEFLATED => {
@@ -129,6 +124,7 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 name: Some(name),
                 info,
                 file: Some(Arc::new(temp)),
+                stored_crc: None,
             })
         }
         method => Err(Error::Unsupported {
@@ -237,24 +233,15 @@ impl<R: Read> Read for Recording<R> {
 ///
 /// A stored member's data is read in place by the copy engine, which finishes the hash as it
 /// reads (`copy.rs`), so that the check costs no second pass over the data; a mismatch fails
-/// the run before the output is committed. The reader leaves the check for it here, under
-/// the input's position and the data's offset, since a tensor carries nothing of its
-/// archive's directory. One table per thread: a run reads and copies on one thread, and
-/// starts by clearing what an earlier run on it left ([`forget_stored_crcs`]); reading an
-/// archive first forgets what was left under its position, so that readers called on their
-/// own (the fuzz targets) never grow it past one archive's members.
+/// the run before the output is committed. The reader hands the check over with the tensor
+/// it found (`Found::stored_crc`), whose data it covers, and which may be copied on any
+/// thread.
 #[derive(Clone)]
 pub struct StoredCrc {
     member: String,
     recorded: u32,
     /// The hash so far: of the member's .npy header, before the data.
     pub hasher: crc32fast::Hasher,
-}
-
-thread_local! {
-    /// By input position, then by data offset.
-    static STORED_CRCS: RefCell<HashMap<usize, HashMap<u64, StoredCrc>>> =
-        RefCell::new(HashMap::new());
 }
 
 impl StoredCrc {
@@ -275,23 +262,6 @@ impl StoredCrc {
             ),
         })
     }
-}
-
-/// The CRC-32 check the copy engine must finish over the data of `tensor`, if it is a member
-/// stored in an .npz archive.
-pub fn stored_crc(tensor: &InputRef, data_offset: u64) -> Option<StoredCrc> {
-    STORED_CRCS.with(|checks| {
-        let checks = checks.borrow();
-        if checks.is_empty() {
-            return None;
-        }
-        checks.get(&tensor.position)?.get(&data_offset).cloned()
-    })
-}
-
-/// Forgets the checks an earlier run on this thread left: a run starts with this.
-pub fn forget_stored_crcs() {
-    STORED_CRCS.with(|checks| checks.borrow_mut().clear());
 }
 
 /// Writes tensors as members `NAME.npy` of a zip archive.

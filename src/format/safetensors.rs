@@ -116,6 +116,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
                 data_len: t.end - t.begin,
             },
             file: None,
+            stored_crc: None,
         })
         .collect();
     Ok(Contents {

@@ -17,6 +17,7 @@ use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Result, STDIN};
+use crate::format::npz::StoredCrc;
 use crate::format::{Format, Opened, TensorInfo};
 use crate::source;
 use crate::spill::Spill;
@@ -60,6 +61,9 @@ pub struct Tensor {
     /// The file holding the data: the input itself, or a temporary copy of data that could
     /// not be mapped where it lies (compressed, JSON text, or read from a pipe).
     pub file: DataFile,
+    /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
+    /// an .npz archive.
+    pub stored_crc: Option<StoredCrc>,
 }
 
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
@@ -237,6 +241,7 @@ impl Input {
                 // An inflated .npz member, or JSON text converted into the spill file, has a
                 // file of its own.
                 file: found.file.map_or_else(|| own.clone(), DataFile::Open),
+                stored_crc: found.stored_crc,
             })
             .collect();
         Ok(Input {

@@ -257,6 +257,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                         },
                         info: found.info,
                         file: data.clone(),
+                        stored_crc: found.stored_crc,
                     });
                 }
                 Some((_, &mapped_to)) => problems.push(format!(

@@ -852,6 +852,7 @@ mod tests {
                 data_len: 0,
             },
             file: crate::input::DataFile::Open(std::sync::Arc::new(file)),
+            stored_crc: None,
         }
     }
 

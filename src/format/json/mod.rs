@@ -88,6 +88,7 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
             name: None,
             info,
             file: Some(spill.file(input)?),
+            stored_crc: None,
         }],
         metadata: None,
     })
