@@ -264,9 +264,18 @@ fn write_from_map(
     let bytes = region.bytes();
     for start in (0..bytes.len()).step_by(RELEASE_BUDGET as usize) {
         let end = (start + RELEASE_BUDGET as usize).min(bytes.len());
-        let written = out.write_all(&bytes[start..end]);
-        written.map_err(|e| Error::io("write the output", out.name(), e))?;
+        write_in_pieces(out, &bytes[start..end])?;
         region.release(start, end);
+    }
+    Ok(())
+}
+
+/// Writes mapped bytes in pieces of `BUFFER`: the kernel copies 1 MiB from a map as fast as
+/// it copies between aligned files, and 16 MiB at a time 50% slower (benches/README.md).
+fn write_in_pieces(out: &mut dyn Sink, bytes: &[u8]) -> Result<()> {
+    for piece in bytes.chunks(BUFFER) {
+        let written = out.write_all(piece);
+        written.map_err(|e| Error::io("write the output", out.name(), e))?;
     }
     Ok(())
 }
@@ -579,8 +588,7 @@ impl<'a> Packer<'a> {
                 written.map_err(|e| Error::io("write the output", out.name(), e))?;
                 self.buffer.clear();
             }
-            let written = out.write_all(bytes);
-            return written.map_err(|e| Error::io("write the output", out.name(), e));
+            return write_in_pieces(*out, bytes);
         }
         while !bytes.is_empty() {
             let take = (self.capacity - self.buffer.len()).min(bytes.len());
