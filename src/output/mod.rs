@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-pub use file::Output;
+pub use file::{Output, written_directly};
 pub use set::{Member, OutputSet};
 pub use temporary::folder_of;
 pub use temporary::on_signal;
