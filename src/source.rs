@@ -224,6 +224,25 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     Ok(())
 }
 
+/// Whether this process's real user may write to the existing file at `path`, as `access(2)`
+/// answers it and as `cp` finds out when it opens the file: the mode's write bits (root
+/// passes them) and a read-only file system.
+#[cfg(unix)]
+pub fn may_write(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: access reads the NUL-terminated string, which lives for the call.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Elsewhere, whether the file lacks the read-only attribute.
+#[cfg(not(unix))]
+pub fn may_write(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.permissions().readonly())
+}
+
 /// Takes the advisory lock (`flock`) of `file` for this process alone, without waiting:
 /// `false` when another process holds it. Two `--append` runs on one file take turns this
 /// way; the lock is released when the file is closed, however the process ends.

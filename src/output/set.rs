@@ -86,7 +86,10 @@ pub struct OutputSet {
 
 /// One file of a set, being written under a temporary name beside its target.
 pub struct Member {
+    /// The path the user named, for messages.
     target: PathBuf,
+    /// The file the new version replaces: `target` with its symbolic links followed.
+    destination: PathBuf,
     partial: Temporary,
 }
 
@@ -101,11 +104,16 @@ impl OutputSet {
     }
 
     /// Adds a member that the commit renames to `target`, after the members added before it,
-    /// and creates its temporary file, empty, in `target`'s folder. Refuses a target that
-    /// is a directory, is in a folder that does not exist, is already in the set or, with
-    /// no-clobber, exists.
+    /// and creates its temporary file, empty, in `target`'s folder; a symbolic link is
+    /// followed, and the file it points to is replaced in its own folder. The new file gets
+    /// the mode (and, where this process may set them, the owner and group) of the file it
+    /// replaces. Refuses a target that is a directory, is in a folder that does not exist,
+    /// is already in the set, that the user could not write to (as `cp` refuses it) or,
+    /// with no-clobber, exists.
     pub fn add(&mut self, target: &Path) -> Result<&mut Member> {
-        check_target(target, self.no_clobber)?;
+        let destination = follow_links(target).map_err(|e| write_failed(target, e))?;
+        check_target(target, &destination, self.no_clobber)?;
+        check_writable(target, &destination)?;
         let twice = if self.members.iter().any(|m| m.target == target) {
             Some("the output names it twice")
         } else if self.removals.iter().any(|r| r == target) {
@@ -116,10 +124,13 @@ impl OutputSet {
         if let Some(why) = twice {
             return Err(refuse(target, ErrorKind::InvalidInput, why.to_string()));
         }
-        let partial =
-            Temporary::new_file(target, Kind::Partial).map_err(|e| write_failed(target, e))?;
+        let partial = Temporary::new_file(&destination, Kind::Partial)
+            .map_err(|e| folder_refused(target, &destination, e))?;
+        keep_mode_and_owner(&destination, partial.as_file())
+            .map_err(|e| write_failed(target, e))?;
         self.members.push(Member {
             target: target.to_path_buf(),
+            destination,
             partial,
         });
         Ok(self.members.last_mut().expect("just pushed"))
@@ -159,24 +170,27 @@ impl OutputSet {
             no_clobber,
         } = self;
         for member in &members {
-            check_target(&member.target, no_clobber)?;
+            check_target(&member.target, &member.destination, no_clobber)?;
         }
         for path in &removals {
             check_removal(path)?;
         }
         let changes = members.len() + removals.len();
-        let placed = members.into_iter().map(|m| (m.target, Some(m.partial)));
-        let removed = removals.into_iter().map(|path| (path, None));
+        let placed = members
+            .into_iter()
+            .map(|m| (m.target, m.destination, Some(m.partial)));
+        let removed = removals.into_iter().map(|path| (path.clone(), path, None));
         let mut steps = Vec::with_capacity(changes);
-        for (at, (target, partial)) in placed.chain(removed).enumerate() {
+        for (at, (target, destination, partial)) in placed.chain(removed).enumerate() {
             // Nothing after the last change can fail and call for its backup.
             let backup = if at + 1 < changes {
-                back_up(&target)?
+                back_up(&destination)?
             } else {
                 None
             };
             steps.push(Step {
-                target,
+                name: target,
+                target: destination,
                 partial,
                 backup,
             });
@@ -226,6 +240,8 @@ impl Sink for Member {
 /// One change of the commit: a member to rename over its target (`partial`), or a file to
 /// remove; and the target's previous version, if it has one that must be kept.
 struct Step {
+    /// The path the user named, for messages.
+    name: PathBuf,
     target: PathBuf,
     partial: Option<Temporary>,
     backup: Option<Temporary<()>>,
@@ -244,6 +260,7 @@ impl Step {
     /// backup are removed.
     fn apply(self, no_clobber: bool) -> Result<Done> {
         let Step {
+            name,
             target,
             partial,
             backup,
@@ -252,10 +269,10 @@ impl Step {
         match partial {
             Some(partial) => partial
                 .rename_to(&target, no_clobber)
-                .map_err(|(e, _)| Error::io("rename the finished output to", &target, e))?,
+                .map_err(|(e, _)| Error::io("rename the finished output to", &name, e))?,
             None => match fs::remove_file(&target) {
                 Err(e) if e.kind() != ErrorKind::NotFound => {
-                    return Err(Error::io("remove the previous", &target, e));
+                    return Err(Error::io("remove the previous", &name, e));
                 }
                 _ => {}
             },
@@ -379,9 +396,9 @@ fn copy(target: &Path) -> io::Result<Temporary<()>> {
 }
 
 /// Refuses a member's target that is a directory, is in a folder that does not exist or,
-/// with `no_clobber`, exists.
-fn check_target(target: &Path, no_clobber: bool) -> Result<()> {
-    if target.is_dir() {
+/// with `no_clobber`, exists; `target` is the path named, `destination` the file it leads to.
+fn check_target(target: &Path, destination: &Path, no_clobber: bool) -> Result<()> {
+    if destination.is_dir() {
         let why = "it is a directory; name a file inside it".to_string();
         return Err(refuse(target, ErrorKind::IsADirectory, why));
     }
@@ -389,12 +406,78 @@ fn check_target(target: &Path, no_clobber: bool) -> Result<()> {
         let why = "it exists, and --no-clobber forbids replacing it".to_string();
         return Err(refuse(target, ErrorKind::AlreadyExists, why));
     }
-    let folder = temporary::folder_of(target);
+    let folder = temporary::folder_of(destination);
     if !folder.is_dir() {
         let why = format!("its folder {} does not exist", folder.display());
         return Err(refuse(target, ErrorKind::NotFound, why));
     }
     Ok(())
+}
+
+/// `target` with its symbolic links followed, as `open` follows them, to the file they lead
+/// to (which need not exist: a dangling link's file is created, as `numpy.save` creates it).
+fn follow_links(target: &Path) -> io::Result<PathBuf> {
+    // The limit Linux puts on a path's links (MAXSYMLINKS).
+    const MOST_LINKS: usize = 40;
+    let mut path = target.to_path_buf();
+    for _ in 0..MOST_LINKS {
+        match path.symlink_metadata() {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let points_to = fs::read_link(&path)?;
+                path = temporary::folder_of(&path).join(points_to);
+            }
+            _ => return Ok(path),
+        }
+    }
+    let why = "it is a loop of symbolic links (or a chain of more than 40)";
+    Err(io::Error::other(why))
+}
+
+/// Refuses to replace an existing file the user could not write to, as `cp` refuses it (the
+/// mode lacks the write bit for this user, who is not root, or the file system is read-only).
+fn check_writable(target: &Path, destination: &Path) -> Result<()> {
+    if !destination.is_file() || crate::source::may_write(destination) {
+        return Ok(());
+    }
+    let hint = "make it writable (chmod u+w) or name another output";
+    let why = format!("it is read-only for this user; {hint}");
+    Err(refuse(target, ErrorKind::PermissionDenied, why))
+}
+
+/// The error for a temporary file that could not be made beside `destination`, with a hint
+/// where the folder refused it.
+fn folder_refused(target: &Path, destination: &Path, e: io::Error) -> Error {
+    if e.kind() != ErrorKind::PermissionDenied {
+        return write_failed(target, e);
+    }
+    let why = format!(
+        "{e}: its folder {} is not writable, and tjoin writes the new file there before it \
+         renames it into place; make the folder writable or name an output elsewhere",
+        temporary::folder_of(destination).display()
+    );
+    refuse(target, ErrorKind::PermissionDenied, why)
+}
+
+/// Gives `new`, the file that replaces `destination`, its mode and, where this process may,
+/// its owner and group, as a file written over in place would keep them.
+fn keep_mode_and_owner(destination: &Path, new: &File) -> io::Result<()> {
+    let Ok(previous) = fs::metadata(destination) else {
+        return Ok(());
+    };
+    if !previous.is_file() {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Changing the owner clears the set-user-ID bits, so it comes before the mode. Only
+        // root may give a file away: for anyone else the new file stays theirs.
+        match std::os::unix::fs::fchown(new, Some(previous.uid()), Some(previous.gid())) {
+            Err(e) if e.kind() != ErrorKind::PermissionDenied => return Err(e),
+            _ => {}
+        }
+    }
+    new.set_permissions(previous.permissions())
 }
 
 /// Refuses to remove a directory: the files tjoin removes are ones an earlier run wrote.
@@ -539,6 +622,7 @@ mod tests {
             .map(|(target, partial)| {
                 let backup = back_up(&target).unwrap();
                 let step = Step {
+                    name: target.clone(),
                     target,
                     partial,
                     backup,

@@ -77,3 +77,97 @@ fn a_device_that_refuses_the_write_is_reported_by_its_name() {
             .is_char_device()
     );
 }
+
+#[test]
+fn a_symlink_output_replaces_the_file_it_points_to_and_stays_a_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let expected = two_inputs(dir.path());
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    fs::write(real.join("target.npy"), "previous").unwrap();
+    fs::set_permissions(real.join("target.npy"), fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink("real/target.npy", dir.path().join("out.npy")).unwrap();
+    std::os::unix::fs::symlink("real/new.npy", dir.path().join("dangling.npy")).unwrap();
+    for link in ["out.npy", "dangling.npy"] {
+        succeeds(dir.path(), &join_into(link));
+        let got = fs::read(dir.path().join(link)).unwrap();
+        assert_eq!(got, expected, "{}", describe_difference(&expected, &got));
+        let metadata = fs::symlink_metadata(dir.path().join(link)).unwrap();
+        assert!(
+            metadata.file_type().is_symlink(),
+            "{link} is no longer a link"
+        );
+    }
+    assert_eq!(dir_entries(&real), ["new.npy", "target.npy"]);
+    let mode = fs::metadata(real.join("target.npy"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o600, "the replaced file's mode is {mode:o}");
+}
+
+/// Whether the tests run as root (as CI does).
+fn as_root() -> bool {
+    let user = std::process::Command::new("id").arg("-u").output().unwrap();
+    user.stdout == b"0\n"
+}
+
+/// Runs [`join_into`]`("out.npy")` in `dir` as a user without privileges: as `nobody`
+/// through `setpriv` when the tests run as root, else as the user running them. Asserts that
+/// it failed with status 1 and nothing left behind, and returns its stderr.
+fn refused_unprivileged(dir: &Path) -> String {
+    let before = dir_entries(dir);
+    let mut run = std::process::Command::new(if as_root() { "setpriv" } else { "env" });
+    if as_root() {
+        run.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    }
+    let refused = run
+        .arg(env!("CARGO_BIN_EXE_tjoin"))
+        .args(join_into("out.npy"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("tjoin-partial"), "{stderr}");
+    assert_eq!(dir_entries(dir), before);
+    stderr
+}
+
+/// What `cp` does with a read-only file, for each user: root (CI) overwrites it, and its mode
+/// stays; another user is refused.
+#[test]
+fn a_read_only_target_is_refused_as_cp_refuses_it_and_root_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let expected = two_inputs(dir.path());
+    let out = dir.path().join("out.npy");
+    fs::write(&out, "previous").unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o444)).unwrap();
+    let stderr = refused_unprivileged(dir.path());
+    assert_mentions(&stderr, &["out.npy", "read-only", "chmod u+w"]);
+    assert_eq!(fs::read(&out).unwrap(), b"previous");
+    if as_root() {
+        succeeds(dir.path(), &join_into("out.npy"));
+        assert_eq!(fs::read(&out).unwrap(), expected);
+        let mode = fs::metadata(&out).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o444, "the replaced file's mode is {mode:o}");
+    }
+}
+
+/// A folder the user cannot write to: tjoin cannot put its new file beside the target, and
+/// says so.
+#[test]
+fn a_target_in_a_folder_the_user_cannot_write_to_is_refused_with_a_hint() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let stderr = refused_unprivileged(dir.path());
+    assert_mentions(
+        &stderr,
+        &["out.npy", "is not writable", "name an output elsewhere"],
+    );
+}
