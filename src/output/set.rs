@@ -4,9 +4,12 @@
 //! # The contract
 //!
 //! - **Before the commit**, a failure or an interrupt leaves nothing new. Each member is
-//!   written to a temporary file in its own target's folder (`.{name}.XXXXXX.tjoin-partial`),
-//!   removed when the set is dropped and, should SIGINT, SIGTERM or SIGHUP (or a SIGBUS from
-//!   a shrinking input) end the process, by the signal handler.
+//!   written to a new file in its own target's folder: on Linux an unnamed one (`O_TMPFILE`),
+//!   which the kernel removes however the process ends, linked under a temporary name at the
+//!   commit's first step; elsewhere, or where the file system refuses unnamed files, a
+//!   temporary file (`.{name}.{pid}.XXXXXX.tjoin-partial`), removed when the set is dropped
+//!   and, should SIGINT, SIGTERM, SIGHUP or SIGXFSZ (or a SIGBUS from a shrinking input) end
+//!   the process, by the signal handler; a later run removes one left by a killed process.
 //! - **A failure during the commit** leaves the previous files byte for byte, including a
 //!   new set that reuses an old set's names: every file that the commit replaces or removes
 //!   is first kept under a backup name (`.{name}.XXXXXX.tjoin-backup`, a hard link, or a
@@ -22,7 +25,8 @@
 //! # The order of the commit
 //!
 //! 1. Check every target again: none may be a directory and, with no-clobber, none may
-//!    exist. A file to remove may not be a directory.
+//!    exist. A file to remove may not be a directory. Give every unnamed member a
+//!    temporary name.
 //! 2. Back up every existing target and every file to remove, except for the last change
 //!    (nothing that follows it could fail and call for its backup). A lone member replacing
 //!    a file is one rename, as it always was.
@@ -73,7 +77,7 @@ use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
 use super::Sink;
-use super::temporary::{self, Kind, Temporary};
+use super::temporary::{self, Kind, Partial, Temporary};
 use crate::error::{Error, Result};
 
 /// Several files written under temporary names, committed together by [`OutputSet::commit`];
@@ -82,6 +86,8 @@ pub struct OutputSet {
     members: Vec<Member>,
     removals: Vec<PathBuf>,
     no_clobber: bool,
+    /// The folders cleared of stale partial files already.
+    cleaned: Vec<PathBuf>,
 }
 
 /// One file of a set, being written under a temporary name beside its target.
@@ -90,7 +96,7 @@ pub struct Member {
     target: PathBuf,
     /// The file the new version replaces: `target` with its symbolic links followed.
     destination: PathBuf,
-    partial: Temporary,
+    partial: Partial,
 }
 
 impl OutputSet {
@@ -100,6 +106,7 @@ impl OutputSet {
             members: Vec::new(),
             removals: Vec::new(),
             no_clobber,
+            cleaned: Vec::new(),
         }
     }
 
@@ -124,8 +131,13 @@ impl OutputSet {
         if let Some(why) = twice {
             return Err(refuse(target, ErrorKind::InvalidInput, why.to_string()));
         }
-        let partial = Temporary::new_file(&destination, Kind::Partial)
-            .map_err(|e| folder_refused(target, &destination, e))?;
+        let folder = temporary::folder_of(&destination);
+        if !self.cleaned.iter().any(|f| f == folder) {
+            temporary::remove_stale_partials(folder);
+            self.cleaned.push(folder.to_path_buf());
+        }
+        let partial =
+            Partial::new(&destination).map_err(|e| folder_refused(target, &destination, e))?;
         keep_mode_and_owner(&destination, partial.as_file())
             .map_err(|e| write_failed(target, e))?;
         self.members.push(Member {
@@ -168,6 +180,7 @@ impl OutputSet {
             members,
             removals,
             no_clobber,
+            ..
         } = self;
         for member in &members {
             check_target(&member.target, &member.destination, no_clobber)?;
@@ -176,12 +189,20 @@ impl OutputSet {
             check_removal(path)?;
         }
         let changes = members.len() + removals.len();
-        let placed = members
-            .into_iter()
-            .map(|m| (m.target, m.destination, Some(m.partial)));
+        let mut placed = Vec::with_capacity(members.len());
+        for Member {
+            target,
+            destination,
+            partial,
+        } in members
+        {
+            let named = partial.into_named(&destination);
+            let named = named.map_err(|e| write_failed(&target, e))?;
+            placed.push((target, destination, Some(named)));
+        }
         let removed = removals.into_iter().map(|path| (path.clone(), path, None));
         let mut steps = Vec::with_capacity(changes);
-        for (at, (target, destination, partial)) in placed.chain(removed).enumerate() {
+        for (at, (target, destination, partial)) in placed.into_iter().chain(removed).enumerate() {
             // Nothing after the last change can fail and call for its backup.
             let backup = if at + 1 < changes {
                 back_up(&destination)?
@@ -243,7 +264,7 @@ struct Step {
     /// The path the user named, for messages.
     name: PathBuf,
     target: PathBuf,
-    partial: Option<Temporary>,
+    partial: Option<Temporary<()>>,
     backup: Option<Temporary<()>>,
 }
 
@@ -565,12 +586,6 @@ mod tests {
     fn dropping_the_set_before_the_commit_leaves_nothing_new() {
         let dir = previous_set();
         let set = new_set(dir.path());
-        let partials: Vec<PathBuf> = set
-            .members()
-            .iter()
-            .map(|m| m.partial.path().into())
-            .collect();
-        assert!(partials.iter().all(|p| p.exists()), "{partials:?}");
         drop(set);
         assert_previous_set(dir.path());
     }
@@ -581,10 +596,12 @@ mod tests {
     #[cfg_attr(windows, ignore = "Windows cannot delete an open temporary file")]
     fn a_failure_in_the_middle_of_the_commit_puts_every_previous_file_back() {
         let dir = previous_set();
-        let set = new_set(dir.path());
+        let mut set = new_set(dir.path());
         // `shards/a` and `shards/b` are placed before `c`'s rename fails, for want of its
-        // temporary file.
-        fs::remove_file(set.members()[2].partial.path()).unwrap();
+        // temporary file (a named one, which can be removed from outside).
+        let c = Temporary::new_file(&dir.path().join("c"), Kind::Partial).unwrap();
+        fs::remove_file(c.path()).unwrap();
+        set.members[2].partial = Partial::Named(c);
         let error = set.commit().unwrap_err().to_string();
         let c = dir.path().join("c");
         let expected = format!("cannot rename the finished output to {}: ", c.display());
@@ -616,7 +633,8 @@ mod tests {
         let mut set = OutputSet::new(false);
         set.add(&index).unwrap().write_all(b"new index").unwrap();
         let member = set.members.pop().unwrap();
-        let steps = [(index.clone(), Some(member.partial)), (old.clone(), None)];
+        let partial = member.partial.into_named(&index).unwrap();
+        let steps = [(index.clone(), Some(partial)), (old.clone(), None)];
         let done: Vec<Done> = steps
             .into_iter()
             .map(|(target, partial)| {

@@ -171,3 +171,77 @@ fn a_target_in_a_folder_the_user_cannot_write_to_is_refused_with_a_hint() {
         &["out.npy", "is not writable", "name an output elsewhere"],
     );
 }
+
+/// A join of a sparse 2 GiB input with itself along axis 1 (a gather, slow in a debug build),
+/// started in `dir`; returns once it is writing its output.
+#[cfg(target_os = "linux")]
+fn long_join(dir: &Path) -> std::process::Child {
+    let header = npy_header("|u1", &[1 << 16, 1 << 15], true);
+    let file = fs::File::create(dir.join("big.npy")).unwrap();
+    std::io::Write::write_all(&mut &file, &header).unwrap();
+    file.set_len(header.len() as u64 + (1 << 31)).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tjoin"))
+        .args(["-a", "1", "big.npy", "big.npy", "-o", "out.npy"])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !writing_into(child.id(), dir) {
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "tjoin never started writing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child
+}
+
+/// SIGKILL cannot be handled: the new output is an unnamed file, which the kernel removes
+/// with the process.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigkill_during_a_join_leaves_nothing_in_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = long_join(dir.path());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(dir_entries(dir.path()), ["big.npy"]);
+}
+
+/// A partial file whose writer no longer exists (a named one, as a file system without
+/// unnamed files, or an older tjoin, leaves on SIGKILL) is removed by the next run into that
+/// folder; a live writer's stays.
+#[test]
+fn a_run_removes_partial_files_of_dead_writers_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    let mut exited = std::process::Command::new("true").spawn().unwrap();
+    exited.wait().unwrap();
+    let dead = format!(".out.npy.{}.AbC123.tjoin-partial", exited.id());
+    let live = format!(".other.npy.{}.XyZ789.tjoin-partial", std::process::id());
+    let backup = format!(".out.npy.{}.AbC123.tjoin-backup", exited.id());
+    for name in [&dead, &live, &backup] {
+        fs::write(dir.path().join(name), "left behind").unwrap();
+    }
+    succeeds(dir.path(), &join_into("out.npy"));
+    let mut expected = vec![
+        backup,
+        live,
+        "a.npy".into(),
+        "b.npy".into(),
+        "out.npy".into(),
+    ];
+    expected.sort();
+    assert_eq!(dir_entries(dir.path()), expected);
+}
+
+#[test]
+fn an_output_name_of_255_bytes_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = two_inputs(dir.path());
+    let name = "n".repeat(251) + ".npy";
+    succeeds(dir.path(), &join_into(&name));
+    assert_eq!(fs::read(dir.path().join(&name)).unwrap(), expected);
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", name.as_str()]);
+}

@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_mentions, dir_entries, npy_header, read_npy, refused, tjoin, write_npy};
+use crate::util::{
+    assert_mentions, dir_entries, npy_header, read_npy, refused, tjoin, write_npy, writing_into,
+};
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
@@ -46,7 +48,7 @@ fn slow_join_inputs(dir: &Path, rows: u64, cols: u64) {
 }
 
 /// Writes [`slow_join_inputs`], starts joining them on axis 1 into `out.npy`, and returns
-/// once the run is writing (its temporary output has appeared).
+/// once the run is writing (it has its new output open).
 fn slow_join_under_way(dir: &Path, rows: u64, cols: u64) -> Child {
     slow_join_with(dir, rows, cols, &[])
 }
@@ -63,10 +65,7 @@ fn slow_join_with(dir: &Path, rows: u64, cols: u64, more: &[&str]) -> Child {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while !dir_entries(dir)
-        .iter()
-        .any(|name| name.ends_with(".tjoin-partial"))
-    {
+    while !writing_into(child.id(), dir) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "tjoin never started writing"
