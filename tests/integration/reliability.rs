@@ -75,17 +75,23 @@ fn slow_join_with(dir: &Path, rows: u64, cols: u64, more: &[&str]) -> Child {
     child
 }
 
+/// Sends `child` the signal named `signal` (`INT`, `TERM`) and waits for it to end.
+fn signal_and_wait(child: Child, signal: &str) -> std::process::Output {
+    let id = child.id().to_string();
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &id])
+        .status();
+    assert!(sent.unwrap().success());
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
     for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("out.npy"), "precious").unwrap();
         let child = slow_join_under_way(dir.path(), 4096, 65536);
-        let killed = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status();
-        assert!(killed.unwrap().success());
-        let output = child.wait_with_output().unwrap();
+        let output = signal_and_wait(child, signal);
         assert_eq!(output.status.code(), Some(code), "SIG{signal}");
         assert_eq!(
             dir_entries(dir.path()),
@@ -109,11 +115,7 @@ fn a_signal_clears_the_progress_bar_and_says_nothing_was_written() {
     let child = slow_join_with(dir.path(), 4096, 65536, &["--progress", "always"]);
     // Let the bar draw at least once (4 times a second).
     sleep(Duration::from_millis(600));
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    assert!(killed.unwrap().success());
-    let output = child.wait_with_output().unwrap();
+    let output = signal_and_wait(child, "INT");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
@@ -152,31 +154,25 @@ fn an_input_changed_while_it_is_read_fails_the_run() {
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
 }
 
+/// A write past `ulimit -f` (RLIMIT_FSIZE, here 64 blocks) fails with EFBIG when SIGXFSZ is
+/// ignored; otherwise it raises SIGXFSZ, which by default kills the process where it stands
+/// and which tjoin handles so that it ends the same way: the failure reported by the
+/// output's name, and the new file gone.
 #[test]
 fn a_write_that_fails_part_way_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<f4",
-        &[256, 1024],
-        false,
-        &vec![1; 1 << 20],
-    );
-    fs::write(dir.path().join("out.npy"), "precious").unwrap();
-    // RLIMIT_FSIZE of 64 blocks; with SIGXFSZ ignored the write fails with EFBIG instead.
-    let output = tjoin_limited(
-        dir.path(),
-        "trap '' XFSZ; ulimit -f 64",
-        &["-a", "0", "a.npy", "a.npy", "-o", "out.npy"],
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("cannot write the output out.npy") && stderr.contains("too large"),
-        "{stderr}"
-    );
-    assert_eq!(dir_entries(dir.path()), ["a.npy", "out.npy"]);
-    assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+    for limits in ["trap '' XFSZ; ulimit -f 64", "ulimit -f 64"] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = vec![1; 1 << 20];
+        write_npy(&dir.path().join("a.npy"), "<f4", &[256, 1024], false, &data);
+        fs::write(dir.path().join("out.npy"), "precious").unwrap();
+        let args = ["-a", "0", "a.npy", "a.npy", "-o", "out.npy"];
+        let output = tjoin_limited(dir.path(), limits, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{limits}: {stderr}");
+        assert_mentions(&stderr, &["cannot write the output out.npy", "too large"]);
+        assert_eq!(dir_entries(dir.path()), ["a.npy", "out.npy"]);
+        assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+    }
 }
 
 #[test]
@@ -541,4 +537,39 @@ fn unusable_paths_among_many_inputs_are_reported_first_come_first_served() {
         assert_mentions(&stderr, &[expected]);
         assert!(!stderr.contains("missing-too.npy"), "{bad}: {stderr}");
     }
+}
+
+/// The handlers are in place before any work: a Ctrl-C while a large JSON input is still
+/// being converted (into a spill file in TMPDIR, here the test's folder) ends the run with
+/// 130 and leaves nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut json = String::with_capacity(48 << 20);
+    json.push('[');
+    for _ in 0..(8 << 20) {
+        json.push_str("0.25,");
+    }
+    json.push_str("0.5]");
+    fs::write(dir.path().join("big.json"), json).unwrap();
+    let child = Command::new(bin())
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .args(["big.json", "-o", "out.npy"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !writing_into(child.id(), dir.path()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no conversion began"
+        );
+        sleep(Duration::from_millis(1));
+    }
+    let output = signal_and_wait(child, "INT");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(dir_entries(dir.path()), ["big.json"]);
 }
