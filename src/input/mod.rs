@@ -47,7 +47,8 @@ pub(crate) struct Watched {
     pub name: InputRef,
     /// The file, open or closed.
     pub file: DataFile,
-    /// Identity, length and modification time when opened, to notice a change underneath.
+    /// Identity, length, modification and change time when opened, to notice a change
+    /// underneath.
     pub stamp: Stamp,
 }
 
@@ -94,12 +95,20 @@ impl DataFile {
     }
 }
 
-/// A file's identity (device and inode), length and modification time.
+/// A file's identity (device and inode), length, modification time and, on Unix, change
+/// time. A program that rewrites a file can set its modification time back (`touch -r`,
+/// `cp -p`, `rsync`); the change time (ctime) it cannot: the kernel sets it to the present
+/// on every write and on every change of the times themselves. What this does not see: a
+/// change made and undone with the times set back by someone who can set the clock, and
+/// (on Windows, where the standard library offers no change time) a rewrite of the same
+/// length whose modification time is set back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamp {
     id: (u64, u64),
     len: u64,
     modified: Option<SystemTime>,
+    /// The change time in seconds and nanoseconds (Unix); `(0, 0)` elsewhere.
+    changed: (i64, i64),
 }
 
 impl Stamp {
@@ -112,17 +121,20 @@ impl Stamp {
 impl From<&std::fs::Metadata> for Stamp {
     fn from(metadata: &std::fs::Metadata) -> Stamp {
         #[cfg(unix)]
-        let id = {
+        let (id, changed) = {
             use std::os::unix::fs::MetadataExt;
-            (metadata.dev(), metadata.ino())
+            let changed = (metadata.ctime(), metadata.ctime_nsec());
+            ((metadata.dev(), metadata.ino()), changed)
         };
-        // Windows' file index is not in stable Rust; length and time still tell a change.
+        // Windows' file index and change time are not in stable Rust; length and
+        // modification time still tell most changes.
         #[cfg(not(unix))]
-        let id = (0, 0);
+        let (id, changed) = ((0, 0), (0, 0));
         Stamp {
             id,
             len: metadata.len(),
             modified: metadata.modified().ok(),
+            changed,
         }
     }
 }

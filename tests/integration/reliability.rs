@@ -154,6 +154,35 @@ fn an_input_changed_while_it_is_read_fails_the_run() {
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
 }
 
+/// A rewrite in place that keeps the length and sets the modification time back afterwards,
+/// as `touch -r` does: only the change time (ctime), which the kernel moved, tells.
+#[cfg(unix)]
+#[test]
+fn an_input_rewritten_with_its_modification_time_set_back_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let reference = elsewhere.path().join("reference");
+    let child = slow_join_under_way(dir.path(), 1024, 8192);
+    let b = dir.path().join("b.npy");
+    let touch = |args: [&Path; 2]| {
+        let status = Command::new("touch").arg("-r").args(args).status();
+        assert!(status.unwrap().success());
+    };
+    touch([&b, &reference]);
+    let file = OpenOptions::new().write(true).open(&b).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[9; 4096], 4096).unwrap();
+    drop(file);
+    touch([&reference, &b]);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_mentions(
+        &stderr,
+        &["input 2 (b.npy)", "changed while tjoin was reading it"],
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
+}
+
 /// A write past `ulimit -f` (RLIMIT_FSIZE, here 64 blocks) fails with EFBIG when SIGXFSZ is
 /// ignored; otherwise it raises SIGXFSZ, which by default kills the process where it stands
 /// and which tjoin handles so that it ends the same way: the failure reported by the
