@@ -34,8 +34,9 @@ pub struct Input {
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
-    /// For a sharded checkpoint (an index, or a folder), its index and shards.
-    pub shards: Option<sharded::ShardSet>,
+    /// For a sharded checkpoint (an index, or a folder), its index and shards (boxed: most
+    /// inputs are single files, and a join may have 100,000 of them).
+    pub shards: Option<Box<sharded::ShardSet>>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
     watched: Vec<Watched>,
@@ -43,8 +44,9 @@ pub struct Input {
 
 /// A file an input was read from, and what it was then.
 pub(crate) struct Watched {
-    /// How messages name it.
-    pub name: InputRef,
+    /// Where it is: the input's own path, or one of its shards'. Messages name it as a file
+    /// of the input's position.
+    pub path: Arc<Path>,
     /// The file, open or closed.
     pub file: DataFile,
     /// Identity, length, modification and change time when opened, to notice a change
@@ -64,29 +66,37 @@ pub struct Tensor {
 }
 
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
-/// (and checked to be the same file) when its data is needed.
+/// (and checked to be the same file) when its data is needed. Cloning it shares the file,
+/// or the path and stamp to reopen it by: a join of 100,000 inputs keeps one of each.
 #[derive(Clone)]
 pub enum DataFile {
     /// Open for the whole run.
     Open(Arc<File>),
     /// Closed after its header was read.
-    Closed {
-        /// Where to reopen it.
-        path: PathBuf,
-        /// What it was when its header was read.
-        stamp: Stamp,
-    },
+    Closed(Arc<ClosedFile>),
+}
+
+/// Where a closed file is, and what it was when its header was read.
+pub struct ClosedFile {
+    path: Arc<Path>,
+    stamp: Stamp,
 }
 
 impl DataFile {
+    /// A file closed after its header was read, to reopen at `path`; `stamp` is what it
+    /// was then.
+    pub fn closed(path: Arc<Path>, stamp: Stamp) -> DataFile {
+        DataFile::Closed(Arc::new(ClosedFile { path, stamp }))
+    }
+
     /// The open file, reopening it if it was closed. Fails if it changed in the meantime.
     pub fn open(&self, name: &InputRef) -> Result<Arc<File>> {
         match self {
             DataFile::Open(file) => Ok(Arc::clone(file)),
-            DataFile::Closed { path, stamp } => {
-                let file = File::open(path).map_err(|e| name.io_error("reopen", e))?;
+            DataFile::Closed(closed) => {
+                let file = File::open(&closed.path).map_err(|e| name.io_error("reopen", e))?;
                 let now = Stamp::of(&file).map_err(|e| name.io_error("reopen", e))?;
-                if &now != stamp {
+                if now != closed.stamp {
                     return Err(changed(name));
                 }
                 Ok(Arc::new(file))
@@ -180,7 +190,7 @@ impl Input {
         };
         let name = InputRef {
             position,
-            path: path.clone(),
+            path: path.as_path().into(),
             tensor: None,
         };
         let (file, stamp) = if is_stdin {
@@ -223,10 +233,7 @@ impl Input {
             if keep_open || is_stdin {
                 DataFile::Open(file)
             } else {
-                DataFile::Closed {
-                    path: path.clone(),
-                    stamp: stamp.clone(),
-                }
+                DataFile::closed(Arc::clone(&name.path), stamp.clone())
             }
         };
         let opened = Opened {
@@ -253,7 +260,7 @@ impl Input {
             .collect();
         Ok(Input {
             watched: vec![Watched {
-                name: name.clone(),
+                path: Arc::clone(&name.path),
                 file: own,
                 stamp,
             }],
@@ -281,7 +288,7 @@ impl Input {
             format: Format::SafeTensors,
             selected: None,
             metadata,
-            shards: Some(shards),
+            shards: Some(Box::new(shards)),
             watched,
         }
     }
@@ -298,11 +305,18 @@ impl Input {
         for watched in &self.watched {
             let now = match &watched.file {
                 DataFile::Open(file) => Stamp::of(file),
-                DataFile::Closed { path, .. } => std::fs::metadata(path).map(|m| Stamp::from(&m)),
+                DataFile::Closed(closed) => {
+                    std::fs::metadata(&closed.path).map(|m| Stamp::from(&m))
+                }
             };
-            let now = now.map_err(|e| watched.name.io_error("re-check", e))?;
+            let name = InputRef {
+                position: self.name.position,
+                path: Arc::clone(&watched.path),
+                tensor: None,
+            };
+            let now = now.map_err(|e| name.io_error("re-check", e))?;
             if now != watched.stamp {
-                return Err(changed(&watched.name));
+                return Err(changed(&name));
             }
         }
         Ok(())

@@ -602,3 +602,42 @@ fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert_eq!(dir_entries(dir.path()), ["big.json"]);
 }
+
+/// What tjoin keeps per input grows its peak memory linearly with their number: a join of
+/// 100,000 files must stay within the memory promise. Measured as the growth of the peak
+/// resident set (`/usr/bin/time`) from 2,000 tiny inputs to 22,000, which must stay under
+/// 1 KiB per input (about 800 bytes in a debug build; 1.3 KiB before it was shrunk).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_memory_kept_per_input_stays_under_a_kibibyte() {
+    let time = Path::new("/usr/bin/time");
+    assert!(time.exists(), "the test measures memory with /usr/bin/time");
+    let peak_kib = |inputs: usize| -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = crate::util::npy_bytes("<f4", &[1, 4], false, &[0; 16]);
+        let mut list = String::new();
+        for i in 0..inputs {
+            let name = format!("{i:05}.npy");
+            fs::write(dir.path().join(&name), &data).unwrap();
+            list.push_str(&name);
+            list.push('\n');
+        }
+        fs::write(dir.path().join("list"), list).unwrap();
+        let output = Command::new(time)
+            .args(["-f", "%M"])
+            .arg(bin())
+            .args(["-a", "1", "--files-from", "list", "-o", "out.npy"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        stderr.trim().lines().last().unwrap().parse().unwrap()
+    };
+    let (few, many) = (peak_kib(2_000), peak_kib(22_000));
+    let per_input = (many.saturating_sub(few) * 1024) / 20_000;
+    assert!(
+        per_input < 1024,
+        "{per_input} bytes per input ({few} KiB, then {many} KiB)"
+    );
+}
