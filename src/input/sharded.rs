@@ -216,11 +216,8 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     if !problems.is_empty() {
         return Err(inconsistent(&index_text, problems));
     }
-    let mut watched = vec![Watched {
-        path: Arc::clone(&name.path),
-        file: DataFile::closed(Arc::clone(&name.path), index_stamp.clone()),
-        stamp: index_stamp,
-    }];
+    let index_file = DataFile::closed(Arc::clone(&name.path), index_stamp.clone());
+    let mut watched = vec![Watched::new(&name.path, &index_file, index_stamp)];
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
     let mut paths = Vec::with_capacity(files.len());
@@ -279,11 +276,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         if metadata.is_none() {
             metadata = contents.metadata;
         }
-        watched.push(Watched {
-            path: shard.path,
-            file: data,
-            stamp,
-        });
+        watched.push(Watched::new(&shard.path, &data, stamp));
         paths.push(path);
     }
     if !problems.is_empty() {

@@ -606,7 +606,7 @@ fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
 /// What tjoin keeps per input grows its peak memory linearly with their number: a join of
 /// 100,000 files must stay within the memory promise. Measured as the growth of the peak
 /// resident set (`/usr/bin/time`) from 2,000 tiny inputs to 22,000, which must stay under
-/// 1 KiB per input (about 800 bytes in a debug build; 1.3 KiB before it was shrunk).
+/// 1 KiB per input (about 750 bytes in a debug build; 1.3 KiB before it was shrunk).
 #[cfg(target_os = "linux")]
 #[test]
 fn the_memory_kept_per_input_stays_under_a_kibibyte() {
