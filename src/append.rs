@@ -56,7 +56,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
             if journal.exists() {
                 return Err(interrupted(&first.name.path, &journal));
             }
-            let output = Some((first.name.path.as_path(), Format::Npy));
+            let output = Some((&*first.name.path, Format::Npy));
             let rules = &config.rules;
             let plan = match form {
                 PlanForm::Json => {
@@ -428,7 +428,7 @@ pub fn recover(path: &Path) -> Result<()> {
     let len = target.length()?;
     let name = InputRef {
         position: 1,
-        path: path.to_path_buf(),
+        path: path.into(),
         tensor: None,
     };
     let shown = path.display();

@@ -13,7 +13,7 @@
 //! discards the file. It never fails a run: on a failure it discards the file, and the usual
 //! path meets and reports the failure.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use indicatif::ProgressBar;
 
@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::format::{Format, Layout, npy};
 use crate::input::Input;
 use crate::job::TensorJob;
-use crate::output::{Output, STDOUT, Sink};
+use crate::output::{Output, Sink};
 use crate::progress::Counted;
 
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy
@@ -65,7 +65,7 @@ impl EarlyCopy {
         let target = config.output.path.as_deref()?;
         let rules = &config.rules;
         let plain = config.action == Action::Write
-            && target != Path::new(STDOUT)
+            && !crate::output::written_directly(target)
             && config.output.format == Some(Format::Npy)
             && matches!(config.input_format, None | Some(Format::Npy))
             && rules.cast.is_none()
@@ -229,6 +229,7 @@ mod tests {
     use crate::input::OpenOptions;
     use crate::job::{self, JobOptions};
     use crate::spill::Spill;
+    use std::path::Path;
 
     /// An axis-0 join into `out`, a .npy file.
     fn axis_0_into(out: &Path) -> EarlyCopy {

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Exit statuses, one place for all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,8 +147,9 @@ impl InputRef {
 pub struct InputRef {
     /// Position among the inputs, from 1.
     pub position: usize,
-    /// The path as the user wrote it.
-    pub path: PathBuf,
+    /// The path as the user wrote it (shared: an input's tensors and the files it is checked
+    /// by name it with one copy).
+    pub path: Arc<Path>,
     /// The tensor's name inside the file, for files that hold several.
     pub tensor: Option<String>,
 }
@@ -346,7 +348,7 @@ mod tests {
         let error = Error::Malformed {
             input: InputRef {
                 position: 3,
-                path: PathBuf::from("c.npy"),
+                path: Path::new("c.npy").into(),
                 tensor: None,
             },
             format: ".npy",
@@ -371,7 +373,7 @@ mod tests {
         assert!(cut.ends_with("... (1800 more bytes)"), "{cut}");
         let name = InputRef {
             position: 1,
-            path: PathBuf::from("a.safetensors"),
+            path: Path::new("a.safetensors").into(),
             tensor: Some("x".repeat(1 << 20)),
         };
         assert!(name.to_string().len() < 200, "{name}");

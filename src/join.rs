@@ -163,30 +163,33 @@ pub(crate) fn open_inputs(
     let mut head = Vec::new();
     // Files held open so far: a sharded checkpoint holds one per shard.
     let mut held = 0;
-    let mut inputs = std::thread::scope(|scope| {
+    // Collected into room for every input at once: growing by doubling would hold two
+    // copies of the list for a moment, which for 100,000 inputs is tens of MiB.
+    let mut inputs = Vec::with_capacity(paths.len());
+    std::thread::scope(|scope| {
         let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
-        paths
-            .iter()
-            .enumerate()
-            .map(|(index, path)| {
-                let options = OpenOptions {
-                    format: config.input_format,
-                    keep_open: held < keep_open,
-                    read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
-                };
-                let fetched = prefetch.take_next();
-                let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
-                held += input.open_files();
-                if let Some(early) = early.as_deref_mut() {
-                    early.take(&input, &head);
-                    if !early.taking() {
-                        whole_up_to.store(0, Ordering::Relaxed);
-                    }
+        let opened = paths.iter().enumerate().map(|(index, path)| {
+            let options = OpenOptions {
+                format: config.input_format,
+                keep_open: held < keep_open,
+                read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
+            };
+            let fetched = prefetch.take_next();
+            let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
+            held += input.open_files();
+            if let Some(early) = early.as_deref_mut() {
+                early.take(&input, &head);
+                if !early.taking() {
+                    whole_up_to.store(0, Ordering::Relaxed);
                 }
-                prefetch.recycle(&mut head);
-                Ok(input)
-            })
-            .collect::<Result<Vec<Input>>>()
+            }
+            prefetch.recycle(&mut head);
+            Ok(input)
+        });
+        for input in opened {
+            inputs.push(input?);
+        }
+        Ok::<_, Error>(())
     })?;
     if inputs.is_empty() {
         return Err(Error::refused(

@@ -50,6 +50,9 @@ pub fn run(cli: &Cli) -> Result<()> {
         return cli::generate::generate(kind, &mut stdout)
             .map_err(|e| Error::io("write", Path::new("standard output"), e));
     }
+    // Before any work: a Ctrl-C while standard input or JSON is converted ends the run as
+    // one during the write does.
+    output::handle_signals();
     match Command::from_cli(cli)? {
         Command::Join(config) => join::run(&config),
         Command::Append(config) => append::run(&config),

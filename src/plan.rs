@@ -39,8 +39,9 @@ pub struct InputPlan {
     pub dtype: DType,
     /// Byte reversals that make its elements little-endian.
     pub swaps: Swaps,
-    /// Set when its layout differs from the output's, so its runs are not contiguous.
-    pub gather: Option<Gather>,
+    /// Set when its layout differs from the output's, so its runs are not contiguous (boxed:
+    /// a join of 100,000 inputs that need none keeps a plan for each).
+    pub gather: Option<Box<Gather>>,
 }
 
 /// Byte strides to read an input laid out differently from the output, in the output's
@@ -110,7 +111,7 @@ pub fn plan_with(
                 .unwrap_or(info.data_len),
             dtype: info.dtype.clone(),
             swaps: info.swaps.clone(),
-            gather: gather(info, &perm, storage_axis, layout),
+            gather: gather(info, &perm, storage_axis, layout).map(Box::new),
         })
         .collect();
     JoinPlan {

@@ -51,7 +51,7 @@ impl Reference {
             .map(|t| (t.name.unwrap_or_default(), t.info.shape))
             .collect();
         Ok(Reference {
-            path: path.to_path_buf(),
+            path: path.into(),
             tensors,
         })
     }
@@ -269,7 +269,7 @@ fn read_header(path: &Path) -> Result<crate::format::Contents> {
         .len();
     let input = InputRef {
         position: 0,
-        path: path.to_path_buf(),
+        path: path.into(),
         tensor: None,
     };
     safetensors::read(&file, len, &input).map_err(|e| match e {

@@ -250,6 +250,89 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     Ok(())
 }
 
+/// Whether this process's real user may write to the existing file at `path`, as `access(2)`
+/// answers it and as `cp` finds out when it opens the file: the mode's write bits (root
+/// passes them) and a read-only file system.
+#[cfg(unix)]
+pub fn may_write(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: access reads the NUL-terminated string, which lives for the call.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Elsewhere, whether the file lacks the read-only attribute.
+#[cfg(not(unix))]
+pub fn may_write(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.permissions().readonly())
+}
+
+/// Gives `file`, an unnamed file (`O_TMPFILE`), the name `path`; fails with `AlreadyExists`
+/// if something has that name. Through `/proc/self/fd`, which any user may link from, or,
+/// without `/proc`, with `AT_EMPTY_PATH`, which needs CAP_DAC_READ_SEARCH.
+#[cfg(target_os = "linux")]
+pub fn link_unnamed(file: &File, path: &std::path::Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let to = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let fd = file.as_raw_fd();
+    let proc_path = CString::new(format!("/proc/self/fd/{fd}")).map_err(io::Error::other)?;
+    // SAFETY: linkat reads two NUL-terminated strings that live for the call; `fd` is open.
+    let linked = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if linked == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() != io::ErrorKind::NotFound {
+        return Err(error);
+    }
+    // SAFETY: as above, with an empty string that lives for the call.
+    let linked = unsafe {
+        libc::linkat(
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if linked == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether a process with id `pid` exists (run by any user; a process that has exited but
+/// not been waited for still counts).
+#[cfg(unix)]
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let sent = unsafe { libc::kill(pid, 0) } == 0;
+    sent || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Elsewhere tjoin cannot tell, and takes every process to exist: partial files left by a
+/// killed process are not removed by later runs there.
+#[cfg(not(unix))]
+pub fn process_exists(_pid: u32) -> bool {
+    true
+}
+
 /// Takes the advisory lock (`flock`) of `file` for this process alone, without waiting:
 /// `false` when another process holds it. Two `--append` runs on one file take turns this
 /// way; the lock is released when the file is closed, however the process ends.
@@ -370,7 +453,7 @@ pub fn remove_on_bus_error(_partials: &[std::path::PathBuf]) {}
 
 /// Installs `on_bus_error` as the handler of SIGBUS, once.
 #[cfg(unix)]
-fn install_bus_error_handler() {
+pub fn install_bus_error_handler() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // SAFETY: `on_bus_error` calls only async-signal-safe functions (ftruncate, fsync,

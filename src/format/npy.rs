@@ -803,7 +803,7 @@ mod tests {
     fn bytes_after_the_data_are_an_unfinished_append_in_a_file_and_damage_in_a_member() {
         let input = InputRef {
             position: 1,
-            path: "x.npy".into(),
+            path: std::path::Path::new("x.npy").into(),
             tensor: None,
         };
         let mut file = header(&DType::UInt8, &[2], Layout::C).unwrap();

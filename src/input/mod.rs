@@ -35,21 +35,41 @@ pub struct Input {
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
-    /// For a sharded checkpoint (an index, or a folder), its index and shards.
-    pub shards: Option<sharded::ShardSet>,
+    /// For a sharded checkpoint (an index, or a folder), its index and shards (boxed: most
+    /// inputs are single files, and a join may have 100,000 of them).
+    pub shards: Option<Box<sharded::ShardSet>>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
     watched: Vec<Watched>,
 }
 
-/// A file an input was read from, and what it was then.
+/// A file an input was read from, and what it was then, checked unchanged before the
+/// output is committed. 16 bytes: a join may have 100,000 inputs.
 pub(crate) struct Watched {
-    /// How messages name it.
-    pub name: InputRef,
-    /// The file, open or closed.
-    pub file: DataFile,
-    /// Identity, length and modification time when opened, to notice a change underneath.
-    pub stamp: Stamp,
+    /// Where it is (the input's own path, or one of its shards') and what it was when opened;
+    /// shared with the tensors' [`DataFile`] when the file is closed.
+    record: Arc<FileRecord>,
+    /// The file, while it is kept open.
+    open: Option<Arc<File>>,
+}
+
+impl Watched {
+    /// `file`, found at `path` as `stamp` describes it.
+    pub(crate) fn new(path: &Arc<Path>, file: &DataFile, stamp: Stamp) -> Watched {
+        match file {
+            DataFile::Closed(record) => Watched {
+                record: Arc::clone(record),
+                open: None,
+            },
+            DataFile::Open(file) => Watched {
+                record: Arc::new(FileRecord {
+                    path: Arc::clone(path),
+                    stamp,
+                }),
+                open: Some(Arc::clone(file)),
+            },
+        }
+    }
 }
 
 /// One tensor: what its header declares and the file its bytes are in.
@@ -67,29 +87,37 @@ pub struct Tensor {
 }
 
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
-/// (and checked to be the same file) when its data is needed.
+/// (and checked to be the same file) when its data is needed. Cloning it shares the file,
+/// or the path and stamp to reopen it by: a join of 100,000 inputs keeps one of each.
 #[derive(Clone)]
 pub enum DataFile {
     /// Open for the whole run.
     Open(Arc<File>),
     /// Closed after its header was read.
-    Closed {
-        /// Where to reopen it.
-        path: PathBuf,
-        /// What it was when its header was read.
-        stamp: Stamp,
-    },
+    Closed(Arc<FileRecord>),
+}
+
+/// Where a file is, and what it was when its header was read.
+pub struct FileRecord {
+    path: Arc<Path>,
+    stamp: Stamp,
 }
 
 impl DataFile {
+    /// A file closed after its header was read, to reopen at `path`; `stamp` is what it
+    /// was then.
+    pub fn closed(path: Arc<Path>, stamp: Stamp) -> DataFile {
+        DataFile::Closed(Arc::new(FileRecord { path, stamp }))
+    }
+
     /// The open file, reopening it if it was closed. Fails if it changed in the meantime.
     pub fn open(&self, name: &InputRef) -> Result<Arc<File>> {
         match self {
             DataFile::Open(file) => Ok(Arc::clone(file)),
-            DataFile::Closed { path, stamp } => {
-                let file = File::open(path).map_err(|e| name.io_error("reopen", e))?;
+            DataFile::Closed(closed) => {
+                let file = File::open(&closed.path).map_err(|e| name.io_error("reopen", e))?;
                 let now = Stamp::of(&file).map_err(|e| name.io_error("reopen", e))?;
-                if &now != stamp {
+                if now != closed.stamp {
                     return Err(changed(name));
                 }
                 Ok(Arc::new(file))
@@ -98,12 +126,20 @@ impl DataFile {
     }
 }
 
-/// A file's identity (device and inode), length and modification time.
+/// A file's identity (device and inode), length, modification time and, on Unix, change
+/// time. A program that rewrites a file can set its modification time back (`touch -r`,
+/// `cp -p`, `rsync`); the change time (ctime) it cannot: the kernel sets it to the present
+/// on every write and on every change of the times themselves. What this does not see: a
+/// change made and undone with the times set back by someone who can set the clock, and
+/// (on Windows, where the standard library offers no change time) a rewrite of the same
+/// length whose modification time is set back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamp {
     id: (u64, u64),
     len: u64,
     modified: Option<SystemTime>,
+    /// The change time in seconds and nanoseconds (Unix); `(0, 0)` elsewhere.
+    changed: (i64, i64),
 }
 
 impl Stamp {
@@ -116,17 +152,20 @@ impl Stamp {
 impl From<&std::fs::Metadata> for Stamp {
     fn from(metadata: &std::fs::Metadata) -> Stamp {
         #[cfg(unix)]
-        let id = {
+        let (id, changed) = {
             use std::os::unix::fs::MetadataExt;
-            (metadata.dev(), metadata.ino())
+            let changed = (metadata.ctime(), metadata.ctime_nsec());
+            ((metadata.dev(), metadata.ino()), changed)
         };
-        // Windows' file index is not in stable Rust; length and time still tell a change.
+        // Windows' file index and change time are not in stable Rust; length and
+        // modification time still tell most changes.
         #[cfg(not(unix))]
-        let id = (0, 0);
+        let (id, changed) = ((0, 0), (0, 0));
         Stamp {
             id,
             len: metadata.len(),
             modified: metadata.modified().ok(),
+            changed,
         }
     }
 }
@@ -172,7 +211,7 @@ impl Input {
         };
         let name = InputRef {
             position,
-            path: path.clone(),
+            path: path.as_path().into(),
             tensor: None,
         };
         let (file, stamp) = if is_stdin {
@@ -215,10 +254,7 @@ impl Input {
             if keep_open || is_stdin {
                 DataFile::Open(file)
             } else {
-                DataFile::Closed {
-                    path: path.clone(),
-                    stamp: stamp.clone(),
-                }
+                DataFile::closed(Arc::clone(&name.path), stamp.clone())
             }
         };
         let opened = Opened {
@@ -245,11 +281,7 @@ impl Input {
             })
             .collect();
         Ok(Input {
-            watched: vec![Watched {
-                name: name.clone(),
-                file: own,
-                stamp,
-            }],
+            watched: vec![Watched::new(&name.path, &own, stamp)],
             name,
             tensors,
             format,
@@ -274,28 +306,32 @@ impl Input {
             format: Format::SafeTensors,
             selected: None,
             metadata,
-            shards: Some(shards),
+            shards: Some(Box::new(shards)),
             watched,
         }
     }
 
     /// How many of its files it keeps open.
     pub fn open_files(&self) -> usize {
-        let open = |w: &&Watched| matches!(w.file, DataFile::Open(_));
-        self.watched.iter().filter(open).count()
+        self.watched.iter().filter(|w| w.open.is_some()).count()
     }
 
     /// Fails if a file's identity, length or modification time changed since it was opened:
     /// the bytes read may then be a mixture of two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
-        for watched in &self.watched {
-            let now = match &watched.file {
-                DataFile::Open(file) => Stamp::of(file),
-                DataFile::Closed { path, .. } => std::fs::metadata(path).map(|m| Stamp::from(&m)),
+        for Watched { record, open } in &self.watched {
+            let now = match open {
+                Some(file) => Stamp::of(file),
+                None => std::fs::metadata(&record.path).map(|m| Stamp::from(&m)),
             };
-            let now = now.map_err(|e| watched.name.io_error("re-check", e))?;
-            if now != watched.stamp {
-                return Err(changed(&watched.name));
+            let name = InputRef {
+                position: self.name.position,
+                path: Arc::clone(&record.path),
+                tensor: None,
+            };
+            let now = now.map_err(|e| name.io_error("re-check", e))?;
+            if now != record.stamp {
+                return Err(changed(&name));
             }
         }
         Ok(())

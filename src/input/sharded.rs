@@ -82,7 +82,7 @@ pub fn open(
         match in_folder(&name)? {
             Found::Index(index) => open_index(
                 InputRef {
-                    path: index,
+                    path: index.into(),
                     ..name
                 },
                 options,
@@ -216,14 +216,8 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     if !problems.is_empty() {
         return Err(inconsistent(&index_text, problems));
     }
-    let mut watched = vec![Watched {
-        name: name.clone(),
-        file: DataFile::Closed {
-            path: index_path.clone(),
-            stamp: index_stamp.clone(),
-        },
-        stamp: index_stamp,
-    }];
+    let index_file = DataFile::closed(Arc::clone(&name.path), index_stamp.clone());
+    let mut watched = vec![Watched::new(&name.path, &index_file, index_stamp)];
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
     let mut paths = Vec::with_capacity(files.len());
@@ -231,7 +225,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         let path = folder.join(file);
         let shard = InputRef {
             position: name.position,
-            path: path.clone(),
+            path: path.as_path().into(),
             tensor: None,
         };
         let mapped = &listed[file];
@@ -239,10 +233,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         let data = if options.keep_open && files.len() <= SHARDS_KEPT_OPEN {
             DataFile::Open(Arc::new(opened))
         } else {
-            DataFile::Closed {
-                path: path.clone(),
-                stamp: stamp.clone(),
-            }
+            DataFile::closed(Arc::clone(&shard.path), stamp.clone())
         };
         let mut held: HashSet<&str> = HashSet::with_capacity(contents.tensors.len());
         for found in contents.tensors {
@@ -286,11 +277,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         if metadata.is_none() {
             metadata = contents.metadata;
         }
-        watched.push(Watched {
-            name: shard,
-            file: data,
-            stamp,
-        });
+        watched.push(Watched::new(&shard.path, &data, stamp));
         paths.push(path);
     }
     if !problems.is_empty() {
@@ -302,7 +289,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         .and_then(SetName::of_index)
         .unwrap_or_default();
     let shards = ShardSet {
-        index: index_path,
+        index: index_path.to_path_buf(),
         name: set_name,
         files: paths,
         total_size: index.total_size,
@@ -423,7 +410,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
     if !disjoint {
         return error;
     }
-    let files: Vec<&Path> = inputs.iter().map(|i| i.name.path.as_path()).collect();
+    let files: Vec<&Path> = inputs.iter().map(|i| &*i.name.path).collect();
     let headline = format!(
         "the {} inputs hold different tensors (no name is in two of them): they look like the \
          shards of one checkpoint, which is one input, not {} to join",

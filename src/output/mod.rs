@@ -14,10 +14,10 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-pub use file::Output;
+pub use file::{Output, written_directly};
 pub use set::{Member, OutputSet};
 pub use temporary::folder_of;
-pub use temporary::on_signal;
+pub use temporary::{handle_signals, on_signal};
 
 use crate::error::{Error, Result};
 

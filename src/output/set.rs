@@ -4,9 +4,12 @@
 //! # The contract
 //!
 //! - **Before the commit**, a failure or an interrupt leaves nothing new. Each member is
-//!   written to a temporary file in its own target's folder (`.{name}.XXXXXX.tjoin-partial`),
-//!   removed when the set is dropped and, should SIGINT, SIGTERM or SIGHUP (or a SIGBUS from
-//!   a shrinking input) end the process, by the signal handler.
+//!   written to a new file in its own target's folder: on Linux an unnamed one (`O_TMPFILE`),
+//!   which the kernel removes however the process ends, linked under a temporary name at the
+//!   commit's first step; elsewhere, or where the file system refuses unnamed files, a
+//!   temporary file (`.{name}.{pid}.XXXXXX.tjoin-partial`), removed when the set is dropped
+//!   and, should SIGINT, SIGTERM, SIGHUP or SIGXFSZ (or a SIGBUS from a shrinking input) end
+//!   the process, by the signal handler; a later run removes one left by a killed process.
 //! - **A failure during the commit** leaves the previous files byte for byte, including a
 //!   new set that reuses an old set's names: every file that the commit replaces or removes
 //!   is first kept under a backup name (`.{name}.XXXXXX.tjoin-backup`, a hard link, or a
@@ -22,7 +25,8 @@
 //! # The order of the commit
 //!
 //! 1. Check every target again: none may be a directory and, with no-clobber, none may
-//!    exist. A file to remove may not be a directory.
+//!    exist. A file to remove may not be a directory. Give every unnamed member a
+//!    temporary name.
 //! 2. Back up every existing target and every file to remove, except for the last change
 //!    (nothing that follows it could fail and call for its backup). A lone member replacing
 //!    a file is one rename, as it always was.
@@ -73,7 +77,7 @@ use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
 use super::Sink;
-use super::temporary::{self, Kind, Temporary};
+use super::temporary::{self, Kind, Partial, Temporary};
 use crate::error::{Error, Result};
 
 /// Several files written under temporary names, committed together by [`OutputSet::commit`];
@@ -82,12 +86,17 @@ pub struct OutputSet {
     members: Vec<Member>,
     removals: Vec<PathBuf>,
     no_clobber: bool,
+    /// The folders cleared of stale partial files already.
+    cleaned: Vec<PathBuf>,
 }
 
 /// One file of a set, being written under a temporary name beside its target.
 pub struct Member {
+    /// The path the user named, for messages.
     target: PathBuf,
-    partial: Temporary,
+    /// The file the new version replaces: `target` with its symbolic links followed.
+    destination: PathBuf,
+    partial: Partial,
 }
 
 impl OutputSet {
@@ -97,15 +106,21 @@ impl OutputSet {
             members: Vec::new(),
             removals: Vec::new(),
             no_clobber,
+            cleaned: Vec::new(),
         }
     }
 
     /// Adds a member that the commit renames to `target`, after the members added before it,
-    /// and creates its temporary file, empty, in `target`'s folder. Refuses a target that
-    /// is a directory, is in a folder that does not exist, is already in the set or, with
-    /// no-clobber, exists.
+    /// and creates its temporary file, empty, in `target`'s folder; a symbolic link is
+    /// followed, and the file it points to is replaced in its own folder. The new file gets
+    /// the mode (and, where this process may set them, the owner and group) of the file it
+    /// replaces. Refuses a target that is a directory, is in a folder that does not exist,
+    /// is already in the set, that the user could not write to (as `cp` refuses it) or,
+    /// with no-clobber, exists.
     pub fn add(&mut self, target: &Path) -> Result<&mut Member> {
-        check_target(target, self.no_clobber)?;
+        let destination = follow_links(target).map_err(|e| write_failed(target, e))?;
+        check_target(target, &destination, self.no_clobber)?;
+        check_writable(target, &destination)?;
         let twice = if self.members.iter().any(|m| m.target == target) {
             Some("the output names it twice")
         } else if self.removals.iter().any(|r| r == target) {
@@ -116,10 +131,18 @@ impl OutputSet {
         if let Some(why) = twice {
             return Err(refuse(target, ErrorKind::InvalidInput, why.to_string()));
         }
+        let folder = temporary::folder_of(&destination);
+        if !self.cleaned.iter().any(|f| f == folder) {
+            temporary::remove_stale_partials(folder);
+            self.cleaned.push(folder.to_path_buf());
+        }
         let partial =
-            Temporary::new_file(target, Kind::Partial).map_err(|e| write_failed(target, e))?;
+            Partial::new(&destination).map_err(|e| folder_refused(target, &destination, e))?;
+        keep_mode_and_owner(&destination, partial.as_file())
+            .map_err(|e| write_failed(target, e))?;
         self.members.push(Member {
             target: target.to_path_buf(),
+            destination,
             partial,
         });
         Ok(self.members.last_mut().expect("just pushed"))
@@ -157,26 +180,38 @@ impl OutputSet {
             members,
             removals,
             no_clobber,
+            ..
         } = self;
         for member in &members {
-            check_target(&member.target, no_clobber)?;
+            check_target(&member.target, &member.destination, no_clobber)?;
         }
         for path in &removals {
             check_removal(path)?;
         }
         let changes = members.len() + removals.len();
-        let placed = members.into_iter().map(|m| (m.target, Some(m.partial)));
-        let removed = removals.into_iter().map(|path| (path, None));
+        let mut placed = Vec::with_capacity(members.len());
+        for Member {
+            target,
+            destination,
+            partial,
+        } in members
+        {
+            let named = partial.into_named(&destination);
+            let named = named.map_err(|e| write_failed(&target, e))?;
+            placed.push((target, destination, Some(named)));
+        }
+        let removed = removals.into_iter().map(|path| (path.clone(), path, None));
         let mut steps = Vec::with_capacity(changes);
-        for (at, (target, partial)) in placed.chain(removed).enumerate() {
+        for (at, (target, destination, partial)) in placed.into_iter().chain(removed).enumerate() {
             // Nothing after the last change can fail and call for its backup.
             let backup = if at + 1 < changes {
-                back_up(&target)?
+                back_up(&destination)?
             } else {
                 None
             };
             steps.push(Step {
-                target,
+                name: target,
+                target: destination,
                 partial,
                 backup,
             });
@@ -226,8 +261,10 @@ impl Sink for Member {
 /// One change of the commit: a member to rename over its target (`partial`), or a file to
 /// remove; and the target's previous version, if it has one that must be kept.
 struct Step {
+    /// The path the user named, for messages.
+    name: PathBuf,
     target: PathBuf,
-    partial: Option<Temporary>,
+    partial: Option<Temporary<()>>,
     backup: Option<Temporary<()>>,
 }
 
@@ -244,6 +281,7 @@ impl Step {
     /// backup are removed.
     fn apply(self, no_clobber: bool) -> Result<Done> {
         let Step {
+            name,
             target,
             partial,
             backup,
@@ -252,10 +290,10 @@ impl Step {
         match partial {
             Some(partial) => partial
                 .rename_to(&target, no_clobber)
-                .map_err(|(e, _)| Error::io("rename the finished output to", &target, e))?,
+                .map_err(|(e, _)| Error::io("rename the finished output to", &name, e))?,
             None => match fs::remove_file(&target) {
                 Err(e) if e.kind() != ErrorKind::NotFound => {
-                    return Err(Error::io("remove the previous", &target, e));
+                    return Err(Error::io("remove the previous", &name, e));
                 }
                 _ => {}
             },
@@ -379,9 +417,9 @@ fn copy(target: &Path) -> io::Result<Temporary<()>> {
 }
 
 /// Refuses a member's target that is a directory, is in a folder that does not exist or,
-/// with `no_clobber`, exists.
-fn check_target(target: &Path, no_clobber: bool) -> Result<()> {
-    if target.is_dir() {
+/// with `no_clobber`, exists; `target` is the path named, `destination` the file it leads to.
+fn check_target(target: &Path, destination: &Path, no_clobber: bool) -> Result<()> {
+    if destination.is_dir() {
         let why = "it is a directory; name a file inside it".to_string();
         return Err(refuse(target, ErrorKind::IsADirectory, why));
     }
@@ -389,12 +427,78 @@ fn check_target(target: &Path, no_clobber: bool) -> Result<()> {
         let why = "it exists, and --no-clobber forbids replacing it".to_string();
         return Err(refuse(target, ErrorKind::AlreadyExists, why));
     }
-    let folder = temporary::folder_of(target);
+    let folder = temporary::folder_of(destination);
     if !folder.is_dir() {
         let why = format!("its folder {} does not exist", folder.display());
         return Err(refuse(target, ErrorKind::NotFound, why));
     }
     Ok(())
+}
+
+/// `target` with its symbolic links followed, as `open` follows them, to the file they lead
+/// to (which need not exist: a dangling link's file is created, as `numpy.save` creates it).
+fn follow_links(target: &Path) -> io::Result<PathBuf> {
+    // The limit Linux puts on a path's links (MAXSYMLINKS).
+    const MOST_LINKS: usize = 40;
+    let mut path = target.to_path_buf();
+    for _ in 0..MOST_LINKS {
+        match path.symlink_metadata() {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let points_to = fs::read_link(&path)?;
+                path = temporary::folder_of(&path).join(points_to);
+            }
+            _ => return Ok(path),
+        }
+    }
+    let why = "it is a loop of symbolic links (or a chain of more than 40)";
+    Err(io::Error::other(why))
+}
+
+/// Refuses to replace an existing file the user could not write to, as `cp` refuses it (the
+/// mode lacks the write bit for this user, who is not root, or the file system is read-only).
+fn check_writable(target: &Path, destination: &Path) -> Result<()> {
+    if !destination.is_file() || crate::source::may_write(destination) {
+        return Ok(());
+    }
+    let hint = "make it writable (chmod u+w) or name another output";
+    let why = format!("it is read-only for this user; {hint}");
+    Err(refuse(target, ErrorKind::PermissionDenied, why))
+}
+
+/// The error for a temporary file that could not be made beside `destination`, with a hint
+/// where the folder refused it.
+fn folder_refused(target: &Path, destination: &Path, e: io::Error) -> Error {
+    if e.kind() != ErrorKind::PermissionDenied {
+        return write_failed(target, e);
+    }
+    let why = format!(
+        "{e}: its folder {} is not writable, and tjoin writes the new file there before it \
+         renames it into place; make the folder writable or name an output elsewhere",
+        temporary::folder_of(destination).display()
+    );
+    refuse(target, ErrorKind::PermissionDenied, why)
+}
+
+/// Gives `new`, the file that replaces `destination`, its mode and, where this process may,
+/// its owner and group, as a file written over in place would keep them.
+fn keep_mode_and_owner(destination: &Path, new: &File) -> io::Result<()> {
+    let Ok(previous) = fs::metadata(destination) else {
+        return Ok(());
+    };
+    if !previous.is_file() {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Changing the owner clears the set-user-ID bits, so it comes before the mode. Only
+        // root may give a file away: for anyone else the new file stays theirs.
+        match std::os::unix::fs::fchown(new, Some(previous.uid()), Some(previous.gid())) {
+            Err(e) if e.kind() != ErrorKind::PermissionDenied => return Err(e),
+            _ => {}
+        }
+    }
+    new.set_permissions(previous.permissions())
 }
 
 /// Refuses to remove a directory: the files tjoin removes are ones an earlier run wrote.
@@ -482,12 +586,6 @@ mod tests {
     fn dropping_the_set_before_the_commit_leaves_nothing_new() {
         let dir = previous_set();
         let set = new_set(dir.path());
-        let partials: Vec<PathBuf> = set
-            .members()
-            .iter()
-            .map(|m| m.partial.path().into())
-            .collect();
-        assert!(partials.iter().all(|p| p.exists()), "{partials:?}");
         drop(set);
         assert_previous_set(dir.path());
     }
@@ -498,10 +596,12 @@ mod tests {
     #[cfg_attr(windows, ignore = "Windows cannot delete an open temporary file")]
     fn a_failure_in_the_middle_of_the_commit_puts_every_previous_file_back() {
         let dir = previous_set();
-        let set = new_set(dir.path());
+        let mut set = new_set(dir.path());
         // `shards/a` and `shards/b` are placed before `c`'s rename fails, for want of its
-        // temporary file.
-        fs::remove_file(set.members()[2].partial.path()).unwrap();
+        // temporary file (a named one, which can be removed from outside).
+        let c = Temporary::new_file(&dir.path().join("c"), Kind::Partial).unwrap();
+        fs::remove_file(c.path()).unwrap();
+        set.members[2].partial = Partial::Named(c);
         let error = set.commit().unwrap_err().to_string();
         let c = dir.path().join("c");
         let expected = format!("cannot rename the finished output to {}: ", c.display());
@@ -533,12 +633,14 @@ mod tests {
         let mut set = OutputSet::new(false);
         set.add(&index).unwrap().write_all(b"new index").unwrap();
         let member = set.members.pop().unwrap();
-        let steps = [(index.clone(), Some(member.partial)), (old.clone(), None)];
+        let partial = member.partial.into_named(&index).unwrap();
+        let steps = [(index.clone(), Some(partial)), (old.clone(), None)];
         let done: Vec<Done> = steps
             .into_iter()
             .map(|(target, partial)| {
                 let backup = back_up(&target).unwrap();
                 let step = Step {
+                    name: target.clone(),
                     target,
                     partial,
                     backup,

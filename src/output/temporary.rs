@@ -1,5 +1,6 @@
-//! Temporary files beside a target: how they are named, and the registry through which a
-//! signal that ends the process removes them first (then runs the hook [`on_signal`] sets).
+//! Temporary files beside a target: how they are named, the new version of a target (an
+//! unnamed file where Linux allows it), and the registry through which a signal that ends
+//! the process removes them first (then runs the hook [`on_signal`] sets).
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -18,25 +19,71 @@ pub(super) enum Kind {
     Backup,
 }
 
-/// The one place temporary names are made: `.{name}.XXXXXX.tjoin-partial` (or
+/// The one place temporary names are made: `.{name}.{pid}.XXXXXX.tjoin-partial` (or
 /// `.tjoin-backup`) in the target's folder. A leading dot hides it from `ls`; the target's
-/// name and the suffix tell a user who finds one what it was.
+/// name and the suffix tell a user who finds one what it was, and the writer's process id
+/// lets a later run tell a partial file left by a killed process from a live writer's
+/// ([`remove_stale_partials`]). A long target name is shortened so that the whole fits in
+/// the 255 bytes a file name may have.
 fn make_beside<F>(
     target: &Path,
     kind: Kind,
     create: impl FnMut(&Path) -> io::Result<F>,
 ) -> io::Result<NamedTempFile<F>> {
     let mut prefix = OsString::from(".");
-    prefix.push(target.file_name().unwrap_or_default());
-    prefix.push(".");
+    prefix.push(shortened(target.file_name().unwrap_or_default()));
+    prefix.push(format!(".{}.", std::process::id()));
     let suffix = match kind {
-        Kind::Partial => ".tjoin-partial",
+        Kind::Partial => PARTIAL_SUFFIX,
         Kind::Backup => ".tjoin-backup",
     };
     tempfile::Builder::new()
         .prefix(&prefix)
         .suffix(suffix)
+        .rand_bytes(RANDOM_LEN)
         .make_in(folder_of(target), create)
+}
+
+const PARTIAL_SUFFIX: &str = ".tjoin-partial";
+const RANDOM_LEN: usize = 6;
+/// The bytes of a target's name a temporary name keeps: 255 less the dots, a process id of
+/// up to 10 digits, the random part and the longest suffix.
+const KEPT_NAME_LEN: usize = 255 - 3 - 10 - RANDOM_LEN - 14;
+
+/// `name`, cut to [`KEPT_NAME_LEN`] bytes (at a character's boundary) if longer.
+fn shortened(name: &std::ffi::OsStr) -> OsString {
+    let name = name.to_string_lossy();
+    let mut end = name.len().min(KEPT_NAME_LEN);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    OsString::from(&name[..end])
+}
+
+/// Removes the partial files in `folder` that a tjoin process which no longer exists left
+/// there (killed by SIGKILL, or by a crash, before it could remove them), and only those: a
+/// running writer's partial file stays. Nothing is said about them, and a file that cannot
+/// be removed is left: they are tjoin's own leftovers, and the run goes on either way.
+pub(super) fn remove_stale_partials(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let writer = name.to_str().and_then(partial_writer);
+        if writer.is_some_and(|pid| !crate::source::process_exists(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The process id in a partial file's name (`.{name}.{pid}.XXXXXX.tjoin-partial`).
+fn partial_writer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(PARTIAL_SUFFIX)?;
+    let (rest, random) = rest.rsplit_once('.')?;
+    let (_, pid) = rest.rsplit_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (random.len() == RANDOM_LEN && digits(pid)).then(|| pid.parse().ok())?
 }
 
 /// The folder a target is in (`.` for a bare name).
@@ -65,7 +112,7 @@ impl<F> Temporary<F> {
     ) -> io::Result<Temporary<F>> {
         // The handler is in place before the file exists, and the registry stays locked
         // until the file is in it, so no signal can find the file unregistered.
-        remove_temporaries_on_signals();
+        handle_signals();
         let mut registry = lock(&REGISTRY);
         let file = make_beside(target, kind, create)
             // tempfile's own errors name the temporary path; the user knows only the target's.
@@ -141,6 +188,71 @@ impl Temporary<File> {
     }
 }
 
+/// The new version of a target, being written: on Linux an unnamed file in the target's
+/// folder (`O_TMPFILE`), which the kernel removes however the process ends, even by SIGKILL;
+/// where the file system refuses one, and elsewhere, a named [`Temporary`].
+pub(super) enum Partial {
+    #[cfg(target_os = "linux")]
+    Unnamed(File),
+    Named(Temporary),
+}
+
+impl Partial {
+    /// A new, empty file for `target`'s new version, with the permissions a new file gets
+    /// (0666 less the umask), as `numpy.save` would create it.
+    pub(super) fn new(target: &Path) -> io::Result<Partial> {
+        handle_signals();
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let unnamed = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_TMPFILE)
+                .open(folder_of(target));
+            // EOPNOTSUPP, EISDIR (kernels before 3.11) or EINVAL where the file system has no
+            // unnamed files; any other refusal, the named file meets again and reports.
+            if let Ok(file) = unnamed {
+                return Ok(Partial::Unnamed(file));
+            }
+        }
+        Temporary::new_file(target, Kind::Partial).map(Partial::Named)
+    }
+
+    /// The open file.
+    pub(super) fn as_file(&self) -> &File {
+        match self {
+            #[cfg(target_os = "linux")]
+            Partial::Unnamed(file) => file,
+            Partial::Named(temporary) => temporary.as_file(),
+        }
+    }
+
+    /// The file under a temporary name beside `target`, ready to be renamed over it: an
+    /// unnamed file is linked into the folder now (a rename is what replaces a target
+    /// atomically; a link cannot replace).
+    // Only an unnamed file, which exists on Linux alone, needs the target's name.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+    pub(super) fn into_named(self, target: &Path) -> io::Result<Temporary<()>> {
+        match self {
+            Partial::Named(temporary) => Ok(temporary.closed()),
+            #[cfg(target_os = "linux")]
+            Partial::Unnamed(file) => {
+                handle_signals();
+                let mut registry = lock(&REGISTRY);
+                let link = |path: &Path| crate::source::link_unnamed(&file, path);
+                let named = make_beside(target, Kind::Partial, link)
+                    .map_err(|e| e.raw_os_error().map_or(e, io::Error::from_raw_os_error))?;
+                let registered = Registered::new(&mut registry, named.path());
+                Ok(Temporary {
+                    file: named,
+                    _registered: registered,
+                })
+            }
+        }
+    }
+}
+
 /// Temporary files that exist, for the signal handler to remove.
 static REGISTRY: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -151,7 +263,7 @@ static GROWING: Mutex<Vec<(Arc<File>, u64)>> = Mutex::new(Vec::new());
 /// A path the signal handler (and a bus error) removes, for as long as this lives: an
 /// append's journal, which is not a temporary file of the usual names.
 pub(super) fn remove_on_signals(path: &Path) -> Registered {
-    remove_temporaries_on_signals();
+    handle_signals();
     Registered::new(&mut lock(&REGISTRY), path)
 }
 
@@ -167,7 +279,7 @@ pub(super) struct CutBackOnSignals(Arc<File>);
 impl CutBackOnSignals {
     /// Registers `file` to be cut back to `len` bytes.
     pub(super) fn new(file: &Arc<File>, len: u64) -> CutBackOnSignals {
-        remove_temporaries_on_signals();
+        handle_signals();
         lock(&GROWING).push((Arc::clone(file), len));
         crate::source::cut_back_on_bus_error(Some((file, len)));
         CutBackOnSignals(Arc::clone(file))
@@ -208,7 +320,7 @@ static ON_SIGNAL: Mutex<Option<Hook>> = Mutex::new(None);
 /// handler, so that a run writing standard output is ended the same way), or removes it.
 pub fn on_signal(hook: Option<Hook>) {
     if hook.is_some() {
-        remove_temporaries_on_signals();
+        handle_signals();
     }
     *lock(&ON_SIGNAL) = hook;
 }
@@ -241,24 +353,30 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// From the first temporary file on, SIGINT, SIGTERM or SIGHUP cuts every file being grown
-/// in place back to its old length, removes every temporary file and ends the process with
-/// 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a shell reports a process
-/// killed by it. Drop handlers do not run when a signal kills a
-/// process, so without this a Ctrl-C would leave the temporary files behind. A commit in
-/// progress is let finish (or roll back) first.
-fn remove_temporaries_on_signals() {
+/// Installs the handlers of the signals that end a run, before any work starts (the run's
+/// flow calls it first; every temporary file's creation makes sure of it too). SIGINT,
+/// SIGTERM or SIGHUP cuts every file being grown in place back to its old length, removes
+/// every temporary file and ends the process with 128 + the signal's number (130 for
+/// Ctrl-C, 143 for SIGTERM), as a shell reports a process killed by it. Drop handlers do
+/// not run when a signal kills a process, so without this a Ctrl-C would leave the
+/// temporary files behind. A commit in progress is let finish (or roll back) first.
+/// SIGXFSZ (a write past `ulimit -f`) no longer kills the process: the write fails with
+/// EFBIG instead, and the run reports it, naming the output, and removes its temporary
+/// files as for any failed write. SIGBUS has its own handler ([`crate::source`]).
+pub fn handle_signals() {
     #[cfg(unix)]
     {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
         static INSTALLED: std::sync::Once = std::sync::Once::new();
         INSTALLED.call_once(|| {
-            let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            crate::source::install_bus_error_handler();
+            let Ok(mut signals) =
+                signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGXFSZ])
             else {
                 return;
             };
             std::thread::spawn(move || {
-                if let Some(signal) = signals.forever().next() {
+                if let Some(signal) = signals.forever().find(|&signal| signal != SIGXFSZ) {
                     let _commit = hold_signals();
                     // An append not yet committed is undone before its journal goes, once
                     // the write under way has ended; no other starts (the process ends with
@@ -292,10 +410,29 @@ mod tests {
         let path = partial.path().to_path_buf();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.starts_with(".out.npy.") && name.ends_with(".tjoin-partial"));
+        assert_eq!(partial_writer(&name), Some(std::process::id()), "{name}");
         assert_eq!(path.parent(), Some(dir.path()));
         assert!(lock(&REGISTRY).contains(&path));
         drop(partial);
         assert!(!lock(&REGISTRY).contains(&path));
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_temporary_name_fits_in_255_bytes_whatever_the_target_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "é".repeat(125) + "x.npy";
+        let partial = Temporary::new_file(&dir.path().join(&long), Kind::Backup).unwrap();
+        let name = partial.path().file_name().unwrap().to_str().unwrap();
+        assert!(name.len() <= 255, "{} bytes: {name}", name.len());
+        assert!(name.starts_with(".éé"), "{name}");
+    }
+
+    #[test]
+    fn only_names_of_partial_files_give_a_writer() {
+        assert_eq!(partial_writer(".a.npy.42.AbC123.tjoin-partial"), Some(42));
+        assert_eq!(partial_writer(".a.npy.AbC123.tjoin-partial"), None);
+        assert_eq!(partial_writer(".a.npy.42.AbC123.tjoin-backup"), None);
+        assert_eq!(partial_writer("a.npy.42.AbC12.tjoin-partial"), None);
     }
 }

@@ -839,7 +839,7 @@ mod tests {
         Tensor {
             name: crate::error::InputRef {
                 position,
-                path: format!("{position}.npy").into(),
+                path: std::path::Path::new(&format!("{position}.npy")).into(),
                 tensor: None,
             },
             info: TensorInfo {

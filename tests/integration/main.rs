@@ -15,6 +15,8 @@ mod generated;
 mod hostile;
 mod merge_safety;
 mod messages;
+#[cfg(unix)]
+mod output_paths;
 mod output_safety;
 mod pipelines;
 mod property;

@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_mentions, dir_entries, npy_header, read_npy, refused, tjoin, write_npy};
+use crate::util::{
+    assert_mentions, dir_entries, npy_header, read_npy, refused, tjoin, write_npy, writing_into,
+};
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
@@ -46,7 +48,7 @@ fn slow_join_inputs(dir: &Path, rows: u64, cols: u64) {
 }
 
 /// Writes [`slow_join_inputs`], starts joining them on axis 1 into `out.npy`, and returns
-/// once the run is writing (its temporary output has appeared).
+/// once the run is writing (it has its new output open).
 fn slow_join_under_way(dir: &Path, rows: u64, cols: u64) -> Child {
     slow_join_with(dir, rows, cols, &[])
 }
@@ -63,10 +65,7 @@ fn slow_join_with(dir: &Path, rows: u64, cols: u64, more: &[&str]) -> Child {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while !dir_entries(dir)
-        .iter()
-        .any(|name| name.ends_with(".tjoin-partial"))
-    {
+    while !writing_into(child.id(), dir) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "tjoin never started writing"
@@ -76,17 +75,23 @@ fn slow_join_with(dir: &Path, rows: u64, cols: u64, more: &[&str]) -> Child {
     child
 }
 
+/// Sends `child` the signal named `signal` (`INT`, `TERM`) and waits for it to end.
+fn signal_and_wait(child: Child, signal: &str) -> std::process::Output {
+    let id = child.id().to_string();
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &id])
+        .status();
+    assert!(sent.unwrap().success());
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
     for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("out.npy"), "precious").unwrap();
         let child = slow_join_under_way(dir.path(), 4096, 65536);
-        let killed = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status();
-        assert!(killed.unwrap().success());
-        let output = child.wait_with_output().unwrap();
+        let output = signal_and_wait(child, signal);
         assert_eq!(output.status.code(), Some(code), "SIG{signal}");
         assert_eq!(
             dir_entries(dir.path()),
@@ -110,11 +115,7 @@ fn a_signal_clears_the_progress_bar_and_says_nothing_was_written() {
     let child = slow_join_with(dir.path(), 4096, 65536, &["--progress", "always"]);
     // Let the bar draw at least once (4 times a second).
     sleep(Duration::from_millis(600));
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    assert!(killed.unwrap().success());
-    let output = child.wait_with_output().unwrap();
+    let output = signal_and_wait(child, "INT");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
@@ -153,31 +154,54 @@ fn an_input_changed_while_it_is_read_fails_the_run() {
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
 }
 
+/// A rewrite in place that keeps the length and sets the modification time back afterwards,
+/// as `touch -r` does: only the change time (ctime), which the kernel moved, tells.
+#[cfg(unix)]
 #[test]
-fn a_write_that_fails_part_way_leaves_nothing_behind() {
+fn an_input_rewritten_with_its_modification_time_set_back_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    write_npy(
-        &dir.path().join("a.npy"),
-        "<f4",
-        &[256, 1024],
-        false,
-        &vec![1; 1 << 20],
-    );
-    fs::write(dir.path().join("out.npy"), "precious").unwrap();
-    // RLIMIT_FSIZE of 64 blocks; with SIGXFSZ ignored the write fails with EFBIG instead.
-    let output = tjoin_limited(
-        dir.path(),
-        "trap '' XFSZ; ulimit -f 64",
-        &["-a", "0", "a.npy", "a.npy", "-o", "out.npy"],
-    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let reference = elsewhere.path().join("reference");
+    let child = slow_join_under_way(dir.path(), 1024, 8192);
+    let b = dir.path().join("b.npy");
+    let touch = |args: [&Path; 2]| {
+        let status = Command::new("touch").arg("-r").args(args).status();
+        assert!(status.unwrap().success());
+    };
+    touch([&b, &reference]);
+    let file = OpenOptions::new().write(true).open(&b).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[9; 4096], 4096).unwrap();
+    drop(file);
+    touch([&reference, &b]);
+    let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("cannot write the output out.npy") && stderr.contains("too large"),
-        "{stderr}"
+    assert_mentions(
+        &stderr,
+        &["input 2 (b.npy)", "changed while tjoin was reading it"],
     );
-    assert_eq!(dir_entries(dir.path()), ["a.npy", "out.npy"]);
-    assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
+}
+
+/// A write past `ulimit -f` (RLIMIT_FSIZE, here 64 blocks) fails with EFBIG when SIGXFSZ is
+/// ignored; otherwise it raises SIGXFSZ, which by default kills the process where it stands
+/// and which tjoin handles so that it ends the same way: the failure reported by the
+/// output's name, and the new file gone.
+#[test]
+fn a_write_that_fails_part_way_leaves_nothing_behind() {
+    for limits in ["trap '' XFSZ; ulimit -f 64", "ulimit -f 64"] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = vec![1; 1 << 20];
+        write_npy(&dir.path().join("a.npy"), "<f4", &[256, 1024], false, &data);
+        fs::write(dir.path().join("out.npy"), "precious").unwrap();
+        let args = ["-a", "0", "a.npy", "a.npy", "-o", "out.npy"];
+        let output = tjoin_limited(dir.path(), limits, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{limits}: {stderr}");
+        assert_mentions(&stderr, &["cannot write the output out.npy", "too large"]);
+        assert_eq!(dir_entries(dir.path()), ["a.npy", "out.npy"]);
+        assert_eq!(fs::read(dir.path().join("out.npy")).unwrap(), b"precious");
+    }
 }
 
 #[test]
@@ -542,4 +566,78 @@ fn unusable_paths_among_many_inputs_are_reported_first_come_first_served() {
         assert_mentions(&stderr, &[expected]);
         assert!(!stderr.contains("missing-too.npy"), "{bad}: {stderr}");
     }
+}
+
+/// The handlers are in place before any work: a Ctrl-C while a large JSON input is still
+/// being converted (into a spill file in TMPDIR, here the test's folder) ends the run with
+/// 130 and leaves nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut json = String::with_capacity(48 << 20);
+    json.push('[');
+    for _ in 0..(8 << 20) {
+        json.push_str("0.25,");
+    }
+    json.push_str("0.5]");
+    fs::write(dir.path().join("big.json"), json).unwrap();
+    let child = Command::new(bin())
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .args(["big.json", "-o", "out.npy"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !writing_into(child.id(), dir.path()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no conversion began"
+        );
+        sleep(Duration::from_millis(1));
+    }
+    let output = signal_and_wait(child, "INT");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(dir_entries(dir.path()), ["big.json"]);
+}
+
+/// What tjoin keeps per input grows its peak memory linearly with their number: a join of
+/// 100,000 files must stay within the memory promise. Measured as the growth of the peak
+/// resident set (`/usr/bin/time`) from 2,000 tiny inputs to 22,000, which must stay under
+/// 1 KiB per input (about 750 bytes in a debug build; 1.3 KiB before it was shrunk).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_memory_kept_per_input_stays_under_a_kibibyte() {
+    let time = Path::new("/usr/bin/time");
+    assert!(time.exists(), "the test measures memory with /usr/bin/time");
+    let peak_kib = |inputs: usize| -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = crate::util::npy_bytes("<f4", &[1, 4], false, &[0; 16]);
+        let mut list = String::new();
+        for i in 0..inputs {
+            let name = format!("{i:05}.npy");
+            fs::write(dir.path().join(&name), &data).unwrap();
+            list.push_str(&name);
+            list.push('\n');
+        }
+        fs::write(dir.path().join("list"), list).unwrap();
+        let output = Command::new(time)
+            .args(["-f", "%M"])
+            .arg(bin())
+            .args(["-a", "1", "--files-from", "list", "-o", "out.npy"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        stderr.trim().lines().last().unwrap().parse().unwrap()
+    };
+    let (few, many) = (peak_kib(2_000), peak_kib(22_000));
+    let per_input = (many.saturating_sub(few) * 1024) / 20_000;
+    assert!(
+        per_input < 1024,
+        "{per_input} bytes per input ({few} KiB, then {many} KiB)"
+    );
 }

@@ -103,6 +103,21 @@ pub fn dir_entries(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Whether process `pid` has a file open in `dir` that is not one of its entries: an unnamed
+/// file there (`O_TMPFILE`, which Linux lists as `DIR/#INODE (deleted)`), or a temporary file
+/// named `*.tjoin-partial`. Tests wait for it to know that a run is writing its output.
+pub fn writing_into(pid: u32, dir: &Path) -> bool {
+    let dir = fs::canonicalize(dir).unwrap();
+    let Ok(descriptors) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    descriptors
+        .filter_map(|entry| fs::read_link(entry.ok()?.path()).ok())
+        .filter(|file| file.parent() == Some(dir.as_path()))
+        .filter_map(|file| Some(file.file_name()?.to_string_lossy().into_owned()))
+        .any(|name| name.starts_with('#') || name.ends_with(".tjoin-partial"))
+}
+
 /// Both parsed headers and the first differing data byte, or the first differing file byte
 /// when a file does not parse.
 pub fn describe_difference(expected: &[u8], actual: &[u8]) -> String {
