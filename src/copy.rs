@@ -17,6 +17,8 @@
 //!   with `outer > 1` first joins groups of them into temporary files, so that neither file
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
 
+pub mod blocks;
+
 use std::sync::Arc;
 
 use crate::cast;

@@ -13,11 +13,12 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::blocks::{self, Block, Grid};
 use crate::copy;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
-use crate::input::{Input, Tensor};
+use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row};
 use crate::plan::{self, JoinPlan};
 use crate::rules::{self, Rule, Treatment, shell_quote};
@@ -36,6 +37,9 @@ pub struct TensorJob<'a> {
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
     /// did (the axis is `-a`'s).
     pub rule: Option<usize>,
+    /// For blocks cut on several axes (`src/blocks.rs`), the grid the engine walks instead
+    /// of `plan`'s rounds; `plan.inputs` are then the blocks, in the grid's order.
+    pub grid: Option<Grid>,
 }
 
 /// What the command line says about the job beyond its inputs.
@@ -93,7 +97,11 @@ fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Op
 /// Checks and plans every tensor of the output. With `options.strict`, a rule that matches no
 /// tensor is refused along with every other problem.
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
-    let built = if whole_files(inputs, options) {
+    let built = if let [checkpoint] = inputs
+        && let Some(blocks) = input::dcp::blocks(checkpoint)
+    {
+        build_blocks(blocks, options)
+    } else if whole_files(inputs, options) {
         build_whole(inputs, options)
     } else {
         build_single(inputs, options)
@@ -175,6 +183,28 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
     match plan_tensor(&name, sources, axis, options, name_refusals) {
         Ok(job) => Ok(vec![TensorJob { rule, ..job }]),
         Err(refusals) => Err(Error::Refused(refusals)),
+    }
+}
+
+/// Every tensor of a distributed checkpoint, made whole from its blocks; every problem in one
+/// error.
+fn build_blocks<'a>(
+    blocks: impl Iterator<Item = (&'a Tensor, &'a [u64])>,
+    options: &JobOptions,
+) -> Result<Vec<TensorJob<'a>>> {
+    let blocks = blocks.map(|(tensor, offsets)| Block { tensor, offsets });
+    let mut jobs = Vec::new();
+    let mut refusals = Vec::new();
+    for (name, blocks) in blocks::by_tensor(blocks) {
+        match blocks::plan_tensor(name, &blocks, options.cast) {
+            Ok(job) => jobs.push(job),
+            Err(refusal) => refusals.push(refusal),
+        }
+    }
+    if refusals.is_empty() {
+        Ok(jobs)
+    } else {
+        Err(Error::Refused(refusals))
     }
 }
 
@@ -399,7 +429,8 @@ fn plan_tensor<'a>(
     Ok(job(name, plan, sources))
 }
 
-fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
+/// The job that makes the tensor `name` by `plan` from `sources`.
+pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
     let out = OutTensor {
         name: name.to_string(),
         dtype: plan.dtype.clone(),
@@ -413,6 +444,7 @@ fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a
         sources,
         kept: false,
         rule: None,
+        grid: None,
     }
 }
 

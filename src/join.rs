@@ -164,7 +164,7 @@ pub(crate) fn open_inputs(
     let mut head = Vec::new();
     // Files held open so far: a sharded checkpoint holds one per shard.
     let mut held = 0;
-    let mut inputs = std::thread::scope(|scope| {
+    let inputs = std::thread::scope(|scope| {
         let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
         paths
             .iter()
@@ -195,6 +195,8 @@ pub(crate) fn open_inputs(
             "list one path per line (or NUL-separated with -0)",
         ));
     }
+    // The files of a distributed checkpoint are one input, whose tensors are blocks.
+    let mut inputs = input::dcp::gather(inputs)?;
     if config.stack {
         stack::insert_axis(&mut inputs, config.rules.axis)?;
     }

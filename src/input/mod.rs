@@ -7,6 +7,7 @@
 //! after their header is read and reopened when the engine gets to them: a join of 100,000
 //! files must not run out of file descriptors.
 
+pub mod dcp;
 pub mod sharded;
 
 use std::fs::File;
@@ -36,6 +37,9 @@ pub struct Input {
     pub metadata: Option<Vec<(String, String)>>,
     /// For a sharded checkpoint (an index, or a folder), its index and shards.
     pub shards: Option<sharded::ShardSet>,
+    /// For a PyTorch distributed checkpoint, where each of `tensors` (a block of a larger
+    /// tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
+    pub offsets: Option<Vec<Vec<u64>>>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
     watched: Vec<Watched>,
@@ -251,6 +255,7 @@ impl Input {
             selected,
             metadata: contents.metadata,
             shards: None,
+            offsets: None,
         })
     }
 
@@ -270,6 +275,7 @@ impl Input {
             selected: None,
             metadata,
             shards: Some(shards),
+            offsets: None,
             watched,
         }
     }

@@ -1,0 +1,112 @@
+//! PyTorch distributed checkpoints (DCP): the ranks' files, as torch's
+//! HuggingFaceStorageWriter(save_distributed=True) wrote them (fixtures/dcp/), consolidated
+//! into one file byte for byte as safetensors.torch.save_file writes the full tensors, and the
+//! refusals of blocks that do not tile their tensor.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::util::{assert_mentions, dir_entries, refused, succeeds};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/dcp");
+
+/// The ranks' files of the fixture `case`, in order.
+fn rank_files(case: &str) -> Vec<String> {
+    let folder = Path::new(FIXTURES).join(case);
+    dir_entries(&folder)
+        .into_iter()
+        .filter(|name| name.starts_with("shard-"))
+        .map(|name| folder.join(name).to_string_lossy().into_owned())
+        .collect()
+}
+
+fn expected(case: &str) -> Vec<u8> {
+    fs::read(Path::new(FIXTURES).join(case).join("expected.safetensors")).unwrap()
+}
+
+/// Runs tjoin on `inputs` into `out.safetensors` in a fresh folder and returns its bytes.
+fn consolidated(inputs: &[String], extra: &[&str]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    args.extend(extra);
+    args.extend(["-o", "out.safetensors"]);
+    succeeds(dir.path(), &args);
+    fs::read(dir.path().join("out.safetensors")).unwrap()
+}
+
+#[test]
+fn rank_files_consolidate_into_what_save_file_writes() {
+    // Rows and columns on a 1-D mesh (uneven: 5 rows over 2 ranks), a 2x2 mesh with blocks
+    // cut on two axes (and a tensor cut on axes 2 and 1, and one replicated on the second
+    // mesh axis, which DCP saves once), int32, bool and 0-d tensors (torch's consolidation
+    // crashes on these).
+    for case in ["rows", "cols", "mesh2x2", "types"] {
+        let out = consolidated(&rank_files(case), &[]);
+        assert!(
+            out == expected(case),
+            "{case} differs from its expected file"
+        );
+    }
+}
+
+#[test]
+fn a_folder_of_rank_files_is_one_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("checkpoint");
+    fs::create_dir(&folder).unwrap();
+    for file in rank_files("mesh2x2") {
+        let file = PathBuf::from(file);
+        fs::copy(&file, folder.join(file.file_name().unwrap())).unwrap();
+    }
+    succeeds(dir.path(), &["checkpoint", "-o", "out.safetensors"]);
+    let out = fs::read(dir.path().join("out.safetensors")).unwrap();
+    assert!(out == expected("mesh2x2"));
+}
+
+#[test]
+fn blocks_that_do_not_tile_their_tensor_are_refused_naming_the_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "bad_gap",
+            &["tensor `w`: no block covers [3:4, 0:3]", "[1, 3] at [4, 0]"],
+        ),
+        (
+            "bad_overlap",
+            &[
+                "tensor `w`: two blocks overlap: both cover [2:3, 0:3]",
+                "shard-00001-model-00001-of-00001.safetensors:w)  float32  [3, 3] at [0, 0]",
+                "shard-00002-model-00001-of-00001.safetensors:w)  float32  [3, 3] at [2, 0]",
+            ],
+        ),
+        (
+            "bad_dtypes",
+            &[
+                "tensor `w`: its blocks differ in element type",
+                "float64  [2, 3] at [3, 0]",
+            ],
+        ),
+    ];
+    for (case, needles) in cases {
+        let mut args: Vec<String> = rank_files(case);
+        args.extend(["-o".to_string(), "out.safetensors".to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused(dir.path(), &args, 2);
+        assert_mentions(&stderr, needles);
+        assert_mentions(&stderr, &["hint: "]);
+    }
+}
+
+#[test]
+fn dcp_files_mixed_with_other_inputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = rank_files("rows");
+    args.push(format!("{FIXTURES}/cols/expected.safetensors"));
+    args.extend(["-o".to_string(), "out.safetensors".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = refused(dir.path(), &args, 2);
+    assert_mentions(
+        &stderr,
+        &["2 of the 3 inputs are files of a PyTorch distributed"],
+    );
+}
