@@ -303,7 +303,7 @@ fn added_job<'a>(grown: &TensorJob<'a>, target: &Tensor, config: &JoinConfig) ->
         },
         plan,
         sources,
-        grid: None,
+        placement: None,
         kept: false,
         rule: grown.rule,
     }

@@ -24,14 +24,42 @@ use crate::input::Tensor;
 use crate::job::{self, TensorJob};
 use crate::plan::{self, InputPlan, JoinPlan};
 
-/// A block grid cut on several axes, for the engine: the plan's inputs are its blocks in the
-/// order of their cells (row-major over the cut axes).
+/// Where a tensor's blocks go: the job's sources, in the order of their cells (row-major over
+/// the cut axes), and the grid they make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Where each source starts in the full tensor.
+    pub offsets: Vec<Vec<u64>>,
+    /// The grid the blocks make.
+    pub grid: Grid,
+}
+
+/// A block grid: the axes it is cut on and the segments along each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grid {
-    /// The cut axes, in increasing order (at least two).
+    /// The cut axes, in increasing order.
     pub axes: Vec<usize>,
     /// The lengths of the segments along each cut axis.
     pub segments: Vec<Vec<u64>>,
+}
+
+impl Grid {
+    /// Whether the engine walks it: cut on several axes. On one axis the job's plan is an
+    /// ordinary join, on none a copy.
+    pub fn walked(&self) -> bool {
+        self.axes.len() > 1
+    }
+
+    /// `2 x 3 on axes 0, 1`, `2 on axis 0`, or `whole`.
+    pub fn describe(&self) -> String {
+        let counts: Vec<String> = self.segments.iter().map(|s| s.len().to_string()).collect();
+        let axes: Vec<String> = self.axes.iter().map(usize::to_string).collect();
+        match self.axes.len() {
+            0 => "whole".to_string(),
+            1 => format!("{} on axis {}", counts[0], axes[0]),
+            _ => format!("{} on axes {}", counts.join(" x "), axes.join(", ")),
+        }
+    }
 }
 
 /// One block: a tensor of some rank's file and where it starts in the full tensor.
@@ -159,30 +187,34 @@ pub fn plan_tensor<'a>(
     let mut ordered: Vec<(u64, Block)> = cells.into_iter().zip(placed).collect();
     ordered.sort_by_key(|&(cell, _)| cell);
     let ordered: Vec<Block> = ordered.into_iter().map(|(_, b)| b).collect();
-    let cut_axes: Vec<usize> = (0..rank).filter(|&a| cuts[a].len() > 2).collect();
+
+    let axes: Vec<usize> = (0..rank).filter(|&a| cuts[a].len() > 2).collect();
+    let grid = Grid {
+        segments: axes
+            .iter()
+            .map(|&a| cuts[a].windows(2).map(|w| w[1] - w[0]).collect())
+            .collect(),
+        axes,
+    };
+    let placement = Placement {
+        offsets: ordered.iter().map(|b| b.offsets.to_vec()).collect(),
+        grid,
+    };
     let sources: Vec<&Tensor> = ordered.iter().map(|b| b.tensor).collect();
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
-    let grid = match cut_axes.as_slice() {
-        [] => return Ok(job(name, plan::copy_as_is(infos[0], cast), sources, None)),
+    let unplaceable = |why| refusal(why, Vec::new(), "consolidate this tensor with PyTorch");
+    let plan = match placement.grid.axes.as_slice() {
+        [] => plan::copy_as_is(infos[0], cast),
         &[axis] => {
-            check_whole_bytes(&infos, &shape, axis, false)
-                .map_err(|why| refusal(why, Vec::new(), "consolidate this tensor with PyTorch"))?;
-            let plan = plan::plan_with(&infos, axis, Some(Layout::C), cast);
-            return Ok(job(name, plan, sources, None));
+            check_whole_bytes(&infos, &shape, axis, false).map_err(unplaceable)?;
+            plan::plan_with(&infos, axis, Some(Layout::C), cast)
         }
-        axes => Grid {
-            axes: axes.to_vec(),
-            segments: axes
-                .iter()
-                .map(|&a| cuts[a].windows(2).map(|w| w[1] - w[0]).collect())
-                .collect(),
-        },
+        &[.., last] => {
+            check_whole_bytes(&infos, &shape, last, true).map_err(unplaceable)?;
+            grid_plan(&infos, &shape, &placement.grid, cast)
+        }
     };
-    let last = grid.axes[grid.axes.len() - 1];
-    check_whole_bytes(&infos, &shape, last, true)
-        .map_err(|why| refusal(why, Vec::new(), "consolidate this tensor with PyTorch"))?;
-    let plan = grid_plan(&infos, &shape, &grid, cast);
-    Ok(job(name, plan, sources, Some(grid)))
+    Ok(job(name, plan, sources, Some(placement)))
 }
 
 /// How many blocks a refusal lists before "... and N more".
@@ -199,10 +231,10 @@ fn job<'a>(
     name: &str,
     plan: JoinPlan,
     sources: Vec<&'a Tensor>,
-    grid: Option<Grid>,
+    placement: Option<Placement>,
 ) -> TensorJob<'a> {
     TensorJob {
-        grid,
+        placement,
         ..job::job(name, plan, sources)
     }
 }
@@ -451,7 +483,7 @@ mod tests {
     fn planned(
         shapes: &[&[u64]],
         offsets: &[&[u64]],
-    ) -> Result<(JoinPlan, Option<Grid>, Vec<String>), Refusal> {
+    ) -> Result<(JoinPlan, Grid, Vec<String>), Refusal> {
         let tensors = tensors(shapes);
         let blocks: Vec<Block> = tensors
             .iter()
@@ -463,7 +495,8 @@ mod tests {
             .sources
             .iter()
             .map(|t| t.name.path.display().to_string());
-        Ok((job.plan, job.grid, order.collect()))
+        let grid = job.placement.unwrap().grid;
+        Ok((job.plan, grid, order.collect()))
     }
 
     #[test]
@@ -476,18 +509,24 @@ mod tests {
         assert_eq!(plan.bytes, 48);
         let runs: Vec<u64> = plan.inputs.iter().map(|p| p.run_bytes).collect();
         assert_eq!(runs, [4, 12, 4, 12]);
-        let grid = grid.unwrap();
         assert_eq!(grid.axes, [0, 1]);
+        assert_eq!(grid.describe(), "2 x 2 on axes 0, 1");
         assert_eq!(grid.segments, [vec![1, 2], vec![1, 3]]);
     }
 
     #[test]
     fn one_cut_axis_is_an_ordinary_join_and_none_a_copy() {
         let (plan, grid, order) = planned(&[&[3, 2], &[3, 1]], &[&[0, 1], &[0, 0]]).unwrap();
-        assert_eq!((plan.axis, plan.outer, grid), (1, 3, None));
+        assert_eq!(
+            (plan.axis, plan.outer, grid.describe()),
+            (1, 3, "2 on axis 1".into())
+        );
         assert_eq!(order, ["r1", "r0"]);
         let (plan, grid, _) = planned(&[&[3, 2]], &[&[0, 0]]).unwrap();
-        assert_eq!((plan.outer, plan.bytes, grid), (1, 24, None));
+        assert_eq!(
+            (plan.outer, plan.bytes, grid.describe()),
+            (1, 24, "whole".into())
+        );
     }
 
     #[test]
@@ -498,7 +537,7 @@ mod tests {
             .collect();
         let offsets: Vec<&[u64]> = offsets.iter().map(Vec::as_slice).collect();
         let (_, grid, _) = planned(&shapes, &offsets).unwrap();
-        assert_eq!(grid.unwrap().axes, [0, 1, 2]);
+        assert_eq!(grid.axes, [0, 1, 2]);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::blocks::{self, Block, Grid};
+use crate::blocks::{self, Block, Placement};
 use crate::copy;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result, capped, excerpt};
@@ -37,9 +37,9 @@ pub struct TensorJob<'a> {
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
     /// did (the axis is `-a`'s).
     pub rule: Option<usize>,
-    /// For blocks cut on several axes (`src/blocks.rs`), the grid the engine walks instead
-    /// of `plan`'s rounds; `plan.inputs` are then the blocks, in the grid's order.
-    pub grid: Option<Grid>,
+    /// For a tensor made from blocks (`src/blocks.rs`), where they go; when they are cut on
+    /// several axes the engine walks their grid instead of `plan`'s rounds.
+    pub placement: Option<Placement>,
 }
 
 /// What the command line says about the job beyond its inputs.
@@ -444,7 +444,7 @@ pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> T
         sources,
         kept: false,
         rule: None,
-        grid: None,
+        placement: None,
     }
 }
 

@@ -110,3 +110,63 @@ fn dcp_files_mixed_with_other_inputs_are_refused() {
         &["2 of the 3 inputs are files of a PyTorch distributed"],
     );
 }
+
+#[test]
+fn a_dry_run_shows_each_tensors_grid_and_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = rank_files("mesh2x2");
+    args.push("--dry-run".to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
+    assert_mentions(
+        &text,
+        &[
+            "10 blocks in 4 files",
+            "w     blocks 2 x 2 on axes 0, 1  float32   [4, 6]",
+            "  v  2 x 2 on axes 1, 2\n    [0:3, 0:3, 0:2]  input 1 (",
+            "    [0:3, 3:5, 0:2]  input 2 (",
+        ],
+    );
+    let mut args = args.clone();
+    *args.last_mut().unwrap() = "--dry-run=json";
+    let json: serde_json::Value = serde_json::from_slice(&succeeds(dir.path(), &args)).unwrap();
+    let w = &json["tensors"].as_array().unwrap()[1];
+    assert_eq!(w["name"], "w");
+    assert_eq!(w["blocks"]["grid"]["axes"], serde_json::json!([0, 1]));
+    assert_eq!(
+        w["blocks"]["grid"]["segments"],
+        serde_json::json!([[2, 2], [3, 3]])
+    );
+    assert_eq!(
+        w["blocks"]["blocks"][3]["offsets"],
+        serde_json::json!([2, 3])
+    );
+}
+
+#[test]
+fn a_sharded_output_holds_the_same_tensors_in_format_pt_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = rank_files("mesh2x2");
+    args.extend(["-o", "merged/", "--max-shard-size", "100"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeds(dir.path(), &args);
+    let merged = dir.path().join("merged");
+    assert_eq!(
+        dir_entries(&merged),
+        [
+            "model-00001-of-00003.safetensors",
+            "model-00002-of-00003.safetensors",
+            "model-00003-of-00003.safetensors",
+            "model.safetensors.index.json"
+        ]
+    );
+    // Joining the shards back gives the expected file: same tensors, same bytes.
+    succeeds(dir.path(), &["merged", "-o", "whole.safetensors"]);
+    assert!(fs::read(dir.path().join("whole.safetensors")).unwrap() == expected("mesh2x2"));
+    let shard = fs::read(merged.join("model-00001-of-00003.safetensors")).unwrap();
+    let header = String::from_utf8_lossy(&shard[8..80]).into_owned();
+    assert!(
+        header.starts_with(r#"{"__metadata__":{"format":"pt"},"#),
+        "{header}"
+    );
+}
