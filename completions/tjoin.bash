@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-a -o -n -q -0 -h -V --axis --output --append --recover --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --rules --strict --join-identical --like --name --metadata --compress --max-shard-size --prefix --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
+            opts="-a -o -n -q -0 -h -V --axis --output --append --recover --spec --expect-shape --dry-run --stack --no-clobber --progress --quiet --axis-for --keep --rules --strict --join-identical --like --name --metadata --compress --max-shard-size --prefix --names-from --format --input-format --json-form --files-from --null --cast --help --backend --dml-adapter --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -132,6 +132,21 @@ _tjoin() {
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --names-from)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
                     fi
                     return 0
                     ;;

@@ -35,6 +35,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --max-shard-size 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB'
             cand --prefix 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)'
+            cand --names-from 'Put each tensor of a sharded output (-o DIR/) in the file this index''s weight_map names for it (a model.safetensors.index.json), as PyTorch''s fqn_to_index_mapping does, instead of splitting by --max-shard-size'
             cand --format 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension'
             cand --input-format 'Read every input in this format instead of guessing from its content and name'
             cand --json-form 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data'

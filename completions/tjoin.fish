@@ -26,6 +26,7 @@ complete -c tjoin -l name -d 'Name the joined tensor of single-tensor inputs (de
 complete -c tjoin -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
 complete -c tjoin -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
 complete -c tjoin -l prefix -d 'Name a sharded output\'s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index\'s prefix, else model)' -r -f
+complete -c tjoin -l names-from -d 'Put each tensor of a sharded output (-o DIR/) in the file this index\'s weight_map names for it (a model.safetensors.index.json), as PyTorch\'s fqn_to_index_mapping does, instead of splitting by --max-shard-size' -r -F
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''
 npz\t''

@@ -331,6 +331,12 @@ pub struct Cli {
     #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub prefix: Option<String>,
 
+    /// Put each tensor of a sharded output (-o DIR/) in the file this index's weight_map names
+    /// for it (a model.safetensors.index.json), as PyTorch's fqn_to_index_mapping does,
+    /// instead of splitting by --max-shard-size.
+    #[arg(long, value_name = "INDEX", value_hint = ValueHint::FilePath, help_heading = CHECKPOINTS)]
+    pub names_from: Option<PathBuf>,
+
     /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
     /// extension.
     #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = OUTPUT)]

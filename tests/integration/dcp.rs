@@ -170,3 +170,45 @@ fn a_sharded_output_holds_the_same_tensors_in_format_pt_shards() {
         "{header}"
     );
 }
+
+#[test]
+fn names_from_puts_each_tensor_in_the_file_an_index_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = r#"{"metadata": {"total_size": 264}, "weight_map": {
+        "w": "model-00001-of-00002.safetensors",
+        "v": "model-00002-of-00002.safetensors",
+        "rows": "model-00002-of-00002.safetensors"}}"#;
+    fs::write(dir.path().join("model.safetensors.index.json"), index).unwrap();
+    let run = |out: &str, index: &str| {
+        let mut args = rank_files("mesh2x2");
+        args.extend(["-o", out, "--names-from", index].map(String::from));
+        args
+    };
+    let args = run("merged/", "model.safetensors.index.json");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeds(dir.path(), &args);
+    let merged = dir.path().join("merged");
+    let text = fs::read_to_string(merged.join("model.safetensors.index.json")).unwrap();
+    assert!(
+        text.contains(r#""w": "model-00001-of-00002.safetensors""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""v": "model-00002-of-00002.safetensors""#),
+        "{text}"
+    );
+    succeeds(dir.path(), &["merged", "-o", "whole.safetensors"]);
+    assert!(fs::read(dir.path().join("whole.safetensors")).unwrap() == expected("mesh2x2"));
+    // An index of another model maps tensors the output lacks, and lacks its tensors.
+    let other = format!("{}/../sharded/model/model.safetensors.index.json", FIXTURES);
+    let args = run("other/", &other);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = refused(dir.path(), &args, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "does not assign the output's tensors",
+            "`w` is a tensor the index does not map",
+        ],
+    );
+}
