@@ -40,7 +40,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --input-format 'Read every input in this format instead of guessing from its content and name'
             cand --json-form 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data'
             cand --files-from 'Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends too), after any INPUT'
-            cand --cast 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64'
+            cand --cast 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint''s floating-point tensors only'
             cand --backend 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can'
             cand --dml-adapter 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index'
             cand --append 'Grow the first input in place by the others, along its growth axis (0 for a C-order .npy, the last for a Fortran-order one), in time proportional to what is added'

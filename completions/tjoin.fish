@@ -38,7 +38,7 @@ safetensors\t''"
 complete -c tjoin -l json-form -d 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'
 object\t'`{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`'"
 complete -c tjoin -l files-from -d 'Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends too), after any INPUT' -r -F
-complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64' -r -f -a "bool\t''
+complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only' -r -f -a "bool\t''
 int8\t''
 int16\t''
 int32\t''

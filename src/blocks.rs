@@ -217,6 +217,28 @@ pub fn plan_tensor<'a>(
     Ok(job(name, plan, sources, Some(placement)))
 }
 
+/// A `--keep` tensor's job (copied from its first block, once the copies are found identical),
+/// refused unless every block is the whole tensor.
+pub fn kept_whole<'a>(job: TensorJob<'a>, blocks: &[Block<'a>]) -> Result<TensorJob<'a>, Refusal> {
+    let shape = &blocks[0].tensor.info.shape;
+    if replicated(blocks, shape) {
+        return Ok(job);
+    }
+    let listed = blocks.iter().map(Block::describe).collect();
+    Err(Refusal {
+        headline: format!(
+            "tensor `{}` matches --keep, but its blocks are pieces of it, not whole copies \
+             (offsets all zero, one shape)",
+            excerpt(&job.out.name)
+        ),
+        details: capped(listed, SHOWN),
+        hint: Some(
+            "change --keep so that it does not match this tensor, and its blocks are placed"
+                .to_string(),
+        ),
+    })
+}
+
 /// How many blocks a refusal lists before "... and N more".
 const SHOWN: usize = 10;
 

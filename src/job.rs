@@ -187,7 +187,10 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
 }
 
 /// Every tensor of a distributed checkpoint, made whole from its blocks; every problem in one
-/// error.
+/// error. `--cast` converts the floating-point tensors only: integer and bool tensors (step
+/// counters, token ids, masks) are copied as they are, as a cast of them is a classic bug.
+/// `--keep` keeps one copy of a tensor every rank saved whole, after checking the copies are
+/// identical.
 fn build_blocks<'a>(
     blocks: impl Iterator<Item = (&'a Tensor, &'a [u64])>,
     options: &JobOptions,
@@ -196,9 +199,26 @@ fn build_blocks<'a>(
     let mut jobs = Vec::new();
     let mut refusals = Vec::new();
     for (name, blocks) in blocks::by_tensor(blocks) {
-        match blocks::plan_tensor(name, &blocks, options.cast) {
-            Ok(job) => jobs.push(job),
-            Err(refusal) => refusals.push(refusal),
+        let dtype = &blocks[0].tensor.info.dtype;
+        let cast = options.cast.filter(|_| dtype.is_floating());
+        let decided = options.decide(name);
+        let planned = match decided {
+            Some((_, Treatment::Keep)) => {
+                let sources: Vec<&Tensor> = blocks.iter().map(|b| b.tensor).collect();
+                let keep_options = JobOptions { cast, ..*options };
+                match keep_tensor(name, &sources, &keep_options)? {
+                    Ok(job) => blocks::kept_whole(job, &blocks).map_err(|r| vec![r]),
+                    Err(problems) => Err(problems),
+                }
+            }
+            _ => blocks::plan_tensor(name, &blocks, cast).map_err(|r| vec![r]),
+        };
+        match planned {
+            Ok(job) => jobs.push(TensorJob {
+                rule: decided.map(|(at, _)| at),
+                ..job
+            }),
+            Err(problems) => refusals.extend(problems),
         }
     }
     if refusals.is_empty() {

@@ -360,7 +360,7 @@ pub struct Cli {
     pub null: bool,
 
     /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
-    /// bfloat16, float32, float64.
+    /// bfloat16, float32, float64. A distributed checkpoint's floating-point tensors only.
     #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
     pub cast: Option<String>,
 

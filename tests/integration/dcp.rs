@@ -212,3 +212,29 @@ fn names_from_puts_each_tensor_in_the_file_an_index_names() {
         ],
     );
 }
+
+#[test]
+fn a_cast_converts_floating_point_tensors_only() {
+    // int32 ids, a bool mask and an int64 step stay as they are; the float32 scale is cast.
+    let out = consolidated(&rank_files("types"), &["--cast", "float64"]);
+    let path = Path::new(FIXTURES).join("types/expected_cast_float64.safetensors");
+    assert!(out == fs::read(path).unwrap());
+}
+
+#[test]
+fn a_tensor_every_rank_saved_whole_is_kept_once_with_keep() {
+    let out = consolidated(&rank_files("replicated"), &["--keep", "norm"]);
+    assert!(out == expected("replicated"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = rank_files("replicated");
+    args.extend(["-o", "out.safetensors"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = refused(dir.path(), &args, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tensor `norm`: two blocks overlap: both cover [0:4]",
+            "--keep NAME",
+        ],
+    );
+}
