@@ -53,6 +53,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "Merge a sharded Hugging Face checkpoint (its index and every shard) into one file:",
         "tjoin ckpt/model.safetensors.index.json -o model.safetensors",
     ),
+    (
+        "Consolidate a PyTorch distributed checkpoint (each rank's blocks, placed by offset):",
+        "tjoin checkpoint/ -o model.safetensors",
+    ),
     MERGE_EXAMPLE,
     (
         "Re-shard a checkpoint into shards of at most 2 GB, with their index, in merged/:",

@@ -20,6 +20,13 @@ fn rank_files(case: &str) -> Vec<String> {
         .collect()
 }
 
+/// The ranks' files of `case` followed by `extra`, as arguments.
+fn with_args(case: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = rank_files(case);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
 fn expected(case: &str) -> Vec<u8> {
     fs::read(Path::new(FIXTURES).join(case).join("expected.safetensors")).unwrap()
 }
@@ -88,8 +95,7 @@ fn blocks_that_do_not_tile_their_tensor_are_refused_naming_the_region() {
         ),
     ];
     for (case, needles) in cases {
-        let mut args: Vec<String> = rank_files(case);
-        args.extend(["-o".to_string(), "out.safetensors".to_string()]);
+        let args = with_args(case, &["-o", "out.safetensors"]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let stderr = refused(dir.path(), &args, 2);
         assert_mentions(&stderr, needles);
@@ -100,9 +106,8 @@ fn blocks_that_do_not_tile_their_tensor_are_refused_naming_the_region() {
 #[test]
 fn dcp_files_mixed_with_other_inputs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = rank_files("rows");
-    args.push(format!("{FIXTURES}/cols/expected.safetensors"));
-    args.extend(["-o".to_string(), "out.safetensors".to_string()]);
+    let other = format!("{FIXTURES}/cols/expected.safetensors");
+    let args = with_args("rows", &[&other, "-o", "out.safetensors"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let stderr = refused(dir.path(), &args, 2);
     assert_mentions(
@@ -114,8 +119,7 @@ fn dcp_files_mixed_with_other_inputs_are_refused() {
 #[test]
 fn a_dry_run_shows_each_tensors_grid_and_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = rank_files("mesh2x2");
-    args.push("--dry-run".to_string());
+    let args = with_args("mesh2x2", &["--dry-run"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let text = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
     assert_mentions(
@@ -146,8 +150,7 @@ fn a_dry_run_shows_each_tensors_grid_and_blocks() {
 #[test]
 fn a_sharded_output_holds_the_same_tensors_in_format_pt_shards() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = rank_files("mesh2x2");
-    args.extend(["-o", "merged/", "--max-shard-size", "100"].map(String::from));
+    let args = with_args("mesh2x2", &["-o", "merged/", "--max-shard-size", "100"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     succeeds(dir.path(), &args);
     let merged = dir.path().join("merged");
@@ -179,11 +182,7 @@ fn names_from_puts_each_tensor_in_the_file_an_index_names() {
         "v": "model-00002-of-00002.safetensors",
         "rows": "model-00002-of-00002.safetensors"}}"#;
     fs::write(dir.path().join("model.safetensors.index.json"), index).unwrap();
-    let run = |out: &str, index: &str| {
-        let mut args = rank_files("mesh2x2");
-        args.extend(["-o", out, "--names-from", index].map(String::from));
-        args
-    };
+    let run = |out: &str, index: &str| with_args("mesh2x2", &["-o", out, "--names-from", index]);
     let args = run("merged/", "model.safetensors.index.json");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     succeeds(dir.path(), &args);
@@ -226,8 +225,7 @@ fn a_tensor_every_rank_saved_whole_is_kept_once_with_keep() {
     let out = consolidated(&rank_files("replicated"), &["--keep", "norm"]);
     assert!(out == expected("replicated"));
     let dir = tempfile::tempdir().unwrap();
-    let mut args = rank_files("replicated");
-    args.extend(["-o", "out.safetensors"].map(String::from));
+    let args = with_args("replicated", &["-o", "out.safetensors"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let stderr = refused(dir.path(), &args, 2);
     assert_mentions(
