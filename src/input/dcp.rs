@@ -92,7 +92,8 @@ pub fn gather(inputs: Vec<Input>) -> Result<Vec<Input>> {
 }
 
 /// Opens every `.safetensors` file of a folder that holds no index; they make one input when
-/// they are the files of a DCP checkpoint. `None` when they are not.
+/// they are the files of a DCP checkpoint. `None` when none of them is; a folder that mixes
+/// them with other files is refused, naming those.
 pub fn open_folder(
     name: &InputRef,
     files: &[PathBuf],
@@ -100,33 +101,42 @@ pub fn open_folder(
     spill: &mut Spill,
 ) -> Result<Option<Input>> {
     let mut opened = Vec::with_capacity(files.len());
-    for (at, path) in files.iter().enumerate() {
+    for path in files {
         let mut head = Vec::new();
-        let input = Input::open(name.position, path, options, spill, &mut head, None);
-        // The first file tells what the folder is; after it, a damaged file is an error.
-        let input = match input {
-            Ok(input) if is_rank_file(&input) => input,
-            Err(_) | Ok(_) if at == 0 => return Ok(None),
-            Ok(input) => return Err(not_a_rank_file(&input, &files[0])),
-            Err(e) => return Err(e),
-        };
-        opened.push(input);
+        opened.push(Input::open(
+            name.position,
+            path,
+            options,
+            spill,
+            &mut head,
+            None,
+        )?);
     }
-    let folder = name.clone();
-    combine(folder, opened).map(Some)
-}
-
-/// The refusal of a file, in a folder of a distributed checkpoint's files, that is not one.
-fn not_a_rank_file(input: &Input, first: &std::path::Path) -> Error {
-    Error::refused(
-        format!(
-            "{} is not a file of the PyTorch distributed checkpoint {} is one of (its \
-             metadata has no {SHARDING_INFO})",
-            input.name,
-            first.display()
-        ),
-        "move it out of the folder, or name the checkpoint's files themselves",
-    )
+    let others: Vec<String> = opened
+        .iter()
+        .filter(|i| !is_rank_file(i))
+        .map(|i| i.name.path.display().to_string())
+        .collect();
+    if others.len() == opened.len() {
+        return Ok(None);
+    }
+    if !others.is_empty() {
+        return Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "{name} holds the files of a PyTorch distributed checkpoint (their metadata \
+                 has {SHARDING_INFO}) and {} other .safetensors file{}",
+                others.len(),
+                if others.len() == 1 { "" } else { "s" }
+            ),
+            details: capped(others, 10),
+            hint: Some(
+                "move the other files out of the folder, or name the checkpoint's files \
+                 themselves"
+                    .to_string(),
+            ),
+        }]));
+    }
+    combine(name.clone(), opened).map(Some)
 }
 
 /// The blocks of every file, each with its offsets, as one input named `name`.

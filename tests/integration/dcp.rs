@@ -236,3 +236,29 @@ fn a_tensor_every_rank_saved_whole_is_kept_once_with_keep() {
         ],
     );
 }
+
+#[test]
+fn blocks_cut_on_three_axes_or_around_an_uncut_axis_are_placed() {
+    // `c` is cut on all three axes (2 x 2 x 2, uneven), `s` on axes 1 and 3 of four.
+    let out = consolidated(&rank_files("cube"), &[]);
+    assert!(out == expected("cube"));
+}
+
+#[test]
+fn a_folder_mixing_rank_files_with_other_files_is_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = Path::new(FIXTURES).join("cube");
+    let stderr = refused(
+        dir.path(),
+        &[folder.to_str().unwrap(), "-o", "out.safetensors"],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "holds the files of a PyTorch distributed checkpoint",
+            "and 1 other .safetensors file",
+            "cube/expected.safetensors",
+        ],
+    );
+}
