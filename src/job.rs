@@ -211,7 +211,9 @@ fn build_blocks<'a>(
                     Err(problems) => Err(problems),
                 }
             }
-            _ => blocks::plan_tensor(name, &blocks, cast).map_err(|r| vec![r]),
+            _ => blocks::plan_tensor(name, &blocks, cast)
+                .map_err(|r| vec![r])
+                .and_then(|job| check_block_joins(name, job, options.spec, cast)),
         };
         match planned {
             Ok(job) => jobs.push(TensorJob {
@@ -226,6 +228,28 @@ fn build_blocks<'a>(
     } else {
         Err(Error::Refused(refusals))
     }
+}
+
+/// Checks a tensor made from blocks against `--spec`'s join rules, as the joins it is made
+/// of: along its one cut axis, or, for a grid, each row of blocks along the last cut axis.
+fn check_block_joins<'a>(
+    name: &str,
+    job: TensorJob<'a>,
+    spec: Spec,
+    cast: Option<&DType>,
+) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    let Some(placement) = &job.placement else {
+        return Ok(job);
+    };
+    let (Some(&axis), Some(segments)) =
+        (placement.grid.axes.last(), placement.grid.segments.last())
+    else {
+        return Ok(job);
+    };
+    for row in job.sources.chunks(segments.len()) {
+        spec::check_with(spec, row, Some(axis as i64), cast).map_err(|e| about(Some(name), e))?;
+    }
+    Ok(job)
 }
 
 /// Every tensor of the inputs, joined with its namesakes; every problem in one error.

@@ -262,3 +262,17 @@ fn a_folder_mixing_rank_files_with_other_files_is_refused_naming_them() {
         ],
     );
 }
+
+#[test]
+fn spec_checks_the_joins_a_tensor_is_made_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = with_args("types", &["--spec", "openvino", "-o", "out.safetensors"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = refused(dir.path(), &args, 2);
+    assert_mentions(
+        &stderr,
+        &["tensor `mask`: OpenVINO Concat-1 does not support bool"],
+    );
+    let out = consolidated(&rank_files("mesh2x2"), &["--spec", "onnx"]);
+    assert!(out == expected("mesh2x2"));
+}
