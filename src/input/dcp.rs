@@ -179,7 +179,8 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         }
         let mut extra: Vec<String> = entries.into_keys().map(|k| excerpt(&k).into()).collect();
         extra.sort();
-        if !extra.is_empty() {
+        // With FILE:NAME, the file's other tensors are left out on purpose.
+        if !extra.is_empty() && file.selected.is_none() {
             problems.push(format!(
                 "{}: {SHARDING_INFO} lists tensors the file does not hold: {}",
                 file.name,

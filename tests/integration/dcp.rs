@@ -258,7 +258,7 @@ fn a_folder_mixing_rank_files_with_other_files_is_refused_naming_them() {
         &[
             "holds the files of a PyTorch distributed checkpoint",
             "and 1 other .safetensors file",
-            "cube/expected.safetensors",
+            "expected.safetensors",
         ],
     );
 }
@@ -275,4 +275,26 @@ fn spec_checks_the_joins_a_tensor_is_made_of() {
     );
     let out = consolidated(&rank_files("mesh2x2"), &["--spec", "onnx"]);
     assert!(out == expected("mesh2x2"));
+}
+
+#[test]
+fn one_tensor_of_the_rank_files_consolidates_into_any_format() {
+    // FILE:NAME picks `w` from each rank's file; a .npy output holds it alone.
+    let dir = tempfile::tempdir().unwrap();
+    let picked: Vec<String> = rank_files("rows")
+        .iter()
+        .map(|f| format!("{f}:w"))
+        .collect();
+    let mut args: Vec<&str> = picked.iter().map(String::as_str).collect();
+    args.extend(["-o", "w.npy"]);
+    succeeds(dir.path(), &args);
+    let npy = fs::read(dir.path().join("w.npy")).unwrap();
+    let data: Vec<f32> = npy[128..]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let rows_w: Vec<f32> = (0..15).map(|i| i as f32 / 4.0).collect();
+    assert_eq!(data, rows_w);
+    assert!(npy.starts_with(b"\x93NUMPY\x01\x00"));
+    assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (5, 3)"));
 }
