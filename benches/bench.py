@@ -91,6 +91,18 @@ with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
     f.write(json.dumps(index, indent=2, sort_keys=True) + "\\n")
 """
 
+# PyTorch's own consolidation of a distributed checkpoint's rank files into one file.
+TORCH_CONSOLIDATE_PY = """
+import sys, json, os
+from safetensors import safe_open
+from torch.distributed.checkpoint._consolidate_hf_safetensors import consolidate_safetensors_files
+ranks, out, first = sys.argv[1], sys.argv[2], sys.argv[3]
+with safe_open(first, framework="np") as f:
+    names = json.loads(f.metadata()["DCP_SHARDING_INFO"])
+os.makedirs(out, exist_ok=True)
+consolidate_safetensors_files(ranks, out, dict.fromkeys(names, 1))
+"""
+
 # The shard limit of both checkpoint scenarios: 1 GiB makes 4 shards.
 SHARD_LIMIT = 300_000_000
 
@@ -243,7 +255,49 @@ def scenario_inputs(name, scale, folder):
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         return 0, paths, []
+    if name == "dcp_consolidate":
+        return 0, dcp_ranks(folder / "ranks", scale), []
     raise SystemExit(f"unknown scenario {name}")
+
+
+def dcp_ranks(folder, scale):
+    """Writes the rank files of a PyTorch distributed checkpoint of 1 GiB, 4 ranks on a 2x2
+    mesh, as HuggingFaceStorageWriter(save_distributed=True) writes them (the same names,
+    tensors and DCP_SHARDING_INFO, written directly): per layer a float16 (4096, C) matrix cut
+    on both axes (Shard(0), Shard(1)), a float32 (2048, C) matrix cut in 4 along rows, and a
+    float32 norm (C,) cut in 4. Floating-point tensors only: torch's consolidation crashes on
+    integers."""
+    import json
+    from safetensors.numpy import save_file
+    folder.mkdir()
+    cols = max(8, int(4096 * scale) // 8 * 8)
+    rng = np.random.default_rng(0)
+    ranks = [({}, {}) for _ in range(4)]
+    for layer in range(16):
+        prefix = f"model.layers.{layer}"
+        mlp = rng.standard_normal((4096, cols), dtype=np.float32).astype(np.float16)
+        for rank in range(4):
+            r, c = rank // 2, rank % 2
+            rows, width = 2048, cols // 2
+            block = mlp[r * rows:(r + 1) * rows, c * width:(c + 1) * width]
+            ranks[rank][0][f"{prefix}.mlp.weight"] = np.ascontiguousarray(block)
+            ranks[rank][1][f"{prefix}.mlp.weight"] = {"saved_offsets": [r * rows, c * width]}
+        attn = rng.standard_normal((2048, cols), dtype=np.float32)
+        norm = rng.standard_normal(cols, dtype=np.float32)
+        for rank in range(4):
+            tensors, info = ranks[rank]
+            tensors[f"{prefix}.attn.weight"] = np.ascontiguousarray(attn[rank * 512:(rank + 1) * 512])
+            info[f"{prefix}.attn.weight"] = {"saved_offsets": [rank * 512, 0]}
+            width = cols // 4
+            tensors[f"{prefix}.norm.weight"] = np.ascontiguousarray(norm[rank * width:(rank + 1) * width])
+            info[f"{prefix}.norm.weight"] = {"saved_offsets": [rank * width]}
+    paths = []
+    for rank, (tensors, info) in enumerate(ranks):
+        p = folder / f"shard-{rank + 1:05d}-model-00001-of-00001.safetensors"
+        metadata = {"format": "pt", "DCP_VERSION": "1.0", "DCP_SHARDING_INFO": json.dumps(info)}
+        save_file(tensors, str(p), metadata=metadata)
+        paths.append(p)
+    return paths
 
 
 def warm(paths):
@@ -319,6 +373,15 @@ def competitors(axis, paths, folder, extra):
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
+    if paths[0].name.startswith("shard-00001-model-"):
+        # Consolidate a distributed checkpoint's rank files (their folder) into one file.
+        ranks = paths[0].parent
+        torch_out = folder / "out_torch"
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
+            "tjoin": ([str(TJOIN), str(ranks), "-o", str(out["tjoin"])], out["tjoin"]),
+            "torch": ([py, "-c", TORCH_CONSOLIDATE_PY, str(ranks), str(torch_out), files[0]], torch_out),
+        }
     if "--max-shard-size" in extra:
         # Re-shard one file into a folder; cat copies the same bytes.
         shards = {n: folder / f"out_{n}" for n in ("tjoin", "safetensors_py")}
@@ -397,7 +460,22 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
 
 
 def check_output(axis, paths, out, runs):
-    """tjoin's output must equal the reference implementation's, byte for byte."""
+    """tjoin's output must equal the reference implementation's, byte for byte (PyTorch's
+    consolidation, which writes no metadata and no header padding: tensor for tensor)."""
+    if "torch" in runs:
+        from safetensors import safe_open
+        command, reference = runs["torch"]
+        subprocess.run(command, check=True)
+        with safe_open(str(out), framework="np") as ours, \
+                safe_open(str(reference / "model-00001-of-00001.safetensors"), framework="np") as theirs:
+            if sorted(ours.keys()) != sorted(theirs.keys()):
+                raise SystemExit("tjoin's output holds other tensors than torch's")
+            for key in ours.keys():
+                a, b = ours.get_tensor(key), theirs.get_tensor(key)
+                if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                    raise SystemExit(f"tjoin's {key} differs from torch's consolidation")
+        remove(reference)
+        return
     if "safetensors_py" in runs:
         command, reference = runs["safetensors_py"]
         subprocess.run(command, check=True)
@@ -441,7 +519,7 @@ def report(name, size, names, times, rss, cold):
         if n.startswith("tjoin_") and "tjoin" in times:
             ratios = [v / t for v, t in zip(times[n], times["tjoin"]) if t > 0]
             print(f"  {n} x tjoin: {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), paired")
-    for other in ("numpy", "safetensors_py"):
+    for other in ("numpy", "safetensors_py", "torch"):
         if other in times and "tjoin" in times:
             faster = statistics.median(o / t for o, t in zip(times[other], times["tjoin"]) if t > 0)
             print(f"  tjoin is {faster:.1f}x faster than {other} (median of paired ratios)")
@@ -555,7 +633,7 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

@@ -23,7 +23,7 @@ _tjoin() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --dry-run --rules --axis-for --keep --join-identical --max-shard-size --prefix --backend --dml-adapter --progress --quiet --help --version"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --dry-run --rules --axis-for --keep --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -159,6 +159,21 @@ _tjoin() {
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --names-from)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
                     fi
                     return 0
                     ;;

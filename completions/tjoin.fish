@@ -4,7 +4,7 @@ json\t''
 npz\t''
 safetensors\t''"
 complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied' -r -f
-complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64' -r -f -a "bool\t''
+complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only' -r -f -a "bool\t''
 int8\t''
 int16\t''
 int32\t''
@@ -47,6 +47,7 @@ complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
 complete -c tjoin -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
 complete -c tjoin -l prefix -d 'Name a sharded output\'s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index\'s prefix, else model)' -r -f
+complete -c tjoin -l names-from -d 'Put each tensor of a sharded output (-o DIR/) in the file this index\'s weight_map names for it (a model.safetensors.index.json), as PyTorch\'s fqn_to_index_mapping does, instead of splitting by --max-shard-size' -r -F
 complete -c tjoin -l backend -d 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can' -r -f -a "cpu\t'The CPU copy engine'
 directml\t'DirectML (Windows, built with the `directml` feature); fails when it cannot run'
 auto\t'DirectML when a device is available and runs every tensor, else the CPU engine'"

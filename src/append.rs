@@ -303,6 +303,7 @@ fn added_job<'a>(grown: &TensorJob<'a>, target: &Tensor, config: &JoinConfig) ->
         },
         plan,
         sources,
+        placement: None,
         kept: false,
         rule: grown.rule,
     }

@@ -104,6 +104,8 @@ pub struct ShardedOutput {
     pub name: Option<SetName>,
     /// The most bytes of tensor data in one shard (`--max-shard-size`).
     pub max_shard_size: u64,
+    /// `--names-from`: the index whose weight_map assigns each tensor its file.
+    pub names_from: Option<PathBuf>,
 }
 
 /// huggingface_hub's default `max_shard_size`: 5 GB.

@@ -29,6 +29,8 @@
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
 
 use std::fs::File;
+pub mod blocks;
+
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 

@@ -200,6 +200,15 @@ impl DType {
         *self != DType::BFloat16 && !self.is_small_float()
     }
 
+    /// Whether it is a real floating-point type (the ones `--cast` converts a distributed
+    /// checkpoint's tensors from).
+    pub fn is_floating(&self) -> bool {
+        matches!(
+            self,
+            DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64 | DType::Float128
+        ) || self.is_small_float()
+    }
+
     /// The float8, float6 and float4 types of machine-learning checkpoints.
     pub fn is_small_float(&self) -> bool {
         matches!(

@@ -13,11 +13,12 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::blocks::{self, Block, Placement};
 use crate::copy;
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
-use crate::input::{Input, Tensor};
+use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row, Split};
 use crate::plan::{self, JoinPlan};
 use crate::rules::{self, Rule, Treatment, shell_quote};
@@ -36,6 +37,9 @@ pub struct TensorJob<'a> {
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
     /// did (the axis is `-a`'s).
     pub rule: Option<usize>,
+    /// For a tensor made from blocks (`src/blocks.rs`), where they go; when they are cut on
+    /// several axes the engine walks their grid instead of `plan`'s rounds.
+    pub placement: Option<Placement>,
 }
 
 /// What the command line says about the job beyond its inputs.
@@ -109,7 +113,11 @@ fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Op
 /// Checks and plans every tensor of the output. With `options.strict`, a rule that matches no
 /// tensor is refused along with every other problem.
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
-    let built = if whole_files(inputs, options) {
+    let built = if let [checkpoint] = inputs
+        && let Some(blocks) = input::dcp::blocks(checkpoint)
+    {
+        build_blocks(blocks, options)
+    } else if whole_files(inputs, options) {
         build_whole(inputs, options)
     } else {
         build_single(inputs, options)
@@ -192,6 +200,72 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
         Ok(job) => Ok(vec![TensorJob { rule, ..job }]),
         Err(refusals) => Err(Error::Refused(refusals)),
     }
+}
+
+/// Every tensor of a distributed checkpoint, made whole from its blocks; every problem in one
+/// error. `--cast` converts the floating-point tensors only: integer and bool tensors (step
+/// counters, token ids, masks) are copied as they are, as a cast of them is a classic bug.
+/// `--keep` keeps one copy of a tensor every rank saved whole, after checking the copies are
+/// identical.
+fn build_blocks<'a>(
+    blocks: impl Iterator<Item = (&'a Tensor, &'a [u64])>,
+    options: &JobOptions,
+) -> Result<Vec<TensorJob<'a>>> {
+    let blocks = blocks.map(|(tensor, offsets)| Block { tensor, offsets });
+    let mut jobs = Vec::new();
+    let mut refusals = Vec::new();
+    for (name, blocks) in blocks::by_tensor(blocks) {
+        let dtype = &blocks[0].tensor.info.dtype;
+        let cast = options.cast.filter(|_| dtype.is_floating());
+        let decided = options.decide(name);
+        let planned = match decided {
+            Some((_, Treatment::Keep)) => {
+                let sources: Vec<&Tensor> = blocks.iter().map(|b| b.tensor).collect();
+                let keep_options = JobOptions { cast, ..*options };
+                match keep_tensor(name, &sources, &keep_options)? {
+                    Ok(job) => blocks::kept_whole(job, &blocks).map_err(|r| vec![r]),
+                    Err(problems) => Err(problems),
+                }
+            }
+            _ => blocks::plan_tensor(name, &blocks, cast)
+                .map_err(|r| vec![r])
+                .and_then(|job| check_block_joins(name, job, options.spec, cast)),
+        };
+        match planned {
+            Ok(job) => jobs.push(TensorJob {
+                rule: decided.map(|(at, _)| at),
+                ..job
+            }),
+            Err(problems) => refusals.extend(problems),
+        }
+    }
+    if refusals.is_empty() {
+        Ok(jobs)
+    } else {
+        Err(Error::Refused(refusals))
+    }
+}
+
+/// Checks a tensor made from blocks against `--spec`'s join rules, as the joins it is made
+/// of: along its one cut axis, or, for a grid, each row of blocks along the last cut axis.
+fn check_block_joins<'a>(
+    name: &str,
+    job: TensorJob<'a>,
+    spec: Spec,
+    cast: Option<&DType>,
+) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
+    let Some(placement) = &job.placement else {
+        return Ok(job);
+    };
+    let (Some(&axis), Some(segments)) =
+        (placement.grid.axes.last(), placement.grid.segments.last())
+    else {
+        return Ok(job);
+    };
+    for row in job.sources.chunks(segments.len()) {
+        spec::check_with(spec, row, Some(axis as i64), cast).map_err(|e| about(Some(name), e))?;
+    }
+    Ok(job)
 }
 
 /// Every tensor of the inputs, joined with its namesakes; every problem in one error.
@@ -415,7 +489,8 @@ fn plan_tensor<'a>(
     Ok(job(name, plan, sources))
 }
 
-fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
+/// The job that makes the tensor `name` by `plan` from `sources`.
+pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
     let out = OutTensor {
         name: name.to_string(),
         dtype: plan.dtype.clone(),
@@ -429,6 +504,7 @@ fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a
         sources,
         kept: false,
         rule: None,
+        placement: None,
     }
 }
 

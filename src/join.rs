@@ -85,7 +85,16 @@ fn shard_plan(
         index.map(|s| s.name.clone()).unwrap_or_default()
     });
     let sizes: Vec<u64> = job.iter().map(|t| t.out.bytes).collect();
-    let mut plan = ShardPlan::new(&sharded.folder, name, sharded.max_shard_size, &sizes)?;
+    let (folder, max) = (&sharded.folder, sharded.max_shard_size);
+    let mut plan = match &sharded.names_from {
+        Some(index) => {
+            let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
+            let (from_index, files) = shards::names_from(index, &names)?;
+            let name = sharded.name.clone().unwrap_or(from_index);
+            ShardPlan::assigned(folder, name, max, &sizes, files, true)?
+        }
+        None => ShardPlan::new(folder, name, max, &sizes)?,
+    };
     for file in &mut plan.files {
         let described: Vec<OutTensor> = file.tensors.iter().map(|&t| job[t].out.clone()).collect();
         let order = writer.order(&described);
@@ -197,6 +206,8 @@ pub(crate) fn open_inputs(
             "list one path per line (or NUL-separated with -0)",
         ));
     }
+    // The files of a distributed checkpoint are one input, whose tensors are blocks.
+    let mut inputs = input::dcp::gather(inputs)?;
     if config.stack {
         stack::insert_axis(&mut inputs, config.rules.axis)?;
     }

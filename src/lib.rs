@@ -11,6 +11,7 @@
 
 pub mod append;
 pub mod backend;
+pub mod blocks;
 pub mod cast;
 pub mod cli;
 pub mod config;

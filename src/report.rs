@@ -1,8 +1,10 @@
 //! What `--dry-run` prints on standard output: the checked plan. Nothing here reads data.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use crate::backend::Engine;
+use crate::blocks::Placement;
 use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
@@ -53,11 +55,15 @@ pub fn dry_run(
             .iter()
             .map(|input| {
                 let data: u64 = input.tensors.iter().map(|t| t.info.data_len).sum();
+                let held = match &input.offsets {
+                    Some(_) => block_files(input),
+                    None => tensors(input.tensors.len()),
+                };
                 vec![
                     input.name.position.to_string(),
                     input.name.label(),
                     input.format.name().to_string(),
-                    tensors(input.tensors.len()),
+                    held,
                     bytes(data),
                 ]
             })
@@ -75,7 +81,9 @@ pub fn dry_run(
                 vec![
                     t.out.name.clone(),
                     // --axis-for rules may set each tensor's axis: show the one it joins along.
-                    if t.kept && inputs.len() == 1 {
+                    if let Some(placement) = &t.placement {
+                        format!("blocks {}", placement.grid.describe())
+                    } else if t.kept && inputs.len() == 1 {
                         "copied".to_string()
                     } else if t.kept {
                         "kept".to_string()
@@ -90,6 +98,7 @@ pub fn dry_run(
             })
             .collect();
         text.push_str(&table(&rows));
+        text.push_str(&blocks_text(job));
     }
     let (path, format) = match output {
         Some((path, format)) => (path.display().to_string(), format.name()),
@@ -115,6 +124,49 @@ pub fn dry_run(
         _ => text.push_str(&format!("directml:\n{}", table(&plans))),
     }
     text
+}
+
+/// `10 blocks in 4 files`: what a distributed checkpoint's input holds.
+fn block_files(input: &Input) -> String {
+    let files: HashSet<&Path> = input.tensors.iter().map(|t| &*t.name.path).collect();
+    format!("{} blocks in {} files", input.tensors.len(), files.len())
+}
+
+/// Each tensor made from blocks, with the region of the full tensor each block fills.
+fn blocks_text(job: &[TensorJob]) -> String {
+    let mut text = String::new();
+    for t in job {
+        let Some(placement) = &t.placement else {
+            continue;
+        };
+        text.push_str(&format!(
+            "  {}  {}\n",
+            t.out.name,
+            placement.grid.describe()
+        ));
+        let rows: Vec<Vec<String>> = t
+            .sources
+            .iter()
+            .zip(&placement.offsets)
+            .map(|(source, offsets)| {
+                let region: Vec<String> = offsets
+                    .iter()
+                    .zip(&source.info.shape)
+                    .map(|(o, d)| format!("{o}:{}", o + d))
+                    .collect();
+                vec![
+                    format!("  [{}]", region.join(", ")),
+                    source.name.to_string(),
+                ]
+            })
+            .collect();
+        text.push_str(&table(&rows));
+    }
+    if text.is_empty() {
+        text
+    } else {
+        format!("blocks:\n{text}")
+    }
 }
 
 /// For each sharded input, its index, shards and both byte counts: the index's `total_size`
@@ -239,7 +291,8 @@ pub fn dry_run_json(
             serde_json::json!({
                 "name": t.out.name,
                 "kept": t.kept,
-                "axis": (!t.kept).then_some(t.plan.axis),
+                "axis": (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
+                "blocks": t.placement.as_ref().map(|p| blocks_json(t, p)),
                 "rule": t.rule.map(|at| rules.tensor_rules[at].to_string()),
                 "dtype": t.out.dtype.to_string(),
                 "shape": t.out.shape,
@@ -264,6 +317,26 @@ pub fn dry_run_json(
         "shards": shards.map(|shards| shards_json(shards, job)),
     });
     format!("{plan}\n")
+}
+
+/// A tensor's grid and blocks, as `--dry-run=json` lists them.
+fn blocks_json(tensor: &TensorJob, placement: &Placement) -> serde_json::Value {
+    let blocks: Vec<serde_json::Value> = tensor
+        .sources
+        .iter()
+        .zip(&placement.offsets)
+        .map(|(source, offsets)| {
+            serde_json::json!({
+                "path": source.name.path.display().to_string(),
+                "offsets": offsets,
+                "shape": source.info.shape,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "grid": {"axes": placement.grid.axes, "segments": placement.grid.segments},
+        "blocks": blocks,
+    })
 }
 
 /// The files of a sharded output, as `--dry-run=json` lists them.
@@ -327,6 +400,7 @@ fn axis(tensor: &TensorJob, rules: &JoinRules) -> String {
 fn decided_by(tensor: &TensorJob, rules: &JoinRules) -> String {
     match (tensor.rule, rules.axis) {
         (Some(at), _) => rules.tensor_rules[at].to_string(),
+        (None, _) if tensor.placement.is_some() => "the blocks' offsets".to_string(),
         (None, Some(given)) => format!("-a {given}"),
         (None, None) => "the default axis".to_string(),
     }

@@ -51,15 +51,32 @@ impl ShardPlan {
     pub fn new(folder: &Path, name: SetName, max: u64, sizes: &[u64]) -> Result<ShardPlan> {
         let groups = index::split(sizes, max);
         let count = groups.len();
-        let files: Vec<ShardFile> = groups
+        let named = groups.into_iter().enumerate().map(|(at, tensors)| {
+            let file = if count == 1 {
+                name.single()
+            } else {
+                name.shard(at + 1, count)
+            };
+            (file, tensors)
+        });
+        let named: Vec<Assigned> = named.collect();
+        ShardPlan::assigned(folder, name, max, sizes, named, count > 1)
+    }
+
+    /// The set whose files are `files`, each with its tensors (indexes into `sizes`, the
+    /// job's bytes per tensor), with an index when `indexed`.
+    pub fn assigned(
+        folder: &Path,
+        name: SetName,
+        max: u64,
+        sizes: &[u64],
+        files: Vec<Assigned>,
+        indexed: bool,
+    ) -> Result<ShardPlan> {
+        let files: Vec<ShardFile> = files
             .into_iter()
-            .enumerate()
-            .map(|(at, tensors)| ShardFile {
-                name: if count == 1 {
-                    name.single()
-                } else {
-                    name.shard(at + 1, count)
-                },
+            .map(|(name, tensors)| ShardFile {
+                name,
                 bytes: tensors.iter().map(|&t| sizes[t]).sum(),
                 tensors,
             })
@@ -74,7 +91,7 @@ impl ShardPlan {
         } else {
             files
         };
-        let index = (files.len() > 1).then(|| name.index());
+        let index = (indexed || files.len() > 1).then(|| name.index());
         let creates_folder = !folder.is_dir();
         let removes = previous_files(folder, &name, &files, index.is_none())?;
         Ok(ShardPlan {
@@ -160,6 +177,67 @@ impl ShardPlan {
         }
         Ok(set)
     }
+}
+
+/// A file's name and its tensors (indexes into the job).
+pub type Assigned = (String, Vec<usize>);
+
+/// The files of the index at `path` (`--names-from`), each with the tensors its weight_map
+/// puts in it (indexes into `names`, the job's tensors), in the order of their numbers, and
+/// the set's name the index's file name gives. Every tensor must be mapped, to a plain file
+/// name; tensors the map names that the job lacks are refused too.
+pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>)> {
+    let text = std::fs::read(path).map_err(|e| Error::io("read the index", path, e))?;
+    let index = index::parse(&text).map_err(|why| {
+        Error::refused(
+            format!("--names-from {}: {why}", path.display()),
+            "name a model.safetensors.index.json, as transformers or PyTorch writes it",
+        )
+    })?;
+    let at: std::collections::HashMap<&str, usize> =
+        names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let mut files: Vec<Assigned> = Vec::new();
+    let mut mapped = vec![false; names.len()];
+    let mut problems = Vec::new();
+    for (tensor, file) in &index.weight_map {
+        let plain = Path::new(file)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        match at.get(tensor.as_str()) {
+            _ if !plain || file.is_empty() => problems.push(format!(
+                "`{tensor}` goes in {file}, which is not a file name"
+            )),
+            Some(&t) if !mapped[t] => {
+                mapped[t] = true;
+                match files.iter_mut().find(|(name, _)| name == file) {
+                    Some((_, tensors)) => tensors.push(t),
+                    None => files.push((file.clone(), vec![t])),
+                }
+            }
+            Some(_) => problems.push(format!("`{tensor}` is listed twice")),
+            None => problems.push(format!("`{tensor}` is not a tensor of the output")),
+        }
+    }
+    let unmapped = names.iter().zip(&mapped).filter(|(_, m)| !**m);
+    problems.extend(unmapped.map(|(n, _)| format!("`{n}` is a tensor the index does not map")));
+    if !problems.is_empty() {
+        return Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "--names-from {} does not assign the output's tensors to files:",
+                path.display()
+            ),
+            details: crate::error::capped(problems, 20),
+            hint: Some(
+                "give the index of the same model (its weight_map names every tensor once), \
+                 or drop --names-from to split by --max-shard-size"
+                    .to_string(),
+            ),
+        }]));
+    }
+    files.sort_by_key(|(file, _)| (index::shard_number(file).unwrap_or(u64::MAX), file.clone()));
+    let file_name = path.file_name().and_then(|n| n.to_str());
+    let name = file_name.and_then(SetName::of_index).unwrap_or_default();
+    Ok((name, files))
 }
 
 /// Writes the index's text into the last member of `set`, which [`ShardPlan::members`] made

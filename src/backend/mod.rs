@@ -77,6 +77,11 @@ impl Engine {
         let mut plans = Vec::with_capacity(job.len());
         let mut declined = Vec::new();
         for tensor in job {
+            if tensor.placement.as_ref().is_some_and(|p| p.grid.walked()) {
+                let why = "its blocks are cut on several axes, which only the CPU engine joins";
+                declined.push(format!("tensor `{}`: {why}", tensor.out.name));
+                continue;
+            }
             match dml::plan(&tensor.plan, &session.device) {
                 Ok(plan) => plans.push(plan),
                 Err(why) => declined.push(format!("tensor `{}`: {why}", tensor.out.name)),
@@ -124,7 +129,10 @@ impl Engine {
     /// Writes the data of tensor `index` of the job to `out`.
     pub fn execute(&mut self, index: usize, tensor: &TensorJob, out: &mut dyn Sink) -> Result<()> {
         match &mut self.kind {
-            Kind::Cpu => copy::execute(&tensor.plan, &tensor.sources, out),
+            Kind::Cpu => match tensor.placement.as_ref().filter(|p| p.grid.walked()) {
+                Some(p) => copy::blocks::execute(&tensor.plan, &p.grid, &tensor.sources, out),
+                None => copy::execute(&tensor.plan, &tensor.sources, out),
+            },
             Kind::DirectMl { session, plans } => {
                 session.execute(&plans[index], &tensor.plan, &tensor.sources, out)
             }

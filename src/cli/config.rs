@@ -153,10 +153,11 @@ fn sharded_output(cli: &Cli) -> Result<Option<ShardedOutput>> {
         _ => None,
     };
     let Some(folder) = folder else {
-        let flag = match (cli.max_shard_size, &cli.prefix) {
-            (Some(_), _) => "--max-shard-size",
-            (None, Some(_)) => "--prefix",
-            (None, None) => return Ok(None),
+        let flag = match (cli.max_shard_size, &cli.prefix, &cli.names_from) {
+            (Some(_), _, _) => "--max-shard-size",
+            (None, Some(_), _) => "--prefix",
+            (None, None, Some(_)) => "--names-from",
+            (None, None, None) => return Ok(None),
         };
         return Err(Error::refused(
             format!("{flag} applies to sharded outputs only"),
@@ -187,10 +188,17 @@ fn sharded_output(cli: &Cli) -> Result<Option<ShardedOutput>> {
         }
         (None, None) => None,
     };
+    if cli.names_from.is_some() && cli.max_shard_size.is_some() {
+        return Err(Error::refused(
+            "--names-from and --max-shard-size both say which file each tensor goes in",
+            "drop one of them",
+        ));
+    }
     Ok(Some(ShardedOutput {
         folder,
         name,
         max_shard_size: cli.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
+        names_from: cli.names_from.clone(),
     }))
 }
 

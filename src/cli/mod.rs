@@ -54,6 +54,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "Merge a sharded Hugging Face checkpoint (its index and every shard) into one file:",
         "tjoin ckpt/model.safetensors.index.json -o model.safetensors",
     ),
+    (
+        "Consolidate a PyTorch distributed checkpoint (each rank's blocks, placed by offset):",
+        "tjoin checkpoint/ -o model.safetensors",
+    ),
     MERGE_EXAMPLE,
     (
         "Re-shard a checkpoint into shards of at most 2 GB, with their index, in merged/:",
@@ -222,7 +226,7 @@ pub struct Cli {
     pub stack: bool,
 
     /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
-    /// bfloat16, float32, float64.
+    /// bfloat16, float32, float64. A distributed checkpoint's floating-point tensors only.
     #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
     pub cast: Option<String>,
 
@@ -350,6 +354,12 @@ pub struct Cli {
     /// PREFIX.safetensors.index.json (default: the input index's prefix, else model).
     #[arg(long, value_name = "PREFIX", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub prefix: Option<String>,
+
+    /// Put each tensor of a sharded output (-o DIR/) in the file this index's weight_map names
+    /// for it (a model.safetensors.index.json), as PyTorch's fqn_to_index_mapping does,
+    /// instead of splitting by --max-shard-size.
+    #[arg(long, value_name = "INDEX", value_hint = ValueHint::FilePath, help_heading = CHECKPOINTS)]
+    pub names_from: Option<PathBuf>,
 
     /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
     #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu, help_heading = ENGINE)]

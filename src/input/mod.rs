@@ -7,6 +7,7 @@
 //! after their header is read and reopened when the engine gets to them: a join of 100,000
 //! files must not run out of file descriptors.
 
+pub mod dcp;
 pub mod sharded;
 
 use std::fs::File;
@@ -38,6 +39,9 @@ pub struct Input {
     /// For a sharded checkpoint (an index, or a folder), its index and shards (boxed: most
     /// inputs are single files, and a join may have 100,000 of them).
     pub shards: Option<Box<sharded::ShardSet>>,
+    /// For a PyTorch distributed checkpoint, where each of `tensors` (a block of a larger
+    /// tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
+    pub offsets: Option<Vec<Vec<u64>>>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
     watched: Vec<Watched>,
@@ -288,6 +292,7 @@ impl Input {
             selected,
             metadata: contents.metadata,
             shards: None,
+            offsets: None,
         })
     }
 
@@ -307,6 +312,7 @@ impl Input {
             selected: None,
             metadata,
             shards: Some(Box::new(shards)),
+            offsets: None,
             watched,
         }
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, no_such_tensor, safetensors};
-use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
 use crate::spill::Spill;
 
 /// The files a sharded input was read from, and what its index says about them.
@@ -91,6 +91,10 @@ pub fn open(
                 let mut head = Vec::new();
                 Input::open(name.position, &file, options, spill, &mut head, None)?
             }
+            Found::Files(files) => match dcp::open_folder(&name, &files, options, spill)? {
+                Some(checkpoint) => checkpoint,
+                None => return Err(several_files(&name, &files)),
+            },
         }
     } else {
         open_index(name, options)?
@@ -111,10 +115,12 @@ pub fn open(
     Ok(input)
 }
 
-/// What a folder input holds: its one index, or, without one, its one `.safetensors` file.
+/// What a folder input holds: its one index, or, without one, its `.safetensors` files
+/// (several make a checkpoint when they are the ranks' files of a distributed checkpoint).
 enum Found {
     Index(PathBuf),
     File(PathBuf),
+    Files(Vec<PathBuf>),
 }
 
 /// Finds the checkpoint in the folder `name` names; refuses a folder with several indexes,
@@ -146,18 +152,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
                        *.safetensors.index.json, no .safetensors file)";
             Err(name.io_error("open", io::Error::other(why)))
         }
-        ([], _) => Err(Error::Refused(vec![Refusal {
-            headline: format!(
-                "{name} is a folder with no *.safetensors.index.json and {} .safetensors \
-                 files: tjoin cannot tell which of them make the checkpoint",
-                files.len()
-            ),
-            details: listing(&files),
-            hint: Some(format!(
-                "name the files themselves ({} ...), or write an index that lists them",
-                at(&files[0]).display()
-            )),
-        }])),
+        ([], _) => Ok(Found::Files(files.iter().map(at).collect())),
         _ => Err(Error::Refused(vec![Refusal {
             headline: format!(
                 "{name} is a folder with {} indexes of sharded checkpoints: tjoin cannot tell \
@@ -171,6 +166,34 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             )),
         }])),
     }
+}
+
+/// The refusal of a folder of several `.safetensors` files and no index, which are not the
+/// files of a distributed checkpoint either.
+fn several_files(name: &InputRef, files: &[PathBuf]) -> Error {
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    Error::Refused(vec![Refusal {
+        headline: format!(
+            "{name} is a folder with no *.safetensors.index.json and {} .safetensors \
+             files that are not a distributed checkpoint's (no {} metadata): tjoin cannot \
+             tell which of them make the checkpoint",
+            files.len(),
+            dcp::SHARDING_INFO
+        ),
+        details: listing(&names),
+        hint: Some(format!(
+            "name the files themselves ({} ...), or write an index that lists them",
+            files[0].display()
+        )),
+    }])
 }
 
 /// File names as refusals list them: the first few, then how many more.

@@ -56,6 +56,8 @@ const BORROWED: &[(&str, &str)] = &[
     ("rank0", "fixtures/sharded/tp/rank0"),
     ("rank1", "fixtures/sharded/tp/rank1"),
     ("rules", "rules"),
+    // A PyTorch distributed checkpoint: four ranks of a 2x2 mesh (without its expected file).
+    ("checkpoint", "fixtures/dcp/mesh2x2"),
 ];
 
 /// What a document says an output file holds.
@@ -232,6 +234,8 @@ fn example_files(command: &str) -> tempfile::TempDir {
     for (name, fixture) in BORROWED {
         copy(&root.join(fixture), &dir.path().join(name));
     }
+    // The folder holds the rank files only, as DCP writes it.
+    let _ = fs::remove_file(dir.path().join("checkpoint/expected.safetensors"));
     if command.contains("batches") {
         write_batches(&dir.path().join("batches"));
     }

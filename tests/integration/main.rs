@@ -4,6 +4,7 @@ mod append;
 #[cfg(unix)]
 mod append_crashes;
 mod containers;
+mod dcp;
 mod directml;
 mod docs;
 mod early_copy;

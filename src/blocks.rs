@@ -1,0 +1,591 @@
+//! Blocks placed by offset: the tensors of a PyTorch distributed checkpoint, each saved as
+//! blocks that start at given offsets inside it (`src/input/dcp.rs`), checked and planned.
+//! No I/O.
+//!
+//! A tensor's full shape is, per axis, the largest offset plus size. Its blocks must agree in
+//! element type and tile it exactly, as a grid: along each axis the blocks' starts and ends
+//! are the cut points, and every cell the cuts make is exactly one block. A gap, an overlap,
+//! or a block across a cut is refused, naming the blocks and the region. The check sorts the
+//! blocks by cell, so it takes time of the order of `n log n` for `n` blocks.
+//!
+//! A grid cut on no axis is one block, copied; cut on one axis, it is an ordinary join along
+//! it (`JoinPlan`, with every fast path of the engine). Cut on several axes, it is a join of
+//! joins: in C order the output is, for each round before the first cut axis, each segment
+//! of that axis in turn, whose rows are each a join along the next cut axis, and so on; at
+//! the last cut axis each block gives its next run. The engine walks that (`Grid`,
+//! `src/copy/blocks.rs`) reading each block front to back, in constant memory.
+
+use std::collections::HashMap;
+
+use crate::dtype::DType;
+use crate::error::{Refusal, capped, excerpt};
+use crate::format::{Layout, TensorInfo, shape_text};
+use crate::input::Tensor;
+use crate::job::{self, TensorJob};
+use crate::plan::{self, InputPlan, JoinPlan};
+
+/// Where a tensor's blocks go: the job's sources, in the order of their cells (row-major over
+/// the cut axes), and the grid they make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Where each source starts in the full tensor.
+    pub offsets: Vec<Vec<u64>>,
+    /// The grid the blocks make.
+    pub grid: Grid,
+}
+
+/// A block grid: the axes it is cut on and the segments along each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
+    /// The cut axes, in increasing order.
+    pub axes: Vec<usize>,
+    /// The lengths of the segments along each cut axis.
+    pub segments: Vec<Vec<u64>>,
+}
+
+impl Grid {
+    /// Whether the engine walks it: cut on several axes. On one axis the job's plan is an
+    /// ordinary join, on none a copy.
+    pub fn walked(&self) -> bool {
+        self.axes.len() > 1
+    }
+
+    /// `2 x 3 on axes 0, 1`, `2 on axis 0`, or `whole`.
+    pub fn describe(&self) -> String {
+        let counts: Vec<String> = self.segments.iter().map(|s| s.len().to_string()).collect();
+        let axes: Vec<String> = self.axes.iter().map(usize::to_string).collect();
+        match self.axes.len() {
+            0 => "whole".to_string(),
+            1 => format!("{} on axis {}", counts[0], axes[0]),
+            _ => format!("{} on axes {}", counts.join(" x "), axes.join(", ")),
+        }
+    }
+}
+
+/// One block: a tensor of some rank's file and where it starts in the full tensor.
+#[derive(Clone, Copy)]
+pub struct Block<'a> {
+    /// The block as its file holds it.
+    pub tensor: &'a Tensor,
+    /// Where it starts in the full tensor, per axis.
+    pub offsets: &'a [u64],
+}
+
+impl Block<'_> {
+    fn end(&self, axis: usize) -> u64 {
+        self.offsets[axis].saturating_add(self.tensor.info.shape[axis])
+    }
+
+    /// `input 2 (shard-00002.safetensors:w)  float32  [3, 2] at [0, 2]`.
+    fn describe(&self) -> String {
+        let info = &self.tensor.info;
+        format!(
+            "{}  {}  {} at {}",
+            self.tensor.name,
+            info.dtype,
+            info.shape_text(),
+            shape_text(self.offsets)
+        )
+    }
+}
+
+/// The blocks of every tensor, grouped by name in the order the files first hold them.
+pub fn by_tensor<'a>(blocks: impl Iterator<Item = Block<'a>>) -> Vec<(&'a str, Vec<Block<'a>>)> {
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    let mut grouped: Vec<(&str, Vec<Block>)> = Vec::new();
+    for block in blocks {
+        let name = block.tensor.name.tensor.as_deref().unwrap_or_default();
+        let slot = *at.entry(name).or_insert_with(|| {
+            grouped.push((name, Vec::new()));
+            grouped.len() - 1
+        });
+        grouped[slot].1.push(block);
+    }
+    grouped
+}
+
+/// Checks the blocks of the tensor `name` and plans writing it whole, converted to `cast`.
+pub fn plan_tensor<'a>(
+    name: &str,
+    blocks: &[Block<'a>],
+    cast: Option<&DType>,
+) -> Result<TensorJob<'a>, Refusal> {
+    let refusal = |headline: String, details: Vec<String>, hint: &str| Refusal {
+        headline: format!("tensor `{}`: {headline}", excerpt(name)),
+        details,
+        hint: Some(hint.to_string()),
+    };
+    let first = &blocks[0].tensor.info;
+    let disagreeing: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.tensor.info.dtype != first.dtype || b.offsets.len() != first.shape.len())
+        .collect();
+    if !disagreeing.is_empty() {
+        let mut details = vec![blocks[0].describe()];
+        details.extend(disagreeing.iter().map(|b| b.describe()));
+        return Err(refusal(
+            "its blocks differ in element type or rank, so they are not pieces of one tensor"
+                .to_string(),
+            capped(details, SHOWN),
+            "the files come from different checkpoints, or one was rewritten: save the \
+             checkpoint again",
+        ));
+    }
+    let rank = first.shape.len();
+    let shape: Vec<u64> = (0..rank)
+        .map(|axis| blocks.iter().map(|b| b.end(axis)).max().unwrap_or(0))
+        .collect();
+    if shape.contains(&u64::MAX) {
+        return Err(refusal(
+            "a block's offset plus its size overflows".to_string(),
+            capped(blocks.iter().map(|b| b.describe()).collect(), SHOWN),
+            "a file is damaged: save the checkpoint again",
+        ));
+    }
+    // Blocks with no elements hold nothing to place; a tensor with none is empty.
+    let placed: Vec<Block> = blocks
+        .iter()
+        .copied()
+        .filter(|b| b.tensor.info.shape.iter().all(|&d| d > 0))
+        .collect();
+    if shape.contains(&0) || placed.is_empty() {
+        return Ok(job(
+            name,
+            empty(first, &shape, cast),
+            vec![blocks[0].tensor],
+            None,
+        ));
+    }
+    let cuts: Vec<Vec<u64>> = (0..rank)
+        .map(|axis| {
+            let mut cuts: Vec<u64> = placed.iter().map(|b| b.offsets[axis]).collect();
+            cuts.extend(placed.iter().map(|b| b.end(axis)));
+            cuts.push(0);
+            cuts.sort_unstable();
+            cuts.dedup();
+            cuts
+        })
+        .collect();
+    let cells = cells(&placed, &cuts).map_err(|problem| {
+        let (headline, details) = problem.describe(&placed, &cuts);
+        let hint = match problem {
+            Problem::Overlap(..) if replicated(&placed, &shape) => {
+                "every block is the whole tensor (saved whole by every rank): keep one copy \
+                 with --keep NAME, which checks that the copies are identical"
+            }
+            Problem::Across(..) => {
+                "tjoin places blocks that form a grid (as a device mesh saves them): \
+                 consolidate this tensor with PyTorch"
+            }
+            _ => {
+                "each element must come from exactly one block: a rank's file is missing \
+                 or extra, or its DCP_SHARDING_INFO is wrong"
+            }
+        };
+        refusal(headline, details, hint)
+    })?;
+    let mut ordered: Vec<(u64, Block)> = cells.into_iter().zip(placed).collect();
+    ordered.sort_by_key(|&(cell, _)| cell);
+    let ordered: Vec<Block> = ordered.into_iter().map(|(_, b)| b).collect();
+
+    let axes: Vec<usize> = (0..rank).filter(|&a| cuts[a].len() > 2).collect();
+    let grid = Grid {
+        segments: axes
+            .iter()
+            .map(|&a| cuts[a].windows(2).map(|w| w[1] - w[0]).collect())
+            .collect(),
+        axes,
+    };
+    let placement = Placement {
+        offsets: ordered.iter().map(|b| b.offsets.to_vec()).collect(),
+        grid,
+    };
+    let sources: Vec<&Tensor> = ordered.iter().map(|b| b.tensor).collect();
+    let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
+    let unplaceable = |why| refusal(why, Vec::new(), "consolidate this tensor with PyTorch");
+    let plan = match placement.grid.axes.as_slice() {
+        [] => plan::copy_as_is(infos[0], cast),
+        &[axis] => {
+            check_whole_bytes(&infos, &shape, axis, false).map_err(unplaceable)?;
+            plan::plan_with(&infos, axis, Some(Layout::C), cast)
+        }
+        &[.., last] => {
+            check_whole_bytes(&infos, &shape, last, true).map_err(unplaceable)?;
+            grid_plan(&infos, &shape, &placement.grid, cast)
+        }
+    };
+    Ok(job(name, plan, sources, Some(placement)))
+}
+
+/// A `--keep` tensor's job (copied from its first block, once the copies are found identical),
+/// refused unless every block is the whole tensor.
+pub fn kept_whole<'a>(job: TensorJob<'a>, blocks: &[Block<'a>]) -> Result<TensorJob<'a>, Refusal> {
+    let shape = &blocks[0].tensor.info.shape;
+    if replicated(blocks, shape) {
+        return Ok(job);
+    }
+    let listed = blocks.iter().map(Block::describe).collect();
+    Err(Refusal {
+        headline: format!(
+            "tensor `{}` matches --keep, but its blocks are pieces of it, not whole copies \
+             (offsets all zero, one shape)",
+            excerpt(&job.out.name)
+        ),
+        details: capped(listed, SHOWN),
+        hint: Some(
+            "change --keep so that it does not match this tensor, and its blocks are placed"
+                .to_string(),
+        ),
+    })
+}
+
+/// How many blocks a refusal lists before "... and N more".
+const SHOWN: usize = 10;
+
+/// Whether every block is the whole tensor: a tensor each rank saved whole.
+fn replicated(blocks: &[Block], shape: &[u64]) -> bool {
+    blocks
+        .iter()
+        .all(|b| b.tensor.info.shape == shape && b.offsets.iter().all(|&o| o == 0))
+}
+
+fn job<'a>(
+    name: &str,
+    plan: JoinPlan,
+    sources: Vec<&'a Tensor>,
+    placement: Option<Placement>,
+) -> TensorJob<'a> {
+    TensorJob {
+        placement,
+        ..job::job(name, plan, sources)
+    }
+}
+
+/// The plan of a tensor with no elements.
+fn empty(first: &TensorInfo, shape: &[u64], cast: Option<&DType>) -> JoinPlan {
+    let mut plan = plan::copy_as_is(first, cast);
+    plan.shape = shape.to_vec();
+    plan.outer = 0;
+    plan.bytes = 0;
+    plan
+}
+
+/// The plan of a grid cut on several axes: its blocks in cell order, each giving runs of its
+/// size along the last cut axis times the sizes after it.
+fn grid_plan(infos: &[&TensorInfo], shape: &[u64], grid: &Grid, cast: Option<&DType>) -> JoinPlan {
+    let dtype = cast.unwrap_or(&infos[0].dtype).clone();
+    let last = grid.axes[grid.axes.len() - 1];
+    let inner: u64 = shape[last + 1..].iter().product();
+    let elements: u64 = shape.iter().product();
+    let inputs = infos
+        .iter()
+        .map(|info| InputPlan {
+            data_offset: info.data_offset,
+            data_len: info.data_len,
+            run_bytes: info
+                .dtype
+                .bytes_for(info.shape[last] * inner)
+                .unwrap_or(info.data_len),
+            dtype: info.dtype.clone(),
+            swaps: info.swaps.clone(),
+            gather: None,
+        })
+        .collect();
+    JoinPlan {
+        axis: grid.axes[0],
+        bytes: dtype.bytes_for(elements).unwrap_or(u64::MAX),
+        dtype,
+        shape: shape.to_vec(),
+        layout: Layout::C,
+        outer: shape[..grid.axes[0]].iter().product(),
+        inputs,
+    }
+}
+
+/// Sub-byte types (float4) pack elements across bytes: with several rounds, each block's
+/// runs (its size along `axis` times the sizes after it) must end on a byte.
+fn check_whole_bytes(
+    infos: &[&TensorInfo],
+    shape: &[u64],
+    axis: usize,
+    grid: bool,
+) -> Result<(), String> {
+    let dtype = &infos[0].dtype;
+    let inner: u64 = shape[axis + 1..].iter().product();
+    let rounds: u64 = shape[..axis].iter().product();
+    let whole = dtype.bits() % 8 == 0
+        || (rounds <= 1 && !grid)
+        || infos.iter().all(|i| {
+            dtype
+                .bytes_for(i.shape[axis].saturating_mul(inner))
+                .is_some()
+        });
+    if whole {
+        Ok(())
+    } else {
+        Err(format!(
+            "its {dtype} blocks cut along axis {axis} give runs that end inside a byte"
+        ))
+    }
+}
+
+/// What is wrong with a tiling, by block index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Problem {
+    /// Two blocks cover the same cell.
+    Overlap(usize, usize),
+    /// No block covers the cell of this row-major index.
+    Gap(u64),
+    /// A block spans several segments along this axis.
+    Across(usize, usize),
+}
+
+/// Each block's cell (its row-major index among the cells the cuts make), after checking that
+/// every cell is exactly one block.
+fn cells(blocks: &[Block], cuts: &[Vec<u64>]) -> Result<Vec<u64>, Problem> {
+    let mut cells = Vec::with_capacity(blocks.len());
+    for (index, block) in blocks.iter().enumerate() {
+        let mut cell = 0u64;
+        for (axis, cuts) in cuts.iter().enumerate() {
+            let segments = cuts.len() as u64 - 1;
+            let start = cuts.binary_search(&block.offsets[axis]).unwrap_or(0);
+            if cuts.get(start + 1) != Some(&block.end(axis)) {
+                return Err(match blocks.iter().position(|b| intersect(b, block)) {
+                    Some(other) => Problem::Overlap(other, index),
+                    _ => Problem::Across(index, axis),
+                });
+            }
+            // Fewer cells than blocks fit in a u64 whenever a tiling is exact; past that, the
+            // saturated index is a gap.
+            cell = cell.saturating_mul(segments).saturating_add(start as u64);
+        }
+        cells.push(cell);
+    }
+    let mut order: Vec<usize> = (0..blocks.len()).collect();
+    order.sort_by_key(|&i| cells[i]);
+    for pair in order.windows(2) {
+        if cells[pair[0]] == cells[pair[1]] {
+            return Err(Problem::Overlap(pair[0], pair[1]));
+        }
+    }
+    // Distinct cells, sorted: a gap is the first index the sequence skips.
+    for (expected, &i) in order.iter().enumerate() {
+        if cells[i] != expected as u64 {
+            return Err(Problem::Gap(expected as u64));
+        }
+    }
+    let total = cuts
+        .iter()
+        .try_fold(1u64, |n, c| n.checked_mul(c.len() as u64 - 1));
+    if total != Some(blocks.len() as u64) {
+        return Err(Problem::Gap(blocks.len() as u64));
+    }
+    Ok(cells)
+}
+
+/// Whether two different blocks share an element.
+fn intersect(a: &Block, b: &Block) -> bool {
+    !std::ptr::eq(a.tensor, b.tensor)
+        && (0..a.offsets.len())
+            .all(|axis| a.offsets[axis] < b.end(axis) && b.offsets[axis] < a.end(axis))
+}
+
+impl Problem {
+    /// The headline and the lines under it.
+    fn describe(self, blocks: &[Block], cuts: &[Vec<u64>]) -> (String, Vec<String>) {
+        match self {
+            Problem::Overlap(a, b) => {
+                let (a, b) = (&blocks[a.min(b)], &blocks[a.max(b)]);
+                let region: Vec<(u64, u64)> = (0..cuts.len())
+                    .map(|axis| {
+                        let start = a.offsets[axis].max(b.offsets[axis]);
+                        (start, a.end(axis).min(b.end(axis)))
+                    })
+                    .collect();
+                (
+                    format!(
+                        "two blocks overlap: both cover {} (overlapping blocks would \
+                         overwrite each other)",
+                        region_text(&region)
+                    ),
+                    vec![a.describe(), b.describe()],
+                )
+            }
+            Problem::Gap(cell) => {
+                let mut rest = cell;
+                let mut region = vec![(0, 0); cuts.len()];
+                for (axis, cuts) in cuts.iter().enumerate().rev() {
+                    let segments = cuts.len() as u64 - 1;
+                    let at = (rest % segments) as usize;
+                    rest /= segments;
+                    region[axis] = (cuts[at], cuts[at + 1]);
+                }
+                let mut details = vec!["its blocks:".to_string()];
+                let listed = blocks.iter().map(|b| format!("  {}", b.describe()));
+                details.extend(capped(listed.collect(), SHOWN));
+                (
+                    format!(
+                        "no block covers {} (a gap would be left as zeros)",
+                        region_text(&region)
+                    ),
+                    details,
+                )
+            }
+            Problem::Across(index, axis) => {
+                let block = &blocks[index];
+                let (start, end) = (block.offsets[axis], block.end(axis));
+                let cut = cuts[axis]
+                    .iter()
+                    .copied()
+                    .find(|&c| c > start && c < end)
+                    .unwrap_or(end);
+                let cutting: Vec<String> = blocks
+                    .iter()
+                    .filter(|b| b.offsets[axis] == cut || b.end(axis) == cut)
+                    .map(Block::describe)
+                    .collect();
+                let mut details = vec![block.describe(), format!("cut at {cut} by:")];
+                details.extend(capped(cutting, SHOWN).into_iter().map(|l| format!("  {l}")));
+                let covered = (0..cuts.len())
+                    .map(|a| (block.offsets[a], block.end(a)))
+                    .collect::<Vec<_>>();
+                (
+                    format!(
+                        "its blocks do not form a grid: the block covering {} spans a cut \
+                         at {cut} along axis {axis} that other blocks make",
+                        region_text(&covered)
+                    ),
+                    details,
+                )
+            }
+        }
+    }
+}
+
+/// `[3:4, 0:3]`: a region as numpy slices.
+fn region_text(region: &[(u64, u64)]) -> String {
+    let parts: Vec<String> = region.iter().map(|(s, e)| format!("{s}:{e}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::{ByteOrder, Swaps};
+    use crate::error::InputRef;
+    use crate::input::DataFile;
+    use std::sync::Arc;
+
+    /// Float32 blocks of the given shapes, each named `r<i>:w`.
+    fn tensors(shapes: &[&[u64]]) -> Vec<Tensor> {
+        let file = DataFile::Open(Arc::new(tempfile::tempfile().unwrap()));
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| Tensor {
+                name: InputRef {
+                    position: 1,
+                    path: std::path::Path::new(&format!("r{i}")).into(),
+                    tensor: Some("w".to_string()),
+                },
+                info: TensorInfo {
+                    dtype: DType::Float32,
+                    byte_order: ByteOrder::Little,
+                    swaps: Swaps::None,
+                    shape: shape.to_vec(),
+                    layout: Layout::C,
+                    data_offset: 0,
+                    data_len: shape.iter().product::<u64>() * 4,
+                },
+                file: file.clone(),
+                stored_crc: None,
+            })
+            .collect()
+    }
+
+    fn planned(
+        shapes: &[&[u64]],
+        offsets: &[&[u64]],
+    ) -> Result<(JoinPlan, Grid, Vec<String>), Refusal> {
+        let tensors = tensors(shapes);
+        let blocks: Vec<Block> = tensors
+            .iter()
+            .zip(offsets)
+            .map(|(tensor, offsets)| Block { tensor, offsets })
+            .collect();
+        let job = plan_tensor("w", &blocks, None)?;
+        let order = job
+            .sources
+            .iter()
+            .map(|t| t.name.path.display().to_string());
+        let grid = job.placement.unwrap().grid;
+        Ok((job.plan, grid, order.collect()))
+    }
+
+    #[test]
+    fn a_2x2_grid_orders_its_blocks_by_cell_and_runs_by_the_last_cut_axis() {
+        let shapes: [&[u64]; 4] = [&[2, 1], &[2, 3], &[1, 1], &[1, 3]];
+        let offsets: [&[u64]; 4] = [&[1, 0], &[1, 1], &[0, 0], &[0, 1]];
+        let (plan, grid, order) = planned(&shapes, &offsets).unwrap();
+        assert_eq!(order, ["r2", "r3", "r0", "r1"]);
+        assert_eq!(plan.shape, [3, 4]);
+        assert_eq!(plan.bytes, 48);
+        let runs: Vec<u64> = plan.inputs.iter().map(|p| p.run_bytes).collect();
+        assert_eq!(runs, [4, 12, 4, 12]);
+        assert_eq!(grid.axes, [0, 1]);
+        assert_eq!(grid.describe(), "2 x 2 on axes 0, 1");
+        assert_eq!(grid.segments, [vec![1, 2], vec![1, 3]]);
+    }
+
+    #[test]
+    fn one_cut_axis_is_an_ordinary_join_and_none_a_copy() {
+        let (plan, grid, order) = planned(&[&[3, 2], &[3, 1]], &[&[0, 1], &[0, 0]]).unwrap();
+        assert_eq!(
+            (plan.axis, plan.outer, grid.describe()),
+            (1, 3, "2 on axis 1".into())
+        );
+        assert_eq!(order, ["r1", "r0"]);
+        let (plan, grid, _) = planned(&[&[3, 2]], &[&[0, 0]]).unwrap();
+        assert_eq!(
+            (plan.outer, plan.bytes, grid.describe()),
+            (1, 24, "whole".into())
+        );
+    }
+
+    #[test]
+    fn three_cut_axes_make_a_grid_of_three_levels() {
+        let shapes: Vec<&[u64]> = vec![&[1, 1, 1]; 8];
+        let offsets: Vec<Vec<u64>> = (0..8u64)
+            .map(|i| vec![i >> 2, (i >> 1) & 1, i & 1])
+            .collect();
+        let offsets: Vec<&[u64]> = offsets.iter().map(Vec::as_slice).collect();
+        let (_, grid, _) = planned(&shapes, &offsets).unwrap();
+        assert_eq!(grid.axes, [0, 1, 2]);
+    }
+
+    #[test]
+    fn gaps_overlaps_and_blocks_across_a_cut_are_refused_with_the_region() {
+        let gap = planned(&[&[2, 2], &[1, 2]], &[&[0, 0], &[3, 0]]).unwrap_err();
+        assert!(
+            gap.headline.contains("no block covers [2:3, 0:2]"),
+            "{}",
+            gap.headline
+        );
+        let overlap = planned(&[&[3, 2], &[2, 2]], &[&[0, 0], &[2, 0]]).unwrap_err();
+        assert!(
+            overlap.headline.contains("both cover [2:3, 0:2]"),
+            "{}",
+            overlap.headline
+        );
+        let shapes: [&[u64]; 3] = [&[2, 4], &[2, 2], &[2, 2]];
+        let offsets: [&[u64]; 3] = [&[0, 0], &[2, 0], &[2, 2]];
+        let across = planned(&shapes, &offsets).unwrap_err();
+        assert!(
+            across.headline.contains("do not form a grid"),
+            "{}",
+            across.headline
+        );
+        let whole = planned(&[&[2, 2], &[2, 2]], &[&[0, 0], &[0, 0]]).unwrap_err();
+        assert!(whole.hint.unwrap().contains("--keep"));
+    }
+}
