@@ -22,18 +22,12 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// splitmix64: small, fast, and the same everywhere.
-struct Rng(u64);
+#[path = "../tests/integration/splitmix.rs"]
+mod splitmix;
+
+use splitmix::SplitMix as Rng;
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     /// A number in `low..=high`.
     fn range(&mut self, low: u64, high: u64) -> u64 {
         low + self.next() % (high - low + 1)

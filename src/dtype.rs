@@ -769,6 +769,12 @@ pub fn swap_in_place(bytes: &mut [u8], itemsize: usize, swaps: &Swaps) {
     }
 }
 
+/// The greatest common divisor of `a` and `b`: how sub-byte elements pack into bytes, and
+/// how a GPU's buffer granules meet.
+pub fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

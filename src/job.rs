@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::blocks::{self, Block, Placement};
 use crate::copy;
-use crate::dtype::DType;
+use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{self, Input, Tensor};
@@ -651,10 +651,6 @@ fn check_byte_runs(sources: &[&Tensor], axis: usize) -> std::result::Result<(), 
             8 / gcd(8, dtype.bits())
         )),
     }])
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// A `--keep` tensor: checked to be byte-identical in every input, then copied from the

@@ -25,5 +25,6 @@ mod refusals;
 mod reliability;
 mod sharded;
 mod spec;
+mod splitmix;
 mod usability;
 mod util;

@@ -14,6 +14,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
 
+use crate::splitmix::SplitMix;
 use crate::util::{describe_difference, npy_bytes, parse_npy, tjoin, write_npy};
 
 /// An element type under test.
@@ -106,18 +107,8 @@ impl Kind {
     }
 }
 
-/// SplitMix64: the test data comes from one seed that proptest picks, so that a case stays small.
-struct SplitMix(u64);
-
+// The test data comes from one seed that proptest picks, so that a case stays small.
 impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }

@@ -20,11 +20,11 @@
 //! output, in order, so the output is still written front to back. Data moves between the
 //! files and the device through staging buffers of `SLAB` bytes.
 
-use sizes::{gcd, lcm, round_down, round_up};
+use sizes::{lcm, round_down, round_up};
 use std::fmt;
 use std::ops::Range;
 
-use crate::dtype::{DType, Swaps};
+use crate::dtype::{DType, Swaps, gcd};
 use crate::format::Layout;
 use crate::plan::JoinPlan;
 use crate::spec::Spec;

@@ -1,6 +1,8 @@
 //! The arithmetic of buffer sizes and alignments: rounding to a multiple, and the least
 //! common multiple of two granules.
 
+use crate::dtype::gcd;
+
 /// `value` rounded up to a multiple of `to`.
 pub(super) fn round_up(value: u64, to: u64) -> u64 {
     value.div_ceil(to) * to
@@ -9,11 +11,6 @@ pub(super) fn round_up(value: u64, to: u64) -> u64 {
 /// `value` rounded down to a multiple of `to`.
 pub(super) fn round_down(value: u64, to: u64) -> u64 {
     value / to * to
-}
-
-/// The greatest common divisor of `a` and `b`.
-pub(super) fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The least common multiple of `a` and `b`.
