@@ -222,9 +222,10 @@ fn build_blocks<'a>(
             Some((_, Treatment::Keep)) => {
                 let sources: Vec<&Tensor> = blocks.iter().map(|b| b.tensor).collect();
                 let keep_options = JobOptions { cast, ..*options };
-                match keep_tensor(name, &sources, &keep_options)? {
+                match keep_tensor(name, &sources, &keep_options) {
                     Ok(job) => blocks::kept_whole(job, &blocks).map_err(|r| vec![r]),
-                    Err(problems) => Err(problems),
+                    Err(Error::Refused(problems)) => Err(problems),
+                    Err(damaged) => return Err(damaged),
                 }
             }
             _ => blocks::plan_tensor(name, &blocks, cast)
@@ -311,7 +312,11 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         let decided = options.decide(name);
         let planned = if let Some((_, Treatment::Keep)) = decided {
-            keep_tensor(name, &sources, options)?
+            match keep_tensor(name, &sources, options) {
+                Err(Error::Refused(problems)) => Err(problems),
+                Err(damaged) => return Err(damaged),
+                Ok(job) => Ok(job),
+            }
         } else if !options.copies(&sources, decided_axis(decided, options))
             && sources.iter().any(|t| t.info.shape.is_empty())
         {
@@ -477,8 +482,8 @@ fn plan_tensor<'a>(
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
     if options.copies(&sources, axis) {
-        // One input: nothing is compared, so nothing but a refusal can come back.
-        return keep_tensor(name, &sources, options).unwrap_or_else(|e| Err(about(None, e)));
+        // One input: nothing to compare.
+        return copy_first(name, sources[0], options);
     }
     let label = name_refusals.then_some(name);
     let axis = spec::check_with(options.spec, &sources, axis, options.cast)
@@ -654,13 +659,14 @@ fn check_byte_runs(sources: &[&Tensor], axis: usize) -> std::result::Result<(), 
 }
 
 /// A `--keep` tensor: checked to be byte-identical in every input, then copied from the
-/// first (a join of one input). A damaged input (a stored .npz member failing its CRC-32) is
-/// an error of its own, not one of the refusals.
+/// first. Refuses it with [`Error::Refused`], to be collected with the other tensors'
+/// refusals (exit 2); a damaged input (a stored .npz member failing its CRC-32) is any other
+/// error, which stops the job (exit 1).
 fn keep_tensor<'a>(
     name: &str,
     sources: &[&'a Tensor],
     options: &JobOptions,
-) -> Result<std::result::Result<TensorJob<'a>, Vec<Refusal>>> {
+) -> Result<TensorJob<'a>> {
     let first = sources[0];
     let mut differing = Vec::new();
     for other in &sources[1..] {
@@ -679,7 +685,7 @@ fn keep_tensor<'a>(
             first.info.shape_text()
         )];
         details.extend(differing);
-        return Ok(Err(vec![Refusal {
+        return Err(Error::Refused(vec![Refusal {
             headline: format!(
                 "tensor `{}` matches --keep but is not the same in every input; it would be \
                  copied from {}",
@@ -694,13 +700,22 @@ fn keep_tensor<'a>(
             ),
         }]));
     }
+    copy_first(name, first, options).map_err(Error::Refused)
+}
+
+/// The tensor `name` copied from `first` alone (a join of one input), converted by `--cast`.
+fn copy_first<'a>(
+    name: &str,
+    first: &'a Tensor,
+    options: &JobOptions,
+) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
     let info = &first.info;
     // --cast converts every tensor of the output, kept ones too.
     let cast = options.cast.filter(|&to| to != &info.dtype);
     if let Some(to) = cast
         && !crate::cast::castable(&info.dtype, to)
     {
-        return Ok(Err(vec![Refusal {
+        return Err(vec![Refusal {
             headline: format!(
                 "tensor `{}` matches --keep, but its {} cannot be cast to {to}",
                 excerpt(name),
@@ -711,17 +726,17 @@ fn keep_tensor<'a>(
                 "--cast converts between {}",
                 crate::cast::CAST_TYPES
             )),
-        }]));
+        }]);
     }
     let plan = if info.shape.is_empty() || options.layout().is_none_or(|l| l == info.layout) {
         plan::copy_as_is(info, cast)
     } else {
         plan::plan_with(&[info], 0, options.layout(), cast)
     };
-    Ok(Ok(TensorJob {
+    Ok(TensorJob {
         kept: true,
         ..job(name, plan, vec![first])
-    }))
+    })
 }
 
 /// The one tensor an input holds.
