@@ -219,9 +219,6 @@ impl OutputSet {
         let _signals_wait = temporary::hold_signals();
         let mut done = Vec::with_capacity(changes);
         for step in steps {
-            if let Some(error) = injected_failure(done.len(), &step.target) {
-                return Err(roll_back(done, error));
-            }
             match step.apply(no_clobber) {
                 Ok(step) => done.push(step),
                 Err(error) => return Err(roll_back(done, error)),
@@ -349,23 +346,6 @@ fn roll_back(done: Vec<Done>, error: Error) -> Error {
         ),
         other => other,
     }
-}
-
-/// In debug builds, the failure the tests inject in the middle of a commit: with
-/// `TJOIN_FAIL_COMMIT_AFTER=N` in the environment, the change after the first `N` fails (a
-/// rename that fails part-way cannot be provoked from outside). Release builds ignore it.
-fn injected_failure(done: usize, target: &Path) -> Option<Error> {
-    if !cfg!(debug_assertions) {
-        return None;
-    }
-    let after: usize = std::env::var("TJOIN_FAIL_COMMIT_AFTER")
-        .ok()?
-        .parse()
-        .ok()?;
-    (done == after).then(|| {
-        let why = io::Error::other("a failure injected by TJOIN_FAIL_COMMIT_AFTER");
-        Error::io("rename the finished output to", target, why)
-    })
 }
 
 /// Removes the backups once every change is made; the new set stays in place even when one

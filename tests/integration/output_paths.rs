@@ -107,34 +107,12 @@ fn a_symlink_output_replaces_the_file_it_points_to_and_stays_a_link() {
     assert_eq!(mode & 0o7777, 0o600, "the replaced file's mode is {mode:o}");
 }
 
-/// Whether the tests run as root (as CI does).
-fn as_root() -> bool {
-    let user = std::process::Command::new("id").arg("-u").output().unwrap();
-    user.stdout == b"0\n"
-}
-
-/// Runs [`join_into`]`("out.npy")` in `dir` as a user without privileges: as `nobody`
-/// through `setpriv` when the tests run as root, else as the user running them. Asserts that
-/// it failed with status 1 and nothing left behind, and returns its stderr.
+/// Runs [`join_into`]`("out.npy")` in `dir` as a user without privileges
+/// ([`run_unprivileged`]). Asserts that it failed with status 1 and nothing left behind, and
+/// returns its stderr.
 fn refused_unprivileged(dir: &Path) -> String {
-    use std::os::unix::fs::PermissionsExt;
     let before = dir_entries(dir);
-    // A copy of the binary that `nobody` can run wherever the checkout is (CI's may be under
-    // a home folder closed to other users).
-    let bin = tempfile::tempdir().unwrap();
-    fs::set_permissions(bin.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let tjoin = bin.path().join("tjoin");
-    fs::copy(env!("CARGO_BIN_EXE_tjoin"), &tjoin).unwrap();
-    let mut run = std::process::Command::new(if as_root() { "setpriv" } else { "env" });
-    if as_root() {
-        run.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-    }
-    let refused = run
-        .arg(&tjoin)
-        .args(join_into("out.npy"))
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let refused = run_unprivileged(dir, &join_into("out.npy"));
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(!stderr.contains("tjoin-partial"), "{stderr}");

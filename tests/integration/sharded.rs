@@ -40,15 +40,20 @@ fn assert_same_folder(actual: &Path, expected: &Path) {
     }
 }
 
-/// Every file of a folder with its bytes.
+/// Every file of a folder and of the folders in it, by path, with its bytes.
+#[cfg(unix)]
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    dir_entries(dir)
-        .into_iter()
-        .map(|name| {
-            let bytes = fs::read(dir.join(&name)).unwrap();
-            (name, bytes)
-        })
-        .collect()
+    let mut files = Vec::new();
+    for name in dir_entries(dir) {
+        let path = dir.join(&name);
+        if path.is_dir() {
+            let inside = snapshot(&path).into_iter();
+            files.extend(inside.map(|(inner, bytes)| (format!("{name}/{inner}"), bytes)));
+        } else {
+            files.push((name, fs::read(path).unwrap()));
+        }
+    }
+    files
 }
 
 fn run(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -265,42 +270,50 @@ fn a_commit_removes_only_the_previous_indexs_stale_shards() {
     assert!(back == fs::read(fixture("expected/model.safetensors")).unwrap());
 }
 
+/// A real failure in the middle of the commit: the previous index also lists a shard in a
+/// folder the user cannot write to, which the new set does not hold. Removing it, the
+/// commit's last change, fails once the new shards and index have replaced the previous
+/// ones, and the rollback must put every one of them back.
+#[cfg(unix)]
 #[test]
 fn a_failure_in_the_middle_of_the_commit_leaves_the_folder_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |path: &Path, mode| {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    };
     let dir = tempfile::tempdir().unwrap();
+    chmod(dir.path(), 0o777);
+    // The input, where the user without privileges can read it.
+    copy_set("model", dir.path(), "model");
     let folder = copy_set("expected/model_600", dir.path(), "ckpt");
-    fs::write(folder.join("config.json"), "{}").unwrap();
+    let index = folder.join("model.safetensors.index.json");
+    let listed = fs::read_to_string(&index).unwrap().replacen(
+        "\"weight_map\": {",
+        "\"weight_map\": {\n    \"stale.weight\": \"locked/stale.safetensors\",",
+        1,
+    );
+    fs::write(&index, listed).unwrap();
+    for name in dir_entries(&folder) {
+        chmod(&folder.join(name), 0o666);
+    }
+    chmod(&folder, 0o777);
+    let locked = folder.join("locked");
+    fs::create_dir(&locked).unwrap();
+    fs::write(locked.join("stale.safetensors"), "a previous shard").unwrap();
+    chmod(&locked, 0o555);
     let before = snapshot(&folder);
-    let model = fixture("model");
-    // The new set: 4 shards of other contents and the index; the failure comes after two
-    // shards have been renamed over the previous ones.
-    let output = tjoin()
-        .current_dir(dir.path())
-        .env("TJOIN_FAIL_COMMIT_AFTER", "2")
-        .args([
-            model.to_str().unwrap(),
-            "-o",
-            "ckpt/",
-            "--max-shard-size",
-            "400",
-        ])
-        .output()
-        .unwrap();
+    let args = ["model", "-o", "ckpt/", "--max-shard-size", "400"];
+    let output = crate::util::run_unprivileged(dir.path(), &args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert_mentions(&stderr, &["injected", "model-00003-of-00004.safetensors"]);
+    assert_mentions(&stderr, &["remove", "locked/stale.safetensors"]);
     assert!(snapshot(&folder) == before, "the folder changed");
-    // Without the failure the same run succeeds.
-    succeeds(
-        dir.path(),
-        &[
-            model.to_str().unwrap(),
-            "-o",
-            "ckpt/",
-            "--max-shard-size",
-            "400",
-        ],
-    );
+    // Once the shard may be removed, the same run succeeds.
+    chmod(&locked, 0o777);
+    let output = crate::util::run_unprivileged(dir.path(), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(dir_entries(&locked).is_empty());
     assert!(snapshot(&folder) != before);
 }
 

@@ -12,6 +12,35 @@ pub fn tjoin() -> Command {
     assert_cmd::cargo::cargo_bin_cmd!("tjoin")
 }
 
+/// Whether the tests run as root (as CI does).
+#[cfg(unix)]
+pub fn as_root() -> bool {
+    let user = std::process::Command::new("id").arg("-u").output().unwrap();
+    user.stdout == b"0\n"
+}
+
+/// Runs tjoin with `args` in `dir` as a user without privileges, for whom permissions hold:
+/// as `nobody` through `setpriv` when the tests run as root, else as the user running them.
+#[cfg(unix)]
+pub fn run_unprivileged(dir: &Path, args: &[&str]) -> Output {
+    use std::os::unix::fs::PermissionsExt;
+    // A copy of the binary that `nobody` can run wherever the checkout is (CI's may be under
+    // a home folder closed to other users).
+    let bin = tempfile::tempdir().unwrap();
+    fs::set_permissions(bin.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let tjoin = bin.path().join("tjoin");
+    fs::copy(env!("CARGO_BIN_EXE_tjoin"), &tjoin).unwrap();
+    let mut run = std::process::Command::new(if as_root() { "setpriv" } else { "env" });
+    if as_root() {
+        run.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    }
+    run.arg(&tjoin)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 /// The header `np.save` writes for an array: magic, version 1.0, length, then the dict literal.
 ///
 /// Like numpy (`numpy/lib/_format_impl.py`, `_write_array_header` and `_wrap_header`), the dict
