@@ -471,7 +471,7 @@ impl<'r> Cursors<'r> {
 /// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
 /// the name its failure gives.
 fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = tensor.stored_crc.clone()?;
+    let check = tensor.stored_crc.as_deref()?.clone();
     Some((tensor.name.clone(), check))
 }
 

@@ -109,7 +109,7 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 check.verify(input)?;
                 None
             } else {
-                Some(check)
+                Some(Box::new(check))
             };
             Ok(Found {
                 name: Some(name),

@@ -86,8 +86,8 @@ pub struct Tensor {
     /// not be mapped where it lies (compressed, JSON text, or read from a pipe).
     pub file: DataFile,
     /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
-    /// an .npz archive.
-    pub stored_crc: Option<StoredCrc>,
+    /// an .npz archive. Boxed: most tensors have none, and a join may keep 100,000 tensors.
+    pub stored_crc: Option<Box<StoredCrc>>,
 }
 
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
