@@ -1063,6 +1063,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, path)| {
+                let path = path.as_path().into();
                 Input::open(i + 1, path, options, &mut spill, &mut head, None).unwrap()
             })
             .collect();

@@ -89,7 +89,7 @@ pub fn open(
             )?,
             Found::File(file) => {
                 let mut head = Vec::new();
-                Input::open(name.position, &file, options, spill, &mut head, None)?
+                Input::open(name.position, file.into(), options, spill, &mut head, None)?
             }
             Found::Files(files) => match dcp::open_folder(&name, &files, options, spill)? {
                 Some(checkpoint) => checkpoint,
@@ -110,7 +110,8 @@ pub fn open(
             return Err(no_such_tensor(&input.name, &wanted, &names));
         }
         input.tensors.retain(is_wanted);
-        input.selected = Some(wanted);
+        let extras = input.extras.get_or_insert_with(Box::default);
+        extras.selected = Some(wanted);
     }
     Ok(input)
 }
@@ -421,7 +422,7 @@ fn read_shard(
 pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -> Error {
     let plain = inputs
         .iter()
-        .all(|i| i.format == Format::SafeTensors && i.shards.is_none() && i.selected.is_none());
+        .all(|i| i.format == Format::SafeTensors && i.shards().is_none() && i.selected().is_none());
     if inputs.len() < 2 || !plain || !matches!(error, Error::Refused(_)) {
         return error;
     }
