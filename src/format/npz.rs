@@ -56,7 +56,7 @@ pub fn read(
             continue;
         }
         let tensor_ref = InputRef {
-            tensor: Some(name.clone()),
+            tensor: Some(name.as_str().into()),
             ..input.clone()
         };
         tensors.push(read_member(file, member, name, &tensor_ref)?);

@@ -161,8 +161,8 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         // With FILE:NAME, the file's other tensors are left out on purpose.
         let whole_file = file.selected().is_none();
         for tensor in file.tensors {
-            let tensor_name = tensor.name.tensor.clone().unwrap_or_default();
-            match entries.remove(&tensor_name) {
+            let tensor_name = tensor.name.tensor.as_deref().unwrap_or_default();
+            match entries.remove(tensor_name) {
                 Some(saved) if saved.len() == tensor.info.shape.len() => {
                     offsets.push(saved);
                     tensors.push(tensor);
@@ -213,7 +213,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
             ..Extras::default()
         }
         .boxed(),
-        watched,
+        watched: watched.into(),
     })
 }
 

@@ -37,7 +37,7 @@ pub struct Input {
     pub extras: Option<Box<Extras>>,
     /// The files it was read from (the file itself; an index and its shards), each kept open
     /// (or reopened by path) until the output is committed, and checked unchanged before.
-    watched: Vec<Watched>,
+    watched: Box<[Watched]>,
 }
 
 /// What only some inputs have.
@@ -292,7 +292,7 @@ impl Input {
             .into_iter()
             .map(|found| Tensor {
                 name: InputRef {
-                    tensor: found.name,
+                    tensor: found.name.map(String::into_boxed_str),
                     ..name.clone()
                 },
                 info: found.info,
@@ -303,7 +303,7 @@ impl Input {
             })
             .collect();
         Ok(Input {
-            watched: vec![Watched::new(&name.path, &own, stamp)],
+            watched: Box::new([Watched::new(&name.path, &own, stamp)]),
             name,
             tensors,
             format,
@@ -335,7 +335,7 @@ impl Input {
                 ..Extras::default()
             }
             .boxed(),
-            watched,
+            watched: watched.into(),
         }
     }
 

@@ -105,7 +105,7 @@ pub fn open(
             let names: Vec<String> = input
                 .tensors
                 .iter()
-                .filter_map(|t| t.name.tensor.clone())
+                .filter_map(|t| Some(t.name.tensor.as_deref()?.to_string()))
                 .collect();
             return Err(no_such_tensor(&input.name, &wanted, &names));
         }
@@ -267,7 +267,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                     held.insert(key);
                     tensors.push(Tensor {
                         name: InputRef {
-                            tensor: Some(tensor_name),
+                            tensor: Some(tensor_name.into()),
                             ..shard.clone()
                         },
                         info: found.info,

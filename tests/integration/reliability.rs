@@ -637,7 +637,7 @@ fn the_memory_kept_per_input_stays_under_800_bytes() {
     let (few, many) = (peak_kib(2_000), peak_kib(22_000));
     let per_input = (many.saturating_sub(few) * 1024) / 20_000;
     assert!(
-        // About 660 bytes in a release build (README, `--files-from`), with room for CI's.
+        // About 640 bytes (README, `--files-from`), with room for CI's.
         per_input < 800,
         "{per_input} bytes per input ({few} KiB, then {many} KiB)"
     );
