@@ -486,7 +486,7 @@ mod tests {
                 name: InputRef {
                     position: 1,
                     path: std::path::Path::new(&format!("r{i}")).into(),
-                    tensor: Some("w".to_string()),
+                    tensor: Some("w".into()),
                 },
                 info: TensorInfo {
                     dtype: DType::Float32,

@@ -2,7 +2,8 @@
 //! stage below the command line. `src/cli/config.rs` builds it from the flags (checking each flag
 //! on its own and reading `--files-from` lists); nothing below it knows the flags.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::backend::directml::Adapter;
@@ -32,7 +33,8 @@ pub enum Command {
 pub struct JoinConfig {
     /// The inputs in order: those named on the command line, then those a list names.
     /// `-` is standard input; `FILE:NAME` names one tensor of a file.
-    pub inputs: Vec<PathBuf>,
+    /// Shared: each input's messages name it by the same copy, and a join may have 100,000.
+    pub inputs: Vec<Arc<Path>>,
     /// Read every input in this format instead of sniffing it.
     pub input_format: Option<Format>,
     /// Join along a new axis inserted at `rules.axis`, as numpy.stack.

@@ -471,7 +471,7 @@ impl<'r> Cursors<'r> {
 /// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
 /// the name its failure gives.
 fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = tensor.stored_crc.clone()?;
+    let check = tensor.stored_crc.as_deref()?.clone();
     Some((tensor.name.clone(), check))
 }
 
@@ -1063,6 +1063,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, path)| {
+                let path = path.as_path().into();
                 Input::open(i + 1, path, options, &mut spill, &mut head, None).unwrap()
             })
             .collect();

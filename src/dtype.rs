@@ -61,17 +61,19 @@ pub enum DType {
     /// Two float128 (real, imaginary).
     Complex256,
     /// 64-bit count of the given unit since the epoch, e.g. `ns` or `D`.
-    DateTime64(String),
+    DateTime64(Box<str>),
     /// 64-bit count of the given unit, e.g. `s`.
-    TimeDelta64(String),
+    TimeDelta64(Box<str>),
     /// Fixed-width byte string of this many bytes (numpy `S`).
     Bytes(u64),
     /// Fixed-width UCS-4 string of this many characters (numpy `U`).
     Unicode(u64),
     /// Opaque bytes of this many bytes (numpy `V`).
     Void(u64),
-    /// A structured (record) type, kept exactly as the file declares it.
-    Record(Record),
+    /// A structured (record) type, kept exactly as the file declares it (boxed, with the
+    /// units above: every tensor and every input's plan holds a `DType`, and a join may have
+    /// 100,000 of them).
+    Record(Box<Record>),
     /// bfloat16: the upper half of a float32 (safetensors `BF16`).
     BFloat16,
     /// 8-bit floats of the OCP and AMD (`fnuz`) families, as safetensors names them:
@@ -414,9 +416,9 @@ impl DType {
                     itemsize: itemsize as u64,
                 };
                 Ok(Stored {
-                    dtype: DType::Record(record),
+                    dtype: DType::Record(Box::new(record)),
                     order: ByteOrder::NotApplicable,
-                    swaps: Swaps::Ranges(swaps),
+                    swaps: Swaps::Ranges(swaps.into()),
                 })
             }
         }
@@ -443,7 +445,7 @@ pub enum Swaps {
     /// Reverse every consecutive group of this many bytes (numbers, complex halves, UCS-4).
     Uniform(usize),
     /// Reverse each `(offset, width)` range of the element (big-endian fields of a record).
-    Ranges(Vec<(usize, usize)>),
+    Ranges(Box<[(usize, usize)]>),
 }
 
 impl Swaps {
@@ -540,7 +542,7 @@ fn from_type_str(type_str: &npyz::TypeStr) -> Result<(DType, ByteOrder), String>
         npyz::Endianness::Big => ByteOrder::Big,
         npyz::Endianness::Irrelevant => ByteOrder::NotApplicable,
     };
-    let unit = || type_str.time_units().map(|unit| unit.to_str().to_string());
+    let unit = || type_str.time_units().map(|unit| unit.to_str().into());
     let dtype = match (type_str.type_char(), size) {
         (C::Bool, 1) => DType::Bool,
         (C::Int, 1) => DType::Int8,
@@ -653,7 +655,7 @@ impl DType {
         let unit = |prefix: &str| {
             let unit = name.strip_prefix(prefix)?.strip_suffix(']')?;
             let known = !unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic());
-            known.then(|| unit.to_string())
+            known.then(|| unit.into())
         };
         if let Some(unit) = unit("datetime64[") {
             return Some(DType::DateTime64(unit));
@@ -785,7 +787,7 @@ mod tests {
         swap_in_place(&mut bytes, 4, &Swaps::Uniform(2));
         assert_eq!(bytes, [2, 1, 4, 3, 6, 5, 8, 7]);
         let mut records = [1, 2, 3, 9, 4, 5, 6, 9];
-        swap_in_place(&mut records, 4, &Swaps::Ranges(vec![(0, 3)]));
+        swap_in_place(&mut records, 4, &Swaps::Ranges([(0, 3)].into()));
         assert_eq!(records, [3, 2, 1, 9, 6, 5, 4, 9]);
     }
 
@@ -831,7 +833,7 @@ mod tests {
             stored.dtype.npy_descr(stored.order),
             "[('a', '<i4'), ('b', '|u1'), ('c', '<f2', (2,))]"
         );
-        assert_eq!(stored.swaps, Swaps::Ranges(vec![(0, 4), (5, 2), (7, 2)]));
+        assert_eq!(stored.swaps, Swaps::Ranges([(0, 4), (5, 2), (7, 2)].into()));
     }
 
     #[test]

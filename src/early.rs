@@ -108,7 +108,7 @@ impl EarlyCopy {
         };
         let rank = info.shape.len() as i64;
         if input.format != Format::Npy
-            || input.selected.is_some()
+            || input.selected().is_some()
             || !in_head
             || info.layout != Layout::C
             || !info.swaps.is_none()
@@ -278,6 +278,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, path)| {
+                let path = path.as_path().into();
                 let input = Input::open(i + 1, path, options, &mut spill, &mut head, None).unwrap();
                 early.take(&input, &head);
                 input

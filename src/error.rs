@@ -150,8 +150,9 @@ pub struct InputRef {
     /// The path as the user wrote it (shared: an input's tensors and the files it is checked
     /// by name it with one copy).
     pub path: Arc<Path>,
-    /// The tensor's name inside the file, for files that hold several.
-    pub tensor: Option<String>,
+    /// The tensor's name inside the file, for files that hold several (a boxed `str`, a
+    /// word shorter than a `String`: a join may name 100,000 tensors).
+    pub tensor: Option<Box<str>>,
 }
 
 /// What the command line names standard input as.
@@ -374,7 +375,7 @@ mod tests {
         let name = InputRef {
             position: 1,
             path: Path::new("a.safetensors").into(),
-            tensor: Some("x".repeat(1 << 20)),
+            tensor: Some("x".repeat(1 << 20).into()),
         };
         assert!(name.to_string().len() < 200, "{name}");
     }

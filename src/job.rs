@@ -146,7 +146,7 @@ fn whole_files(inputs: &[Input], options: &JobOptions) -> bool {
         && !inputs.is_empty()
         && inputs
             .iter()
-            .all(|i| i.format.is_container() && i.selected.is_none())
+            .all(|i| i.format.is_container() && i.selected().is_none())
 }
 
 /// The names the tensor rules are matched against: every tensor of the inputs in a

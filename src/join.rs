@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use indicatif::ProgressBar;
@@ -33,7 +34,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if !config.quiet {
         let warnings = inputs
             .iter()
-            .filter_map(|i| i.shards.as_ref()?.total_size_warning());
+            .filter_map(|i| i.shards()?.total_size_warning());
         warnings.for_each(|warning| eprintln!("{WARNING}{warning}"));
     }
     // A dry run without an output plans as if the output were like the first input.
@@ -81,7 +82,7 @@ fn shard_plan(
         return Ok(None);
     };
     let name = sharded.name.clone().unwrap_or_else(|| {
-        let index = inputs[0].shards.as_ref();
+        let index = inputs[0].shards();
         index.map(|s| s.name.clone()).unwrap_or_default()
     });
     let sizes: Vec<u64> = job.iter().map(|t| t.out.bytes).collect();
@@ -184,7 +185,14 @@ pub(crate) fn open_inputs(
                 read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
             };
             let fetched = prefetch.take_next();
-            let input = Input::open(index + 1, path, options, &mut spill, &mut head, fetched)?;
+            let input = Input::open(
+                index + 1,
+                Arc::clone(path),
+                options,
+                &mut spill,
+                &mut head,
+                fetched,
+            )?;
             held += input.open_files();
             if let Some(early) = early.as_deref_mut() {
                 early.take(&input, &head);
@@ -329,8 +337,8 @@ fn write_options(config: &JoinConfig, format: Format, inputs: &[Input]) -> Resul
     }
     let mut metadata: Option<BTreeMap<String, String>> = inputs
         .first()
-        .and_then(|input| input.metadata.clone())
-        .map(|pairs| pairs.into_iter().collect());
+        .and_then(Input::metadata)
+        .map(|pairs| pairs.iter().cloned().collect());
     // Every shard of a sharded output has `__metadata__`, as save_torch_state_dict writes it.
     if options.sharded.is_some() && metadata.is_none() {
         metadata = Some(BTreeMap::from([("format".to_string(), "pt".to_string())]));

@@ -55,7 +55,7 @@ pub fn dry_run(
             .iter()
             .map(|input| {
                 let data: u64 = input.tensors.iter().map(|t| t.info.data_len).sum();
-                let held = match &input.offsets {
+                let held = match input.offsets() {
                     Some(_) => block_files(input),
                     None => tensors(input.tensors.len()),
                 };
@@ -174,7 +174,7 @@ fn blocks_text(job: &[TensorJob]) -> String {
 fn index_notes(inputs: &[Input]) -> String {
     let mut text = String::new();
     for input in inputs {
-        let Some(set) = &input.shards else { continue };
+        let Some(set) = input.shards() else { continue };
         let said = match set.total_size {
             Some(size) if size == set.tensor_bytes => format!("total_size {}", bytes(size)),
             Some(size) => format!("total_size {}, which differs", bytes(size)),
@@ -265,7 +265,7 @@ pub fn dry_run_json(
                     })
                 })
                 .collect();
-            let index = input.shards.as_ref().map(|set| {
+            let index = input.shards().map(|set| {
                 let files: Vec<String> =
                     set.files.iter().map(|f| f.display().to_string()).collect();
                 serde_json::json!({

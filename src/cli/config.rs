@@ -3,7 +3,8 @@
 //! `HiArgs::from_low_args`). The only reader of `Cli`. It may touch files: it reads the
 //! `--files-from` list.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use super::Cli;
 use crate::cast;
@@ -228,8 +229,8 @@ fn cast_type(name: &str) -> Result<DType> {
 }
 
 /// The inputs in order: those on the command line, then those `--files-from` lists.
-fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
-    let mut paths = cli.inputs.clone();
+fn input_paths(cli: &Cli) -> Result<Vec<Arc<Path>>> {
+    let mut paths: Vec<Arc<Path>> = cli.inputs.iter().map(|p| p.as_path().into()).collect();
     if let Some(list) = &cli.files_from {
         paths.extend(read_list(list, cli.null)?);
     }
@@ -250,7 +251,7 @@ fn input_paths(cli: &Cli) -> Result<Vec<PathBuf>> {
 /// The paths a `--files-from` list holds: one per line, or NUL-terminated with `--null`.
 /// Empty entries are skipped, and so is the CR of a CRLF line end: a list written on
 /// Windows names the same files.
-fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
+fn read_list(list: &Path, null: bool) -> Result<Vec<Arc<Path>>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let read = if list.as_os_str() == STDIN {
@@ -272,18 +273,20 @@ fn read_list(list: &Path, null: bool) -> Result<Vec<PathBuf>> {
 }
 
 /// A path as a file list holds it: any bytes on Unix, UTF-8 text elsewhere.
-fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<PathBuf> {
+fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<Arc<Path>> {
     #[cfg(unix)]
     {
         let _ = list;
         use std::os::unix::ffi::OsStrExt;
-        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+        Ok(Path::new(std::ffi::OsStr::from_bytes(bytes)).into())
     }
     #[cfg(not(unix))]
-    std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| {
-        let why = "it holds a path that is not UTF-8 text";
-        Error::io("read the file list", list, std::io::Error::other(why))
-    })
+    std::str::from_utf8(bytes)
+        .map(|p| Path::new(p).into())
+        .map_err(|_| {
+            let why = "it holds a path that is not UTF-8 text";
+            Error::io("read the file list", list, std::io::Error::other(why))
+        })
 }
 
 #[cfg(test)]
@@ -391,7 +394,7 @@ mod tests {
     fn a_folder_or_an_index_as_the_output_is_a_sharded_checkpoint() {
         let sharded = |args: &[&str]| config(args).output.sharded;
         let folder = sharded(&["a.safetensors", "-o", "merged/"]).unwrap();
-        assert_eq!(folder.folder, PathBuf::from("merged/"));
+        assert_eq!(folder.folder, Path::new("merged/"));
         assert_eq!((folder.name, folder.max_shard_size), (None, 5_000_000_000));
         let index = sharded(&[
             "a.safetensors",
@@ -401,7 +404,7 @@ mod tests {
             "2GiB",
         ])
         .unwrap();
-        assert_eq!(index.folder, PathBuf::from("x"));
+        assert_eq!(index.folder, Path::new("x"));
         let name = index.name.unwrap();
         assert_eq!(
             (name.prefix.as_str(), name.variant.as_deref()),

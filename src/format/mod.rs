@@ -68,8 +68,8 @@ pub struct Found {
     /// The file its data is in, when not the input itself (an inflated .npz member).
     pub file: Option<Arc<File>>,
     /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
-    /// an .npz archive, read in place.
-    pub stored_crc: Option<npz::StoredCrc>,
+    /// an .npz archive, read in place. Boxed, as in [`crate::input::Tensor`].
+    pub stored_crc: Option<Box<npz::StoredCrc>>,
 }
 
 /// An input file as a format's reader gets it: open, its length known, its first bytes read.

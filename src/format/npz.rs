@@ -56,7 +56,7 @@ pub fn read(
             continue;
         }
         let tensor_ref = InputRef {
-            tensor: Some(name.clone()),
+            tensor: Some(name.as_str().into()),
             ..input.clone()
         };
         tensors.push(read_member(file, member, name, &tensor_ref)?);
@@ -109,7 +109,7 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 check.verify(input)?;
                 None
             } else {
-                Some(check)
+                Some(Box::new(check))
             };
             Ok(Found {
                 name: Some(name),

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, InputRef, Refusal, Result, capped, excerpt};
 use crate::format::Format;
-use crate::input::{Input, OpenOptions, Tensor};
+use crate::input::{Extras, Input, OpenOptions, Tensor};
 use crate::spill::Spill;
 
 /// The `__metadata__` key that holds the blocks' offsets.
@@ -48,13 +48,13 @@ fn parse_sharding_info(text: &str) -> std::result::Result<HashMap<String, Vec<u6
 /// Whether `input` is one rank's file of a DCP checkpoint.
 fn is_rank_file(input: &Input) -> bool {
     input.format == Format::SafeTensors
-        && input.shards.is_none()
-        && input.offsets.is_none()
+        && input.shards().is_none()
+        && input.offsets().is_none()
         && sharding_info_text(input).is_some()
 }
 
 fn sharding_info_text(input: &Input) -> Option<&str> {
-    let metadata = input.metadata.as_ref()?;
+    let metadata = input.metadata()?;
     let (_, text) = metadata.iter().find(|(key, _)| key == SHARDING_INFO)?;
     Some(text)
 }
@@ -105,7 +105,7 @@ pub fn open_folder(
         let mut head = Vec::new();
         opened.push(Input::open(
             name.position,
-            path,
+            path.as_path().into(),
             options,
             spill,
             &mut head,
@@ -145,7 +145,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
     let mut offsets = Vec::new();
     let mut watched = Vec::new();
     let mut problems = Vec::new();
-    let metadata = files[0].metadata.as_ref().map(|pairs| {
+    let metadata = files[0].metadata().map(|pairs| {
         let kept = pairs
             .iter()
             .filter(|(key, _)| key != SHARDING_INFO && key != VERSION);
@@ -158,9 +158,11 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
             format: "safetensors (PyTorch distributed checkpoint)",
             reason: format!("its __metadata__ {SHARDING_INFO} cannot be read: {why}"),
         })?;
+        // With FILE:NAME, the file's other tensors are left out on purpose.
+        let whole_file = file.selected().is_none();
         for tensor in file.tensors {
-            let tensor_name = tensor.name.tensor.clone().unwrap_or_default();
-            match entries.remove(&tensor_name) {
+            let tensor_name = tensor.name.tensor.as_deref().unwrap_or_default();
+            match entries.remove(tensor_name) {
                 Some(saved) if saved.len() == tensor.info.shape.len() => {
                     offsets.push(saved);
                     tensors.push(tensor);
@@ -179,8 +181,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         }
         let mut extra: Vec<String> = entries.into_keys().map(|k| excerpt(&k).into()).collect();
         extra.sort();
-        // With FILE:NAME, the file's other tensors are left out on purpose.
-        if !extra.is_empty() && file.selected.is_none() {
+        if !extra.is_empty() && whole_file {
             problems.push(format!(
                 "{}: {SHARDING_INFO} lists tensors the file does not hold: {}",
                 file.name,
@@ -206,16 +207,18 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         name,
         tensors,
         format: Format::SafeTensors,
-        selected: None,
-        metadata,
-        shards: None,
-        offsets: Some(offsets),
-        watched,
+        extras: Extras {
+            metadata,
+            offsets: Some(offsets),
+            ..Extras::default()
+        }
+        .boxed(),
+        watched: watched.into(),
     })
 }
 
 /// The tensors and offsets of a DCP input, as blocks.
 pub fn blocks(input: &Input) -> Option<impl Iterator<Item = (&Tensor, &[u64])>> {
-    let offsets = input.offsets.as_ref()?;
+    let offsets = input.offsets()?;
     Some(input.tensors.iter().zip(offsets.iter().map(Vec::as_slice)))
 }

@@ -12,7 +12,7 @@ pub mod sharded;
 
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
@@ -32,19 +32,37 @@ pub struct Input {
     pub tensors: Vec<Tensor>,
     /// The file's format.
     pub format: Format,
+    /// What only some inputs have; `None` when it would be all empty (boxed: most inputs
+    /// are single files without any, and a join may have 100,000 of them).
+    pub extras: Option<Box<Extras>>,
+    /// The files it was read from (the file itself; an index and its shards), each kept open
+    /// (or reopened by path) until the output is committed, and checked unchanged before.
+    watched: Box<[Watched]>,
+}
+
+/// What only some inputs have.
+#[derive(Default)]
+pub struct Extras {
     /// The tensor named after a colon on the command line, if one was.
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
-    /// For a sharded checkpoint (an index, or a folder), its index and shards (boxed: most
-    /// inputs are single files, and a join may have 100,000 of them).
-    pub shards: Option<Box<sharded::ShardSet>>,
-    /// For a PyTorch distributed checkpoint, where each of `tensors` (a block of a larger
-    /// tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
+    /// For a sharded checkpoint (an index, or a folder), its index and shards.
+    pub shards: Option<sharded::ShardSet>,
+    /// For a PyTorch distributed checkpoint, where each of the input's tensors (a block of a
+    /// larger tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
     pub offsets: Option<Vec<Vec<u64>>>,
-    /// The files it was read from (the file itself; an index and its shards), each kept open
-    /// (or reopened by path) until the output is committed, and checked unchanged before.
-    watched: Vec<Watched>,
+}
+
+impl Extras {
+    /// Boxed, or `None` when it holds nothing.
+    pub fn boxed(self) -> Option<Box<Extras>> {
+        let empty = self.selected.is_none()
+            && self.metadata.is_none()
+            && self.shards.is_none()
+            && self.offsets.is_none();
+        (!empty).then(|| Box::new(self))
+    }
 }
 
 /// A file an input was read from, and what it was then, checked unchanged before the
@@ -86,8 +104,8 @@ pub struct Tensor {
     /// not be mapped where it lies (compressed, JSON text, or read from a pipe).
     pub file: DataFile,
     /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
-    /// an .npz archive.
-    pub stored_crc: Option<StoredCrc>,
+    /// an .npz archive. Boxed: most tensors have none, and a join may keep 100,000 tensors.
+    pub stored_crc: Option<Box<StoredCrc>>,
 }
 
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
@@ -201,7 +219,7 @@ impl Input {
     /// to be read whole).
     pub fn open(
         position: usize,
-        path: &Path,
+        path: Arc<Path>,
         options: OpenOptions,
         spill: &mut Spill,
         head: &mut Vec<u8>,
@@ -209,13 +227,13 @@ impl Input {
     ) -> Result<Input> {
         let is_stdin = path.as_os_str() == STDIN;
         let (path, selected) = if is_stdin {
-            (path.to_path_buf(), None)
+            (path, None)
         } else {
             split_selection(path)
         };
         let name = InputRef {
             position,
-            path: path.as_path().into(),
+            path: Arc::clone(&path),
             tensor: None,
         };
         let (file, stamp) = if is_stdin {
@@ -274,7 +292,7 @@ impl Input {
             .into_iter()
             .map(|found| Tensor {
                 name: InputRef {
-                    tensor: found.name,
+                    tensor: found.name.map(String::into_boxed_str),
                     ..name.clone()
                 },
                 info: found.info,
@@ -285,14 +303,16 @@ impl Input {
             })
             .collect();
         Ok(Input {
-            watched: vec![Watched::new(&name.path, &own, stamp)],
+            watched: Box::new([Watched::new(&name.path, &own, stamp)]),
             name,
             tensors,
             format,
-            selected,
-            metadata: contents.metadata,
-            shards: None,
-            offsets: None,
+            extras: Extras {
+                selected,
+                metadata: contents.metadata,
+                ..Extras::default()
+            }
+            .boxed(),
         })
     }
 
@@ -309,12 +329,34 @@ impl Input {
             name,
             tensors,
             format: Format::SafeTensors,
-            selected: None,
-            metadata,
-            shards: Some(Box::new(shards)),
-            offsets: None,
-            watched,
+            extras: Extras {
+                metadata,
+                shards: Some(shards),
+                ..Extras::default()
+            }
+            .boxed(),
+            watched: watched.into(),
         }
+    }
+
+    /// The tensor named after a colon on the command line, if one was.
+    pub fn selected(&self) -> Option<&str> {
+        self.extras.as_ref()?.selected.as_deref()
+    }
+
+    /// safetensors' `__metadata__`, in the file's order.
+    pub fn metadata(&self) -> Option<&[(String, String)]> {
+        self.extras.as_ref()?.metadata.as_deref()
+    }
+
+    /// For a sharded checkpoint, its index and shards.
+    pub fn shards(&self) -> Option<&sharded::ShardSet> {
+        self.extras.as_ref()?.shards.as_ref()
+    }
+
+    /// For a distributed checkpoint, where each tensor starts inside its full tensor.
+    pub fn offsets(&self) -> Option<&[Vec<u64>]> {
+        self.extras.as_ref()?.offsets.as_deref()
     }
 
     /// How many of its files it keeps open.
@@ -458,7 +500,7 @@ impl Prefetch {
     /// `Input::open`.
     pub fn start<'scope, 'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
-        paths: &'env [PathBuf],
+        paths: &'env [Arc<Path>],
         whole_up_to: &'env AtomicU64,
     ) -> Prefetch {
         if paths.len() < PREFETCH_MIN {
@@ -528,21 +570,20 @@ fn stdin_to_temp_file() -> io::Result<File> {
 /// Splits `FILE:NAME` into the file and the tensor's name, unless a file has the whole name.
 /// The name follows the first colon after which the part before names an existing file, so
 /// tensor names may hold colons too.
-fn split_selection(path: &Path) -> (PathBuf, Option<String>) {
-    let whole = || (path.to_path_buf(), None);
+fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
     let Some(text) = path.to_str() else {
-        return whole();
+        return (path, None);
     };
     // Most paths have no colon: no need to ask the file system (a stat per input adds up
     // over 100,000 of them).
     if !text.contains(':') || path.exists() {
-        return whole();
+        return (path, None);
     }
     for (at, _) in text.match_indices(':') {
         let file = Path::new(&text[..at]);
         if at > 0 && file.is_file() {
-            return (file.to_path_buf(), Some(text[at + 1..].to_string()));
+            return (file.into(), Some(text[at + 1..].to_string()));
         }
     }
-    whole()
+    (path, None)
 }

@@ -89,7 +89,7 @@ pub fn open(
             )?,
             Found::File(file) => {
                 let mut head = Vec::new();
-                Input::open(name.position, &file, options, spill, &mut head, None)?
+                Input::open(name.position, file.into(), options, spill, &mut head, None)?
             }
             Found::Files(files) => match dcp::open_folder(&name, &files, options, spill)? {
                 Some(checkpoint) => checkpoint,
@@ -105,12 +105,13 @@ pub fn open(
             let names: Vec<String> = input
                 .tensors
                 .iter()
-                .filter_map(|t| t.name.tensor.clone())
+                .filter_map(|t| Some(t.name.tensor.as_deref()?.to_string()))
                 .collect();
             return Err(no_such_tensor(&input.name, &wanted, &names));
         }
         input.tensors.retain(is_wanted);
-        input.selected = Some(wanted);
+        let extras = input.extras.get_or_insert_with(Box::default);
+        extras.selected = Some(wanted);
     }
     Ok(input)
 }
@@ -266,7 +267,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                     held.insert(key);
                     tensors.push(Tensor {
                         name: InputRef {
-                            tensor: Some(tensor_name),
+                            tensor: Some(tensor_name.into()),
                             ..shard.clone()
                         },
                         info: found.info,
@@ -421,7 +422,7 @@ fn read_shard(
 pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -> Error {
     let plain = inputs
         .iter()
-        .all(|i| i.format == Format::SafeTensors && i.shards.is_none() && i.selected.is_none());
+        .all(|i| i.format == Format::SafeTensors && i.shards().is_none() && i.selected().is_none());
     if inputs.len() < 2 || !plain || !matches!(error, Error::Refused(_)) {
         return error;
     }
