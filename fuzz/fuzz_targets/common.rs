@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use tjoin::error::InputRef;
@@ -21,7 +20,7 @@ pub fn with_file<T>(data: &[u8], read: impl FnOnce(&File, u64, &InputRef) -> T) 
     file.seek(SeekFrom::Start(0)).unwrap();
     let name = InputRef {
         position: 1,
-        path: PathBuf::from("fuzz-input"),
+        path: std::path::Path::new("fuzz-input").into(),
         tensor: None,
     };
     read(file, data.len() as u64, &name)

@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let output = dir.join(format!("out{}", output_format.extension()));
     let config = JoinConfig {
-        inputs: inputs.clone(),
+        inputs: inputs.iter().map(|path| path.as_path().into()).collect(),
         rules: JoinRules {
             axis: Some(axis),
             ..Default::default()
