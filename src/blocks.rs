@@ -275,21 +275,13 @@ fn empty(first: &TensorInfo, shape: &[u64], cast: Option<&DType>) -> JoinPlan {
 fn grid_plan(infos: &[&TensorInfo], shape: &[u64], grid: &Grid, cast: Option<&DType>) -> JoinPlan {
     let dtype = cast.unwrap_or(&infos[0].dtype).clone();
     let last = grid.axes[grid.axes.len() - 1];
-    let inner: u64 = shape[last + 1..].iter().product();
-    let elements: u64 = shape.iter().product();
+    // Saturating as in `plan::plan_with`: after a dimension of size 0 nothing bounds them.
+    let product = |dims: &[u64]| dims.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+    let inner = product(&shape[last + 1..]);
+    let elements = product(shape);
     let inputs = infos
         .iter()
-        .map(|info| InputPlan {
-            data_offset: info.data_offset,
-            data_len: info.data_len,
-            run_bytes: info
-                .dtype
-                .bytes_for(info.shape[last] * inner)
-                .unwrap_or(info.data_len),
-            dtype: info.dtype.clone(),
-            swaps: info.swaps.clone(),
-            gather: None,
-        })
+        .map(|info| InputPlan::in_runs(info, info.shape[last].saturating_mul(inner)))
         .collect();
     JoinPlan {
         axis: grid.axes[0],
@@ -297,7 +289,7 @@ fn grid_plan(infos: &[&TensorInfo], shape: &[u64], grid: &Grid, cast: Option<&DT
         dtype,
         shape: shape.to_vec(),
         layout: Layout::C,
-        outer: shape[..grid.axes[0]].iter().product(),
+        outer: product(&shape[..grid.axes[0]]),
         inputs,
     }
 }

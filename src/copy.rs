@@ -5,8 +5,8 @@
 //!   kernel when it can be; inputs of at most `SMALL_INPUT` bytes are read with one
 //!   positional read into the output buffer instead of being mapped.
 //! - Runs of at least `DIRECT_RUN` bytes that need no change are copied inside the kernel
-//!   (`copy_file_range`) when the output allows it and the inputs are few, else written
-//!   straight from the memory map.
+//!   (`copy_file_range`) when the output allows it, the inputs are few and both offsets are
+//!   page-aligned (`source::copy_in_kernel`), else written straight from the memory map.
 //! - A member stored in an .npz archive has its CRC-32 computed as its bytes pass the read
 //!   cursor (`Cursors::advance`), on whichever thread packs, and checked before the engine
 //!   returns, so before the output is committed. Its bytes never take a kernel copy, which

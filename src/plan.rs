@@ -101,17 +101,8 @@ pub fn plan_with(
     let inputs = infos
         .iter()
         .map(|info| InputPlan {
-            data_offset: info.data_offset,
-            data_len: info.data_len,
-            // Sub-byte types: the rules made sure runs fill whole bytes when there are
-            // several rounds; with one round the run is all of the input's data.
-            run_bytes: info
-                .dtype
-                .bytes_for(info.shape[axis].saturating_mul(inner))
-                .unwrap_or(info.data_len),
-            dtype: info.dtype.clone(),
-            swaps: info.swaps.clone(),
             gather: gather(info, &perm, storage_axis, layout).map(Box::new),
+            ..InputPlan::in_runs(info, info.shape[axis].saturating_mul(inner))
         })
         .collect();
     JoinPlan {
@@ -139,19 +130,26 @@ pub fn copy_as_is(info: &TensorInfo, cast: Option<&DType>) -> JoinPlan {
         shape: info.shape.clone(),
         layout: info.layout,
         outer: u64::from(info.data_len > 0),
-        inputs: vec![InputPlan {
-            data_offset: info.data_offset,
-            data_len: info.data_len,
-            run_bytes: info.data_len,
-            dtype: info.dtype.clone(),
-            swaps: info.swaps.clone(),
-            gather: None,
-        }],
+        inputs: vec![InputPlan::in_runs(info, elements)],
         bytes,
     }
 }
 
 impl InputPlan {
+    /// `info`'s data as it is stored (no gather), read in runs of `elements` of its own
+    /// elements. Sub-byte types: the rules made sure runs fill whole bytes when there are
+    /// several rounds; a run that does not is the one round, all of the input's data.
+    pub fn in_runs(info: &TensorInfo, elements: u64) -> InputPlan {
+        InputPlan {
+            data_offset: info.data_offset,
+            data_len: info.data_len,
+            run_bytes: info.dtype.bytes_for(elements).unwrap_or(info.data_len),
+            dtype: info.dtype.clone(),
+            swaps: info.swaps.clone(),
+            gather: None,
+        }
+    }
+
     /// Bytes it contributes to each round of an output of type `out`.
     pub fn out_run_bytes(&self, out: &DType) -> u64 {
         if &self.dtype == out {
