@@ -2,8 +2,9 @@
 //! back while reading each input front to back. The only place data moves.
 //!
 //! - A round with one input (`outer == 1`) is one large copy per input, done inside the
-//!   kernel when it can be; inputs of at most `SMALL_INPUT` bytes are read with one
-//!   positional read into the output buffer instead of being mapped.
+//!   kernel when it can be (page-aligned offsets); inputs of at most `SMALL_INPUT` bytes,
+//!   and those of at most `READ_INPUT` that the kernel declines, are read with positional
+//!   reads into the output buffer instead of being mapped, as `cat` reads.
 //! - Runs of at least `DIRECT_RUN` bytes that need no change are copied inside the kernel
 //!   (`copy_file_range`) when the output allows it, the inputs are few and both offsets are
 //!   page-aligned (`source::copy_in_kernel`), else written straight from the memory map.
@@ -51,8 +52,12 @@ const DIRECT_RUN: u64 = 256 << 10;
 /// How many bytes may be read from all inputs together between releases of the pages behind
 /// the cursors.
 const RELEASE_BUDGET: u64 = 16 << 20;
-/// Inputs at most this long are read with one call rather than mapped or copied apart.
+/// Inputs at most this long are read rather than mapped or copied apart.
 const SMALL_INPUT: u64 = 64 << 10;
+/// Inputs at most this long that the kernel does not copy (their offsets are not
+/// page-aligned) are read into the buffer rather than written from a map: for a few MiB, a
+/// map's setup and faults cost more than the reads' copy (benches/README.md).
+const READ_INPUT: u64 = 4 << 20;
 /// Jobs that pack tiny runs in bulk, of at least this many bytes, pack on a second thread
 /// while this one writes what it packs; below it a thread costs more than it saves
 /// (benches/README.md).
@@ -500,8 +505,9 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Copies all of one input: small ones with one read, large ones in the kernel when
-    /// nothing needs changing, else in pieces.
+    /// Copies all of one input: small ones by reads, large ones in the kernel when nothing
+    /// needs changing and their offsets allow it, else by reads up to `READ_INPUT` and from
+    /// a map beyond.
     fn whole_input(&mut self, input: &Tensor, p: &InputPlan) -> Result<()> {
         if p.data_len == 0 {
             return Ok(());
@@ -516,19 +522,7 @@ impl<'a> Packer<'a> {
         source::advise_sequential(&file);
         let check = stored_crc(input);
         if p.data_len <= SMALL_INPUT {
-            let len = p.data_len as usize;
-            if self.capacity - self.buffer.len() < len {
-                self.flush()?;
-            }
-            let start = self.buffer.len();
-            self.buffer.resize(start + len, 0);
-            source::read_exact_at(&file, &mut self.buffer[start..], p.data_offset)
-                .map_err(|e| input.name.io_error("read", e))?;
-            if let Some((name, mut check)) = check {
-                check.hasher.update(&self.buffer[start..]);
-                check.verify(&name)?;
-            }
-            return Ok(());
+            return self.read_input(input, &file, p, check);
         }
         let (offset, len) = (p.data_offset, p.data_len);
         if check.is_some() {
@@ -544,11 +538,45 @@ impl<'a> Packer<'a> {
             return cursors.verify();
         }
         let copied = self.copy_in_kernel(&input.name, &file, offset, len)?;
+        if copied == 0 && len <= READ_INPUT {
+            return self.read_input(input, &file, p, None);
+        }
         match &mut self.out {
             Out::Here(out) => {
                 write_from_map(*out, &input.name, &file, offset + copied, len - copied)
             }
             Out::Sent { .. } => Ok(()),
+        }
+    }
+
+    /// Copies all of a small input through the buffer with positional reads, as `cat` does,
+    /// checking its CRC-32 if it is a stored .npz member.
+    fn read_input(
+        &mut self,
+        input: &Tensor,
+        file: &File,
+        p: &InputPlan,
+        check: Option<(InputRef, StoredCrc)>,
+    ) -> Result<()> {
+        let mut check = check;
+        let mut done = 0;
+        while done < p.data_len {
+            if self.buffer.len() == self.capacity {
+                self.flush()?;
+            }
+            let start = self.buffer.len();
+            let len = ((self.capacity - start) as u64).min(p.data_len - done) as usize;
+            self.buffer.resize(start + len, 0);
+            source::read_exact_at(file, &mut self.buffer[start..], p.data_offset + done)
+                .map_err(|e| input.name.io_error("read", e))?;
+            if let Some((_, check)) = &mut check {
+                check.hasher.update(&self.buffer[start..]);
+            }
+            done += len as u64;
+        }
+        match check {
+            Some((name, check)) => check.verify(&name),
+            None => Ok(()),
         }
     }
 
@@ -1161,6 +1189,32 @@ mod tests {
                     if fail_at == 0 { "a file" } else { "memory" }
                 );
             }
+        }
+    }
+
+    #[test]
+    fn inputs_read_through_the_buffer_keep_their_order_across_flushes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // A small input, one read in pieces (past the buffer, under `READ_INPUT`; its data
+        // starts 128 bytes into a page, so the kernel declines it), and a small one again.
+        let sizes = [1000, (BUFFER + BUFFER / 2) / 4, 10];
+        let data: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| floats(n, i as f32 * 0.25))
+            .collect();
+        let paths: Vec<PathBuf> = data
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let name = format!("{i}.npy");
+                npy(d, &name, "float32", &[bytes.len() as u64 / 4], bytes)
+            })
+            .collect();
+        for fail_at in [usize::MAX, 0] {
+            let joined = join(&paths, 0, None, false, fail_at).unwrap();
+            assert!(joined == data.concat(), "into {}", fail_at == 0);
         }
     }
 
