@@ -29,8 +29,22 @@ pair() { # name, output-format code (0 npy, 1 npz, 2 safetensors, 3 json), first
     printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8 & 255)))"
     cat "$3" "$4"; } > "corpus/join/$1"
 }
-find ../fixtures -name '*.npy' -size -16k | head -40 | while read -r f; do pair "npy_$(echo "$f" | tr / _)" 0 "$f" "$f"; done
-find ../fixtures -name '*.npz' -size -16k | head -20 | while read -r f; do pair "npz_$(echo "$f" | tr / _)" 1 "$f" "$f"; done
-find ../fixtures -name '*.safetensors' -size -16k | head -20 | while read -r f; do pair "st_$(echo "$f" | tr / _)" 2 "$f" "$f"; done
+find ../fixtures -name '*.npy' -size -16k | sed -n 1,40p | while read -r f; do pair "npy_$(echo "$f" | tr / _)" 0 "$f" "$f"; done
+find ../fixtures -name '*.npz' -size -16k | sed -n 1,20p | while read -r f; do pair "npz_$(echo "$f" | tr / _)" 1 "$f" "$f"; done
+find ../fixtures -name '*.safetensors' -size -16k | sed -n 1,20p | while read -r f; do pair "st_$(echo "$f" | tr / _)" 2 "$f" "$f"; done
 printf '\x00\x00\x0d\x00[[1,2],[3,4]][[5,6],[7,8]]' > corpus/join/json_pair
 echo "corpus/join: $(ls corpus/join | wc -l) seeds"
+# A distributed checkpoint: each case of fixtures/dcp as the target's records, an options
+# byte of 0 (the rank files named one by one, output .safetensors), then per rank file its
+# header and its data, each behind its length (u16, little-endian).
+mkdir -p corpus/dcp
+u16() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))"; }
+for case in ../fixtures/dcp/*/; do
+  { printf '\x00'
+    for f in "$case"shard-*.safetensors; do
+      header=$(od -An -tu8 -N8 "$f" | tr -d ' '); size=$(stat -c %s "$f")
+      u16 "$header"; tail -c +9 "$f" | head -c "$header"
+      u16 $((size - 8 - header)); tail -c +$((9 + header)) "$f"
+    done; } > "corpus/dcp/$(basename "$case")"
+done
+echo "corpus/dcp: $(ls corpus/dcp | wc -l) seeds"

@@ -314,6 +314,28 @@ pub fn link_unnamed(file: &File, path: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// A copy of descriptor `fd`, which the process was given when it started (standard output,
+/// or one a shell opened with `3> file`): writes through it share the descriptor's offset and
+/// flags, so `>>`'s `O_APPEND` holds. `None` when the process was not given it: it is closed,
+/// or it is close-on-exec, which only a descriptor opened by this process can be (Rust opens
+/// every file so), and writing the output into one of tjoin's own files would be wrong.
+#[cfg(unix)]
+pub fn inherited_descriptor(fd: i32) -> io::Result<Option<File>> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFD reads a descriptor's flags, and fails with EBADF if it is closed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 || flags & libc::FD_CLOEXEC != 0 {
+        return Ok(None);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor for the same open file, or fails.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `copy` was just made, and nothing else owns it.
+    Ok(Some(unsafe { File::from_raw_fd(copy) }))
+}
+
 /// Whether a process with id `pid` exists (run by any user; a process that has exited but
 /// not been waited for still counts).
 #[cfg(unix)]

@@ -11,21 +11,16 @@
 #![no_main]
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use tjoin::config::{JoinConfig, JoinRules, OutputConfig};
+use tjoin::config::JoinRules;
 use tjoin::format::Format;
-use tjoin::progress::When;
+
+#[path = "whole_run.rs"]
+mod whole_run;
 
 const FORMATS: [Format; 4] = [Format::Npy, Format::Npz, Format::SafeTensors, Format::Json];
 const EXTENSIONS: [&str; 4] = ["npy", "npz", "safetensors", "json"];
-
-/// One folder per process, its files rewritten for each input.
-fn folder() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary folder").keep())
-}
 
 fuzz_target!(|data: &[u8]| {
     let [axis, kinds, split_lo, split_hi, rest @ ..] = data else {
@@ -35,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     let output_format = FORMATS[usize::from(kinds & 3)];
     let split = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (rest.len() + 1);
     let (first, second) = rest.split_at(split);
-    let dir = folder();
+    let dir = whole_run::folder();
     let mut inputs = Vec::new();
     for (index, bytes) in [first, second].into_iter().enumerate() {
         let extension = EXTENSIONS[usize::from((kinds >> (2 + 2 * index)) & 3)];
@@ -43,23 +38,10 @@ fuzz_target!(|data: &[u8]| {
         std::fs::write(&path, bytes).expect("the input is written");
         inputs.push(path);
     }
-    let output = dir.join(format!("out{}", output_format.extension()));
-    let config = JoinConfig {
-        inputs: inputs.iter().map(|path| path.as_path().into()).collect(),
-        rules: JoinRules {
-            axis: Some(axis),
-            ..Default::default()
-        },
-        output: OutputConfig {
-            path: Some(output.clone()),
-            format: Some(output_format),
-            ..Default::default()
-        },
-        progress: When::Never,
+    let rules = JoinRules {
+        axis: Some(axis),
         ..Default::default()
     };
-    let _ = tjoin::join::run(&config);
-    for path in inputs.iter().chain([&output]) {
-        let _ = std::fs::remove_file(path);
-    }
+    let named = inputs.iter().map(PathBuf::as_path).collect();
+    whole_run::join(&inputs, named, rules, output_format);
 });

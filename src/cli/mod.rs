@@ -230,8 +230,9 @@ pub struct Cli {
     #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
     pub cast: Option<String>,
 
-    /// The file to write (`-`: standard output), or a folder (`DIR/`) or an index for a sharded
-    /// checkpoint; replaced only when complete, so it may be an input.
+    /// The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a
+    /// folder (`DIR/`) or an index for a sharded checkpoint; a file is replaced only when
+    /// complete, so it may be an input, and a device or FIFO is written to where it is.
     #[arg(
         short,
         long,

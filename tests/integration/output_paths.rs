@@ -57,9 +57,109 @@ fn a_fifo_output_is_written_to_and_its_reader_gets_the_join() {
 fn dev_stdout_writes_to_standard_output() {
     let dir = tempfile::tempdir().unwrap();
     let expected = two_inputs(dir.path());
-    let args = join_into("/dev/stdout");
-    let got = succeeds(dir.path(), &args);
-    assert_eq!(got, expected, "{}", describe_difference(&expected, &got));
+    for name in ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"] {
+        let got = succeeds(dir.path(), &join_into(name));
+        assert_eq!(
+            got,
+            expected,
+            "{name}: {}",
+            describe_difference(&expected, &got)
+        );
+    }
+}
+
+/// Runs `tjoin ARGS REDIRECTIONS` through `sh` in `dir`.
+fn through_shell(dir: &Path, args: &[&str], redirections: &str) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {redirections}"))
+        .arg(env!("CARGO_BIN_EXE_tjoin"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_success(run: &std::process::Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{what}: {}:\n{stderr}", run.status);
+}
+
+/// A descriptor's name is the descriptor itself: with `>>`, the output goes after what the
+/// file holds, as any command's standard output would.
+#[test]
+fn a_descriptor_open_for_appending_gets_the_output_after_the_files_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = two_inputs(dir.path());
+    let log = dir.path().join("log");
+    let named = [
+        ("/dev/stdout", ">> log"),
+        ("/dev/fd/1", ">> log"),
+        ("/proc/self/fd/1", ">> log"),
+        ("/dev/fd/3", "3>> log"),
+        ("-", ">> log"),
+    ];
+    for (name, redirection) in named {
+        fs::write(&log, b"earlier bytes\n").unwrap();
+        let run = through_shell(dir.path(), &join_into(name), redirection);
+        assert_success(&run, &format!("-o {name} {redirection}"));
+        let mut want = b"earlier bytes\n".to_vec();
+        want.extend_from_slice(&expected);
+        let got = fs::read(&log).unwrap();
+        assert_eq!(got, want, "{name}: {}", describe_difference(&want, &got));
+        assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "log"]);
+    }
+}
+
+/// With `>`, the shell's file is written, not replaced by a new one.
+#[test]
+fn dev_stdout_sent_to_a_file_writes_that_file_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let expected = two_inputs(dir.path());
+    let out = dir.path().join("out.npy");
+    fs::write(&out, b"an older, longer content that the shell truncates").unwrap();
+    let inode = fs::metadata(&out).unwrap().ino();
+    let run = through_shell(dir.path(), &join_into("/dev/stdout"), "> out.npy");
+    assert_success(&run, "-o /dev/stdout > out.npy");
+    assert_eq!(fs::read(&out).unwrap(), expected);
+    assert_eq!(
+        fs::metadata(&out).unwrap().ino(),
+        inode,
+        "the file was replaced"
+    );
+    assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "out.npy"]);
+}
+
+/// Runs tjoin as [`through_shell`] does in `dir`, which holds [`two_inputs`], and asserts
+/// that it fails with `code`, writing nothing and leaving nothing behind. Returns stderr.
+#[track_caller]
+fn fails_through_shell(dir: &Path, out: &str, redirections: &str, code: i32) -> String {
+    let run = through_shell(dir, &join_into(out), redirections);
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(code), "{stderr}");
+    assert!(run.stdout.is_empty());
+    assert_eq!(dir_entries(dir), ["a.npy", "b.npy"]);
+    stderr
+}
+
+#[test]
+fn a_descriptor_the_shell_did_not_open_is_refused_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    let stderr = fails_through_shell(dir.path(), "/dev/fd/7", "7>&-", 2);
+    assert_mentions(&stderr, &["/dev/fd/7", "descriptor 7", "7> FILE"]);
+}
+
+/// The failure names the output as the user named it, not the file the descriptor is open on.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_descriptor_that_refuses_the_write_is_reported_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path());
+    let stderr = fails_through_shell(dir.path(), "/dev/stdout", "> /dev/full", 1);
+    assert_mentions(&stderr, &["/dev/stdout", "No space left on device"]);
 }
 
 #[cfg(target_os = "linux")]
