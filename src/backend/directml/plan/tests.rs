@@ -27,7 +27,7 @@ fn info(dtype: &DType, shape: &[u64], layout: Layout) -> TensorInfo {
         dtype: dtype.clone(),
         byte_order: ByteOrder::Little,
         swaps: Swaps::None,
-        shape: shape.to_vec(),
+        shape: shape.into(),
         layout,
         data_offset: 0,
         data_len: dtype.bytes_for(elements).unwrap(),
