@@ -741,7 +741,7 @@ fn copy_first<'a>(
 
 /// The one tensor an input holds.
 fn only_tensor(input: &Input) -> Result<&Tensor> {
-    match input.tensors.as_slice() {
+    match &*input.tensors {
         [only] => Ok(only),
         [] => Err(Error::refused(
             format!(

@@ -206,7 +206,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
     let mut watched = watched.into_iter();
     Ok(Input {
         name,
-        tensors,
+        tensors: tensors.into(),
         format: Format::SafeTensors,
         watched: watched.next().expect("a checkpoint of at least one file"),
         extras: Extras {

@@ -29,8 +29,9 @@ pub struct Input {
     /// How messages name it.
     pub name: InputRef,
     /// The tensors it holds, in the order the file lists them (only the one named after a
-    /// colon, `FILE:NAME`, when one is).
-    pub tensors: Vec<Tensor>,
+    /// colon, `FILE:NAME`, when one is). A boxed slice, a word shorter than a `Vec`: a join
+    /// may have 100,000 inputs.
+    pub tensors: Box<[Tensor]>,
     /// The file's format.
     pub format: Format,
     /// What only some inputs have; `None` when it would be all empty (boxed: most inputs
@@ -347,7 +348,7 @@ impl Input {
     ) -> Input {
         Input {
             name,
-            tensors,
+            tensors: tensors.into(),
             format: Format::SafeTensors,
             extras: Extras {
                 metadata,
@@ -638,7 +639,7 @@ mod tests {
         assert_eq!(size_of::<DType>(), 16);
         assert_eq!(size_of::<Swaps>(), 16);
         assert!(size_of::<Tensor>() <= 136, "{}", size_of::<Tensor>());
-        assert!(size_of::<Input>() <= 96, "{}", size_of::<Input>());
+        assert!(size_of::<Input>() <= 88, "{}", size_of::<Input>());
         assert!(size_of::<InputPlan>() <= 64, "{}", size_of::<InputPlan>());
         assert!(size_of::<FileRecord>() <= 56, "{}", size_of::<FileRecord>());
         assert_eq!(size_of::<Watched>(), 16);

@@ -109,7 +109,8 @@ pub fn open(
                 .collect();
             return Err(no_such_tensor(&input.name, &wanted, &names));
         }
-        input.tensors.retain(is_wanted);
+        let tensors = std::mem::take(&mut input.tensors).into_vec();
+        input.tensors = tensors.into_iter().filter(is_wanted).collect();
         let extras = input.extras.get_or_insert_with(Box::default);
         extras.selected = Some(wanted);
     }
