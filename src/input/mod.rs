@@ -631,7 +631,7 @@ mod tests {
     use crate::plan::InputPlan;
 
     /// What a join keeps of each input until the commit, part by part (the integration test
-    /// `the_memory_kept_per_input_stays_under_*_bytes` measures the whole): a join may have
+    /// `the_memory_kept_per_input_stays_under_720_bytes` measures the whole): a join may have
     /// 100,000 inputs. A block of n bytes costs malloc n + 8 rounded up to 16: a
     /// `FileRecord` of 56 bytes behind an `Arc` takes 80, a `Tensor` of 136 takes 144.
     #[test]
