@@ -260,7 +260,7 @@ fn new_header(
             let was = &target.info;
             (&info.dtype, &info.swaps, info.layout, info.data_offset)
                 == (&was.dtype, &was.swaps, was.layout, was.data_offset)
-                && &info.shape == shape
+                && *info.shape == **shape
         })
     });
     header.ok_or_else(|| {

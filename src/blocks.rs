@@ -246,7 +246,7 @@ const SHOWN: usize = 10;
 fn replicated(blocks: &[Block], shape: &[u64]) -> bool {
     blocks
         .iter()
-        .all(|b| b.tensor.info.shape == shape && b.offsets.iter().all(|&o| o == 0))
+        .all(|b| *b.tensor.info.shape == *shape && b.offsets.iter().all(|&o| o == 0))
 }
 
 fn job<'a>(
@@ -287,7 +287,7 @@ fn grid_plan(infos: &[&TensorInfo], shape: &[u64], grid: &Grid, cast: Option<&DT
         axis: grid.axes[0],
         bytes: dtype.bytes_for(elements).unwrap_or(u64::MAX),
         dtype,
-        shape: shape.to_vec(),
+        shape: shape.into(),
         layout: Layout::C,
         outer: product(&shape[..grid.axes[0]]),
         inputs,
@@ -484,7 +484,7 @@ mod tests {
                     dtype: DType::Float32,
                     byte_order: ByteOrder::Little,
                     swaps: Swaps::None,
-                    shape: shape.to_vec(),
+                    shape: (*shape).into(),
                     layout: Layout::C,
                     data_offset: 0,
                     data_len: shape.iter().product::<u64>() * 4,

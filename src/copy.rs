@@ -359,7 +359,7 @@ fn execute_in_groups(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) ->
                 dtype: plan.dtype.clone(),
                 byte_order: plan.dtype.byte_order_or_na(ByteOrder::Little),
                 swaps: Swaps::None,
-                shape: Vec::new(),
+                shape: Box::default(),
                 layout: plan.layout,
                 data_offset: 0,
                 data_len: bytes,

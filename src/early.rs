@@ -98,7 +98,7 @@ impl EarlyCopy {
     }
 
     fn try_take(&mut self, input: &Input, head: &[u8]) -> bool {
-        let [tensor] = input.tensors.as_slice() else {
+        let [tensor] = &*input.tensors else {
             return false;
         };
         let info = &tensor.info;

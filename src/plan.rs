@@ -74,7 +74,7 @@ pub fn plan_with(
 ) -> JoinPlan {
     let dtype = cast.unwrap_or(&infos[0].dtype).clone();
     let itemsize = dtype.itemsize();
-    let mut shape = infos[0].shape.clone();
+    let mut shape = infos[0].shape.to_vec();
     // The rules refuse sizes whose sum overflows.
     shape[axis] = infos.iter().map(|i| i.shape[axis]).sum();
     let bytes = if cast.is_some() {
@@ -127,7 +127,7 @@ pub fn copy_as_is(info: &TensorInfo, cast: Option<&DType>) -> JoinPlan {
     JoinPlan {
         axis: 0,
         dtype: cast.unwrap_or(&info.dtype).clone(),
-        shape: info.shape.clone(),
+        shape: info.shape.to_vec(),
         layout: info.layout,
         outer: u64::from(info.data_len > 0),
         inputs: vec![InputPlan::in_runs(info, elements)],
@@ -259,7 +259,7 @@ mod tests {
             dtype: DType::Float32,
             byte_order: ByteOrder::Little,
             swaps: Swaps::None,
-            shape: shape.to_vec(),
+            shape: shape.into(),
             layout,
             data_offset: 128,
             data_len: shape.iter().product::<u64>() * 4,

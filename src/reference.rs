@@ -48,7 +48,7 @@ impl Reference {
         let tensors = contents
             .tensors
             .into_iter()
-            .map(|t| (t.name.unwrap_or_default(), t.info.shape))
+            .map(|t| (t.name.unwrap_or_default(), t.info.shape.into_vec()))
             .collect();
         Ok(Reference {
             path: path.into(),
@@ -74,7 +74,7 @@ impl Reference {
         shards.dedup();
         for shard in shards {
             for found in read_header(&folder.join(shard))?.tensors {
-                shapes.insert(found.name.unwrap_or_default(), found.info.shape);
+                shapes.insert(found.name.unwrap_or_default(), found.info.shape.into_vec());
             }
         }
         let tensors = parsed
@@ -203,13 +203,9 @@ impl Reference {
 /// only the first).
 fn fix_for(tensor: &TensorJob, want: &[u64], copies: usize) -> Option<Fix> {
     let shapes: Vec<&[u64]> = if tensor.kept {
-        vec![tensor.sources[0].info.shape.as_slice(); copies]
+        vec![&*tensor.sources[0].info.shape; copies]
     } else {
-        tensor
-            .sources
-            .iter()
-            .map(|s| s.info.shape.as_slice())
-            .collect()
+        tensor.sources.iter().map(|s| &*s.info.shape).collect()
     };
     if shapes.iter().all(|&shape| shape == want) {
         return Some(Fix::Keep);

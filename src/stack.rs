@@ -33,7 +33,9 @@ pub fn insert_axis(inputs: &mut [Input], axis: Option<i64>) -> Result<()> {
                 "-a 0 puts the new dimension first, -a -1 last",
             )
         })?;
-        tensor.info.shape.insert(at, 1);
+        let mut shape = std::mem::take(&mut tensor.info.shape).into_vec();
+        shape.insert(at, 1);
+        tensor.info.shape = shape.into();
     }
     Ok(())
 }

@@ -201,7 +201,7 @@ fn read_header_within(
         dtype: stored.dtype,
         byte_order: stored.order,
         swaps: stored.swaps,
-        shape,
+        shape: shape.into(),
         layout,
         data_offset: start + data_offset,
         data_len: declared,

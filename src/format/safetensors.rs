@@ -110,7 +110,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
                 swaps: Swaps::None,
                 byte_order: t.dtype.byte_order_or_na(ByteOrder::Little),
                 dtype: t.dtype,
-                shape: t.shape,
+                shape: t.shape.into(),
                 layout: Layout::C,
                 data_offset: data_start + t.begin,
                 data_len: t.end - t.begin,

@@ -151,7 +151,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
             .filter(|(key, _)| key != SHARDING_INFO && key != VERSION);
         kept.cloned().collect()
     });
-    for file in files {
+    for mut file in files {
         let text = sharding_info_text(&file).unwrap_or_default();
         let mut entries = parse_sharding_info(text).map_err(|why| Error::Malformed {
             input: file.name.clone(),
@@ -160,7 +160,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         })?;
         // With FILE:NAME, the file's other tensors are left out on purpose.
         let whole_file = file.selected().is_none();
-        for tensor in file.tensors {
+        for tensor in std::mem::take(&mut file.tensors) {
             let tensor_name = tensor.name.tensor.as_deref().unwrap_or_default();
             match entries.remove(tensor_name) {
                 Some(saved) if saved.len() == tensor.info.shape.len() => {
@@ -188,7 +188,7 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
                 capped(extra, 5).join(", ")
             ));
         }
-        watched.extend(file.watched);
+        watched.extend(file.into_watched());
     }
     if !problems.is_empty() {
         return Err(Error::Inconsistent(vec![Refusal {
@@ -203,17 +203,19 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
             ),
         }]));
     }
+    let mut watched = watched.into_iter();
     Ok(Input {
         name,
-        tensors,
+        tensors: tensors.into(),
         format: Format::SafeTensors,
+        watched: watched.next().expect("a checkpoint of at least one file"),
         extras: Extras {
             metadata,
             offsets: Some(offsets),
+            more_watched: watched.collect(),
             ..Extras::default()
         }
         .boxed(),
-        watched: watched.into(),
     })
 }
 

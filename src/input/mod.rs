@@ -15,6 +15,7 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
+#[cfg(not(unix))]
 use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Result, STDIN};
@@ -28,16 +29,19 @@ pub struct Input {
     /// How messages name it.
     pub name: InputRef,
     /// The tensors it holds, in the order the file lists them (only the one named after a
-    /// colon, `FILE:NAME`, when one is).
-    pub tensors: Vec<Tensor>,
+    /// colon, `FILE:NAME`, when one is). A boxed slice, a word shorter than a `Vec`: a join
+    /// may have 100,000 inputs.
+    pub tensors: Box<[Tensor]>,
     /// The file's format.
     pub format: Format,
     /// What only some inputs have; `None` when it would be all empty (boxed: most inputs
     /// are single files without any, and a join may have 100,000 of them).
     pub extras: Option<Box<Extras>>,
-    /// The files it was read from (the file itself; an index and its shards), each kept open
-    /// (or reopened by path) until the output is committed, and checked unchanged before.
-    watched: Box<[Watched]>,
+    /// The file it was read from (the file itself, a sharded checkpoint's index, a
+    /// distributed checkpoint's first file), kept open (or reopened by path) until the
+    /// output is committed, and checked unchanged before. Held here, not in a list: a list
+    /// of one would cost an allocation per input, and a join may have 100,000 of them.
+    watched: Watched,
 }
 
 /// What only some inputs have.
@@ -52,6 +56,9 @@ pub struct Extras {
     /// For a PyTorch distributed checkpoint, where each of the input's tensors (a block of a
     /// larger tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
     pub offsets: Option<Vec<Vec<u64>>>,
+    /// The files it was read from besides its own (a sharded checkpoint's shards, a
+    /// distributed checkpoint's other files), watched as its own is.
+    pub(crate) more_watched: Vec<Watched>,
 }
 
 impl Extras {
@@ -60,7 +67,8 @@ impl Extras {
         let empty = self.selected.is_none()
             && self.metadata.is_none()
             && self.shards.is_none()
-            && self.offsets.is_none();
+            && self.offsets.is_none()
+            && self.more_watched.is_empty();
         (!empty).then(|| Box::new(self))
     }
 }
@@ -148,20 +156,22 @@ impl DataFile {
     }
 }
 
-/// A file's identity (device and inode), length, modification time and, on Unix, change
-/// time. A program that rewrites a file can set its modification time back (`touch -r`,
-/// `cp -p`, `rsync`); the change time (ctime) it cannot: the kernel sets it to the present
-/// on every write and on every change of the times themselves. What this does not see: a
-/// change made and undone with the times set back by someone who can set the clock, and
-/// (on Windows, where the standard library offers no change time) a rewrite of the same
-/// length whose modification time is set back.
+/// A file's identity (device and inode), length, and change time (ctime) on Unix, its
+/// modification time elsewhere. A program that rewrites a file can set its modification time
+/// back (`touch -r`, `cp -p`, `rsync`); the change time it cannot: the kernel sets it to the
+/// present on every write and on every change of the times themselves, so that it alone
+/// tells every change the modification time would. What this does not see: a change made
+/// and undone with the times set back by someone who can set the clock, and (on Windows,
+/// where the standard library offers no change time) a rewrite of the same length whose
+/// modification time is set back. One time, not both: a join of 100,000 inputs keeps a
+/// stamp of each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamp {
     id: (u64, u64),
     len: u64,
-    modified: Option<SystemTime>,
-    /// The change time in seconds and nanoseconds (Unix); `(0, 0)` elsewhere.
-    changed: (i64, i64),
+    /// The change time (Unix) or modification time (elsewhere), in seconds and nanoseconds
+    /// since the epoch; `(0, 0)` where the system tells none.
+    changed: (i64, u32),
 }
 
 impl Stamp {
@@ -176,18 +186,29 @@ impl From<&std::fs::Metadata> for Stamp {
         #[cfg(unix)]
         let (id, changed) = {
             use std::os::unix::fs::MetadataExt;
-            let changed = (metadata.ctime(), metadata.ctime_nsec());
+            let changed = (metadata.ctime(), metadata.ctime_nsec() as u32);
             ((metadata.dev(), metadata.ino()), changed)
         };
         // Windows' file index and change time are not in stable Rust; length and
         // modification time still tell most changes.
         #[cfg(not(unix))]
-        let (id, changed) = ((0, 0), (0, 0));
+        let (id, changed) = ((0, 0), metadata.modified().map_or((0, 0), since_epoch));
         Stamp {
             id,
             len: metadata.len(),
-            modified: metadata.modified().ok(),
             changed,
+        }
+    }
+}
+
+/// A time as seconds (negative before the epoch) and nanoseconds since the epoch.
+#[cfg(not(unix))]
+fn since_epoch(time: SystemTime) -> (i64, u32) {
+    match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => (after.as_secs() as i64, after.subsec_nanos()),
+        Err(before) => {
+            let before = before.duration();
+            (-(before.as_secs() as i64), before.subsec_nanos())
         }
     }
 }
@@ -303,7 +324,7 @@ impl Input {
             })
             .collect();
         Ok(Input {
-            watched: Box::new([Watched::new(&name.path, &own, stamp)]),
+            watched: Watched::new(&name.path, &own, stamp),
             name,
             tensors,
             format,
@@ -316,26 +337,27 @@ impl Input {
         })
     }
 
-    /// An input read from several files (a sharded checkpoint), each of which is checked
-    /// unchanged before the output is committed.
+    /// An input read from several files (a sharded checkpoint: `index`, then `shards`' files
+    /// in `more_watched`), each of which is checked unchanged before the output is committed.
     pub(crate) fn of_files(
         name: InputRef,
         tensors: Vec<Tensor>,
         metadata: Option<Vec<(String, String)>>,
         shards: sharded::ShardSet,
-        watched: Vec<Watched>,
+        (index, more_watched): (Watched, Vec<Watched>),
     ) -> Input {
         Input {
             name,
-            tensors,
+            tensors: tensors.into(),
             format: Format::SafeTensors,
             extras: Extras {
                 metadata,
                 shards: Some(shards),
+                more_watched,
                 ..Extras::default()
             }
             .boxed(),
-            watched: watched.into(),
+            watched: index,
         }
     }
 
@@ -359,15 +381,27 @@ impl Input {
         self.extras.as_ref()?.offsets.as_deref()
     }
 
+    /// Every file it was read from: its own, then the others.
+    fn watched(&self) -> impl Iterator<Item = &Watched> {
+        let more = self.extras.as_ref().map(|e| e.more_watched.as_slice());
+        std::iter::once(&self.watched).chain(more.unwrap_or_default())
+    }
+
+    /// Every file it was read from, own first, for an input that combines several.
+    pub(crate) fn into_watched(self) -> impl Iterator<Item = Watched> {
+        let more = self.extras.map(|e| e.more_watched).unwrap_or_default();
+        std::iter::once(self.watched).chain(more)
+    }
+
     /// How many of its files it keeps open.
     pub fn open_files(&self) -> usize {
-        self.watched.iter().filter(|w| w.open.is_some()).count()
+        self.watched().filter(|w| w.open.is_some()).count()
     }
 
     /// Fails if a file's identity, length or modification time changed since it was opened:
     /// the bytes read may then be a mixture of two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
-        for Watched { record, open } in &self.watched {
+        for Watched { record, open } in self.watched() {
             let now = match open {
                 Some(file) => Stamp::of(file),
                 None => std::fs::metadata(&record.path).map(|m| Stamp::from(&m)),
@@ -586,4 +620,28 @@ fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
         }
     }
     (path, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    use super::*;
+    use crate::dtype::{DType, Swaps};
+    use crate::plan::InputPlan;
+
+    /// What a join keeps of each input until the commit, part by part (the integration test
+    /// `the_memory_kept_per_input_stays_under_720_bytes` measures the whole): a join may have
+    /// 100,000 inputs. A block of n bytes costs malloc n + 8 rounded up to 16: a
+    /// `FileRecord` of 56 bytes behind an `Arc` takes 80, a `Tensor` of 136 takes 144.
+    #[test]
+    fn what_a_join_keeps_of_each_input_stays_small() {
+        assert_eq!(size_of::<DType>(), 16);
+        assert_eq!(size_of::<Swaps>(), 16);
+        assert!(size_of::<Tensor>() <= 136, "{}", size_of::<Tensor>());
+        assert!(size_of::<Input>() <= 88, "{}", size_of::<Input>());
+        assert!(size_of::<InputPlan>() <= 64, "{}", size_of::<InputPlan>());
+        assert!(size_of::<FileRecord>() <= 56, "{}", size_of::<FileRecord>());
+        assert_eq!(size_of::<Watched>(), 16);
+    }
 }

@@ -109,7 +109,8 @@ pub fn open(
                 .collect();
             return Err(no_such_tensor(&input.name, &wanted, &names));
         }
-        input.tensors.retain(is_wanted);
+        let tensors = std::mem::take(&mut input.tensors).into_vec();
+        input.tensors = tensors.into_iter().filter(is_wanted).collect();
         let extras = input.extras.get_or_insert_with(Box::default);
         extras.selected = Some(wanted);
     }
@@ -241,7 +242,8 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         return Err(inconsistent(&index_text, problems));
     }
     let index_file = DataFile::closed(Arc::clone(&name.path), index_stamp.clone());
-    let mut watched = vec![Watched::new(&name.path, &index_file, index_stamp)];
+    let index_watched = Watched::new(&name.path, &index_file, index_stamp);
+    let mut watched = Vec::with_capacity(files.len());
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
     let mut paths = Vec::with_capacity(files.len());
@@ -319,6 +321,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         total_size: index.total_size,
         tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
     };
+    let watched = (index_watched, watched);
     Ok(Input::of_files(name, tensors, metadata, shards, watched))
 }
 

@@ -846,7 +846,7 @@ mod tests {
                 dtype: DType::UInt8,
                 byte_order: ByteOrder::NotApplicable,
                 swaps: Default::default(),
-                shape: shape.to_vec(),
+                shape: shape.into(),
                 layout: Layout::C,
                 data_offset: 128,
                 data_len: 0,

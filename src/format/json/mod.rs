@@ -78,7 +78,7 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
         byte_order: dtype.byte_order_or_na(ByteOrder::Little),
         dtype,
         swaps: Default::default(),
-        shape,
+        shape: shape.into(),
         layout: Layout::C,
         data_offset,
         data_len,

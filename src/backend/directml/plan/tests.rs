@@ -27,7 +27,7 @@ fn info(dtype: &DType, shape: &[u64], layout: Layout) -> TensorInfo {
         dtype: dtype.clone(),
         byte_order: ByteOrder::Little,
         swaps: Swaps::None,
-        shape: shape.to_vec(),
+        shape: shape.into(),
         layout,
         data_offset: 0,
         data_len: dtype.bytes_for(elements).unwrap(),
@@ -525,7 +525,7 @@ fn slabs_are_bounded_and_keep_swapped_elements_whole() {
             .all(|s| s.end - s.start <= SLAB && (s.end - s.start) % 8 == 0)
     );
     let mut record = synthetic(DType::Void(12), 3, &[24]);
-    record.inputs[0].swaps = Swaps::Ranges([(0, 4)].into());
+    record.inputs[0].swaps = Swaps::Ranges(Box::new(vec![(0, 4)]));
     let plan = super::plan(&record, &device(FeatureLevel::V1_0)).unwrap();
     let step = plan.slabs(0..SLAB * 2).next().unwrap();
     assert_eq!(step.end % 12, 0);
