@@ -19,10 +19,10 @@ use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::job::{self, TensorJob};
-use crate::output::{Output, Sink};
+use crate::output::{Output, OutputSet, Sink};
 use crate::progress::{self, Counted};
 use crate::reference::Reference;
-use crate::shards::{self, ShardPlan};
+use crate::shards::{self, NewFolder, ShardPlan};
 use crate::spill::Spill;
 use crate::{report, source, stack};
 
@@ -43,15 +43,15 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let job = plan(config, &inputs, format, writer.as_ref())?;
     let shards = shard_plan(config, &inputs, &job, writer.as_ref())?;
     let mut engine = Engine::choose(config.engine.backend, config.engine.adapter, &job)?;
-    match (&config.output.path, config.action) {
+    let finished = match (&config.output.path, config.action) {
         (Some(_), Action::Write) if shards.is_some() => {
             let shards = shards.as_ref().expect("a sharded output");
-            write_shards(config, shards, &inputs, &job, writer.as_mut(), &mut engine)
+            write_shards(config, shards, &inputs, &job, writer.as_mut(), &mut engine)?
         }
         (Some(path), Action::Write) => {
             let early = early.and_then(|early| early.fits(&inputs, &job));
             let (writer, engine) = (writer.as_mut(), &mut engine);
-            write_and_commit(config, path, &inputs, &job, writer, engine, early)
+            write_checked(config, path, &inputs, &job, writer, engine, early)?
         }
         (_, action) => {
             let output = config.output.path.as_deref().zip(config.output.format);
@@ -64,8 +64,40 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 "{}",
                 report(&config.rules, &inputs, &job, output, &engine, shards)
             );
-            Ok(())
+            return Ok(());
         }
+    };
+    // The output may replace one of the inputs, which Windows refuses while the input is
+    // mapped or open: every map and handle of the inputs goes before the commit.
+    drop((engine, job));
+    drop(inputs);
+    finished.commit()
+}
+
+/// A complete output whose inputs were all checked unchanged: only its commit remains.
+struct Finished {
+    output: Complete,
+    progress: progress::Progress,
+}
+
+enum Complete {
+    One(Output),
+    /// A sharded output, and the folder made for it, which the commit keeps.
+    Set(OutputSet, NewFolder),
+}
+
+impl Finished {
+    /// Puts the output in place, then prints the summary.
+    fn commit(self) -> Result<()> {
+        match self.output {
+            Complete::One(output) => output.commit()?,
+            Complete::Set(set, folder) => {
+                set.commit()?;
+                folder.keep();
+            }
+        }
+        self.progress.summary();
+        Ok(())
     }
 }
 
@@ -114,10 +146,10 @@ fn shard_plan(
     Ok(Some(plan))
 }
 
-/// Writes every shard of a sharded output and its index under temporary names, then commits
-/// them together (the index last) once every input is checked unchanged, removing the
-/// previous set's shards the new index does not list. On any failure the folder is left as
-/// it was, and a folder this run created is removed again.
+/// Writes every shard of a sharded output and its index under temporary names and checks
+/// every input unchanged; the commit puts them in place together (the index last), removing
+/// the previous set's shards the new index does not list. On any failure the folder is left
+/// as it was, and a folder this run created is removed again.
 fn write_shards(
     config: &JoinConfig,
     shards: &ShardPlan,
@@ -125,7 +157,7 @@ fn write_shards(
     job: &[TensorJob],
     writer: &mut dyn Writer,
     engine: &mut Engine,
-) -> Result<()> {
+) -> Result<Finished> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
     let progress = progress::start(total, config.progress, &shards.folder);
     let folder = shards.prepare_folder()?;
@@ -146,10 +178,10 @@ fn write_shards(
     for input in inputs {
         input.check_unchanged()?;
     }
-    set.commit()?;
-    folder.keep();
-    progress.summary();
-    Ok(())
+    Ok(Finished {
+        output: Complete::Set(set, folder),
+        progress,
+    })
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
@@ -277,8 +309,8 @@ fn described(job: &[TensorJob]) -> Vec<OutTensor> {
 }
 
 /// Writes the output under a temporary name (or completes the early copy's), with progress,
-/// and commits it once every input is checked unchanged.
-fn write_and_commit(
+/// and checks every input unchanged.
+fn write_checked(
     config: &JoinConfig,
     path: &Path,
     inputs: &[Input],
@@ -286,10 +318,10 @@ fn write_and_commit(
     writer: &mut dyn Writer,
     engine: &mut Engine,
     early: Option<early::Fitted>,
-) -> Result<()> {
+) -> Result<Finished> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
     let progress = progress::start(total, config.progress, path);
-    if let Some(early) = early {
+    let output = if let Some(early) = early {
         // The inputs it took were read whole, header and data in one read: nothing to
         // re-check.
         let taken = early.inputs();
@@ -300,7 +332,7 @@ fn write_and_commit(
         for input in &inputs[taken..] {
             input.check_unchanged()?;
         }
-        output.commit()?;
+        output
     } else {
         let mut output = Output::create(path, config.output.no_clobber)?;
         let all: Vec<usize> = (0..job.len()).collect();
@@ -310,10 +342,12 @@ fn write_and_commit(
         for input in inputs {
             input.check_unchanged()?;
         }
-        output.commit()?;
-    }
-    progress.summary();
-    Ok(())
+        output
+    };
+    Ok(Finished {
+        output: Complete::One(output),
+        progress,
+    })
 }
 
 /// The writer's options from the configuration, refusing options the output format has no

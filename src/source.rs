@@ -23,9 +23,16 @@ impl Region {
         }
         let len = usize::try_from(len).map_err(|_| io::Error::other("file too large to map"))?;
         // SAFETY: the map is read-only and tjoin never writes to its inputs. Another process
-        // that truncates the file while it is mapped makes reading it raise SIGBUS; the length
-        // and modification time are checked again before the output is renamed into place.
-        let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file)? };
+        // that truncates the file while it is mapped makes reading it raise SIGBUS (Windows
+        // refuses such a truncation: ERROR_USER_MAPPED_FILE); the length and modification
+        // time are checked again before the output is renamed into place.
+        let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file) };
+        // Windows maps no byte past a file's end (Linux maps them, and reading one raises
+        // SIGBUS): a file shortened since its header was read fails here, with "Access
+        // denied" unless told otherwise.
+        #[cfg(windows)]
+        let map = map.map_err(|e| shortened_or(file, offset + len as u64, e));
+        let map = map?;
         // Advice is a hint: a kernel that ignores it costs speed, never correctness.
         #[cfg(unix)]
         let _ = map.advise(Advice::Sequential);
@@ -63,6 +70,20 @@ impl Region {
                 map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
             };
         }
+    }
+}
+
+/// The error of a map that failed: that the file is now shorter than `end`, if it is, else
+/// `error` itself.
+#[cfg(windows)]
+fn shortened_or(file: &File, end: u64, error: io::Error) -> io::Error {
+    match file.metadata() {
+        Ok(now) if now.len() < end => io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "it is shorter than when its header was read: it changed while tjoin was reading \
+             it; no output was written, run again once nothing else writes to it",
+        ),
+        _ => error,
     }
 }
 

@@ -268,7 +268,11 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
          rewrite that keeps the length and sets the modification time back; and a change \
          made and committed by another program between the check and the rename (read \
          inputs that nothing else writes to). An input shortened while it is read ends the \
-         run at once (SIGBUS) with the same promise: no output.",
+         run at once (SIGBUS) with the same promise: no output. On Windows an input cannot be \
+         shortened while tjoin has it mapped: Windows refuses the truncation \
+         (ERROR_USER_MAPPED_FILE) to the program that tries it, the input stays whole and so \
+         does the output. The output may replace one of the inputs: the inputs are checked, \
+         then closed and unmapped, then the output is renamed over its target.",
     )]);
     append_section(&mut roff);
     roff.control("SH", ["DIRECTML"]);

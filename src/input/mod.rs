@@ -443,6 +443,12 @@ impl Fetched {
         options.read(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        // Windows opens a folder (a sharded checkpoint) only with FILE_FLAG_BACKUP_SEMANTICS
+        // (0x02000000), and refuses it with "Access denied" otherwise. The share mode stays
+        // the standard library's, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+        // so that another program may still rename over or remove an input tjoin reads.
+        #[cfg(windows)]
+        std::os::windows::fs::OpenOptionsExt::custom_flags(&mut options, 0x0200_0000);
         let opened = options
             .open(path)
             .and_then(|file| Ok((file.metadata()?, file)))

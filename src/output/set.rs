@@ -64,13 +64,17 @@
 //! permissions, not the owner, the other hard links or the extended attributes; it also
 //! takes as long to make as the file takes to copy.
 //!
-//! On Windows, the renames are `MoveFileEx` calls that replace an existing file: NTFS makes
-//! each a single change, but Windows documents no promise that it is atomic. A file that
-//! another process holds open without `FILE_SHARE_DELETE`, or maps into memory (a running
-//! program reading the checkpoint, say), can be neither replaced nor removed: the commit
-//! fails on it and rolls back, and the rollback can meet the same refusal, which its
-//! message then lists with the backups it kept. FAT and exFAT volumes have no hard links,
-//! so every backup there is a copy.
+//! On Windows, the renames are the standard library's: `SetFileInformationByHandle` with
+//! `FileRenameInfoEx` and POSIX semantics where the system and file system offer it (Windows
+//! 10 1607 and later, NTFS), which replaces a file that others hold open with
+//! `FILE_SHARE_DELETE`; elsewhere `MoveFileExW` with `MOVEFILE_REPLACE_EXISTING`, which
+//! does not. Windows documents no promise that either is atomic. A rename refused because
+//! the target is in use (another process holding it without `FILE_SHARE_DELETE`, or mapping
+//! it: a running program reading the checkpoint, say; Wine refuses any open handle) is
+//! tried again for 2 s; then the commit fails on it and rolls back, and the rollback can
+//! meet the same refusal, which its message then lists with the backups it kept. A file to
+//! remove that is in use fails the same way, without a second try. FAT and exFAT volumes have
+//! no hard links, so every backup there is a copy.
 
 use std::fs::{self, File};
 use std::io::{self, ErrorKind};

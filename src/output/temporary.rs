@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tempfile::NamedTempFile;
+use tempfile::{NamedTempFile, PersistError};
 
 /// What a temporary file beside a target holds; its name says which.
 #[derive(Debug, Clone, Copy)]
@@ -131,24 +131,53 @@ impl<F> Temporary<F> {
 
     /// Renames it to `target`, over an existing file unless `no_clobber` forbids it. On
     /// failure it is handed back, still on disk.
+    ///
+    /// On Windows a rename over a file that another process has open or mapped fails, where
+    /// on Unix it succeeds: a second tjoin writing the same target, or anything reading it,
+    /// holds it for a moment. Such a rename is tried again for up to [`IN_USE_PATIENCE`], as
+    /// cargo and rustup do, and the error then says why it failed.
     pub(super) fn rename_to(
         self,
         target: &Path,
         no_clobber: bool,
     ) -> Result<(), (io::Error, Temporary<F>)> {
-        let Temporary { file, _registered } = self;
-        let renamed = if no_clobber {
-            file.persist_noclobber(target)
-        } else {
-            file.persist(target)
-        };
-        renamed.map(drop).map_err(|e| {
-            let back = Temporary {
-                file: e.file,
-                _registered,
+        let Temporary {
+            mut file,
+            _registered,
+        } = self;
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            let renamed = if no_clobber {
+                file.persist_noclobber(target).map(drop)
+            } else {
+                replace(file, target)
             };
-            (e.error, back)
-        })
+            let error = match renamed {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    file = e.file;
+                    e.error
+                }
+            };
+            if !in_use(&error) || started.elapsed() >= IN_USE_PATIENCE {
+                let error = if in_use(&error) {
+                    let why = format!(
+                        "{error}; another program has it open or mapped into memory, and \
+                         Windows replaces no such file (it still was after {} s); close that \
+                         program, or name another output",
+                        IN_USE_PATIENCE.as_secs()
+                    );
+                    io::Error::new(error.kind(), why)
+                } else {
+                    error
+                };
+                let back = Temporary { file, _registered };
+                return Err((error, back));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        }
     }
 
     /// Leaves it on disk, for a user to recover; returns its path.
@@ -162,6 +191,38 @@ impl<F> Temporary<F> {
     pub(super) fn remove(self) -> io::Result<()> {
         self.file.close()
     }
+}
+
+/// Renames `file` over `target` with the standard library's rename. On Unix that is
+/// `rename(2)`, as tempfile's. On Windows 10 1607 and later it is `SetFileInformationByHandle`
+/// with `FileRenameInfoEx` and `FILE_RENAME_FLAG_REPLACE_IF_EXISTS |
+/// FILE_RENAME_FLAG_POSIX_SEMANTICS`, which Microsoft documents (FILE_RENAME_INFORMATION,
+/// ntifs.h) to "allow replacing a file even if there are existing handles to it", handles that
+/// allowed deletion (`FILE_SHARE_DELETE` in `CreateFileW`, which the standard library asks
+/// for by default). `MoveFileExW` with `MOVEFILE_REPLACE_EXISTING` (tempfile's way, and the
+/// standard library's where the file system has no such rename) fails on an open target with
+/// ERROR_ACCESS_DENIED. A target mapped into memory the documentation does not cover. Wine
+/// 8.0 refuses both ways (os error 5) while any handle to the target is open or any map of
+/// it exists, whatever its share mode: `rename_to` tries again for a while.
+fn replace<F>(mut file: NamedTempFile<F>, target: &Path) -> Result<(), PersistError<F>> {
+    match std::fs::rename(file.path(), target) {
+        Ok(()) => {
+            // It is the target now: dropping the temporary file must not remove it.
+            file.disable_cleanup(true);
+            Ok(())
+        }
+        Err(error) => Err(PersistError { error, file }),
+    }
+}
+
+/// How long a rename that Windows refuses because the target is in use is tried again.
+const IN_USE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a rename failed because the target (or the file renamed) is in use: Windows
+/// answers ERROR_ACCESS_DENIED (5) or ERROR_SHARING_VIOLATION (32). On Unix a file in use
+/// is no obstacle, and a refusal is final.
+fn in_use(error: &io::Error) -> bool {
+    cfg!(windows) && matches!(error.raw_os_error(), Some(5 | 32))
 }
 
 impl Temporary<File> {

@@ -10,6 +10,7 @@ mod docs;
 mod early_copy;
 #[cfg(unix)]
 mod examples;
+mod files_in_use;
 mod fixtures;
 mod flags;
 mod generated;
