@@ -271,7 +271,10 @@ fn write_from_map(
     let bytes = region.bytes();
     for start in (0..bytes.len()).step_by(RELEASE_BUDGET as usize) {
         let end = (start + RELEASE_BUDGET as usize).min(bytes.len());
-        write_in_pieces(out, &bytes[start..end])?;
+        write_in_pieces(out, &bytes[start..end]).map_err(|e| {
+            // Pages of an input that shrank since it was mapped fail the write (EFAULT).
+            source::shrank(file, offset + len).map_or(e, |why| name.io_error("read", why))
+        })?;
         region.release(start, end);
     }
     Ok(())
@@ -567,8 +570,12 @@ impl<'a> Packer<'a> {
             let start = self.buffer.len();
             let len = ((self.capacity - start) as u64).min(p.data_len - done) as usize;
             self.buffer.resize(start + len, 0);
-            source::read_exact_at(file, &mut self.buffer[start..], p.data_offset + done)
-                .map_err(|e| input.name.io_error("read", e))?;
+            source::read_exact_at(file, &mut self.buffer[start..], p.data_offset + done).map_err(
+                |e| {
+                    let why = source::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
+                    input.name.io_error("read", why)
+                },
+            )?;
             if let Some((_, check)) = &mut check {
                 check.hasher.update(&self.buffer[start..]);
             }

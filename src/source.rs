@@ -77,14 +77,21 @@ impl Region {
 /// `error` itself.
 #[cfg(windows)]
 fn shortened_or(file: &File, end: u64, error: io::Error) -> io::Error {
-    match file.metadata() {
-        Ok(now) if now.len() < end => io::Error::new(
+    shrank(file, end).unwrap_or(error)
+}
+
+/// Why reading `file` up to `end` failed, if it is now shorter than that: it changed while
+/// tjoin was reading it. A write from a map of its lost pages fails with EFAULT on Linux,
+/// which without this check would blame the output.
+pub fn shrank(file: &File, end: u64) -> Option<io::Error> {
+    let now = file.metadata().ok()?;
+    (now.len() < end).then(|| {
+        io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "it is shorter than when its header was read: it changed while tjoin was reading \
              it; no output was written, run again once nothing else writes to it",
-        ),
-        _ => error,
-    }
+        )
+    })
 }
 
 /// Copies `len` bytes of `from`, starting at `offset`, to `to`'s current position inside the
