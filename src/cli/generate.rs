@@ -258,14 +258,16 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
     roff.control("SH", ["INPUTS THAT CHANGE"]);
     roff.text([roman(
         "Each input file (and each shard of a sharded checkpoint) is recorded when it is \
-         opened: its device and inode, its length, its modification time and, on Unix, its \
-         change time (ctime). It is checked again when a closed file is reopened and before \
-         the output is committed; any difference fails the run with status 1 and writes no \
-         output. The change time catches a rewrite whose modification time was set back \
-         afterwards (touch -r, cp -p, rsync), since the kernel sets it on every write and on \
-         every change of the times. What the check cannot see: a change undone by someone \
-         who also sets the clock back; on Windows, which offers tjoin no change time, a \
-         rewrite that keeps the length and sets the modification time back; and a change \
+         opened: on Unix its device and inode, its length and its change time (ctime); on \
+         Windows its length and its modification time. It is checked again when a closed \
+         file is reopened and before the output is committed; any difference fails the run \
+         with status 1 and writes no output. The change time alone is enough on Unix: the \
+         kernel sets it on every write and on every change of the times, so it also catches a \
+         rewrite whose modification time was set back afterwards (touch -r, cp -p, rsync). \
+         What the check cannot see: a change undone by someone who also sets the clock back; \
+         on Windows, which offers tjoin neither a file id nor a change time, a file replaced \
+         by another of the same length and modification time, or a rewrite that keeps the \
+         length and sets the modification time back; and a change \
          made and committed by another program between the check and the rename (read \
          inputs that nothing else writes to). An input shortened while it is read ends the \
          run at once (SIGBUS) with the same promise: no output. On Windows an input cannot be \
