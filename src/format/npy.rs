@@ -458,13 +458,10 @@ fn parse_canonical(text: &str) -> Option<Header> {
     let shape = match dims.strip_suffix(',') {
         Some(single) => vec![single.parse().ok()?],
         None if dims.is_empty() => Vec::new(),
-        // Collected at its exact length: the shape is kept for the whole run, once for each
-        // of maybe 100,000 inputs, and collecting into a Vec leaves spare room.
         None => dims
             .split(", ")
             .map(|dim| dim.parse().ok())
-            .collect::<Option<Box<[u64]>>>()?
-            .into_vec(),
+            .collect::<Option<Vec<u64>>>()?,
     };
     if shape.len() == 1 && !dims.ends_with(',') {
         return None;

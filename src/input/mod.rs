@@ -398,7 +398,7 @@ impl Input {
         self.watched().filter(|w| w.open.is_some()).count()
     }
 
-    /// Fails if a file's identity, length or modification time changed since it was opened:
+    /// Fails if a file's identity, length or change time changed since it was opened:
     /// the bytes read may then be a mixture of two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
         for Watched { record, open } in self.watched() {
