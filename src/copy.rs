@@ -271,13 +271,18 @@ fn write_from_map(
     let bytes = region.bytes();
     for start in (0..bytes.len()).step_by(RELEASE_BUDGET as usize) {
         let end = (start + RELEASE_BUDGET as usize).min(bytes.len());
-        write_in_pieces(out, &bytes[start..end]).map_err(|e| {
-            // Pages of an input that shrank since it was mapped fail the write (EFAULT).
-            source::shrank(file, offset + len).map_or(e, |why| name.io_error("read", why))
-        })?;
+        write_in_pieces(out, &bytes[start..end])
+            .map_err(|e| shrunk_or(e, name, file, offset + len))?;
         region.release(start, end);
     }
     Ok(())
+}
+
+/// The error of a failed write from the map of input `name`'s `file`: that the input is now
+/// shorter than `end`, if it is (Linux fails a write from a map's lost pages with EFAULT,
+/// which would otherwise read as the output's fault), else `error` itself.
+fn shrunk_or(error: Error, name: &InputRef, file: &File, end: u64) -> Error {
+    source::shrank(file, end).map_or(error, |why| name.io_error("read", why))
 }
 
 /// Writes mapped bytes in pieces of `BUFFER`: the kernel copies 1 MiB from a map as fast as
@@ -535,7 +540,7 @@ impl<'a> Packer<'a> {
                 Region::map(&file, offset, len).map_err(|e| input.name.io_error("map", e))?;
             let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
             for piece in region.bytes().chunks(RELEASE_BUDGET as usize) {
-                self.write_mapped(piece)?;
+                self.write_mapped(input, p, piece)?;
                 cursors.advance(0, piece.len() as u64);
             }
             return cursors.verify();
@@ -559,9 +564,8 @@ impl<'a> Packer<'a> {
         input: &Tensor,
         file: &File,
         p: &InputPlan,
-        check: Option<(InputRef, StoredCrc)>,
+        mut check: Option<(InputRef, StoredCrc)>,
     ) -> Result<()> {
-        let mut check = check;
         let mut done = 0;
         while done < p.data_len {
             if self.buffer.len() == self.capacity {
@@ -616,16 +620,19 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Writes bytes of a map as they are, after what is buffered: from the map itself here,
-    /// through the buffer when another thread writes.
-    fn write_mapped(&mut self, mut bytes: &[u8]) -> Result<()> {
+    /// Writes bytes of `input`'s map (planned as `p`) as they are, after what is buffered:
+    /// from the map itself here, through the buffer when another thread writes.
+    fn write_mapped(&mut self, input: &Tensor, p: &InputPlan, mut bytes: &[u8]) -> Result<()> {
         if let Out::Here(out) = &mut self.out {
             if !self.buffer.is_empty() {
                 let written = out.write_all(&self.buffer);
                 written.map_err(|e| Error::io("write the output", out.name(), e))?;
                 self.buffer.clear();
             }
-            return write_in_pieces(*out, bytes);
+            return write_in_pieces(*out, bytes).map_err(|e| match input.file.open(&input.name) {
+                Ok(file) => shrunk_or(e, &input.name, &file, p.data_offset + p.data_len),
+                Err(_) => e,
+            });
         }
         while !bytes.is_empty() {
             let take = (self.capacity - self.buffer.len()).min(bytes.len());
@@ -676,7 +683,7 @@ impl<'a> Packer<'a> {
         let piece_len = (RELEASE_BUDGET as usize / in_size).max(1) * in_size;
         for (k, piece) in run.chunks(piece_len).enumerate() {
             if direct {
-                self.write_mapped(piece)?;
+                self.write_mapped(input, p, piece)?;
             } else {
                 self.append(piece, input, p, (start + k * piece_len) as u64)?;
             }

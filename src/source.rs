@@ -24,14 +24,14 @@ impl Region {
         let len = usize::try_from(len).map_err(|_| io::Error::other("file too large to map"))?;
         // SAFETY: the map is read-only and tjoin never writes to its inputs. Another process
         // that truncates the file while it is mapped makes reading it raise SIGBUS (Windows
-        // refuses such a truncation: ERROR_USER_MAPPED_FILE); the length and modification
-        // time are checked again before the output is renamed into place.
+        // refuses such a truncation: ERROR_USER_MAPPED_FILE); the length and change time
+        // are checked again before the output is renamed into place.
         let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file) };
         // Windows maps no byte past a file's end (Linux maps them, and reading one raises
         // SIGBUS): a file shortened since its header was read fails here, with "Access
         // denied" unless told otherwise.
         #[cfg(windows)]
-        let map = map.map_err(|e| shortened_or(file, offset + len as u64, e));
+        let map = map.map_err(|e| shrank(file, offset + len as u64).unwrap_or(e));
         let map = map?;
         // Advice is a hint: a kernel that ignores it costs speed, never correctness.
         #[cfg(unix)]
@@ -71,13 +71,6 @@ impl Region {
             };
         }
     }
-}
-
-/// The error of a map that failed: that the file is now shorter than `end`, if it is, else
-/// `error` itself.
-#[cfg(windows)]
-fn shortened_or(file: &File, end: u64, error: io::Error) -> io::Error {
-    shrank(file, end).unwrap_or(error)
 }
 
 /// Why reading `file` up to `end` failed, if it is now shorter than that: it changed while

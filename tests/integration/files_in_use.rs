@@ -166,24 +166,12 @@ fn an_input_truncated_while_mapped_fails_cleanly_or_is_refused_by_windows() {
         (4096, 65536)
     };
     filled(d, "a.npy", rows, 2, 7);
-    let header = crate::util::npy_header("|u1", &[rows, cols], true);
-    fs::write(d.join("b.npy"), &header).unwrap();
-    let b_len = header.len() as u64 + rows * cols;
-    OpenOptions::new()
-        .write(true)
-        .open(d.join("b.npy"))
-        .unwrap()
-        .set_len(b_len)
-        .unwrap();
+    let b_len = sparse_b(d, rows, cols, true);
     // Past the header, every input of a join of several rounds is mapped.
     let (truncated, output) = truncate_b_while_joining(d, "1", 64 << 10);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if cfg!(windows) {
-        let refused = truncated.expect_err("Windows truncated a mapped file");
-        assert_eq!(refused.raw_os_error(), Some(1224), "{refused}");
-        assert!(output.status.success(), "{stderr}");
-        assert_eq!(read_npy(&d.join("out.npy")).shape, [rows, 2 + cols]);
-        assert_eq!(fs::metadata(d.join("b.npy")).unwrap().len(), b_len);
+        assert_windows_refused_the_truncation(d, truncated, &output, [rows, 2 + cols], b_len);
         assert_eq!(dir_entries(d), ["a.npy", "b.npy", "out.npy"]);
     } else {
         truncated.unwrap();
@@ -212,6 +200,59 @@ fn an_input_truncated_before_it_is_read_fails_cleanly_and_names_it() {
     assert_mentions(&stderr, &[why]);
     assert!(!stderr.contains("cannot write the output"), "{stderr}");
     assert_eq!(dir_entries(d), ["a.npy", "b.npy"]);
+}
+
+/// An input truncated while its long runs (1 MiB a round, past `DIRECT_RUN`, at offsets the
+/// kernel declines) are written from its map, round by round. On Linux the write from the
+/// lost pages fails with EFAULT, which must blame the input, not the output; Windows refuses
+/// the truncation, and the join completes.
+#[test]
+fn an_input_truncated_while_its_long_runs_are_written_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (rows, cols) = (512, 1 << 20);
+    filled(d, "a.npy", rows, 2, 7);
+    let b_len = sparse_b(d, rows, cols, false);
+    let (truncated, output) = truncate_b_while_joining(d, "1", 1 << 20);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if cfg!(windows) {
+        assert_windows_refused_the_truncation(d, truncated, &output, [rows, 2 + cols], b_len);
+    } else {
+        truncated.unwrap();
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let why = "input 2 (b.npy): it is shorter than when its header was read";
+        assert_mentions(&stderr, &[why]);
+        assert!(!stderr.contains("cannot write the output"), "{stderr}");
+        assert_eq!(dir_entries(d), ["a.npy", "b.npy"]);
+    }
+}
+
+/// What Windows does when `b.npy` is truncated while tjoin maps it: refuses the truncation
+/// (ERROR_USER_MAPPED_FILE), so `b.npy` keeps its `b_len` bytes and the join completes.
+fn assert_windows_refused_the_truncation(
+    dir: &Path,
+    truncated: io::Result<()>,
+    output: &Output,
+    shape: [u64; 2],
+    b_len: u64,
+) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let refused = truncated.expect_err("Windows truncated a mapped file");
+    assert_eq!(refused.raw_os_error(), Some(1224), "{refused}");
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(read_npy(&dir.join("out.npy")).shape, shape);
+    assert_eq!(fs::metadata(dir.join("b.npy")).unwrap().len(), b_len);
+}
+
+/// Writes `b.npy` in `dir`, `rows` x `cols` bytes of zeros, as a sparse file (in Fortran
+/// order if `fortran`); returns its length.
+fn sparse_b(dir: &Path, rows: u64, cols: u64, fortran: bool) -> u64 {
+    let header = crate::util::npy_header("|u1", &[rows, cols], fortran);
+    fs::write(dir.join("b.npy"), &header).unwrap();
+    let len = header.len() as u64 + rows * cols;
+    let b = OpenOptions::new().write(true).open(dir.join("b.npy"));
+    b.unwrap().set_len(len).unwrap();
+    len
 }
 
 /// Joins `a.npy` and `b.npy` in `dir` along `axis` and, once the run is writing (on Windows,
