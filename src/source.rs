@@ -77,12 +77,15 @@ impl Region {
 /// tjoin was reading it. A write from a map of its lost pages fails with EFAULT on Linux,
 /// which without this check would blame the output.
 pub fn shrank(file: &File, end: u64) -> Option<io::Error> {
-    let now = file.metadata().ok()?;
-    (now.len() < end).then(|| {
+    let now = file.metadata().ok()?.len();
+    (now < end).then(|| {
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
-            "it is shorter than when its header was read: it changed while tjoin was reading \
-             it; no output was written, run again once nothing else writes to it",
+            format!(
+                "it is {now} bytes long, shorter than the {end} its header said: it changed \
+                 while tjoin was reading it; no output was written, run again once nothing \
+                 else writes to it"
+            ),
         )
     })
 }
