@@ -949,8 +949,9 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         )));
     }
     let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
-    // The first block is small, so that tensors differing early cost little (a read from a
-    // cold disk pulls in the kernel's readahead too); blocks then double up to 4 MiB.
+    // The first block is small, so that tensors differing early cost little, and read
+    // without the kernel's readahead, leaving the page cache as it was for the copy, which
+    // reads these files next (`source::read_leaving_cache`); blocks then double up to 4 MiB.
     const FIRST: u64 = 4 << 10;
     const LARGEST: u64 = 4 << 20;
     let (mut ba, mut bb) = (Vec::new(), Vec::new());
@@ -960,10 +961,12 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         let n = block.min(x.data_len - done) as usize;
         ba.resize(n, 0);
         bb.resize(n, 0);
-        source::read_exact_at(&fa, &mut ba, x.data_offset + done)
-            .map_err(|e| a.name.io_error("read", e))?;
-        source::read_exact_at(&fb, &mut bb, y.data_offset + done)
-            .map_err(|e| b.name.io_error("read", e))?;
+        let read = match done {
+            0 => source::read_leaving_cache,
+            _ => source::read_exact_at,
+        };
+        read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
+        read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
         if ba != bb {
             let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
             let byte = done + at as u64;

@@ -254,6 +254,71 @@ pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Re
     Ok(())
 }
 
+/// Fills `buf` from `offset` of `file` as [`read_exact_at`] does, and leaves the page cache
+/// as it was: for the small reads that compare the first bytes of two tensors while the join
+/// is planned (`copy::differs`), before the copy reads the same files front to back.
+///
+/// A read that misses the cache pulls in the kernel's readahead, and the pages a probe
+/// leaves behind break the copy's own readahead later: meeting a page already cached, the
+/// kernel gives up large folios for that window and reads it in single pages, in smaller
+/// requests. Probing each 2.5 MiB tensor of two of four safetensors shards that way read
+/// those two files a page at a time and made a cold join 1.25-1.45x slower (benches/README.md,
+/// "Probes that read ahead"). So when the probe's pages are not all cached already, it
+/// fetches exactly them (`POSIX_FADV_WILLNEED` reads no further) and drops them again
+/// afterwards. (`RWF_NOWAIT` cannot tell whether they are cached: a read that may not wait
+/// still starts the readahead.)
+#[cfg(target_os = "linux")]
+pub fn read_leaving_cache(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let page = page_size();
+    let start = offset - offset % page;
+    let end = (offset + buf.len() as u64).next_multiple_of(page);
+    // When it cannot be told, the cache is left to the kernel.
+    if buf.is_empty() || cached(file, start, end - start).unwrap_or(true) {
+        return read_exact_at(file, buf, offset);
+    }
+    let fd = file.as_raw_fd();
+    let (at, len) = (start as i64, (end - start) as i64);
+    // SAFETY: posix_fadvise touches no memory of ours; advice only changes what the kernel
+    // caches, never what a read returns.
+    unsafe { libc::posix_fadvise(fd, at, len, libc::POSIX_FADV_WILLNEED) };
+    let read = read_exact_at(file, buf, offset);
+    // SAFETY: as above.
+    unsafe { libc::posix_fadvise(fd, at, len, libc::POSIX_FADV_DONTNEED) };
+    read
+}
+
+/// Whether every page of `len` bytes of `file` from `start` (a multiple of the page size) is
+/// in the page cache, asked of a map that is never read (`mincore`), so that asking reads
+/// nothing in.
+#[cfg(target_os = "linux")]
+fn cached(file: &File, start: u64, len: u64) -> io::Result<bool> {
+    let len = usize::try_from(len).map_err(io::Error::other)?;
+    // SAFETY: the map is read-only and never read: only its pages' residency is asked.
+    let map = unsafe { MmapOptions::new().offset(start).len(len).map(file)? };
+    let mut pages = vec![0u8; len.div_ceil(page_size() as usize)];
+    // SAFETY: the map starts on a page (`start` is a multiple of the page size) and spans
+    // `len` bytes; `pages` has one byte for each of its pages.
+    let asked = unsafe { libc::mincore(map.as_ptr().cast_mut().cast(), len, pages.as_mut_ptr()) };
+    if asked != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pages.iter().all(|&page| page & 1 == 1))
+}
+
+/// The size of a page of memory, which is also the page cache's unit.
+#[cfg(target_os = "linux")]
+fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
+/// Elsewhere a probe reads as any read does.
+#[cfg(not(target_os = "linux"))]
+pub fn read_leaving_cache(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    read_exact_at(file, buf, offset)
+}
+
 /// Writes all of `buf` at `offset` of `file`.
 pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
@@ -555,6 +620,38 @@ system raised SIGBUS); no output was written, run again once nothing else writes
 mod tests {
     use super::*;
     use std::io::{Seek, Write};
+
+    #[test]
+    fn a_probe_leaves_the_page_cache_as_it_found_it() {
+        use std::os::fd::AsRawFd;
+        // Inside the project rather than /tmp, which may be a tmpfs: its pages never leave.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("data");
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice touches no memory of ours.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if cached(&file, 0, data.len() as u64).unwrap() {
+            eprintln!("skipped: this file system keeps the test file's pages cached");
+            return;
+        }
+        // Cold: the right bytes, and no page of the file left cached, the probe's own or
+        // any read ahead.
+        let mut probe = vec![0; 4096];
+        read_leaving_cache(&file, &mut probe, 5000).unwrap();
+        assert_eq!(probe, data[5000..9096]);
+        let left: Vec<u64> = (0..64)
+            .filter(|&page| cached(&file, page * 4096, 4096).unwrap())
+            .collect();
+        assert!(left.is_empty(), "pages left in the cache: {left:?}");
+        // Warm: a file read whole stays cached whole.
+        read_exact_at(&file, &mut vec![0; data.len()], 0).unwrap();
+        read_leaving_cache(&file, &mut probe, 5000).unwrap();
+        assert_eq!(probe, data[5000..9096]);
+        assert!(cached(&file, 0, data.len() as u64).unwrap());
+    }
 
     /// The slots this process's table of file descriptors has room for (`FDSize`).
     fn table_size() -> u64 {
