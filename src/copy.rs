@@ -17,10 +17,11 @@
 //!   of rounds at a time, one input at a time, by copy loops specialised on the run's size.
 //! - Other small runs, byte-swapped runs, cast runs (`--cast`) and gathered (re-laid-out)
 //!   runs are packed into one reused buffer and written in large blocks.
-//! - A job of tiny runs packed in bulk, of at least `THREAD_MIN` bytes, packs on a second
-//!   thread while this one writes the packed buffers, in order, through the same `Sink`: the
-//!   output is still written front to back, so a pipe works as a file does, and a failure on
-//!   either side stops both. Other jobs keep one thread, where a second measured no faster.
+//! - A job of at least `THREAD_MIN` bytes that packs tiny runs in bulk or changes bytes
+//!   (casts, byte swaps, gathers) packs on a second thread while this one writes the packed
+//!   buffers, in order, through the same `Sink`: the output is still written front to back,
+//!   so a pipe works as a file does, and a failure on either side stops both. Other jobs keep
+//!   one thread, where a second measured no faster.
 //! - Pages behind the read cursors are released whenever `RELEASE_BUDGET` bytes have been read
 //!   since the last release, whatever the number of inputs, so resident memory stays bounded
 //!   however large the inputs are.
@@ -58,7 +59,7 @@ const SMALL_INPUT: u64 = 64 << 10;
 /// page-aligned) are read into the buffer rather than written from a map: for a few MiB, a
 /// map's setup and faults cost more than the reads' copy (benches/README.md).
 const READ_INPUT: u64 = 4 << 20;
-/// Jobs that pack tiny runs in bulk, of at least this many bytes, pack on a second thread
+/// Jobs that pack tiny runs in bulk or change bytes, of at least this many bytes, pack on a second thread
 /// while this one writes what it packs; below it a thread costs more than it saves
 /// (benches/README.md).
 const THREAD_MIN: u64 = 64 << 20;
@@ -126,17 +127,24 @@ fn direct(p: &InputPlan, dtype: &DType) -> bool {
     p.run_bytes >= DIRECT_RUN && p.gather.is_none() && p.swaps.is_none() && &p.dtype == dtype
 }
 
+/// Whether an input's bytes change on their way to the output (cast, byte-swapped or
+/// gathered into another layout): work for a core, done in the buffer.
+fn changes(p: &InputPlan, dtype: &DType) -> bool {
+    p.gather.is_some() || !p.swaps.is_none() || &p.dtype != dtype
+}
+
 /// Whether a job that packs (`packs`: some input goes through the buffer) does it on a
-/// second thread: only where that was measured to pay (benches/README.md), a join of tiny
-/// runs packed in bulk of at least `THREAD_MIN` bytes, with a second core. Casts and other
-/// changes made on a second thread measured slower than on one.
+/// second thread: where that was measured to pay (benches/README.md), a job of at least
+/// `THREAD_MIN` bytes that packs tiny runs in bulk or changes bytes (a cast, a byte swap, a
+/// gather), with a second core. Other packing (runs of a few KiB as they are) keeps one
+/// thread: there a second measured slower.
 fn threads(plan: &JoinPlan, packs: bool) -> bool {
     #[cfg(test)]
     if tests::FORCE_THREADS.get() {
         return packs;
     }
     packs
-        && packable(plan)
+        && (packable(plan) || plan.inputs.iter().any(|p| changes(p, &plan.dtype)))
         && plan.bytes >= THREAD_MIN
         && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
@@ -305,8 +313,7 @@ pub fn execute_rest(
 ) -> Result<()> {
     debug_assert!(plan.outer <= 1);
     let rest = || inputs.iter().zip(&plan.inputs).skip(first);
-    let changes = |p: &InputPlan| p.gather.is_some() || !p.swaps.is_none() || p.dtype != plan.dtype;
-    let threaded = threads(plan, rest().any(|(_, p)| changes(p)));
+    let threaded = threads(plan, rest().any(|(_, p)| changes(p, &plan.dtype)));
     with_packer(&plan.dtype, threaded, out, |sink| {
         for (input, p) in rest() {
             sink.whole_input(input, p)?;
@@ -520,7 +527,7 @@ impl<'a> Packer<'a> {
         if p.data_len == 0 {
             return Ok(());
         }
-        if p.gather.is_some() || !p.swaps.is_none() || p.dtype != self.dtype {
+        if changes(p, &self.dtype) {
             let region = map(input, p)?;
             let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
             self.run(input, p, &region, None, 0, 0, &mut cursors)?;
@@ -1357,6 +1364,65 @@ mod tests {
             assert!(error.contains("bad.npz:x)"), "{error}");
             assert!(error.contains("x.npy fails its CRC-32 check"), "{error}");
         }
+    }
+
+    #[test]
+    fn jobs_that_change_bytes_or_pack_tiny_runs_take_a_second_thread_from_thread_min() {
+        if !std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+            eprintln!("skipped: one core, where no job takes a second thread");
+            return;
+        }
+        let f32 = DType::from_name("float32").unwrap();
+        let input = |dtype: &str, run_bytes: u64, swaps: Swaps| InputPlan {
+            data_offset: 128,
+            data_len: THREAD_MIN,
+            run_bytes,
+            dtype: DType::from_name(dtype).unwrap(),
+            swaps,
+            gather: None,
+        };
+        let plan = |inputs: Vec<InputPlan>, bytes: u64| JoinPlan {
+            axis: 1,
+            dtype: f32.clone(),
+            shape: vec![bytes / 4],
+            layout: Layout::C,
+            outer: THREAD_MIN / 4096,
+            inputs,
+            bytes,
+        };
+        let decide = |inputs: Vec<InputPlan>, bytes| threads(&plan(inputs, bytes), true);
+        let kib = |k: u64| k << 10;
+        // A cast (float16 to float32) and a byte swap, beside an input as it is.
+        let cast = || {
+            vec![
+                input("float16", kib(2), Swaps::None),
+                input("float32", kib(4), Swaps::None),
+            ]
+        };
+        let swap = || {
+            vec![
+                input("float32", kib(4), Swaps::Uniform(4)),
+                input("float32", kib(4), Swaps::None),
+            ]
+        };
+        assert!(decide(cast(), THREAD_MIN));
+        assert!(decide(swap(), THREAD_MIN));
+        // Tiny runs as they are, packed in bulk.
+        assert!(decide(
+            vec![
+                input("float32", 12, Swaps::None),
+                input("float32", 20, Swaps::None)
+            ],
+            THREAD_MIN
+        ));
+        // Below THREAD_MIN a thread costs more than it saves.
+        assert!(!decide(cast(), THREAD_MIN - 1));
+        // Runs of a few KiB as they are: too long to pack in bulk, and nothing to change.
+        let plain = vec![
+            input("float32", kib(200), Swaps::None),
+            input("float32", kib(200), Swaps::None),
+        ];
+        assert!(!decide(plain, THREAD_MIN));
     }
 
     #[test]
