@@ -160,23 +160,14 @@ impl<F> Temporary<F> {
                     e.error
                 }
             };
-            if !in_use(&error) || started.elapsed() >= IN_USE_PATIENCE {
-                let error = if in_use(&error) {
-                    let why = format!(
-                        "{error}; another program has it open or mapped into memory, and \
-                         Windows replaces no such file (it still was after {} s); close that \
-                         program, or name another output",
-                        IN_USE_PATIENCE.as_secs()
-                    );
-                    io::Error::new(error.kind(), why)
-                } else {
-                    error
-                };
-                let back = Temporary { file, _registered };
-                return Err((error, back));
+            let waiting = in_use(&error, target);
+            if waiting && started.elapsed() < IN_USE_PATIENCE {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+                continue;
             }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            let error = if waiting { still_in_use(error) } else { error };
+            return Err((error, Temporary { file, _registered }));
         }
     }
 
@@ -219,10 +210,28 @@ fn replace<F>(mut file: NamedTempFile<F>, target: &Path) -> Result<(), PersistEr
 const IN_USE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Whether a rename failed because the target (or the file renamed) is in use: Windows
-/// answers ERROR_ACCESS_DENIED (5) or ERROR_SHARING_VIOLATION (32). On Unix a file in use
-/// is no obstacle, and a refusal is final.
-fn in_use(error: &io::Error) -> bool {
-    cfg!(windows) && matches!(error.raw_os_error(), Some(5 | 32))
+/// answers ERROR_SHARING_VIOLATION (32), or ERROR_ACCESS_DENIED (5), which is also its
+/// answer for a target made read-only since tjoin checked it: that one is final, not worth
+/// waiting for, and not another program's doing. On Unix a file in use is no obstacle, and a
+/// refusal is final.
+fn in_use(error: &io::Error, target: &Path) -> bool {
+    cfg!(windows)
+        && match error.raw_os_error() {
+            Some(32) => true,
+            Some(5) => !std::fs::metadata(target).is_ok_and(|m| m.permissions().readonly()),
+            _ => false,
+        }
+}
+
+/// The error of a rename still refused as in use after [`IN_USE_PATIENCE`]: what holds the
+/// target, and what to do.
+fn still_in_use(error: io::Error) -> io::Error {
+    let why = format!(
+        "{error}; another program has it open or mapped into memory, and Windows replaces no \
+         such file (it still was after {} s); close that program, or name another output",
+        IN_USE_PATIENCE.as_secs()
+    );
+    io::Error::new(error.kind(), why)
 }
 
 impl Temporary<File> {
@@ -487,6 +496,31 @@ mod tests {
         let name = partial.path().file_name().unwrap().to_str().unwrap();
         assert!(name.len() <= 255, "{} bytes: {name}", name.len());
         assert!(name.starts_with(".éé"), "{name}");
+    }
+
+    /// Windows answers a rename over a read-only file as it answers one over a file in use
+    /// (ERROR_ACCESS_DENIED): the read-only one is final, not waited for. (Wine replaces a
+    /// read-only file where Windows refuses, so the refusal itself cannot be shown under
+    /// Wine; what tjoin makes of it can.)
+    #[cfg(windows)]
+    #[test]
+    fn access_denied_over_a_read_only_target_is_not_taken_for_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.npy");
+        std::fs::write(&target, b"old").unwrap();
+        let denied = io::Error::from_raw_os_error(5);
+        let sharing = io::Error::from_raw_os_error(32);
+        assert!(in_use(&denied, &target));
+        let mut permissions = std::fs::metadata(&target).unwrap().permissions();
+        permissions.set_readonly(true);
+        std::fs::set_permissions(&target, permissions).unwrap();
+        assert!(!in_use(&denied, &target));
+        assert!(in_use(&sharing, &target));
+        assert!(
+            still_in_use(sharing)
+                .to_string()
+                .contains("another program")
+        );
     }
 
     #[test]
