@@ -580,13 +580,11 @@ impl<'a> Packer<'a> {
             }
             let start = self.buffer.len();
             let len = ((self.capacity - start) as u64).min(p.data_len - done) as usize;
-            self.buffer.resize(start + len, 0);
-            source::read_exact_at(file, &mut self.buffer[start..], p.data_offset + done).map_err(
-                |e| {
-                    let why = source::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
-                    input.name.io_error("read", why)
-                },
-            )?;
+            let at = p.data_offset + done;
+            source::read_appending(file, &mut self.buffer, len, at).map_err(|e| {
+                let why = source::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
+                input.name.io_error("read", why)
+            })?;
             if let Some((_, check)) = &mut check {
                 check.hasher.update(&self.buffer[start..]);
             }
