@@ -59,9 +59,9 @@ const SMALL_INPUT: u64 = 64 << 10;
 /// page-aligned) are read into the buffer rather than written from a map: for a few MiB, a
 /// map's setup and faults cost more than the reads' copy (benches/README.md).
 const READ_INPUT: u64 = 4 << 20;
-/// Jobs that pack tiny runs in bulk or change bytes, of at least this many bytes, pack on a second thread
-/// while this one writes what it packs; below it a thread costs more than it saves
-/// (benches/README.md).
+/// Jobs that pack tiny runs in bulk or change bytes, of at least this many bytes, pack on a
+/// second thread while this one writes what it packs; below it a thread costs more than it
+/// saves (benches/README.md).
 const THREAD_MIN: u64 = 64 << 20;
 /// Buffers in flight between the packing thread and the writing one.
 const BUFFERS: usize = 3;

@@ -321,7 +321,8 @@ pub fn read_leaving_cache(file: &File, buf: &mut [u8], offset: u64) -> io::Resul
         return read_exact_at(file, buf, offset);
     }
     let fd = file.as_raw_fd();
-    let (at, len) = (start as i64, (end - start) as i64);
+    let at = libc::off_t::try_from(start).map_err(io::Error::other)?;
+    let len = libc::off_t::try_from(end - start).map_err(io::Error::other)?;
     // SAFETY: posix_fadvise touches no memory of ours; advice only changes what the kernel
     // caches, never what a read returns.
     unsafe { libc::posix_fadvise(fd, at, len, libc::POSIX_FADV_WILLNEED) };
