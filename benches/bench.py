@@ -171,6 +171,14 @@ def scenario_inputs(name, scale, folder):
             fill(p, np.float64, (rows(512 << 20, 8 * 1024), 1024), i, fortran=True)
             paths.append(p)
         return 0, paths, []
+    if name == "gather":
+        # A C-order and a Fortran-order float32 (N, 1024), 1 GiB in all: the output is in C
+        # order, as numpy makes it, so the second input is gathered element by element.
+        for i in range(2):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float32, (rows(512 << 20, 4 * 1024), 1024), i, fortran=i == 1)
+            paths.append(p)
+        return 0, paths, []
     if name == "many_small":
         count = max(10, int(10_000 * min(1.0, scale * 10)))
         for i in range(count):
@@ -633,7 +641,7 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

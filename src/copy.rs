@@ -32,6 +32,7 @@
 
 use std::fs::File;
 pub mod blocks;
+mod gather;
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -45,6 +46,7 @@ use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
 use crate::plan::{Gather, InputPlan, JoinPlan};
 use crate::source::{self, Region};
+use gather::Walk;
 
 /// Size of the reused output buffer.
 const BUFFER: usize = 1 << 20;
@@ -756,7 +758,9 @@ impl<'a> Packer<'a> {
         Ok(())
     }
 
-    /// Copies one run of an input whose layout differs from the output's, element by element.
+    /// Copies one run of an input whose layout differs from the output's: its elements in
+    /// the output's order (`gather::Walk`), a buffer's worth at a time, byte-swapped and cast
+    /// as they land.
     fn gathered_run(
         &mut self,
         input: &Tensor,
@@ -766,32 +770,45 @@ impl<'a> Packer<'a> {
         round: u64,
     ) -> Result<()> {
         let bytes = region.bytes();
-        let itemsize = self.itemsize;
         let base = offset_of(round, &gather.outer_dims, &gather.outer_strides);
-        let count: u64 = gather.run_dims.iter().product();
+        let (dims, strides) = (&gather.run_dims, &gather.run_strides);
+        let count: u64 = dims.iter().product();
         let cast = p.dtype != self.dtype;
         let in_size = p.dtype.itemsize() as usize;
         // Gathering jumps across the whole input: within a long run, release all of it
         // whenever a budget's worth has been read, so resident memory stays bounded.
-        let release_every = (RELEASE_BUDGET as usize / in_size.max(1)).max(1);
+        let release_every = (RELEASE_BUDGET / in_size.max(1) as u64).max(1);
         let mut until_release = release_every;
-        for index in 0..count {
-            until_release -= 1;
+        let mut walk = Walk::new(dims, strides, base);
+        let mut done = 0;
+        while done < count {
+            let room = ((self.capacity - self.buffer.len()) / self.itemsize) as u64;
+            if room == 0 {
+                self.flush()?;
+                continue;
+            }
+            let take = room.min(count - done).min(until_release);
+            if cast {
+                self.scratch.clear();
+                walk.gather(bytes, in_size, take, &mut self.scratch);
+                swap_in_place(&mut self.scratch, in_size, &p.swaps);
+                cast::convert(&p.dtype, &self.dtype, &self.scratch, &mut self.buffer).map_err(
+                    |e| {
+                        let at = base + offset_of(done + e.index as u64, dims, strides);
+                        cast_refused(input, at / in_size as u64, &self.dtype, e)
+                    },
+                )?;
+            } else {
+                let start = self.buffer.len();
+                walk.gather(bytes, in_size, take, &mut self.buffer);
+                swap_in_place(&mut self.buffer[start..], in_size, &p.swaps);
+            }
+            done += take;
+            until_release -= take;
             if until_release == 0 {
                 region.release(0, bytes.len());
                 until_release = release_every;
             }
-            let at = (base + offset_of(index, &gather.run_dims, &gather.run_strides)) as usize;
-            if cast {
-                self.append_cast(&bytes[at..at + in_size], input, p, at as u64)?;
-                continue;
-            }
-            if self.capacity - self.buffer.len() < itemsize {
-                self.flush()?;
-            }
-            let start = self.buffer.len();
-            self.buffer.extend_from_slice(&bytes[at..at + itemsize]);
-            swap_in_place(&mut self.buffer[start..], itemsize, &p.swaps);
         }
         Ok(())
     }

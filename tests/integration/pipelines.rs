@@ -748,6 +748,39 @@ fn casts_refuse_what_would_wrap_naming_the_element() {
 }
 
 #[test]
+fn a_fortran_input_is_gathered_swapped_and_cast_into_a_c_order_output() {
+    // a: big-endian int32 (2, 3) [[1, 2, 3], [4, 5, 6]] stored column by column; b: C-order
+    // int16 (2, 3). Joined along axis 0 as int64: in C order (numpy's choice for mixed
+    // layouts), every element of a gathered into its logical place.
+    let dir = tempfile::tempdir().unwrap();
+    let columns = le(&[1i32, 4, 2, 5, 3, 6], i32::to_be_bytes);
+    write_npy(&dir.path().join("a.npy"), ">i4", &[2, 3], true, &columns);
+    let rows = le(&[7i16, 8, 9, 10, 11, 12], i16::to_le_bytes);
+    write_npy(&dir.path().join("b.npy"), "<i2", &[2, 3], false, &rows);
+    let args = [
+        "-a", "0", "a.npy", "b.npy", "--cast", "int64", "-o", "out.npy",
+    ];
+    succeeds(dir.path(), &args);
+    let out = read_npy(&dir.path().join("out.npy"));
+    assert_eq!(
+        (out.descr.as_str(), out.shape.as_slice()),
+        ("<i8", &[4u64, 3][..])
+    );
+    let expected: Vec<i64> = (1..=12).collect();
+    assert_eq!(out.data, le(&expected, i64::to_le_bytes));
+    // A value the cast refuses, in a gathered input: named by its place in the array.
+    let floats = le(&[1f32, 4.0, 2.0, 5.0, 3.0, f32::NAN], f32::to_be_bytes);
+    write_npy(&dir.path().join("a.npy"), ">f4", &[2, 3], true, &floats);
+    fs::remove_file(dir.path().join("out.npy")).unwrap();
+    let e = refused(dir.path(), &args, 2);
+    assert!(
+        e.contains("input 1 (a.npy)") && e.contains("element [1, 2]"),
+        "{e}"
+    );
+    assert!(!dir.path().join("out.npy").exists());
+}
+
+#[test]
 fn without_a_cast_mixed_types_are_refused_naming_the_promotion() {
     let dir = tempfile::tempdir().unwrap();
     write_npy(&dir.path().join("a.npy"), "<f2", &[1], false, &[0, 0x3c]);
