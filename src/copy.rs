@@ -973,9 +973,14 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
     // The first block is small, so that tensors differing early cost little, and read
     // without the kernel's readahead, leaving the page cache as it was for the copy, which
-    // reads these files next (`source::read_leaving_cache`); blocks then double up to 4 MiB.
+    // reads these files next (`source::read_leaving_cache`), for tensors of `CLEAN_FROM`
+    // bytes or more; blocks then double up to 4 MiB.
     const FIRST: u64 = 4 << 10;
     const LARGEST: u64 = 4 << 20;
+    // Below this size a tensor's first block shares its pages with its neighbours, which
+    // the copy reads next: dropping them would cost a second read (20,000 tensors of 256
+    // bytes, cold: 270 ms against 245), and checking the cache 0.6 µs a probe.
+    const CLEAN_FROM: u64 = 1 << 20;
     let (mut ba, mut bb) = (Vec::new(), Vec::new());
     let (mut done, mut block) = (0, FIRST);
     let mut check = stored_crc(b);
@@ -984,7 +989,7 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         ba.resize(n, 0);
         bb.resize(n, 0);
         let read = match done {
-            0 => source::read_leaving_cache,
+            0 if x.data_len >= CLEAN_FROM => source::read_leaving_cache,
             _ => source::read_exact_at,
         };
         read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
