@@ -193,13 +193,7 @@ fn an_input_truncated_before_it_is_read_fails_cleanly_and_names_it() {
     filled(d, "a.npy", 64 << 10, 1024, 0);
     filled(d, "b.npy", 8 << 10, 1024, 1);
     let (truncated, output) = truncate_b_while_joining(d, "0", 0);
-    truncated.unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    let why = "input 2 (b.npy): it is 128 bytes long, shorter than the";
-    assert_mentions(&stderr, &[why]);
-    assert!(!stderr.contains("cannot write the output"), "{stderr}");
-    assert_eq!(dir_entries(d), ["a.npy", "b.npy"]);
+    assert_b_was_blamed(d, truncated, &output);
 }
 
 /// An input truncated while its long runs (1 MiB a round, past `DIRECT_RUN`, at offsets the
@@ -214,17 +208,23 @@ fn an_input_truncated_while_its_long_runs_are_written_names_it() {
     filled(d, "a.npy", rows, 2, 7);
     let b_len = sparse_b(d, rows, cols, false);
     let (truncated, output) = truncate_b_while_joining(d, "1", 1 << 20);
-    let stderr = String::from_utf8_lossy(&output.stderr);
     if cfg!(windows) {
         assert_windows_refused_the_truncation(d, truncated, &output, [rows, 2 + cols], b_len);
     } else {
-        truncated.unwrap();
-        assert_eq!(output.status.code(), Some(1), "{stderr}");
-        let why = "input 2 (b.npy): it is 128 bytes long, shorter than the";
-        assert_mentions(&stderr, &[why]);
-        assert!(!stderr.contains("cannot write the output"), "{stderr}");
-        assert_eq!(dir_entries(d), ["a.npy", "b.npy"]);
+        assert_b_was_blamed(d, truncated, &output);
     }
+}
+
+/// That the join failed (exit 1) because `b.npy` was truncated, saying so with its length and
+/// blaming it rather than the output, and left no new file.
+fn assert_b_was_blamed(dir: &Path, truncated: io::Result<()>, output: &Output) {
+    truncated.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let why = "input 2 (b.npy): it is 128 bytes long, shorter than the";
+    assert_mentions(&stderr, &[why]);
+    assert!(!stderr.contains("cannot write the output"), "{stderr}");
+    assert_eq!(dir_entries(dir), ["a.npy", "b.npy"]);
 }
 
 /// What Windows does when `b.npy` is truncated while tjoin maps it: refuses the truncation
