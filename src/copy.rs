@@ -776,7 +776,9 @@ impl<'a> Packer<'a> {
         let cast = p.dtype != self.dtype;
         let in_size = p.dtype.itemsize() as usize;
         // Gathering jumps across the whole input: within a long run, release all of it
-        // whenever a budget's worth has been read, so resident memory stays bounded.
+        // whenever a budget's worth has been read, so that the map does not come to hold the
+        // whole input. It still holds what each fault maps around every column it touches
+        // (64-128 KiB a column: benches/README.md, "Gathers"), whatever the interval.
         let release_every = (RELEASE_BUDGET / in_size.max(1) as u64).max(1);
         let mut until_release = release_every;
         let mut walk = Walk::new(dims, strides, base);
