@@ -824,50 +824,54 @@ fn sources_by_shape(sources: &[&Tensor], odd: Option<&Split>) -> Vec<String> {
 /// Refuses the job unless every output tensor has shape `expected` (DirectML's check that
 /// `joinSize == OutputTensor.Sizes[Axis]` and that every other size matches).
 pub fn check_expected_shape(job: &[TensorJob], expected: &[u64]) -> Result<()> {
-    let refusals: Vec<Refusal> =
-        job.iter()
-            .filter(|t| t.out.shape != expected)
-            .map(|t| {
-                let differing: Vec<String> = if t.out.shape.len() == expected.len() {
-                    (0..expected.len())
-                        .filter(|&d| t.out.shape[d] != expected[d])
-                        .map(|d| format!("dimension {d}: {} != {}", t.out.shape[d], expected[d]))
-                        .collect()
-                } else {
-                    vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
-                };
-                let shapes: Vec<&[u64]> = t.sources.iter().map(|s| &*s.info.shape).collect();
-                let odd = outliers::split(&shapes);
-                let mut details = vec![differing.join(", ")];
-                details.extend(join_axis_sum(t));
-                details.extend(sources_by_shape(&t.sources, odd.as_ref()));
-                // In a whole-file join, say which tensor.
-                let tensor = match job {
-                    [_] => String::new(),
-                    _ => format!("tensor `{}`: ", excerpt(&t.out.name)),
-                };
-                Refusal {
-                    headline: format!(
-                        "{tensor}the output would have shape {}, not the expected {}",
-                        shape_text(&t.out.shape),
-                        shape_text(expected)
-                    ),
-                    details,
-                    hint: Some(match &odd {
-                        // Inputs of one shape but a few: those few are the likely cause.
-                        Some(split) => format!(
-                            "{}, check the axis (-a), or correct --expect-shape",
-                            split.remove_or_fix(|i| t.sources[i].name.to_string())
-                        ),
-                        None => "check the inputs and the axis (-a), or correct --expect-shape"
-                            .to_string(),
-                    }),
-                }
-            })
-            .collect();
+    let refusals: Vec<Refusal> = job
+        .iter()
+        .filter(|t| t.out.shape != expected)
+        .map(|t| shape_refusal(t, job.len() > 1, expected))
+        .collect();
     if refusals.is_empty() {
         Ok(())
     } else {
         Err(Error::Refused(refusals))
+    }
+}
+
+/// The refusal of output tensor `t`, whose shape is not `expected`: the dimensions that
+/// differ, the join axis's sum, and the inputs by shape, naming the tensor when the job
+/// (`whole_file`) holds several.
+fn shape_refusal(t: &TensorJob, whole_file: bool, expected: &[u64]) -> Refusal {
+    let differing: Vec<String> = if t.out.shape.len() == expected.len() {
+        (0..expected.len())
+            .filter(|&d| t.out.shape[d] != expected[d])
+            .map(|d| format!("dimension {d}: {} != {}", t.out.shape[d], expected[d]))
+            .collect()
+    } else {
+        vec![format!("rank {} != {}", t.out.shape.len(), expected.len())]
+    };
+    let shapes: Vec<&[u64]> = t.sources.iter().map(|s| &*s.info.shape).collect();
+    let odd = outliers::split(&shapes);
+    let mut details = vec![differing.join(", ")];
+    details.extend(join_axis_sum(t));
+    details.extend(sources_by_shape(&t.sources, odd.as_ref()));
+    let tensor = if whole_file {
+        format!("tensor `{}`: ", excerpt(&t.out.name))
+    } else {
+        String::new()
+    };
+    Refusal {
+        headline: format!(
+            "{tensor}the output would have shape {}, not the expected {}",
+            shape_text(&t.out.shape),
+            shape_text(expected)
+        ),
+        details,
+        hint: Some(match &odd {
+            // Inputs of one shape but a few: those few are the likely cause.
+            Some(split) => format!(
+                "{}, check the axis (-a), or correct --expect-shape",
+                split.remove_or_fix(|i| t.sources[i].name.to_string())
+            ),
+            None => "check the inputs and the axis (-a), or correct --expect-shape".to_string(),
+        }),
     }
 }
