@@ -18,13 +18,13 @@ use crate::spec::Spec;
 /// What the command line asks for: one of tjoin's commands, each with its own flow.
 #[derive(Debug, Clone)]
 pub enum Command {
-    /// Join the inputs into an output, or report the plan (`src/join.rs`).
+    /// Join the inputs into an output, or report the plan (`src/flow/join.rs`).
     Join(JoinConfig),
     /// Grow the first input in place by the others, under the same rules (`--append`,
-    /// `src/append.rs`). `output` names nothing: the first input is the target.
+    /// `src/flow/append.rs`). `output` names nothing: the first input is the target.
     Append(JoinConfig),
     /// Cut a `.npy` file an interrupted append left longer than its header says back to its
-    /// header's shape (`--recover FILE`, `src/append.rs`).
+    /// header's shape (`--recover FILE`, `src/flow/append.rs`).
     Recover(PathBuf),
 }
 

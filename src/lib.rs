@@ -9,33 +9,32 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod append;
 pub mod backend;
-pub mod blocks;
-pub mod cast;
 pub mod cli;
 pub mod config;
-pub mod copy;
 pub mod dtype;
-pub mod early;
+pub mod engine;
 pub mod error;
+pub mod flow;
 pub mod format;
 pub mod input;
-pub mod job;
-pub mod join;
 pub mod messages;
-pub mod outliers;
 pub mod output;
 pub mod plan;
-pub mod progress;
-pub mod reference;
 pub mod report;
-pub mod rules;
-pub mod shards;
-pub mod source;
-pub mod spec;
-pub mod spill;
-pub mod stack;
+pub mod sys;
+
+// The modules' paths before they moved into stage folders, kept while branches written
+// before the move are merged.
+pub use dtype::cast;
+pub use engine as copy;
+pub use engine::early;
+pub use flow::{append, join};
+pub use output::shards;
+pub use plan::{grid as blocks, job, reference, rules, spec, stack};
+pub use report::{outliers, progress};
+pub use sys as source;
+pub use sys::spill;
 
 pub use error::{Error, ExitCode, Result};
 

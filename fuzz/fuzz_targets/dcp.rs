@@ -1,5 +1,5 @@
 //! A PyTorch distributed checkpoint (`src/input/dcp.rs`) and its grid check
-//! (`src/blocks.rs`): up to eight fuzzed rank files, each a `.safetensors` header (whose
+//! (`src/plan/grid.rs`): up to eight fuzzed rank files, each a `.safetensors` header (whose
 //! `__metadata__` carries `DCP_SHARDING_INFO`) and its data, consolidated through the same
 //! `join::run` a user's command line reaches. It must return an output or an error, never
 //! panic, hang or allocate without bound, whatever the offsets, shapes, names and dtypes the

@@ -90,7 +90,7 @@ fn bash(out: &mut dyn Write) -> io::Result<()> {
     out.write_all(&script.as_bytes()[at + OFFER_OPTIONS.len()..])
 }
 
-/// The fields of `--dry-run=json`, as src/report.rs writes them (a test compares the
+/// The fields of `--dry-run=json`, as src/report/plan.rs writes them (a test compares the
 /// two).
 const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     (

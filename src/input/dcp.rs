@@ -5,7 +5,7 @@
 //! the file, `{"saved_offsets": [...]}`: where that block starts inside the full tensor.
 //!
 //! The input's tensors are the blocks of every file, file after file, and `Input::offsets`
-//! holds each one's offsets; `src/blocks.rs` checks and plans them. The DCP keys are dropped
+//! holds each one's offsets; `src/plan/grid.rs` checks and plans them. The DCP keys are dropped
 //! from the metadata the output inherits, leaving `{"format": "pt"}`.
 
 use std::collections::HashMap;

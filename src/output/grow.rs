@@ -1,6 +1,6 @@
 //! Growing a file in place (`--append`): its advisory lock, the journal that lets an
 //! interrupted append be undone, the sink that writes past the old end, and the commit that
-//! rewrites the header last. What to write is `src/append.rs`'s business; how to write it so
+//! rewrites the header last. What to write is `src/flow/append.rs`'s business; how to write it so
 //! that a crash leaves either the old file or the new one is this module's.
 //!
 //! # The contract
@@ -522,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/append.rs).
+    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
     #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_growth_dropped_before_its_commit_leaves_the_file_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
@@ -534,7 +534,7 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/append.rs).
+    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
     #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_commit_writes_the_header_last_and_removes_the_journal() {
         let dir = tempfile::tempdir().unwrap();
@@ -547,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/append.rs).
+    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
     #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_commit_of_the_wrong_number_of_bytes_is_undone() {
         let dir = tempfile::tempdir().unwrap();

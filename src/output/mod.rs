@@ -8,6 +8,7 @@
 mod file;
 pub mod grow;
 mod set;
+pub mod shards;
 mod temporary;
 
 use std::fs::File;

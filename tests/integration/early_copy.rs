@@ -1,4 +1,4 @@
-//! The early copy (`src/early.rs`): an axis-0 join of small C-order .npy files into a .npy
+//! The early copy (`src/engine/early.rs`): an axis-0 join of small C-order .npy files into a .npy
 //! file is written while the inputs are opened. It must be invisible: the same bytes as the
 //! usual path whichever input stops it, the same refusals, and no file left behind.
 //!

@@ -1,6 +1,8 @@
 //! Element types: one `DType` for every element type tjoin handles, its byte order, and its
 //! names in each format's notation (numpy's `descr`, safetensors' dtype strings).
 
+pub mod cast;
+
 use std::fmt;
 
 /// The byte order of a tensor's elements as stored in its file.

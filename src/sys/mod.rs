@@ -1,6 +1,8 @@
 //! Memory maps and raw byte access to the inputs: the one module allowed `unsafe`.
 #![allow(unsafe_code)]
 
+pub mod spill;
+
 use std::fs::File;
 use std::io;
 

@@ -1,4 +1,4 @@
-//! Writes a block grid cut on several axes (`src/blocks.rs`): a join of joins, walked in the
+//! Writes a block grid cut on several axes (`src/plan/grid.rs`): a join of joins, walked in the
 //! output's C order. For each round before the first cut axis, each of its segments in turn
 //! repeats, once per row it spans, the same walk over the next cut axis; at the last cut axis
 //! each block of the current grid row gives its next run. Every block is read front to back

@@ -32,6 +32,7 @@
 
 use std::fs::File;
 pub mod blocks;
+pub mod early;
 mod gather;
 
 use std::sync::Arc;

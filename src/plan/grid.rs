@@ -13,7 +13,7 @@
 //! joins: in C order the output is, for each round before the first cut axis, each segment
 //! of that axis in turn, whose rows are each a join along the next cut axis, and so on; at
 //! the last cut axis each block gives its next run. The engine walks that (`Grid`,
-//! `src/copy/blocks.rs`) reading each block front to back, in constant memory.
+//! `src/engine/blocks.rs`) reading each block front to back, in constant memory.
 
 use std::collections::HashMap;
 

@@ -37,7 +37,7 @@ pub struct TensorJob<'a> {
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
     /// did (the axis is `-a`'s).
     pub rule: Option<usize>,
-    /// For a tensor made from blocks (`src/blocks.rs`), where they go; when they are cut on
+    /// For a tensor made from blocks (`src/plan/grid.rs`), where they go; when they are cut on
     /// several axes the engine walks their grid instead of `plan`'s rounds.
     pub placement: Option<Placement>,
 }

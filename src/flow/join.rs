@@ -185,7 +185,7 @@ fn write_shards(
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
-/// with `--stack`, inserts the new axis. An append (`src/append.rs`) opens its inputs here
+/// with `--stack`, inserts the new axis. An append (`src/flow/append.rs`) opens its inputs here
 /// too.
 pub(crate) fn open_inputs(
     config: &JoinConfig,
