@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_mentions, dir_entries, refused, succeeds, tjoin};
+use crate::util::{assert_mentions, dir_entries, f32_le, refused, succeeds, tjoin, write_npy};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sharded");
 
@@ -700,6 +700,57 @@ fn shards_given_one_by_one_are_pointed_to_their_index_or_folder() {
     assert_mentions(
         &stderr,
         &["or the folder that holds it, e.g. tjoin ckpt/ -o"],
+    );
+}
+
+/// A folder as the output is a checkpoint of named tensors: .npy and JSON inputs have none,
+/// and `-o existing_dir` was most likely meant as a file in it, so it is refused with the
+/// forms that work; `--name` names the tensor, and then the folder gets a checkpoint.
+#[test]
+fn a_folder_output_for_unnamed_tensors_is_refused_with_the_forms_that_work() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    let b = r#"{"dtype": "float32", "shape": [1], "data": [3.0]}"#;
+    fs::write(dir.path().join("b.json"), b).unwrap();
+    fs::create_dir(dir.path().join("existing")).unwrap();
+    let join = |out: &str| ["-a", "0", "a.npy", "b.json", "-o", out].map(str::to_string);
+    for (out, hint) in [
+        ("existing", "such as -o existing/out.npy"),
+        ("existing/", "such as -o existing/out.npy"),
+        ("new/", "such as -o out.npy"),
+        (
+            "existing/model.safetensors.index.json",
+            "such as -o existing/out.npy",
+        ),
+    ] {
+        let args = join(out);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for dry_run in [&[][..], &["--dry-run"]] {
+            let stderr = refused(dir.path(), &[dry_run, &args].concat(), 2);
+            assert_mentions(
+                &stderr,
+                &[
+                    &format!("-o {out}: a folder or an index as the output is a sharded"),
+                    "the inputs' tensors have no names",
+                    hint,
+                    "--name",
+                ],
+            );
+        }
+        assert!(dir_entries(&dir.path().join("existing")).is_empty());
+    }
+    let args = join("existing");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeds(dir.path(), &[&args[..], &["--name", "w"]].concat());
+    assert_eq!(
+        dir_entries(&dir.path().join("existing")),
+        ["model.safetensors"]
     );
 }
 
