@@ -17,7 +17,7 @@ float16\t''
 bfloat16\t''
 float32\t''
 float64\t''"
-complete -c tjoin -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`) or an index for a sharded checkpoint; a file is replaced only when complete, so it may be an input, and a device or FIFO is written to where it is' -r -F
+complete -c tjoin -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so it may be an input, and a device or FIFO is written to where it is' -r -F
 complete -c tjoin -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''
 npz\t''

@@ -119,7 +119,7 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "shards",
-        "for a sharded output: folder, max_shard_size (bytes), files (each shard's name, tensors (their names, in the file's order) and bytes), index (its file name; null for a set of one file) and removes (the previous set's files the commit removes); null for other outputs.",
+        "for a sharded output: folder, max_shard_size (bytes), files (each shard's name, tensors (their names, in the file's order) and bytes), index (its file name; null for a set of one file) removes (the previous set's files the commit removes) and left_alone (the other files the previous index lists, which the commit leaves as they are: each with its name, as listed, and why: a path, not a shard's name, a symbolic link, a folder); null for other outputs.",
     ),
 ];
 

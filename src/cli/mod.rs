@@ -162,9 +162,14 @@ fn help_examples() -> String {
 /// each byte-identical to what save_torch_state_dict writes, and the index as transformers
 /// writes it; a set of one shard is PREFIX.safetensors with no index. The folder (created if
 /// needed) changes only when everything is written: the index is placed last, the previous
-/// set's shards that its index listed and the new one does not are removed, and no other file
-/// is touched; a failure at any point, even during the renames, leaves it as it was (a folder
-/// the run created is removed again; a run ended by a signal may leave it, empty). The
+/// set's shards that its index listed and the new one does not are removed (only regular
+/// files in the folder itself named PREFIX-NNNNN-of-NNNNN.safetensors, as transformers
+/// removes them: a listed path, other name, symbolic link or folder stays, and --dry-run
+/// says why), and no other file is touched; a symbolic link in the folder named like a file
+/// of the new set is refused, as the set's files are written in the folder itself. The
+/// tensors must have names: .npy and JSON inputs need --name. A failure at any point, even
+/// during the renames, leaves the folder as it was (a folder the run created is removed
+/// again; a run ended by a signal may leave it, empty). The
 /// __metadata__ written is the input's own (an index's: its first shard's), which for
 /// checkpoints the Hub libraries wrote is {"format": "pt"}, so the output is the file
 /// save_file(state_dict, out, metadata={"format": "pt"}) writes; tjoin keeps what the files say
@@ -231,7 +236,8 @@ pub struct Cli {
     pub cast: Option<String>,
 
     /// The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a
-    /// folder (`DIR/`) or an index for a sharded checkpoint; a file is replaced only when
+    /// folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named
+    /// tensors (not for .npy or JSON inputs without --name); a file is replaced only when
     /// complete, so it may be an input, and a device or FIFO is written to where it is.
     #[arg(
         short,

@@ -113,6 +113,7 @@ fn shard_plan(
     let Some(sharded) = &config.output.sharded else {
         return Ok(None);
     };
+    check_named(config, inputs)?;
     let name = sharded.name.clone().unwrap_or_else(|| {
         let index = inputs[0].shards();
         index.map(|s| s.name.clone()).unwrap_or_default()
@@ -144,6 +145,37 @@ fn shard_plan(
         );
     }
     Ok(Some(plan))
+}
+
+/// Refuses a sharded output (a folder, or an index) for tensors that have no names (.npy and
+/// JSON files each hold one, unnamed) when `--name` gives none either: a checkpoint's files
+/// are found by their tensors' names, and `-o existing_dir` was most likely meant as a file in
+/// that folder.
+fn check_named(config: &JoinConfig, inputs: &[Input]) -> Result<()> {
+    let named = inputs.iter().any(|i| i.format.is_container());
+    if named || config.rules.name.is_some() {
+        return Ok(());
+    }
+    let output = config.output.path.as_deref().unwrap_or(Path::new(""));
+    // A file in the folder, when there is one to write it in.
+    let folder = config.output.sharded.as_ref().map(|s| s.folder.as_path());
+    let file = match folder.filter(|f| f.is_dir()) {
+        Some(folder) => folder.join("out.npy"),
+        None => Path::new("out.npy").to_path_buf(),
+    };
+    Err(Error::refused(
+        format!(
+            "-o {}: a folder or an index as the output is a sharded checkpoint of named \
+             tensors, but the inputs' tensors have no names (.npy and JSON files hold one \
+             unnamed tensor each)",
+            crate::messages::path(output)
+        ),
+        format!(
+            "name a file to write, such as -o {}, or name the tensor with --name to write it \
+             as a safetensors checkpoint in the folder",
+            crate::messages::path(&file)
+        ),
+    ))
 }
 
 /// Writes every shard of a sharded output and its index under temporary names and checks

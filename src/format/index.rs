@@ -74,6 +74,20 @@ impl SetName {
         format!("{}-{number:05}-of-{count:05}{SHARD_EXTENSION}", self.stem())
     }
 
+    /// Whether `file_name` is the name of one of this set's shards,
+    /// `{prefix}-NNNNN-of-NNNNN.safetensors` (five digits or more each, as [`SetName::shard`]
+    /// writes them): the names transformers' `save_pretrained` matches
+    /// (`{weights_name}-\d{5}-of-\d{5}`) before it removes a previous shard.
+    pub fn is_shard_name(&self, file_name: &str) -> bool {
+        let numbers = file_name
+            .strip_suffix(SHARD_EXTENSION)
+            .and_then(|rest| rest.strip_prefix(self.stem().as_str()))
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|rest| rest.split_once("-of-"));
+        let digits = |text: &str| text.len() >= 5 && text.bytes().all(|b| b.is_ascii_digit());
+        numbers.is_some_and(|(number, count)| digits(number) && digits(count))
+    }
+
     /// The name of a set of one file, which has no index.
     pub fn single(&self) -> String {
         format!("{}{SHARD_EXTENSION}", self.stem())
@@ -321,6 +335,29 @@ mod tests {
         }
         assert_eq!(shard_number("model-00012-of-00020.safetensors"), Some(12));
         assert_eq!(shard_number("model.safetensors"), None);
+        for shard in [
+            "model-00001-of-00004.safetensors",
+            "model-123456-of-123456.safetensors",
+        ] {
+            assert!(model.is_shard_name(shard), "{shard}");
+        }
+        assert!(fp16.is_shard_name("diffusion_pytorch_model.fp16-00001-of-00002.safetensors"));
+        for other in [
+            "config.json",
+            "model.safetensors",
+            "model.safetensors.index.json",
+            "model-0001-of-00004.safetensors",
+            "model-00001-of-00004.bin",
+            "model-00001-of-0000x.safetensors",
+            "model-00001-00004.safetensors",
+            "other-00001-of-00004.safetensors",
+            "sub/model-00001-of-00004.safetensors",
+            "../model-00001-of-00004.safetensors",
+            "model-00001-of-00004.safetensors/x",
+            "model.fp16-00001-of-00002.safetensors",
+        ] {
+            assert!(!model.is_shard_name(other), "{other}");
+        }
     }
 
     #[test]

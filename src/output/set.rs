@@ -90,6 +90,8 @@ pub struct OutputSet {
     members: Vec<Member>,
     removals: Vec<PathBuf>,
     no_clobber: bool,
+    /// Whether a member's target may be a symbolic link, followed to the file it points to.
+    follows_links: bool,
     /// The folders cleared of stale partial files already.
     cleaned: Vec<PathBuf>,
 }
@@ -110,18 +112,31 @@ impl OutputSet {
             members: Vec::new(),
             removals: Vec::new(),
             no_clobber,
+            follows_links: true,
             cleaned: Vec::new(),
         }
     }
 
+    /// The set, refusing a member's target that is a symbolic link (when added, and again at
+    /// the commit): a sharded checkpoint's files are written in its folder, never through a
+    /// link to a file elsewhere.
+    pub fn without_links(mut self) -> OutputSet {
+        self.follows_links = false;
+        self
+    }
+
     /// Adds a member that the commit renames to `target`, after the members added before it,
     /// and creates its temporary file, empty, in `target`'s folder; a symbolic link is
-    /// followed, and the file it points to is replaced in its own folder. The new file gets
+    /// followed, and the file it points to is replaced in its own folder (a set made
+    /// [`OutputSet::without_links`] refuses it instead). The new file gets
     /// the mode (and, where this process may set them, the owner and group) of the file it
     /// replaces. Refuses a target that is a directory, is in a folder that does not exist,
     /// is already in the set, that the user could not write to (as `cp` refuses it) or,
     /// with no-clobber, exists.
     pub fn add(&mut self, target: &Path) -> Result<&mut Member> {
+        if !self.follows_links {
+            check_not_a_link(target)?;
+        }
         let destination = follow_links(target).map_err(|e| write_failed(target, e))?;
         check_target(target, &destination, self.no_clobber)?;
         check_writable(target, &destination)?;
@@ -184,9 +199,13 @@ impl OutputSet {
             members,
             removals,
             no_clobber,
+            follows_links,
             ..
         } = self;
         for member in &members {
+            if !follows_links {
+                check_not_a_link(&member.target)?;
+            }
             check_target(&member.target, &member.destination, no_clobber)?;
         }
         for path in &removals {
@@ -485,17 +504,44 @@ fn keep_mode_and_owner(destination: &Path, new: &File) -> io::Result<()> {
     new.set_permissions(previous.permissions())
 }
 
-/// Refuses to remove a directory: the files tjoin removes are ones an earlier run wrote.
+/// Refuses to remove anything but a regular file (a directory, a symbolic link, a device),
+/// judged by `lstat`, never by what a link points to: the files tjoin removes are ones an
+/// earlier run wrote. A path with nothing there passes: there is nothing to remove.
 fn check_removal(path: &Path) -> Result<()> {
-    if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-        let why = "it is a directory, and tjoin removes only files".to_string();
-        return Err(Error::io(
-            "remove",
-            path,
-            io::Error::new(ErrorKind::IsADirectory, why),
-        ));
+    let Ok(metadata) = path.symlink_metadata() else {
+        return Ok(());
+    };
+    let kind = metadata.file_type();
+    let (why, kind) = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        ("it is a directory", ErrorKind::IsADirectory)
+    } else if kind.is_symlink() {
+        ("it is a symbolic link", ErrorKind::InvalidInput)
+    } else {
+        ("it is not a regular file", ErrorKind::InvalidInput)
+    };
+    let why = format!("{why}, and tjoin removes only regular files");
+    Err(Error::io("remove", path, io::Error::new(kind, why)))
+}
+
+/// Refuses a member's target that is a symbolic link, naming where it points.
+fn check_not_a_link(target: &Path) -> Result<()> {
+    let is_link = target
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return Ok(());
     }
-    Ok(())
+    let points_to = fs::read_link(target).map_or_else(
+        |e| format!("somewhere it cannot tell ({e})"),
+        |to| crate::messages::path(&to),
+    );
+    let why = format!(
+        "it is a symbolic link to {points_to}, and the files of a set are written in its folder, \
+         not through links; remove the link or write the set into another folder"
+    );
+    Err(refuse(target, ErrorKind::InvalidInput, why))
 }
 
 fn refuse(target: &Path, kind: ErrorKind, why: String) -> Error {
@@ -684,6 +730,75 @@ mod tests {
             both.ends_with("the output both writes and removes it"),
             "{both}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_set_without_links_refuses_a_link_when_added_and_at_commit() {
+        use std::os::unix::fs::symlink;
+        let dir = previous_set();
+        let outside = tempfile::tempdir().unwrap();
+        let elsewhere = outside.path().join("elsewhere");
+        fs::write(&elsewhere, "someone else's").unwrap();
+        let link = dir.path().join("link");
+        symlink(&elsewhere, &link).unwrap();
+        let mut set = OutputSet::new(false).without_links();
+        let error = set.add(&link).err().unwrap().to_string();
+        let expected = format!("it is a symbolic link to {}", elsewhere.display());
+        assert!(error.contains(&expected), "{error}");
+        // A link that appears after the member was added is refused at the commit, before
+        // anything changes.
+        let late = dir.path().join("late");
+        set.add(&dir.path().join("c")).unwrap();
+        set.add(&late).unwrap().write_all(b"new late").unwrap();
+        symlink(&elsewhere, &late).unwrap();
+        let error = set.commit().unwrap_err().to_string();
+        assert!(error.contains("is a symbolic link"), "{error}");
+        assert_eq!(fs::read(&elsewhere).unwrap(), b"someone else's");
+        fs::remove_file(&late).unwrap();
+        fs::remove_file(&link).unwrap();
+        assert_previous_set(dir.path());
+        // Without the restriction, a link is followed, as a single-file output follows it.
+        let mut set = OutputSet::new(false);
+        symlink(&elsewhere, &link).unwrap();
+        set.add(&link).unwrap().write_all(b"new").unwrap();
+        set.commit().unwrap();
+        assert_eq!(fs::read(&elsewhere).unwrap(), b"new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_regular_files_are_removed_and_a_link_is_judged_as_itself() {
+        use std::os::unix::fs::symlink;
+        let dir = previous_set();
+        let outside = tempfile::tempdir().unwrap();
+        let elsewhere = outside.path().join("elsewhere");
+        fs::write(&elsewhere, "someone else's").unwrap();
+        let link = dir.path().join("link");
+        symlink(&elsewhere, &link).unwrap();
+        let mut set = OutputSet::new(false);
+        let error = set.remove_at_commit(&link).unwrap_err().to_string();
+        assert!(error.contains("it is a symbolic link"), "{error}");
+        let error = set.remove_at_commit(&dir.path().join("shards"));
+        assert!(error.unwrap_err().to_string().contains("it is a directory"));
+        // A file to remove that became a link by the commit fails it before anything changes.
+        set.add(&dir.path().join("c"))
+            .unwrap()
+            .write_all(b"new c")
+            .unwrap();
+        set.remove_at_commit(&dir.path().join("shards/old"))
+            .unwrap();
+        fs::remove_file(dir.path().join("shards/old")).unwrap();
+        symlink(&elsewhere, dir.path().join("shards/old")).unwrap();
+        let error = set.commit().unwrap_err().to_string();
+        assert!(error.contains("it is a symbolic link"), "{error}");
+        assert_eq!(fs::read(&elsewhere).unwrap(), b"someone else's");
+        assert!(
+            fs::symlink_metadata(dir.path().join("shards/old"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(dir.path().join("c")).unwrap(), b"previous c");
     }
 
     #[test]

@@ -3,16 +3,25 @@
 //! output set they are all committed through, the index last.
 //!
 //! The folder keeps everything but the set: the commit replaces the files of the new set and
-//! removes only the shards that the folder's previous index (the one of the same name) lists
-//! and the new set does not, as transformers' `save_pretrained` does. A set of one shard is
+//! removes only the previous set's shards that the new set does not hold. A previous index is
+//! data that whoever wrote to the folder, or shipped the checkpoint, controls, so a file it
+//! lists is removed only when it is one that a set writes: a regular file (not a symbolic
+//! link, not a folder) in the output folder itself, named like the set's shards
+//! (`{prefix}-NNNNN-of-NNNNN.safetensors`), as transformers' `save_pretrained` removes only
+//! such files and never follows a listed path. Everything else the previous index lists stays
+//! where it is, and the plan says why ([`ShardPlan::left_alone`]). A set of one shard is
 //! written as `{prefix}.safetensors` with no index, as the Hub libraries write it; the
 //! previous index of that name, and the shards it lists, are then removed, so that no
 //! reader finds an index that no longer matches.
+//!
+//! A symbolic link named like a file of the new set is refused: writing through it would put
+//! the set's file outside the folder (a single-file output follows links; a set does not).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Refusal, Result};
 use crate::format::index::{self, SetName};
+use crate::messages;
 use crate::output::{Member, OutputSet};
 
 /// The files of a sharded output, planned before anything is written.
@@ -30,8 +39,20 @@ pub struct ShardPlan {
     pub index: Option<String>,
     /// Files of the previous set that the commit removes.
     pub removes: Vec<PathBuf>,
+    /// What the previous index lists that the commit leaves where it is, and why.
+    pub left_alone: Vec<LeftAlone>,
     /// Whether the folder is created (it does not exist yet).
     pub creates_folder: bool,
+}
+
+/// A file the folder's previous index lists that the commit does not remove, though the new
+/// set does not hold it: it is not one a set writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftAlone {
+    /// The name as the previous index lists it.
+    pub listed: String,
+    /// Why it stays.
+    pub why: &'static str,
 }
 
 /// One shard of the output.
@@ -93,14 +114,17 @@ impl ShardPlan {
         };
         let index = (indexed || files.len() > 1).then(|| name.index());
         let creates_folder = !folder.is_dir();
-        let removes = previous_files(folder, &name, &files, index.is_none())?;
+        let names = files.iter().map(|f| f.name.as_str());
+        check_no_links(folder, names.chain(index.as_deref()))?;
+        let previous = previous_files(folder, &name, &files, index.is_none())?;
         Ok(ShardPlan {
             folder: folder.to_path_buf(),
             name,
             max_shard_size: max,
             files,
             index,
-            removes,
+            removes: previous.removes,
+            left_alone: previous.left_alone,
             creates_folder,
         })
     }
@@ -165,7 +189,7 @@ impl ShardPlan {
     /// The output set: a member for each shard (to write, in order), then the index's
     /// member (written here), and the previous set's files to remove at the commit.
     pub fn members(&self, no_clobber: bool) -> Result<OutputSet> {
-        let mut set = OutputSet::new(no_clobber);
+        let mut set = OutputSet::new(no_clobber).without_links();
         for file in &self.files {
             set.add(&self.folder.join(&file.name))?;
         }
@@ -200,11 +224,8 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
     let mut mapped = vec![false; names.len()];
     let mut problems = Vec::new();
     for (tensor, file) in &index.weight_map {
-        let plain = Path::new(file)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
         match at.get(tensor.as_str()) {
-            _ if !plain || file.is_empty() => problems.push(format!(
+            _ if !is_file_name(file) => problems.push(format!(
                 "`{tensor}` goes in {file}, which is not a file name"
             )),
             Some(&t) if !mapped[t] => {
@@ -268,37 +289,141 @@ impl Drop for NewFolder {
     }
 }
 
+/// Refuses symbolic links in `folder` named like the new set's files (`names`): the set's
+/// files are written in the folder itself, never through a link to somewhere else.
+fn check_no_links<'a>(folder: &Path, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut links = Vec::new();
+    for name in names {
+        let path = folder.join(name);
+        let is_link = path
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            continue;
+        }
+        let points_to = match std::fs::read_link(&path) {
+            Ok(to) => messages::path(&to),
+            Err(e) => format!("somewhere it cannot tell ({e})"),
+        };
+        links.push(format!("{} -> {points_to}", messages::path(&path)));
+    }
+    if links.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(vec![Refusal {
+        headline: format!(
+            "the output folder {} holds symbolic links named like files of the new set, and a \
+             set's files are written in its folder, not through links to files elsewhere:",
+            messages::path(folder)
+        ),
+        details: crate::error::capped(links, 20),
+        hint: Some(
+            "remove the links (the files they point to stay as they are), or write the set \
+             into another folder"
+                .to_string(),
+        ),
+    }]))
+}
+
+/// What the commit does to the previous set: the files it removes, and the files the previous
+/// index lists that it leaves alone.
+#[derive(Default)]
+struct Previous {
+    removes: Vec<PathBuf>,
+    left_alone: Vec<LeftAlone>,
+}
+
+/// Whether `name`, from an index, names a file in the index's folder itself: one name, with no
+/// folder, `..`, root or drive in it, on any system.
+fn is_file_name(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    let one = matches!(
+        (components.next(), components.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    );
+    one && !name.contains(['/', '\\'])
+}
+
+/// What a file the previous index lists is.
+enum Listed {
+    /// One of the previous set's shards, which the commit may remove.
+    Shard(PathBuf),
+    /// Nothing: no such file in the folder.
+    Absent,
+    /// Something no set writes, left alone for this reason.
+    Other(&'static str),
+}
+
+/// What `listed`, a file name the previous index of the set `name` in `folder` gives, is: a
+/// shard only if it is a regular file in the folder itself named like the set's shards.
+fn classify(folder: &Path, name: &SetName, listed: &str) -> Listed {
+    if !is_file_name(listed) {
+        return Listed::Other("it is a path, not a file name in the output folder");
+    }
+    if !name.is_shard_name(listed) {
+        return Listed::Other(
+            "its name is not a shard's of this set ({prefix}-NNNNN-of-NNNNN.safetensors)",
+        );
+    }
+    let path = folder.join(listed);
+    // lstat: a link is judged as the link, never as what it points to.
+    match path.symlink_metadata() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listed::Absent,
+        Err(_) => Listed::Other("it cannot be examined"),
+        Ok(m) if m.file_type().is_symlink() => Listed::Other("it is a symbolic link"),
+        Ok(m) if m.is_dir() => Listed::Other("it is a folder"),
+        Ok(m) if !m.is_file() => Listed::Other("it is not a regular file"),
+        Ok(_) => Listed::Shard(path),
+    }
+}
+
 /// The files of the previous set in `folder` that the new one does not hold: those the
-/// previous index of the same name lists, and that index itself when the new set has none.
+/// previous index of the same name lists that are its shards ([`classify`]), and that
+/// index itself when the new set has none; and what else that index lists, left alone.
 fn previous_files(
     folder: &Path,
     name: &SetName,
     files: &[ShardFile],
     drops_index: bool,
-) -> Result<Vec<PathBuf>> {
-    let previous = folder.join(name.index());
-    if !previous.is_file() {
-        return Ok(Vec::new());
+) -> Result<Previous> {
+    let index_name = name.index();
+    let previous = folder.join(&index_name);
+    let mut found = Previous::default();
+    match previous.symlink_metadata() {
+        Ok(m) if m.file_type().is_symlink() => {
+            // A link is not the set's own index: neither it nor what it lists is removed.
+            let why = "it is a symbolic link (so neither it nor the files it lists are removed)";
+            if drops_index {
+                found.left_alone.push(LeftAlone {
+                    listed: index_name,
+                    why,
+                });
+            }
+            return Ok(found);
+        }
+        Ok(m) if m.is_file() => {}
+        _ => return Ok(found),
     }
     let text = std::fs::read(&previous).map_err(|e| Error::io("read", &previous, e))?;
-    let mut removes = Vec::new();
     // An index that does not parse lists nothing tjoin can trust: its shards stay.
     if let Ok(index) = index::parse(&text) {
-        for (_, file) in index.weight_map {
-            let plain = Path::new(&file)
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)));
-            let path = folder.join(&file);
-            let kept = files.iter().any(|f| f.name == file);
-            if plain && !kept && !removes.contains(&path) && path.is_file() {
-                removes.push(path);
+        let mut seen = std::collections::HashSet::new();
+        for (_, listed) in index.weight_map {
+            if files.iter().any(|f| f.name == listed) || !seen.insert(listed.clone()) {
+                continue;
+            }
+            match classify(folder, name, &listed) {
+                Listed::Shard(path) => found.removes.push(path),
+                Listed::Other(why) => found.left_alone.push(LeftAlone { listed, why }),
+                Listed::Absent => {}
             }
         }
     }
-    removes.sort();
+    found.removes.sort();
+    found.left_alone.sort_by(|a, b| a.listed.cmp(&b.listed));
     // The index goes first, so that no reader follows it to a shard already removed.
     if drops_index {
-        removes.insert(0, previous);
+        found.removes.insert(0, previous);
     }
-    Ok(removes)
+    Ok(found)
 }

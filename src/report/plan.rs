@@ -191,8 +191,9 @@ fn index_notes(inputs: &[Input]) -> String {
     text
 }
 
-/// The files of a sharded output: each shard with its tensors and bytes, the index, and the
-/// previous set's files the commit removes.
+/// The files of a sharded output: each shard with its tensors and bytes, the index, the
+/// previous set's files the commit removes, and what else the previous index lists, which the
+/// commit leaves alone.
 fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
     let mut text = format!(
         "shards: {} in {} (at most {} each, unless one tensor alone is larger){}\n",
@@ -233,8 +234,18 @@ fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
     for path in &shards.removes {
         text.push_str(&format!(
             "  removes {}: the previous set's, not in the new one\n",
-            path.display()
+            crate::messages::path(path)
         ));
+    }
+    let left_alone = shards.left_alone.iter().map(|left| {
+        format!(
+            "leaves {} alone: the previous index lists it, but {}",
+            crate::messages::name(&left.listed),
+            left.why
+        )
+    });
+    for line in crate::error::capped(left_alone.collect(), 20) {
+        text.push_str(&format!("  {line}\n"));
     }
     text
 }
@@ -362,12 +373,18 @@ fn shards_json(shards: &ShardPlan, job: &[TensorJob]) -> serde_json::Value {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
+    let left_alone: Vec<serde_json::Value> = shards
+        .left_alone
+        .iter()
+        .map(|left| serde_json::json!({"name": left.listed, "why": left.why}))
+        .collect();
     serde_json::json!({
         "folder": shards.folder.display().to_string(),
         "max_shard_size": shards.max_shard_size,
         "files": files,
         "index": shards.index,
         "removes": removes,
+        "left_alone": left_alone,
     })
 }
 

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_mentions, dir_entries, refused, succeeds, tjoin};
+use crate::util::{assert_mentions, dir_entries, f32_le, refused, succeeds, tjoin, write_npy};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sharded");
 
@@ -270,50 +270,223 @@ fn a_commit_removes_only_the_previous_indexs_stale_shards() {
     assert!(back == fs::read(fixture("expected/model.safetensors")).unwrap());
 }
 
-/// A real failure in the middle of the commit: the previous index also lists a shard in a
-/// folder the user cannot write to, which the new set does not hold. Removing it, the
-/// commit's last change, fails once the new shards and index have replaced the previous
-/// ones, and the rollback must put every one of them back.
+/// A previous index is data whoever wrote to the folder controls: of what it lists, only the
+/// set's own shards (regular files in the folder, named like them) go; everything else stays,
+/// and the dry run names it with the reason.
+#[cfg(unix)]
+#[test]
+fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = copy_set("model", dir.path(), "ckpt");
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    let write = |path: &Path| fs::write(path, format!("{} stays", path.display())).unwrap();
+    let user_files = [
+        folder.join("config.json"),
+        elsewhere.join("model-00009-of-00009.safetensors"),
+        elsewhere.join("precious.safetensors"),
+        dir.path().join("x"),
+        dir.path().join("absolute"),
+        folder.join("model-00007-of-00009.safetensors/inside"),
+        folder.join("tokenizer/vocab.txt"),
+    ];
+    for file in &user_files {
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        write(file);
+    }
+    symlink("../elsewhere", folder.join("sub")).unwrap();
+    symlink(
+        "../elsewhere/precious.safetensors",
+        folder.join("model-00008-of-00009.safetensors"),
+    )
+    .unwrap();
+    let hostile = [
+        "config.json",
+        "sub/model-00009-of-00009.safetensors",
+        "../x",
+        dir.path().join("absolute").to_str().unwrap(),
+        "model-00007-of-00009.safetensors",
+        "tokenizer",
+        "model.safetensors.index.json",
+        "model-00008-of-00009.safetensors",
+    ]
+    .map(str::to_string);
+    let index = folder.join("model.safetensors.index.json");
+    let mut text = fs::read_to_string(&index).unwrap();
+    for (at, file) in hostile.iter().enumerate() {
+        let entry = format!("\"weight_map\": {{\n    \"hostile.{at}\": {file:?},");
+        text = text.replacen("\"weight_map\": {", &entry, 1);
+    }
+    fs::write(&index, text).unwrap();
+    let model = fixture("model");
+    let args = [
+        model.to_str().unwrap(),
+        "-o",
+        "ckpt/",
+        "--max-shard-size",
+        "1KB",
+    ];
+
+    let plan = succeeds(dir.path(), &[&["--dry-run=json"][..], &args].concat());
+    let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
+    let removes = plan["shards"]["removes"].as_array().unwrap();
+    let previous: Vec<String> = (1..=4)
+        .map(|i| format!("ckpt/model-0000{i}-of-00004.safetensors"))
+        .collect();
+    assert_eq!(removes, &previous, "{plan}");
+    let left: Vec<&str> = plan["shards"]["left_alone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|left| {
+            assert!(
+                left["why"].as_str().is_some_and(|why| !why.is_empty()),
+                "{left}"
+            );
+            left["name"].as_str().unwrap()
+        })
+        .collect();
+    let mut expected: Vec<&str> = hostile.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(left, expected);
+    let text = String::from_utf8(succeeds(dir.path(), &[&["--dry-run"][..], &args].concat()));
+    let text = text.unwrap();
+    for file in &hostile {
+        assert_mentions(
+            &text,
+            &[&format!("leaves {file} alone: the previous index lists it")],
+        );
+    }
+    assert_mentions(
+        &text,
+        &[
+            "../x alone: the previous index lists it, but it is a path",
+            "config.json alone: the previous index lists it, but its name is not",
+            "00008-of-00009.safetensors alone: the previous index lists it, but it is a symbolic link",
+            "00007-of-00009.safetensors alone: the previous index lists it, but it is a folder",
+        ],
+    );
+
+    succeeds(dir.path(), &args);
+    for file in &user_files {
+        let bytes = fs::read_to_string(file).unwrap();
+        assert_eq!(bytes, format!("{} stays", file.display()));
+    }
+    let link = folder.join("model-00008-of-00009.safetensors");
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(
+        folder
+            .join("sub")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        dir_entries(&folder),
+        [
+            "config.json",
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+            "model-00007-of-00009.safetensors",
+            "model-00008-of-00009.safetensors",
+            "model.safetensors.index.json",
+            "sub",
+            "tokenizer",
+        ]
+    );
+}
+
+/// A symbolic link named like a file of the new set would have the set's file written
+/// outside the folder: refused before anything is written, naming the link and its target.
+#[cfg(unix)]
+#[test]
+fn a_link_named_like_a_file_of_the_new_set_is_refused() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    let precious = elsewhere.join("precious.safetensors");
+    fs::write(&precious, "someone else's").unwrap();
+    let model = fixture("model");
+    let model = model.to_str().unwrap();
+    for (name, limit) in [
+        ("model-00002-of-00002.safetensors", "1KB"),
+        ("model.safetensors.index.json", "1KB"),
+        ("model.safetensors", "5GB"),
+    ] {
+        let folder = dir.path().join("ckpt");
+        fs::create_dir(&folder).unwrap();
+        symlink("../elsewhere/precious.safetensors", folder.join(name)).unwrap();
+        let args = [model, "-o", "ckpt/", "--max-shard-size", limit];
+        for dry_run in [&[][..], &["--dry-run"]] {
+            let stderr = refused(dir.path(), &[dry_run, &args].concat(), 2);
+            assert_mentions(
+                &stderr,
+                &[
+                    &format!("ckpt/{name} -> ../elsewhere/precious.safetensors"),
+                    "symbolic links named like files of the new set",
+                    "hint: remove the links",
+                ],
+            );
+        }
+        assert_eq!(dir_entries(&folder), [name]);
+        assert_eq!(fs::read(&precious).unwrap(), b"someone else's");
+        fs::remove_dir_all(&folder).unwrap();
+    }
+}
+
+/// A real failure in the middle of the commit: the previous index also lists a stale shard
+/// that the user cannot remove, for it is someone else's in a folder with the sticky bit (as
+/// /tmp has). Removing it, the commit's last change, fails once the new shards and index have
+/// replaced the previous ones, and the rollback must put every one of them back. Only root can
+/// give the stale shard to another user, so the test needs root, as CI runs it.
 #[cfg(unix)]
 #[test]
 fn a_failure_in_the_middle_of_the_commit_leaves_the_folder_as_it_was() {
     use std::os::unix::fs::PermissionsExt;
+    if !crate::util::as_root() {
+        eprintln!("skipped: only root can make a file that the user running tjoin cannot remove");
+        return;
+    }
     let chmod = |path: &Path, mode| {
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
     };
+    // The user `run_unprivileged` runs tjoin as.
+    let give_to_nobody = |path: &Path| std::os::unix::fs::chown(path, Some(65534), Some(65534));
     let dir = tempfile::tempdir().unwrap();
     chmod(dir.path(), 0o777);
     // The input, where the user without privileges can read it.
     copy_set("model", dir.path(), "model");
     let folder = copy_set("expected/model_600", dir.path(), "ckpt");
+    let stale = "model-00009-of-00009.safetensors";
     let index = folder.join("model.safetensors.index.json");
     let listed = fs::read_to_string(&index).unwrap().replacen(
         "\"weight_map\": {",
-        "\"weight_map\": {\n    \"stale.weight\": \"locked/stale.safetensors\",",
+        &format!("\"weight_map\": {{\n    \"stale.weight\": \"{stale}\","),
         1,
     );
     fs::write(&index, listed).unwrap();
     for name in dir_entries(&folder) {
-        chmod(&folder.join(name), 0o666);
+        give_to_nobody(&folder.join(name)).unwrap();
     }
-    chmod(&folder, 0o777);
-    let locked = folder.join("locked");
-    fs::create_dir(&locked).unwrap();
-    fs::write(locked.join("stale.safetensors"), "a previous shard").unwrap();
-    chmod(&locked, 0o555);
+    // Root's, in root's folder with the sticky bit: no one else may remove it.
+    fs::write(folder.join(stale), "a previous shard").unwrap();
+    chmod(&folder, 0o1777);
     let before = snapshot(&folder);
     let args = ["model", "-o", "ckpt/", "--max-shard-size", "400"];
     let output = crate::util::run_unprivileged(dir.path(), &args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert_mentions(&stderr, &["remove", "locked/stale.safetensors"]);
+    assert_mentions(&stderr, &["remove", stale]);
     assert!(snapshot(&folder) == before, "the folder changed");
     // Once the shard may be removed, the same run succeeds.
-    chmod(&locked, 0o777);
+    give_to_nobody(&folder.join(stale)).unwrap();
     let output = crate::util::run_unprivileged(dir.path(), &args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    assert!(dir_entries(&locked).is_empty());
+    assert!(!folder.join(stale).exists());
     assert!(snapshot(&folder) != before);
 }
 
@@ -527,6 +700,57 @@ fn shards_given_one_by_one_are_pointed_to_their_index_or_folder() {
     assert_mentions(
         &stderr,
         &["or the folder that holds it, e.g. tjoin ckpt/ -o"],
+    );
+}
+
+/// A folder as the output is a checkpoint of named tensors: .npy and JSON inputs have none,
+/// and `-o existing_dir` was most likely meant as a file in it, so it is refused with the
+/// forms that work; `--name` names the tensor, and then the folder gets a checkpoint.
+#[test]
+fn a_folder_output_for_unnamed_tensors_is_refused_with_the_forms_that_work() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    let b = r#"{"dtype": "float32", "shape": [1], "data": [3.0]}"#;
+    fs::write(dir.path().join("b.json"), b).unwrap();
+    fs::create_dir(dir.path().join("existing")).unwrap();
+    let join = |out: &str| ["-a", "0", "a.npy", "b.json", "-o", out].map(str::to_string);
+    for (out, hint) in [
+        ("existing", "such as -o existing/out.npy"),
+        ("existing/", "such as -o existing/out.npy"),
+        ("new/", "such as -o out.npy"),
+        (
+            "existing/model.safetensors.index.json",
+            "such as -o existing/out.npy",
+        ),
+    ] {
+        let args = join(out);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for dry_run in [&[][..], &["--dry-run"]] {
+            let stderr = refused(dir.path(), &[dry_run, &args].concat(), 2);
+            assert_mentions(
+                &stderr,
+                &[
+                    &format!("-o {out}: a folder or an index as the output is a sharded"),
+                    "the inputs' tensors have no names",
+                    hint,
+                    "--name",
+                ],
+            );
+        }
+        assert!(dir_entries(&dir.path().join("existing")).is_empty());
+    }
+    let args = join("existing");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeds(dir.path(), &[&args[..], &["--name", "w"]].concat());
+    assert_eq!(
+        dir_entries(&dir.path().join("existing")),
+        ["model.safetensors"]
     );
 }
 
