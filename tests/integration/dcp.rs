@@ -298,3 +298,155 @@ fn one_tensor_of_the_rank_files_consolidates_into_any_format() {
     assert!(npy.starts_with(b"\x93NUMPY\x01\x00"));
     assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (5, 3)"));
 }
+
+/// One block of a rank's file: its tensor's name, shape and offsets; its float32 data counts
+/// up from `first`.
+struct Block<'a> {
+    name: &'a str,
+    shape: &'a [u64],
+    offsets: &'a [u64],
+    first: f32,
+}
+
+/// Writes a rank's file at `path` as HuggingFaceStorageWriter does: float32 blocks, with
+/// their offsets in `__metadata__`'s DCP_SHARDING_INFO.
+fn write_rank_file(path: &Path, blocks: &[Block]) {
+    let list = |values: &[u64]| {
+        let values: Vec<String> = values.iter().map(u64::to_string).collect();
+        format!("[{}]", values.join(","))
+    };
+    let sharding: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            format!(
+                r#"\"{}\":{{\"saved_offsets\":{}}}"#,
+                b.name,
+                list(b.offsets)
+            )
+        })
+        .collect();
+    let mut header = format!(
+        r#"{{"__metadata__":{{"format":"pt","DCP_SHARDING_INFO":"{{{}}}"}}"#,
+        sharding.join(",")
+    );
+    let mut data = Vec::new();
+    for block in blocks {
+        let count = block.shape.iter().product::<u64>();
+        let start = data.len();
+        for i in 0..count {
+            data.extend_from_slice(&(block.first + i as f32).to_le_bytes());
+        }
+        header.push_str(&format!(
+            r#","{}":{{"dtype":"F32","shape":{},"data_offsets":[{start},{}]}}"#,
+            block.name,
+            list(block.shape),
+            data.len()
+        ));
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    fs::write(path, file).unwrap();
+}
+
+/// Blocks of `w`, one a rank: each one's shape and offsets.
+type BlocksOfW<'a> = &'a [(&'a [u64], &'a [u64])];
+
+/// Writes one rank's file per block of `w` in `dir`, `rank-<i>.safetensors`, and returns
+/// their names.
+fn ranks_of_w(dir: &Path, blocks: BlocksOfW) -> Vec<String> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(rank, &(shape, offsets))| {
+            let name = format!("rank-{rank}.safetensors");
+            let block = Block {
+                name: "w",
+                shape,
+                offsets,
+                first: 0.0,
+            };
+            write_rank_file(&dir.join(&name), &[block]);
+            name
+        })
+        .collect()
+}
+
+#[test]
+fn blocks_with_no_elements_count_in_the_check_that_blocks_tile_their_tensor() {
+    let refusals: [(BlocksOfW, &[&str]); 4] = [
+        // An empty block past what the others tile: today a silent [2, 4].
+        (
+            &[(&[2, 4], &[0, 0]), (&[0, 4], &[5, 0])],
+            &[
+                "tensor `w`: no block covers [2:5, 0:4]",
+                "past the [2, 4] its other blocks tile",
+                "the block with no elements: input 2 (rank-1.safetensors:w)  float32  [0, 4] \
+                 at [5, 0]",
+            ],
+        ),
+        // Only empty blocks, which would make a header of [1000000, 4] with no bytes.
+        (
+            &[(&[0, 4], &[0, 0]), (&[0, 4], &[1_000_000, 0])],
+            &[
+                "tensor `w`: no block covers [0:1000000, 0:4]",
+                "rank-0.safetensors:w)  float32  [0, 4] at [0, 0]",
+                "rank-1.safetensors:w)  float32  [0, 4] at [1000000, 0]",
+            ],
+        ),
+        // Empty blocks whose extents, together, would claim elements.
+        (
+            &[(&[0, 4], &[0, 0]), (&[4, 0], &[0, 0])],
+            &["tensor `w`: no block covers [0:4, 0:4]"],
+        ),
+        // A tensor with no elements whose blocks leave a hole in its extent.
+        (
+            &[(&[3, 0], &[0, 0]), (&[2, 0], &[10, 0])],
+            &["tensor `w`: no block covers [3:10, 0:0]"],
+        ),
+    ];
+    for (blocks, needles) in refusals {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = ranks_of_w(dir.path(), blocks);
+        args.extend(["-o".into(), "out.safetensors".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused(dir.path(), &args, 2);
+        assert_mentions(&stderr, needles);
+        assert_mentions(&stderr, &["hint: "]);
+    }
+}
+
+#[test]
+fn empty_blocks_where_torch_puts_them_are_accepted() {
+    // torch.chunk's uneven sharding of 2 rows over 4 ranks: the last two ranks' blocks are
+    // empty, at the end of the tensor; and a [5, 0] tensor split on axis 0.
+    let cases: [(BlocksOfW, &str); 2] = [
+        (
+            &[
+                (&[1, 4], &[0, 0]),
+                (&[1, 4], &[1, 0]),
+                (&[0, 4], &[2, 0]),
+                (&[0, 4], &[2, 0]),
+            ],
+            r#""shape":[2,4],"data_offsets":[0,32]"#,
+        ),
+        (
+            &[(&[3, 0], &[0, 0]), (&[2, 0], &[3, 0]), (&[0, 0], &[5, 0])],
+            r#""shape":[5,0],"data_offsets":[0,0]"#,
+        ),
+    ];
+    for (blocks, header) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = ranks_of_w(dir.path(), blocks);
+        args.extend(["-o".into(), "out.safetensors".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        succeeds(dir.path(), &args);
+        let out = fs::read(dir.path().join("out.safetensors")).unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains(header), "{text}");
+    }
+}
