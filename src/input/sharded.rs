@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -232,7 +232,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     let mut files: Vec<&str> = listed.keys().copied().collect();
     files.sort_by_key(|file| (index::shard_number(file).unwrap_or(u64::MAX), *file));
     for file in &files {
-        if !is_plain_relative(file) {
+        if !index::is_inside_folder(file) {
             problems.push(format!(
                 "it lists the file {file}, which is not a path inside the index's folder"
             ));
@@ -333,12 +333,6 @@ fn shown(names: &[&str]) -> String {
         0 => first.join(", "),
         more => format!("{} and {more} more", first.join(", ")),
     }
-}
-
-/// A file name an index may list: relative, with no `..`.
-fn is_plain_relative(file: &str) -> bool {
-    let path = Path::new(file);
-    !file.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// The refusal of an index and shards that disagree: every problem found, and what to do.
