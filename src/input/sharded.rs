@@ -53,11 +53,6 @@ impl ShardSet {
     }
 }
 
-/// A set of more shards than this keeps none open: each is reopened (and checked to be the
-/// same file) when a tensor's data is read, so that one input cannot take more than its share
-/// of the open-file budget `join.rs` keeps.
-const SHARDS_KEPT_OPEN: usize = 256;
-
 /// An index is read whole; a model's thousands of tensors make one of a few hundred KB.
 const MAX_INDEX_LEN: u64 = 100_000_000;
 
@@ -256,7 +251,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         };
         let mapped = &listed[file];
         let (opened, stamp, contents) = read_shard(&shard, &index_text, mapped.len())?;
-        let data = if options.keep_open && files.len() <= SHARDS_KEPT_OPEN {
+        let data = if options.keeps_open(files.len()) {
             DataFile::Open(Arc::new(opened))
         } else {
             DataFile::closed(Arc::clone(&shard.path), stamp.clone())

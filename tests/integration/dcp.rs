@@ -450,3 +450,84 @@ fn empty_blocks_where_torch_puts_them_are_accepted() {
         assert!(text.contains(header), "{text}");
     }
 }
+
+/// The float32 tensors of a safetensors file: each one's name, shape and values.
+fn f32_tensors(bytes: &[u8]) -> Vec<(String, Vec<u64>, Vec<f32>)> {
+    let end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..end]).unwrap();
+    let mut tensors = Vec::new();
+    for (name, entry) in header.as_object().unwrap() {
+        if name == "__metadata__" {
+            continue;
+        }
+        assert_eq!(entry["dtype"], "F32");
+        let shape = entry["shape"].as_array().unwrap();
+        let shape = shape.iter().map(|d| d.as_u64().unwrap()).collect();
+        let at = entry["data_offsets"].as_array().unwrap();
+        let (from, to) = (at[0].as_u64().unwrap(), at[1].as_u64().unwrap());
+        let data = &bytes[end + from as usize..end + to as usize];
+        let values = data
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()));
+        tensors.push((name.clone(), shape, values.collect()));
+    }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+}
+
+#[cfg(unix)] // ulimit
+#[test]
+fn a_folder_of_more_ranks_than_the_open_file_limit_consolidates() {
+    // 300 ranks under a limit of 128 open files (hard and soft: tjoin raises the soft limit to
+    // the hard one, and keeps inputs open up to a share of it, here 32). Each rank's file
+    // holds a row of `w` (a join along axis 0), a column of `v` (along axis 1) and one
+    // element of `g` (a 15 x 20 grid).
+    const RANKS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("checkpoint");
+    fs::create_dir(&folder).unwrap();
+    for rank in 0..RANKS {
+        let blocks = [
+            Block {
+                name: "w",
+                shape: &[1, 4],
+                offsets: &[rank, 0],
+                first: 4.0 * rank as f32,
+            },
+            Block {
+                name: "v",
+                shape: &[2, 1],
+                offsets: &[0, rank],
+                first: rank as f32,
+            },
+            Block {
+                name: "g",
+                shape: &[1, 1],
+                offsets: &[rank / 20, rank % 20],
+                first: rank as f32,
+            },
+        ];
+        let path = folder.join(format!(
+            "shard-{:05}-model-00001-of-00001.safetensors",
+            rank + 1
+        ));
+        write_rank_file(&path, &blocks);
+    }
+    let output = crate::reliability::tjoin_limited(
+        dir.path(),
+        "ulimit -n 128",
+        &["checkpoint", "-o", "out.safetensors"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let out = fs::read(dir.path().join("out.safetensors")).unwrap();
+    let counting = |n: u64| (0..n).map(|i| i as f32).collect::<Vec<f32>>();
+    // Row 0 of `v` is each rank's first value, row 1 its second.
+    let v = (0..2).flat_map(|row| (0..RANKS).map(move |r| (r + row) as f32));
+    let expected = vec![
+        ("g".to_string(), vec![15, 20], counting(RANKS)),
+        ("v".to_string(), vec![2, RANKS], v.collect()),
+        ("w".to_string(), vec![RANKS, 4], counting(RANKS * 4)),
+    ];
+    assert!(f32_tensors(&out) == expected);
+}
