@@ -309,7 +309,8 @@ pub struct Cli {
     /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
     ///
     /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
-    /// checkpoint's *.safetensors.index.json; only headers are read.
+    /// checkpoint's *.safetensors.index.json; only headers are read. As with an input index,
+    /// the shards it lists must be names in its own folder (no `..`, no absolute path).
     #[arg(long, value_name = "REF", help_heading = CHECKS)]
     pub like: Option<PathBuf>,
 

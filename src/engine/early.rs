@@ -271,7 +271,7 @@ mod tests {
         let mut spill = Spill::default();
         let options = OpenOptions {
             format: None,
-            keep_open: true,
+            keep_open: usize::MAX,
             read_whole_up_to: WHOLE_FILE_MAX,
         };
         paths

@@ -1134,7 +1134,7 @@ mod tests {
         let mut spill = Spill::default();
         let options = OpenOptions {
             format: None,
-            keep_open: false,
+            keep_open: 0,
             read_whole_up_to: 0,
         };
         let inputs: Vec<Input> = paths

@@ -245,7 +245,7 @@ pub(crate) fn open_inputs(
         let opened = paths.iter().enumerate().map(|(index, path)| {
             let options = OpenOptions {
                 format: config.input_format,
-                keep_open: held < keep_open,
+                keep_open: keep_open.saturating_sub(held),
                 read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
             };
             let fetched = prefetch.take_next();

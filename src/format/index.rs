@@ -107,6 +107,17 @@ pub fn is_index_name(file_name: &str) -> bool {
     SetName::of_index(file_name).is_some()
 }
 
+/// Whether `file`, a shard an index lists, is a path inside the index's folder: relative and
+/// made of names only (no `..`, `.`, root or drive). Every reader of an index goes by it: the
+/// input index (`src/input/sharded.rs`) and `--like`'s (`src/reference.rs`).
+pub fn is_inside_folder(file: &str) -> bool {
+    let path = std::path::Path::new(file);
+    !file.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// The number in a shard's name (`model-00002-of-00004.safetensors`: 2), if it has one.
 pub fn shard_number(file_name: &str) -> Option<u64> {
     let stem = file_name.strip_suffix(SHARD_EXTENSION)?;

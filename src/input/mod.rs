@@ -224,11 +224,26 @@ fn changed(name: &InputRef) -> Error {
 pub struct OpenOptions {
     /// Read every input in this format (`--input-format`) instead of guessing.
     pub format: Option<Format>,
-    /// Keep the file open for the whole run; else close it once its header is read.
-    pub keep_open: bool,
+    /// How many files the input may keep open for the whole run (a sharded or distributed
+    /// checkpoint is read from many): its share of the open-file budget `join.rs` keeps.
+    /// 0: close each once its header is read.
+    pub keep_open: usize,
     /// Read files of at most this many bytes whole, with their header, and close them: the
     /// early copy (`early.rs`) takes their data from that read. 0: read headers only.
     pub read_whole_up_to: u64,
+}
+
+/// An input read from more files than this keeps none open: each is reopened (and checked to
+/// be the same file) when a tensor's data is read, so that one input cannot take more than
+/// its share of the open-file budget.
+const SET_KEPT_OPEN: usize = 256;
+
+impl OpenOptions {
+    /// Whether an input read from `files` files keeps them open for the whole run: all of
+    /// them when they fit in its share of the budget, else none.
+    pub fn keeps_open(&self, files: usize) -> bool {
+        files <= self.keep_open.min(SET_KEPT_OPEN)
+    }
 }
 
 impl Input {
@@ -307,7 +322,10 @@ impl Input {
             head,
         };
         let contents = format.read(opened, selected.as_deref(), spill)?;
-        let own = keep(file, format.reads_in_place() && options.keep_open && !whole);
+        let own = keep(
+            file,
+            format.reads_in_place() && options.keeps_open(1) && !whole,
+        );
         let tensors = contents
             .tensors
             .into_iter()

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -52,11 +52,6 @@ impl ShardSet {
         })
     }
 }
-
-/// A set of more shards than this keeps none open: each is reopened (and checked to be the
-/// same file) when a tensor's data is read, so that one input cannot take more than its share
-/// of the open-file budget `join.rs` keeps.
-const SHARDS_KEPT_OPEN: usize = 256;
 
 /// An index is read whole; a model's thousands of tensors make one of a few hundred KB.
 const MAX_INDEX_LEN: u64 = 100_000_000;
@@ -232,7 +227,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     let mut files: Vec<&str> = listed.keys().copied().collect();
     files.sort_by_key(|file| (index::shard_number(file).unwrap_or(u64::MAX), *file));
     for file in &files {
-        if !is_plain_relative(file) {
+        if !index::is_inside_folder(file) {
             problems.push(format!(
                 "it lists the file {file}, which is not a path inside the index's folder"
             ));
@@ -256,7 +251,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         };
         let mapped = &listed[file];
         let (opened, stamp, contents) = read_shard(&shard, &index_text, mapped.len())?;
-        let data = if options.keep_open && files.len() <= SHARDS_KEPT_OPEN {
+        let data = if options.keeps_open(files.len()) {
             DataFile::Open(Arc::new(opened))
         } else {
             DataFile::closed(Arc::clone(&shard.path), stamp.clone())
@@ -333,12 +328,6 @@ fn shown(names: &[&str]) -> String {
         0 => first.join(", "),
         more => format!("{} and {more} more", first.join(", ")),
     }
-}
-
-/// A file name an index may list: relative, with no `..`.
-fn is_plain_relative(file: &str) -> bool {
-    let path = Path::new(file);
-    !file.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// The refusal of an index and shards that disagree: every problem found, and what to do.

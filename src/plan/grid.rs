@@ -2,11 +2,14 @@
 //! blocks that start at given offsets inside it (`src/input/dcp.rs`), checked and planned.
 //! No I/O.
 //!
-//! A tensor's full shape is, per axis, the largest offset plus size. Its blocks must agree in
-//! element type and tile it exactly, as a grid: along each axis the blocks' starts and ends
-//! are the cut points, and every cell the cuts make is exactly one block. A gap, an overlap,
-//! or a block across a cut is refused, naming the blocks and the region. The check sorts the
-//! blocks by cell, so it takes time of the order of `n log n` for `n` blocks.
+//! A tensor's full shape is, per axis, the largest offset plus size of its blocks that hold
+//! elements; a block with none must lie within that shape, and a tensor whose blocks all hold
+//! none must have no element and no hole along any axis, so that the header never claims
+//! bytes no block supplies. Its blocks must agree in element type and tile it exactly, as a
+//! grid: along each axis the blocks' starts and ends are the cut points, and every cell the
+//! cuts make is exactly one block. A gap, an overlap, or a block across a cut is refused,
+//! naming the blocks and the region. The check sorts the blocks by cell, so it takes time of
+//! the order of `n log n` for `n` blocks.
 //!
 //! A grid cut on no axis is one block, copied; cut on one axis, it is an ordinary join along
 //! it (`JoinPlan`, with every fast path of the engine). Cut on several axes, it is a join of
@@ -132,29 +135,65 @@ pub fn plan_tensor<'a>(
         ));
     }
     let rank = first.shape.len();
-    let shape: Vec<u64> = (0..rank)
-        .map(|axis| blocks.iter().map(|b| b.end(axis)).max().unwrap_or(0))
-        .collect();
-    if shape.contains(&u64::MAX) {
+    let extent = |blocks: &[Block]| -> Vec<u64> {
+        (0..rank)
+            .map(|axis| blocks.iter().map(|b| b.end(axis)).max().unwrap_or(0))
+            .collect()
+    };
+    if extent(blocks).contains(&u64::MAX) {
         return Err(refusal(
             "a block's offset plus its size overflows".to_string(),
             capped(blocks.iter().map(|b| b.describe()).collect(), SHOWN),
             "a file is damaged: save the checkpoint again",
         ));
     }
-    // Blocks with no elements hold nothing to place; a tensor with none is empty.
-    let placed: Vec<Block> = blocks
+    // Blocks with no elements hold nothing to place, but they are evidence of the shape too:
+    // they must lie within what the other blocks tile, and a tensor made of them alone must
+    // hold no element, so that the header never claims bytes no block supplies.
+    let (placed, empty): (Vec<Block>, Vec<Block>) = blocks
         .iter()
         .copied()
-        .filter(|b| b.tensor.info.shape.iter().all(|&d| d > 0))
-        .collect();
-    if shape.contains(&0) || placed.is_empty() {
+        .partition(|b| b.tensor.info.shape.iter().all(|&d| d > 0));
+    let uncovered = |region: &[(u64, u64)], why: String, culprit: Option<&Block>| {
+        let mut details = Vec::new();
+        if let Some(culprit) = culprit {
+            details.push(format!(
+                "the block with no elements: {}",
+                culprit.describe()
+            ));
+        }
+        details.push("its blocks:".to_string());
+        let listed = blocks.iter().map(|b| format!("  {}", b.describe()));
+        details.extend(capped(listed.collect(), SHOWN));
+        refusal(
+            format!("no block covers {} ({why})", region_text(region)),
+            details,
+            "each element must come from exactly one block: a rank's file is missing or \
+             extra, or its DCP_SHARDING_INFO is wrong",
+        )
+    };
+    if placed.is_empty() {
+        let shape = extent(blocks);
+        if let Some(region) = unsupported_extent(&empty, &shape) {
+            let why = "its blocks hold no elements, and only they reach there: tjoin does not \
+                       guess a shape that no data shows";
+            return Err(uncovered(&region, why.to_string(), None));
+        }
         return Ok(job(
             name,
-            empty(first, &shape, cast),
+            empty_plan(first, &shape, cast),
             vec![blocks[0].tensor],
             None,
         ));
+    }
+    let shape = extent(&placed);
+    if let Some((block, region)) = empty.iter().find_map(|b| Some((b, outside(b, &shape)?))) {
+        let why = format!(
+            "a block with no elements lies there, past the {} its other blocks tile, so the \
+             tensor's shape cannot be told",
+            shape_text(&shape)
+        );
+        return Err(uncovered(&region, why, Some(block)));
     }
     let cuts: Vec<Vec<u64>> = (0..rank)
         .map(|axis| {
@@ -261,8 +300,50 @@ fn job<'a>(
     }
 }
 
+/// The region past `shape` that the block `block` (one with no elements) reaches, if it
+/// reaches past it: from `shape` to the block's end along the first axis it passes, the whole
+/// of the rest.
+fn outside(block: &Block, shape: &[u64]) -> Option<Vec<(u64, u64)>> {
+    let axis = (0..shape.len()).find(|&a| block.end(a) > shape[a])?;
+    let region = (0..shape.len())
+        .map(|a| match a == axis {
+            true => (shape[a], block.end(a)),
+            false => (0, shape[a].max(block.end(a))),
+        })
+        .collect();
+    Some(region)
+}
+
+/// For a tensor whose blocks all hold no elements and whose extent is `shape`: the region of
+/// the shape they do not support, if any. The shape must hold no element (else the header
+/// would claim bytes no block supplies), and along each axis the blocks' spans must cover it
+/// without a hole (torch places an empty block inside its tensor's extent or at its end).
+fn unsupported_extent(blocks: &[Block], shape: &[u64]) -> Option<Vec<(u64, u64)>> {
+    let whole: Vec<(u64, u64)> = shape.iter().map(|&d| (0, d)).collect();
+    if !shape.contains(&0) {
+        return Some(whole);
+    }
+    for axis in 0..shape.len() {
+        let mut spans: Vec<(u64, u64)> = blocks
+            .iter()
+            .map(|b| (b.offsets[axis], b.end(axis)))
+            .collect();
+        spans.sort_unstable();
+        let mut reached = 0;
+        for (start, end) in spans.into_iter().chain([(shape[axis], shape[axis])]) {
+            if start > reached {
+                let mut region = whole;
+                region[axis] = (reached, start);
+                return Some(region);
+            }
+            reached = reached.max(end);
+        }
+    }
+    None
+}
+
 /// The plan of a tensor with no elements.
-fn empty(first: &TensorInfo, shape: &[u64], cast: Option<&DType>) -> JoinPlan {
+fn empty_plan(first: &TensorInfo, shape: &[u64], cast: Option<&DType>) -> JoinPlan {
     let mut plan = plan::copy_as_is(first, cast);
     plan.shape = shape.to_vec();
     plan.outer = 0;
@@ -579,5 +660,49 @@ mod tests {
         );
         let whole = planned(&[&[2, 2], &[2, 2]], &[&[0, 0], &[0, 0]]).unwrap_err();
         assert!(whole.hint.unwrap().contains("--keep"));
+    }
+
+    /// The shape `plan_tensor` gives the blocks, or its refusal's headline.
+    fn shape_of(shapes: &[&[u64]], offsets: &[&[u64]]) -> Result<Vec<u64>, String> {
+        let tensors = tensors(shapes);
+        let blocks: Vec<Block> = tensors
+            .iter()
+            .zip(offsets)
+            .map(|(tensor, offsets)| Block { tensor, offsets })
+            .collect();
+        match plan_tensor("w", &blocks, None) {
+            Ok(job) => Ok(job.plan.shape),
+            Err(refusal) => Err(refusal.headline),
+        }
+    }
+
+    #[test]
+    fn empty_blocks_must_lie_within_what_the_others_tile() {
+        let past = shape_of(&[&[2, 4], &[0, 4]], &[&[0, 0], &[5, 0]]).unwrap_err();
+        assert!(past.contains("no block covers [2:5, 0:4]"), "{past}");
+        let wide = shape_of(&[&[2, 4], &[0, 8]], &[&[0, 0], &[2, 0]]).unwrap_err();
+        assert!(wide.contains("no block covers [0:2, 4:8]"), "{wide}");
+        // torch's uneven chunks: empty blocks at the end of the extent, or inside it.
+        let shapes: [&[u64]; 3] = [&[1, 4], &[0, 4], &[1, 4]];
+        let offsets: [&[u64]; 3] = [&[0, 0], &[1, 0], &[1, 0]];
+        assert_eq!(shape_of(&shapes, &offsets), Ok(vec![2, 4]));
+        let at_end = shape_of(&[&[2, 4], &[0, 4]], &[&[0, 0], &[2, 0]]);
+        assert_eq!(at_end, Ok(vec![2, 4]));
+    }
+
+    #[test]
+    fn a_tensor_of_empty_blocks_alone_has_no_element_and_no_hole() {
+        let far = shape_of(&[&[0, 4], &[0, 4]], &[&[0, 0], &[1_000_000, 0]]).unwrap_err();
+        assert!(far.contains("no block covers [0:1000000, 0:4]"), "{far}");
+        let crossed = shape_of(&[&[0, 4], &[4, 0]], &[&[0, 0], &[0, 0]]).unwrap_err();
+        assert!(crossed.contains("no block covers [0:4, 0:4]"), "{crossed}");
+        let hole = shape_of(&[&[3, 0], &[2, 0]], &[&[0, 0], &[10, 0]]).unwrap_err();
+        assert!(hole.contains("no block covers [3:10, 0:0]"), "{hole}");
+        let split = shape_of(&[&[3, 0], &[2, 0], &[0, 0]], &[&[0, 0], &[3, 0], &[5, 0]]);
+        assert_eq!(split, Ok(vec![5, 0]));
+        assert_eq!(
+            shape_of(&[&[0, 6], &[0, 6]], &[&[0, 0], &[0, 0]]),
+            Ok(vec![0, 6])
+        );
     }
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{index, safetensors, shape_text};
 use crate::job::TensorJob;
+use crate::messages;
 use crate::rules::{self, Rule, shell_quote};
 
 /// The tensor shapes of a reference header.
@@ -72,6 +73,29 @@ impl Reference {
         let mut shards: Vec<&str> = parsed.weight_map.iter().map(|(_, f)| f.as_str()).collect();
         shards.sort_unstable();
         shards.dedup();
+        // The shards the input index would refuse to read, --like refuses too.
+        let outside: Vec<String> = shards
+            .iter()
+            .filter(|shard| !index::is_inside_folder(shard))
+            .map(|shard| messages::name(shard))
+            .collect();
+        if !outside.is_empty() {
+            return Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "--like {} lists {} shard{} that {} not a path inside the index's folder",
+                    messages::path(path),
+                    outside.len(),
+                    if outside.len() == 1 { "" } else { "s" },
+                    if outside.len() == 1 { "is" } else { "are" }
+                ),
+                details: capped(outside, SHOWN),
+                hint: Some(
+                    "an index lists its shards by name, in its own folder: name the index of \
+                     the checkpoint the output should match, or its unsplit .safetensors file"
+                        .to_string(),
+                ),
+            }]));
+        }
         for shard in shards {
             for found in read_header(&folder.join(shard))?.tensors {
                 shapes.insert(found.name.unwrap_or_default(), found.info.shape.into_vec());

@@ -298,3 +298,236 @@ fn one_tensor_of_the_rank_files_consolidates_into_any_format() {
     assert!(npy.starts_with(b"\x93NUMPY\x01\x00"));
     assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (5, 3)"));
 }
+
+/// One block of a rank's file: its tensor's name, shape and offsets; its float32 data counts
+/// up from `first`.
+struct Block<'a> {
+    name: &'a str,
+    shape: &'a [u64],
+    offsets: &'a [u64],
+    first: f32,
+}
+
+/// Writes a rank's file at `path` as HuggingFaceStorageWriter does: float32 blocks, with
+/// their offsets in `__metadata__`'s DCP_SHARDING_INFO.
+fn write_rank_file(path: &Path, blocks: &[Block]) {
+    let list = |values: &[u64]| {
+        let values: Vec<String> = values.iter().map(u64::to_string).collect();
+        format!("[{}]", values.join(","))
+    };
+    let sharding: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            format!(
+                r#"\"{}\":{{\"saved_offsets\":{}}}"#,
+                b.name,
+                list(b.offsets)
+            )
+        })
+        .collect();
+    let mut header = format!(
+        r#"{{"__metadata__":{{"format":"pt","DCP_SHARDING_INFO":"{{{}}}"}}"#,
+        sharding.join(",")
+    );
+    let mut data = Vec::new();
+    for block in blocks {
+        let count = block.shape.iter().product::<u64>();
+        let start = data.len();
+        for i in 0..count {
+            data.extend_from_slice(&(block.first + i as f32).to_le_bytes());
+        }
+        header.push_str(&format!(
+            r#","{}":{{"dtype":"F32","shape":{},"data_offsets":[{start},{}]}}"#,
+            block.name,
+            list(block.shape),
+            data.len()
+        ));
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    fs::write(path, file).unwrap();
+}
+
+/// Blocks of `w`, one a rank: each one's shape and offsets.
+type BlocksOfW<'a> = &'a [(&'a [u64], &'a [u64])];
+
+/// Writes one rank's file per block of `w` in `dir`, `rank-<i>.safetensors`, and returns
+/// their names.
+fn ranks_of_w(dir: &Path, blocks: BlocksOfW) -> Vec<String> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(rank, &(shape, offsets))| {
+            let name = format!("rank-{rank}.safetensors");
+            let block = Block {
+                name: "w",
+                shape,
+                offsets,
+                first: 0.0,
+            };
+            write_rank_file(&dir.join(&name), &[block]);
+            name
+        })
+        .collect()
+}
+
+#[test]
+fn blocks_with_no_elements_count_in_the_check_that_blocks_tile_their_tensor() {
+    let refusals: [(BlocksOfW, &[&str]); 4] = [
+        // An empty block past what the others tile: today a silent [2, 4].
+        (
+            &[(&[2, 4], &[0, 0]), (&[0, 4], &[5, 0])],
+            &[
+                "tensor `w`: no block covers [2:5, 0:4]",
+                "past the [2, 4] its other blocks tile",
+                "the block with no elements: input 2 (rank-1.safetensors:w)  float32  [0, 4] \
+                 at [5, 0]",
+            ],
+        ),
+        // Only empty blocks, which would make a header of [1000000, 4] with no bytes.
+        (
+            &[(&[0, 4], &[0, 0]), (&[0, 4], &[1_000_000, 0])],
+            &[
+                "tensor `w`: no block covers [0:1000000, 0:4]",
+                "rank-0.safetensors:w)  float32  [0, 4] at [0, 0]",
+                "rank-1.safetensors:w)  float32  [0, 4] at [1000000, 0]",
+            ],
+        ),
+        // Empty blocks whose extents, together, would claim elements.
+        (
+            &[(&[0, 4], &[0, 0]), (&[4, 0], &[0, 0])],
+            &["tensor `w`: no block covers [0:4, 0:4]"],
+        ),
+        // A tensor with no elements whose blocks leave a hole in its extent.
+        (
+            &[(&[3, 0], &[0, 0]), (&[2, 0], &[10, 0])],
+            &["tensor `w`: no block covers [3:10, 0:0]"],
+        ),
+    ];
+    for (blocks, needles) in refusals {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = ranks_of_w(dir.path(), blocks);
+        args.extend(["-o".into(), "out.safetensors".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused(dir.path(), &args, 2);
+        assert_mentions(&stderr, needles);
+        assert_mentions(&stderr, &["hint: "]);
+    }
+}
+
+#[test]
+fn empty_blocks_where_torch_puts_them_are_accepted() {
+    // torch.chunk's uneven sharding of 2 rows over 4 ranks: the last two ranks' blocks are
+    // empty, at the end of the tensor; and a [5, 0] tensor split on axis 0.
+    let cases: [(BlocksOfW, &str); 2] = [
+        (
+            &[
+                (&[1, 4], &[0, 0]),
+                (&[1, 4], &[1, 0]),
+                (&[0, 4], &[2, 0]),
+                (&[0, 4], &[2, 0]),
+            ],
+            r#""shape":[2,4],"data_offsets":[0,32]"#,
+        ),
+        (
+            &[(&[3, 0], &[0, 0]), (&[2, 0], &[3, 0]), (&[0, 0], &[5, 0])],
+            r#""shape":[5,0],"data_offsets":[0,0]"#,
+        ),
+    ];
+    for (blocks, header) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = ranks_of_w(dir.path(), blocks);
+        args.extend(["-o".into(), "out.safetensors".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        succeeds(dir.path(), &args);
+        let out = fs::read(dir.path().join("out.safetensors")).unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains(header), "{text}");
+    }
+}
+
+/// The float32 tensors of a safetensors file: each one's name, shape and values.
+fn f32_tensors(bytes: &[u8]) -> Vec<(String, Vec<u64>, Vec<f32>)> {
+    let end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..end]).unwrap();
+    let mut tensors = Vec::new();
+    for (name, entry) in header.as_object().unwrap() {
+        if name == "__metadata__" {
+            continue;
+        }
+        assert_eq!(entry["dtype"], "F32");
+        let shape = entry["shape"].as_array().unwrap();
+        let shape = shape.iter().map(|d| d.as_u64().unwrap()).collect();
+        let at = entry["data_offsets"].as_array().unwrap();
+        let (from, to) = (at[0].as_u64().unwrap(), at[1].as_u64().unwrap());
+        let data = &bytes[end + from as usize..end + to as usize];
+        let values = data
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()));
+        tensors.push((name.clone(), shape, values.collect()));
+    }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+}
+
+#[cfg(unix)] // ulimit
+#[test]
+fn a_folder_of_more_ranks_than_the_open_file_limit_consolidates() {
+    // 300 ranks under a limit of 128 open files (hard and soft: tjoin raises the soft limit to
+    // the hard one, and keeps inputs open up to a share of it, here 32). Each rank's file
+    // holds a row of `w` (a join along axis 0), a column of `v` (along axis 1) and one
+    // element of `g` (a 15 x 20 grid).
+    const RANKS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("checkpoint");
+    fs::create_dir(&folder).unwrap();
+    for rank in 0..RANKS {
+        let blocks = [
+            Block {
+                name: "w",
+                shape: &[1, 4],
+                offsets: &[rank, 0],
+                first: 4.0 * rank as f32,
+            },
+            Block {
+                name: "v",
+                shape: &[2, 1],
+                offsets: &[0, rank],
+                first: rank as f32,
+            },
+            Block {
+                name: "g",
+                shape: &[1, 1],
+                offsets: &[rank / 20, rank % 20],
+                first: rank as f32,
+            },
+        ];
+        let path = folder.join(format!(
+            "shard-{:05}-model-00001-of-00001.safetensors",
+            rank + 1
+        ));
+        write_rank_file(&path, &blocks);
+    }
+    let output = crate::reliability::tjoin_limited(
+        dir.path(),
+        "ulimit -n 128",
+        &["checkpoint", "-o", "out.safetensors"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let out = fs::read(dir.path().join("out.safetensors")).unwrap();
+    let counting = |n: u64| (0..n).map(|i| i as f32).collect::<Vec<f32>>();
+    // Row 0 of `v` is each rank's first value, row 1 its second.
+    let v = (0..2).flat_map(|row| (0..RANKS).map(move |r| (r + row) as f32));
+    let expected = vec![
+        ("g".to_string(), vec![15, 20], counting(RANKS)),
+        ("v".to_string(), vec![2, RANKS], v.collect()),
+        ("w".to_string(), vec![RANKS, 4], counting(RANKS * 4)),
+    ];
+    assert!(f32_tensors(&out) == expected);
+}

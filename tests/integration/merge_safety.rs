@@ -327,6 +327,46 @@ fn like_reads_a_sharded_checkpoints_index_and_its_shards_headers() {
 }
 
 #[test]
+fn like_refuses_an_index_listing_shards_outside_its_folder_as_the_input_index_does() {
+    let dir = shards("llama");
+    let expected = fs::read(dir.path().join("expected.safetensors")).unwrap();
+    let model = SafeTensors::deserialize(&expected).unwrap();
+    let absolute = dir.path().join("expected.safetensors");
+    fs::create_dir(dir.path().join("reference")).unwrap();
+    for (shard, shown) in [
+        ("../expected.safetensors", "../expected.safetensors"),
+        (absolute.to_str().unwrap(), absolute.to_str().unwrap()),
+    ] {
+        let map: Vec<String> = model
+            .names()
+            .iter()
+            .map(|name| format!("{name:?}: {shard:?}"))
+            .collect();
+        let text = format!("{{\"weight_map\": {{{}}}}}", map.join(", "));
+        let index = "reference/model.safetensors.index.json";
+        fs::write(dir.path().join(index), text).unwrap();
+        // The input index refuses it...
+        let as_input = refused(dir.path(), &[index, "-o", "m.safetensors"], 1);
+        assert_mentions(
+            &as_input,
+            &["which is not a path inside the index's folder"],
+        );
+        // ... and so does --like, instead of reading the file.
+        let words = format!("--rules llama.rules --like {index} -o m.safetensors");
+        assert_mentions(
+            &refuses(dir.path(), &words, 2),
+            &[
+                &format!(
+                    "tjoin: error: --like {index} lists 1 shard that is not a path inside the \
+                     index's folder\n  {shown}\n"
+                ),
+                "hint: an index lists its shards by name",
+            ],
+        );
+    }
+}
+
+#[test]
 fn like_names_the_rule_that_set_a_wrong_axis() {
     let dir = shards("bert");
     fs::write(

@@ -871,3 +871,47 @@ fn a_set_of_hundreds_of_shards_round_trips_with_its_shards_reopened() {
     succeeds(dir.path(), &["many", "-o", "back.safetensors"]);
     assert!(fs::read(dir.path().join("back.safetensors")).unwrap() == original);
 }
+
+#[cfg(unix)] // ulimit
+#[test]
+fn a_set_of_more_shards_than_the_open_file_limit_is_read() {
+    // 200 shards of one tensor each, read under a limit of 128 open files (tjoin keeps inputs
+    // open up to a share of it, here 32): a set that does not fit keeps none open.
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_le_bytes().repeat(4)).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = data
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let view =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::U32, vec![4], bytes);
+            (format!("t{i:03}"), view.unwrap())
+        })
+        .collect();
+    let whole = safetensors::serialize(views, None).unwrap();
+    fs::write(dir.path().join("whole.safetensors"), &whole).unwrap();
+    let split = ["whole.safetensors", "-o", "set/", "--max-shard-size", "16"];
+    succeeds(dir.path(), &split);
+    assert_eq!(dir_entries(&dir.path().join("set")).len(), 201);
+    let output = crate::reliability::tjoin_limited(
+        dir.path(),
+        "ulimit -n 128",
+        &["set", "-o", "again.safetensors"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let again = fs::read(dir.path().join("again.safetensors")).unwrap();
+    let again = safetensors::SafeTensors::deserialize(&again).unwrap();
+    let whole = safetensors::SafeTensors::deserialize(&whole).unwrap();
+    let tensors = |s: &safetensors::SafeTensors| {
+        let mut all: Vec<(String, Vec<u8>)> = s
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| (name, view.data().to_vec()))
+            .collect();
+        all.sort();
+        all
+    };
+    assert_eq!(tensors(&again).len(), 200);
+    assert!(tensors(&again) == tensors(&whole));
+}
