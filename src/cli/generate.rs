@@ -145,7 +145,8 @@ fn append_section(roff: &mut Roff) {
     for (step, what) in [
         (
             "1",
-            "The target's advisory lock (flock, on Unix) is taken; a second appender, or \
+            "The target's lock is taken (flock on Unix; on Windows LockFileEx on a byte past \
+             any file's end, so that readers are not kept out); a second appender, or \
              --recover while an append runs, is refused with a message that names the file.",
         ),
         (
@@ -180,8 +181,17 @@ fn append_section(roff: &mut Roff) {
          tjoin --recover FILE repairs it, saying what it removed: it cuts the file back to its \
          old length (and puts the old header back, should the crash have come during step 4), \
          or, when the new header had reached the disk, keeps the grown file and removes the \
-         journal. Without a journal, --recover cuts the file back to the shape its header \
-         declares. A reader that opens the file during an append sees the old header, whose \
+         journal. A journal left empty or cut short (the append was killed while writing it, \
+         before the file changed) is removed, when the file ends where its header says. \
+         Without a journal, --recover cuts the file back to the shape its header declares. \
+         --recover checks everything before it writes anything, and acts on a journal only if \
+         it is a regular file (not a symbolic link or a FIFO), of at most 5 MiB, owned (on \
+         Unix) by the file's owner, the user running tjoin or root, whose lengths and headers \
+         agree with each other and with the file: the old header declares exactly the old \
+         length and the new header the new one, the file lies between the two lengths, and it \
+         starts with the old header, the new one, or a mix of the two byte by byte. Any other \
+         journal is refused, naming what disagrees, and nothing is changed; --append refuses \
+         with the same reason. A reader that opens the file during an append sees the old header, whose \
          data never moves, or the new one, written only once the data it declares is flushed: \
          the old shape or the new, never a header that promises bytes not yet written.",
     )]);

@@ -56,6 +56,13 @@ pub fn read_header_past_end(file: &File, file_len: u64, input: &InputRef) -> Res
     read_header_within(&mut reader, 0, file_len, input, PastEnd::Allowed)
 }
 
+/// Reads the header held whole in `header` (an append journal's record of a file's header),
+/// as that of a file long enough for any data it declares: what it declares, its data from
+/// `data_offset` (which a well-formed record has at `header.len()`) for `data_len` bytes.
+pub fn read_header_bytes(header: &[u8], input: &InputRef) -> Result<TensorInfo> {
+    read_header_within(&mut &header[..], 0, u64::MAX, input, PastEnd::Allowed)
+}
+
 /// What a header reader makes of bytes after the end of the data a header declares.
 #[derive(Clone, Copy, PartialEq)]
 enum PastEnd {

@@ -1,6 +1,6 @@
 //! Growing a file in place (`--append`): its advisory lock, the journal that lets an
 //! interrupted append be undone, the sink that writes past the old end, and the commit that
-//! rewrites the header last. What to write is `src/flow/append.rs`'s business; how to write it so
+//! rewrites the header last. What to write is `src/append.rs`'s business; how to write it so
 //! that a crash leaves either the old file or the new one is this module's.
 //!
 //! # The contract
@@ -31,20 +31,23 @@
 //! a header that promises bytes not yet written.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, ErrorKind, Seek, SeekFrom, Write};
+use std::io::{self, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Sink;
 use super::temporary::{self, CutBackOnSignals, Registered};
 use crate::error::{Error, Result};
-use crate::source;
+use crate::{messages, source};
 
 /// The file an append grows, opened for writing, its advisory lock held until it is dropped.
 pub struct Target {
     file: Arc<File>,
     path: PathBuf,
     id: (u64, u64),
+    /// The user who owns it (Unix).
+    #[cfg(unix)]
+    owner: u32,
 }
 
 impl Target {
@@ -74,11 +77,19 @@ impl Target {
                     .to_string(),
             });
         }
+        let id = source::file_id(&file).map_err(|e| Error::io(what, path, e))?;
         Ok(Target {
             file: Arc::new(file),
             path: path.to_path_buf(),
-            id: identity(&metadata),
+            id,
+            #[cfg(unix)]
+            owner: std::os::unix::fs::MetadataExt::uid(&metadata),
         })
+    }
+
+    /// The path it was opened by.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The open file.
@@ -96,7 +107,7 @@ impl Target {
 
     /// Whether the path still names the file that was opened and locked.
     pub fn is_at_path(&self) -> bool {
-        fs::metadata(&self.path).is_ok_and(|m| identity(&m) == self.id)
+        source::path_id(&self.path) == Some(self.id)
     }
 
     /// Where its journal is: `.NAME.tjoin-journal` beside it.
@@ -105,32 +116,101 @@ impl Target {
     }
 
     /// The journal an append to this file left, if there is one; `Err` when it cannot be
-    /// read. A journal of another file of the same name (the target was since replaced) is
-    /// [`Journaled::Stale`].
+    /// read, or is not one tjoin could have written for this file (see [`read_journal`]). A
+    /// journal of another file of the same name (the target was since replaced) is
+    /// [`Journaled::Stale`]; one whose writing stopped part way, [`Journaled::CutShort`].
     pub fn journal(&self) -> Result<Journaled> {
         let path = self.journal_path();
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Journaled::None),
-            Err(e) => return Err(Error::io("read the append journal", &path, e)),
+        let Some(bytes) = self.read_journal(&path)? else {
+            return Ok(Journaled::None);
         };
-        let journal = Journal::parse(&text).ok_or_else(|| Error::Unfinished {
+        let text = String::from_utf8_lossy(&bytes);
+        match Journal::parse(&text) {
+            Some(journal) if journal.id == self.id => Ok(Journaled::Found(journal)),
+            Some(_) => Ok(Journaled::Stale),
+            None if Journal::is_cut_short(&text) => Ok(Journaled::CutShort),
+            None => Err(self.not_its_journal(
+                &path,
+                "it does not hold what tjoin writes in a journal".to_string(),
+            )),
+        }
+    }
+
+    /// The journal at `path`, read whole; `None` when there is none. Refused, before it is
+    /// read: anything but a regular file (it is opened without following a symbolic link,
+    /// and without waiting, so that a FIFO cannot hang tjoin), a file owned by someone other
+    /// than the target's owner, the user running tjoin or root (on Unix; only they can have
+    /// written it for this file), and a file longer than [`JOURNAL_LIMIT`].
+    fn read_journal(&self, path: &Path) -> Result<Option<Vec<u8>>> {
+        let file = match open_journal(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            #[cfg(unix)]
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                let why = "it is a symbolic link, and tjoin writes its journal as a regular file";
+                return Err(self.not_its_journal(path, why.to_string()));
+            }
+            Err(e) => return Err(Error::io("read the append journal", path, e)),
+        };
+        let failed = |e| Error::io("read the append journal", path, e);
+        let metadata = file.metadata().map_err(failed)?;
+        if !metadata.is_file() {
+            let why = format!(
+                "it is {}, and tjoin writes its journal as a regular file",
+                file_kind(&metadata)
+            );
+            return Err(self.not_its_journal(path, why));
+        }
+        #[cfg(unix)]
+        {
+            let owner = std::os::unix::fs::MetadataExt::uid(&metadata);
+            let user = source::effective_user();
+            if ![self.owner, user, 0].contains(&owner) {
+                let why = format!(
+                    "it belongs to user {owner}, but {} belongs to user {} and tjoin runs as \
+                     user {user}: an append by either would have written it as its own",
+                    messages::path(&self.path),
+                    self.owner
+                );
+                return Err(self.not_its_journal(path, why));
+            }
+        }
+        let too_long = |len: u64| {
+            let why = format!(
+                "it is {len} bytes long, more than the {JOURNAL_LIMIT} bytes (5 MiB) a journal \
+                 is read up to (tjoin's journals hold two headers of at most 1 MiB, in hex)"
+            );
+            self.not_its_journal(path, why)
+        };
+        if metadata.len() > JOURNAL_LIMIT {
+            return Err(too_long(metadata.len()));
+        }
+        let mut bytes = Vec::new();
+        (&file)
+            .take(JOURNAL_LIMIT + 1)
+            .read_to_end(&mut bytes)
+            .map_err(failed)?;
+        if bytes.len() as u64 > JOURNAL_LIMIT {
+            return Err(too_long(bytes.len() as u64));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// The refusal of the file at `journal`, beside this target, as its append journal:
+    /// `why` says what disagrees. Nothing was changed.
+    pub fn not_its_journal(&self, journal: &Path, why: String) -> Error {
+        let target = messages::path(&self.path);
+        Error::Unfinished {
             what: format!(
-                "{} is not a journal tjoin can read; it was left beside {} by an append that \
-                 did not finish",
-                path.display(),
-                self.path.display()
+                "{} is not a journal tjoin can act on for {target}: {why}; nothing was changed",
+                messages::path(journal)
             ),
             hint: format!(
-                "look at both files: remove the journal if {} is as it should be",
-                self.path.display()
+                "if no append of yours to {target} was interrupted, remove it; without a \
+                 journal, `tjoin --recover {target}` cuts the file back to the end of the data \
+                 its header declares"
             ),
-        })?;
-        Ok(if journal.id == self.id {
-            Journaled::Found(journal)
-        } else {
-            Journaled::Stale
-        })
+        }
     }
 
     /// Cuts the file back to `len` bytes, first writing `header` at its start if given, and
@@ -198,6 +278,9 @@ pub enum Journaled {
     Found(Journal),
     /// The journal of an append to an earlier file of the same name.
     Stale,
+    /// A journal whose writing stopped part way (an empty one included): the append that
+    /// was writing it was killed before it changed its target.
+    CutShort,
 }
 
 /// What an append writes down before it changes its target: enough to undo it, or to tell
@@ -218,6 +301,21 @@ pub struct Journal {
 
 /// The first line of a journal: what it is, and the version of its form.
 const JOURNAL_TITLE: &str = "tjoin append journal 1";
+
+/// The keys of a journal's lines after its title, in order.
+const JOURNAL_KEYS: [&str; 6] = [
+    "device",
+    "inode",
+    "old length",
+    "new length",
+    "old header",
+    "new header",
+];
+
+/// The most bytes of a journal tjoin reads (5 MiB): a journal holds two headers of the same
+/// length in hex, and tjoin reads no .npy header longer than 1 MiB (and its preamble), so the
+/// journal of any append it could have made fits.
+pub const JOURNAL_LIMIT: u64 = 5 << 20;
 
 impl Journal {
     /// The journal as text: a title line, then `key: value` lines; the headers in hex.
@@ -251,6 +349,47 @@ impl Journal {
         };
         (journal.old_header.len() == journal.new_header.len()).then_some(journal)
     }
+
+    /// Whether `text` is the start of what [`Journal::to_text`] writes, cut short: empty, or
+    /// its lines so far as they are written, the last one perhaps incomplete. What a kill
+    /// while the journal was being written leaves.
+    fn is_cut_short(text: &str) -> bool {
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        // `split` yields at least one piece: the text after the last newline, unfinished.
+        let last = lines.pop().unwrap_or_default();
+        lines.len() <= JOURNAL_KEYS.len()
+            && lines
+                .iter()
+                .enumerate()
+                .all(|(at, line)| fits_line(at, line, true))
+            && fits_line(lines.len(), last, false)
+    }
+}
+
+/// Whether `line` is line `at` of a journal's text (`complete`), or the start of one.
+fn fits_line(at: usize, line: &str, complete: bool) -> bool {
+    let Some(key) = at.checked_sub(1).map(|k| JOURNAL_KEYS.get(k)) else {
+        return if complete {
+            line == JOURNAL_TITLE
+        } else {
+            JOURNAL_TITLE.starts_with(line)
+        };
+    };
+    let Some(key) = key else {
+        return !complete && line.is_empty();
+    };
+    let lead = format!("{key}: ");
+    let Some(value) = line.strip_prefix(&lead) else {
+        return !complete && lead.starts_with(line);
+    };
+    let digits = |c: char| {
+        if at <= 4 {
+            c.is_ascii_digit()
+        } else {
+            c.is_ascii_hexdigit()
+        }
+    };
+    (!complete || !value.is_empty()) && value.chars().all(digits)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -307,17 +446,47 @@ fn sync_folder(path: &Path) -> io::Result<()> {
     }
 }
 
-/// A file's device and inode (zeros where the platform does not say).
-fn identity(metadata: &fs::Metadata) -> (u64, u64) {
+/// Opens the journal at `path` for reading: not through a symbolic link (Unix: `ELOOP`;
+/// Windows: the link itself is opened, and its metadata says so), and without waiting for a
+/// writer should it be a FIFO.
+fn open_journal(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW,
+    );
+    #[cfg(windows)]
+    std::os::windows::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        source::windows::FILE_FLAG_OPEN_REPARSE_POINT | source::windows::FILE_FLAG_BACKUP_SEMANTICS,
+    );
+    options.open(path)
+}
+
+/// What kind of file that is not a regular one `metadata` describes.
+fn file_kind(metadata: &fs::Metadata) -> &'static str {
+    let kind = metadata.file_type();
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
-        (metadata.dev(), metadata.ino())
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_block_device() || kind.is_char_device() {
+            return "a device";
+        }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = metadata;
-        (0, 0)
+    if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file"
     }
 }
 
@@ -495,6 +664,43 @@ mod tests {
         assert_eq!(Journal::parse(""), None);
     }
 
+    /// What an append killed while writing its journal leaves (every start of the text, the
+    /// empty one included) reads as cut short; a whole journal, or anything else, does not.
+    #[test]
+    fn a_journal_cut_short_is_told_from_anything_else() {
+        let text = journal().to_text();
+        for end in 0..text.len() {
+            assert!(Journal::is_cut_short(&text[..end]), "{:?}", &text[..end]);
+        }
+        assert!(!Journal::is_cut_short(&text));
+        for other in [
+            "x",
+            "tjoin append journal 2\n",
+            "tjoin append journal 1\ninode: 1",
+            "tjoin append journal 1\ndevice: 12x",
+            "tjoin append journal 1\ndevice: \n",
+            &text.replace("old header: ", "old header: zz"),
+            &format!("{text}more"),
+        ] {
+            assert!(!Journal::is_cut_short(other), "{other:?}");
+        }
+    }
+
+    /// The journal of an append to a file with the longest header tjoin reads (1 MiB and a
+    /// 12-byte preamble) is within the limit a journal is read up to.
+    #[test]
+    fn the_largest_journal_fits_within_the_limit() {
+        let header = vec![b' '; (1 << 20) + 12];
+        let largest = Journal {
+            id: (u64::MAX, u64::MAX),
+            old_len: u64::MAX,
+            new_len: u64::MAX,
+            old_header: header.clone(),
+            new_header: header,
+        };
+        assert!(largest.to_text().len() as u64 <= JOURNAL_LIMIT);
+    }
+
     #[test]
     fn the_journal_sits_beside_its_target() {
         assert_eq!(
@@ -522,8 +728,6 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
-    #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_growth_dropped_before_its_commit_leaves_the_file_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut growth) = growing(dir.path());
@@ -534,8 +738,6 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
-    #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_commit_writes_the_header_last_and_removes_the_journal() {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut growth) = growing(dir.path());
@@ -547,8 +749,6 @@ mod tests {
     }
 
     #[test]
-    // The append's lock and journal are Unix-only so far (see src/flow/append.rs).
-    #[cfg_attr(windows, ignore = "appends take their lock and journal on Unix only")]
     fn a_commit_of_the_wrong_number_of_bytes_is_undone() {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut growth) = growing(dir.path());

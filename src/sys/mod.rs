@@ -559,12 +559,6 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     }
 }
 
-/// Elsewhere tjoin takes no lock: two appends at once are not prevented.
-#[cfg(not(unix))]
-pub fn try_lock_exclusive(_file: &File) -> io::Result<bool> {
-    Ok(true)
-}
-
 /// Whether another process (or another open file of this one) holds the advisory lock of
 /// the file at `path`, as an `--append` running on it does. Asked only to word a message:
 /// any failure says no.
@@ -580,10 +574,249 @@ pub fn lock_held_elsewhere(path: &std::path::Path) -> bool {
     !taken && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
-/// Elsewhere tjoin takes no lock.
-#[cfg(not(unix))]
-pub fn lock_held_elsewhere(_path: &std::path::Path) -> bool {
-    false
+/// The user this process runs as (its effective user id).
+#[cfg(unix)]
+pub fn effective_user() -> u32 {
+    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Takes the append lock of `file` for this handle alone, without waiting: `false` when
+/// another handle (another process) holds it. On Windows that is a byte-range lock
+/// (`LockFileEx`) on [`windows::LOCK_BYTE`], far past any file's end: a lock there keeps out
+/// only the other appenders, where a lock on the data would make every reader's `ReadFile`
+/// fail. It is released when the handle is closed.
+#[cfg(windows)]
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    windows::try_lock(file, true)
+}
+
+/// Whether another handle holds the append lock of the file at `path`, as an `--append`
+/// running on it does. Asked only to word a message: any failure says no.
+#[cfg(windows)]
+pub fn lock_held_elsewhere(path: &std::path::Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    match windows::try_lock(&file, false) {
+        Ok(true) => {
+            windows::unlock(&file);
+            false
+        }
+        Ok(false) => true,
+        Err(_) => false,
+    }
+}
+
+/// The identity of an open file: its device and inode on Unix, its volume's serial number and
+/// its file index on Windows. Two names with the same identity are the same file (a hard link,
+/// `./a` and `a`).
+pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = file.metadata()?;
+        Ok((metadata.dev(), metadata.ino()))
+    }
+    #[cfg(windows)]
+    windows::file_id(file)
+}
+
+/// The identity ([`file_id`]) of the file `path` names (following symbolic links), or `None`
+/// when it cannot be found out.
+pub fn path_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        // No access asked for: the identity is readable whatever the file's permissions
+        // (as `fs::metadata` opens it); FILE_FLAG_BACKUP_SEMANTICS opens a folder too.
+        let file = std::fs::OpenOptions::new()
+            .access_mode(0)
+            .custom_flags(windows::FILE_FLAG_BACKUP_SEMANTICS)
+            .open(path)
+            .ok()?;
+        windows::file_id(&file).ok()
+    }
+}
+
+/// The Windows calls tjoin makes itself (kernel32): a file's identity and the append lock.
+#[cfg(windows)]
+pub mod windows {
+    use std::ffi::c_void;
+    use std::fs::File;
+    use std::io;
+    use std::os::windows::io::AsRawHandle;
+
+    /// Opens a folder as well as a file (`CreateFileW` refuses a folder without it).
+    pub const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    /// Opens a symbolic link (a reparse point) itself rather than what it points to.
+    pub const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+    /// The byte an append locks: the last but one a 64-bit offset can name, past the end of
+    /// any file a file system holds, so that no read or write of data ever meets the lock.
+    pub const LOCK_BYTE: u64 = u64::MAX - 1;
+
+    const LOCKFILE_FAIL_IMMEDIATELY: u32 = 0x1;
+    const LOCKFILE_EXCLUSIVE_LOCK: u32 = 0x2;
+    const ERROR_LOCK_VIOLATION: i32 = 33;
+    const ERROR_IO_PENDING: i32 = 997;
+
+    /// `OVERLAPPED`: for a lock, only the offset is read.
+    #[repr(C)]
+    struct Overlapped {
+        internal: usize,
+        internal_high: usize,
+        offset: u32,
+        offset_high: u32,
+        event: *mut c_void,
+    }
+
+    #[repr(C)]
+    struct FileTime {
+        low: u32,
+        high: u32,
+    }
+
+    /// `BY_HANDLE_FILE_INFORMATION`.
+    #[repr(C)]
+    struct ByHandleFileInformation {
+        attributes: u32,
+        creation: FileTime,
+        last_access: FileTime,
+        last_write: FileTime,
+        volume_serial_number: u32,
+        size_high: u32,
+        size_low: u32,
+        links: u32,
+        index_high: u32,
+        index_low: u32,
+    }
+
+    #[link(name = "kernel32")]
+    unsafe extern "system" {
+        fn GetFileInformationByHandle(file: *mut c_void, info: *mut ByHandleFileInformation)
+        -> i32;
+        fn LockFileEx(
+            file: *mut c_void,
+            flags: u32,
+            reserved: u32,
+            len_low: u32,
+            len_high: u32,
+            overlapped: *mut Overlapped,
+        ) -> i32;
+        fn UnlockFileEx(
+            file: *mut c_void,
+            reserved: u32,
+            len_low: u32,
+            len_high: u32,
+            overlapped: *mut Overlapped,
+        ) -> i32;
+    }
+
+    /// An `OVERLAPPED` naming [`LOCK_BYTE`].
+    fn at_lock_byte() -> Overlapped {
+        Overlapped {
+            internal: 0,
+            internal_high: 0,
+            offset: LOCK_BYTE as u32,
+            offset_high: (LOCK_BYTE >> 32) as u32,
+            event: std::ptr::null_mut(),
+        }
+    }
+
+    /// The volume's serial number and the file index of `file`.
+    pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
+        // SAFETY: all-zero bytes are a valid value of this plain C struct of integers.
+        let mut info: ByHandleFileInformation = unsafe { std::mem::zeroed() };
+        // SAFETY: the handle is open for the call (`file` owns it), and `info` is a writable
+        // BY_HANDLE_FILE_INFORMATION that outlives it.
+        if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let index = (u64::from(info.index_high) << 32) | u64::from(info.index_low);
+        Ok((u64::from(info.volume_serial_number), index))
+    }
+
+    /// Locks [`LOCK_BYTE`] of `file`, exclusively or shared, without waiting: `false` when
+    /// another handle holds a lock that conflicts.
+    pub fn try_lock(file: &File, exclusive: bool) -> io::Result<bool> {
+        let mut flags = LOCKFILE_FAIL_IMMEDIATELY;
+        if exclusive {
+            flags |= LOCKFILE_EXCLUSIVE_LOCK;
+        }
+        let mut overlapped = at_lock_byte();
+        // SAFETY: the handle is open for the call, and was opened for synchronous I/O (the
+        // standard library's default), so LockFileEx is done with `overlapped`, which it
+        // only reads, before it returns.
+        let locked = unsafe { LockFileEx(file.as_raw_handle(), flags, 0, 1, 0, &mut overlapped) };
+        if locked != 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(ERROR_LOCK_VIOLATION | ERROR_IO_PENDING) => Ok(false),
+            _ => Err(error),
+        }
+    }
+
+    /// Releases the lock [`try_lock`] took on `file`.
+    pub fn unlock(file: &File) {
+        let mut overlapped = at_lock_byte();
+        // SAFETY: as in `try_lock`: an open synchronous handle, and `overlapped` read only
+        // during the call.
+        unsafe { UnlockFileEx(file.as_raw_handle(), 0, 1, 0, &mut overlapped) };
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::fs::{self, OpenOptions};
+
+        fn opened(path: &std::path::Path) -> File {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .unwrap()
+        }
+
+        #[test]
+        fn one_handle_at_a_time_holds_the_append_lock_and_readers_are_not_kept_out() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.npy");
+            fs::write(&path, b"data").unwrap();
+            let first = opened(&path);
+            let second = opened(&path);
+            assert!(!crate::source::lock_held_elsewhere(&path));
+            assert!(crate::source::try_lock_exclusive(&first).unwrap());
+            assert!(!crate::source::try_lock_exclusive(&second).unwrap());
+            assert!(crate::source::lock_held_elsewhere(&path));
+            // The lock is on a byte past the end: the data stays readable and writable.
+            assert_eq!(fs::read(&path).unwrap(), b"data");
+            crate::source::write_all_at(&second, b"D", 0).unwrap();
+            drop(first);
+            assert!(crate::source::try_lock_exclusive(&second).unwrap());
+        }
+
+        #[test]
+        fn a_file_has_one_identity_under_all_its_names() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.npy");
+            fs::write(&path, b"a").unwrap();
+            fs::write(dir.path().join("b.npy"), b"a").unwrap();
+            fs::hard_link(&path, dir.path().join("link.npy")).unwrap();
+            let id = crate::source::path_id(&path).unwrap();
+            assert_eq!(file_id(&File::open(&path).unwrap()).unwrap(), id);
+            let link = dir.path().join(".").join("link.npy");
+            assert_eq!(crate::source::path_id(&link), Some(id));
+            assert_ne!(crate::source::path_id(&dir.path().join("b.npy")), Some(id));
+            assert!(crate::source::path_id(dir.path()).is_some());
+        }
+    }
 }
 
 /// The file a bus error must cut back to a length before anything else (the target of an

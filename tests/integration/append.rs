@@ -377,3 +377,64 @@ fn any_input_a_join_reads_can_be_appended() {
         .collect();
     assert_eq!(values, [1, 2, 3, 4, 5, 6, 7, 8]);
 }
+
+/// An append killed right after it created its journal leaves it empty, or cut short part
+/// way through a line: the next append refuses and points at `--recover`, which removes it
+/// (saying so) when the file ends where its header says, and leaves both alone otherwise.
+#[test]
+fn a_journal_cut_short_before_the_file_changed_is_removed_by_recover() {
+    const JOURNAL: &str = ".target.npy.tjoin-journal";
+    for left in [
+        "",
+        "tjoin append jour",
+        "tjoin append journal 1\ndevice: 20",
+        "tjoin append journal 1\ndevice: 2049\ninode: 1\nold length: 1152\nnew length: 1168\nold header: 934e",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        zeros(dir.path(), "target.npy", "<f4", &[2, 2], false);
+        zeros(dir.path(), "new.npy", "<f4", &[1, 2], false);
+        fs::write(dir.path().join(JOURNAL), left).unwrap();
+        refused_untouched(
+            dir.path(),
+            &["--append", "-a", "0", "target.npy", "new.npy"],
+            1,
+            &["its journal", "run `tjoin --recover target.npy` first"],
+        );
+        let before = fs::read(dir.path().join("target.npy")).unwrap();
+        assert_mentions(
+            &recovers(dir.path(), "target.npy"),
+            &[
+                "recovered target.npy: removed the journal ./.target.npy.tjoin-journal, cut short",
+                "float32 [2, 2]",
+            ],
+        );
+        assert_eq!(fs::read(dir.path().join("target.npy")).unwrap(), before);
+        assert_eq!(
+            dir_entries(dir.path()),
+            ["new.npy", "target.npy"],
+            "{left:?}"
+        );
+        succeeds(
+            dir.path(),
+            &["--append", "-a", "0", "target.npy", "new.npy"],
+        );
+    }
+    // The file no longer ends where its header says: not what a kill before any write leaves.
+    let dir = tempfile::tempdir().unwrap();
+    zeros(dir.path(), "target.npy", "<f4", &[2, 2], false);
+    let mut longer = fs::read(dir.path().join("target.npy")).unwrap();
+    longer.extend_from_slice(&[9; 8]);
+    fs::write(dir.path().join("target.npy"), &longer).unwrap();
+    fs::write(dir.path().join(JOURNAL), "").unwrap();
+    refused_untouched(
+        dir.path(),
+        &["--recover", "target.npy"],
+        1,
+        &[
+            "it was cut short while it was written",
+            "that file is 152 bytes long, where its header declares 144",
+            "nothing was changed",
+        ],
+    );
+    assert!(dir.path().join(JOURNAL).exists());
+}

@@ -294,3 +294,91 @@ fn writing_more_than(pid: u32, dir: &Path, written: u64) -> bool {
             && entry.metadata().is_ok_and(|m| m.len() > written)
     })
 }
+
+/// A file appended to itself under another name (a hard link, `./` before its name) is
+/// refused and left as it was: it would grow while it is read. tjoin tells a file by its
+/// identity: device and inode on Unix, volume serial number and file index on Windows.
+#[test]
+fn a_file_appended_to_itself_under_another_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    filled(d, "target.npy", 4, 8, 1);
+    fs::hard_link(d.join("target.npy"), d.join("link.npy")).unwrap();
+    let before = fs::read(d.join("target.npy")).unwrap();
+    for other in ["link.npy", "./target.npy"] {
+        let output = tjoin()
+            .current_dir(d)
+            .args(["--append", "-a", "0", "target.npy", other])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{other}: {stderr}");
+        assert_mentions(
+            &stderr,
+            &["is the file being appended to, input 1 (target.npy)"],
+        );
+        assert_eq!(fs::read(d.join("target.npy")).unwrap(), before, "{other}");
+    }
+}
+
+/// Two appends to one file at once: while the first runs (it holds the file's lock), the
+/// second is refused, says that another process holds the lock, and leaves the file to the
+/// first, which completes. The first appends a Fortran-order input gathered element by
+/// element, slow enough for the second to start meanwhile; should the first end before the
+/// second does, the race is run again with four times the rows.
+#[test]
+fn a_second_append_while_one_runs_is_kept_out() {
+    let mut rows = 2048;
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        filled(d, "target.npy", 4, 4096, 7);
+        filled(d, "more.npy", 1, 4096, 9);
+        let header = crate::util::npy_header("|u1", &[rows, 4096], true);
+        let mut new = File::create(d.join("new.npy")).unwrap();
+        io::Write::write_all(&mut new, &header).unwrap();
+        new.set_len(header.len() as u64 + rows * 4096).unwrap();
+        drop(new);
+        let original = fs::metadata(d.join("target.npy")).unwrap().len();
+        let mut first = Command::new(bin())
+            .current_dir(d)
+            .args(["--append", "-a", "0", "target.npy", "new.npy"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while fs::metadata(d.join("target.npy")).unwrap().len() <= original
+            && first.try_wait().unwrap().is_none()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the append never started"
+            );
+            sleep(Duration::from_millis(1));
+        }
+        let second = tjoin()
+            .current_dir(d)
+            .args(["--append", "-a", "0", "target.npy", "more.npy"])
+            .output()
+            .unwrap();
+        let overlapped = first.try_wait().unwrap().is_none();
+        let output = first.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let grown = read_npy(&d.join("target.npy"));
+        if !overlapped {
+            rows *= 4;
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert_eq!(second.status.code(), Some(1), "{stderr}");
+        assert_mentions(&stderr, &["target.npy", "another process holds its lock"]);
+        assert_eq!(grown.shape, [4 + rows, 4096]);
+        return;
+    }
+    panic!("the first append always ended before the second: the lock was not tested");
+}

@@ -3,6 +3,8 @@
 mod append;
 #[cfg(unix)]
 mod append_crashes;
+#[cfg(unix)]
+mod append_journal;
 mod containers;
 mod dcp;
 mod directml;
