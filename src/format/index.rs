@@ -109,7 +109,7 @@ pub fn is_index_name(file_name: &str) -> bool {
 
 /// Whether `file`, a shard an index lists, is a path inside the index's folder: relative and
 /// made of names only (no `..`, `.`, root or drive). Every reader of an index goes by it: the
-/// input index (`src/input/sharded.rs`) and `--like`'s (`src/reference.rs`).
+/// input index (`src/input/sharded.rs`) and `--like`'s (`src/plan/reference.rs`).
 pub fn is_inside_folder(file: &str) -> bool {
     let path = std::path::Path::new(file);
     !file.is_empty()

@@ -1,6 +1,6 @@
 //! Growing a file in place (`--append`): its advisory lock, the journal that lets an
 //! interrupted append be undone, the sink that writes past the old end, and the commit that
-//! rewrites the header last. What to write is `src/append.rs`'s business; how to write it so
+//! rewrites the header last. What to write is `src/flow/append.rs`'s business; how to write it so
 //! that a crash leaves either the old file or the new one is this module's.
 //!
 //! # The contract
