@@ -451,6 +451,7 @@ fn empty_blocks_where_torch_puts_them_are_accepted() {
     }
 }
 
+#[cfg(unix)] // used by the open-file-limit test alone
 /// The float32 tensors of a safetensors file: each one's name, shape and values.
 fn f32_tensors(bytes: &[u8]) -> Vec<(String, Vec<u64>, Vec<f32>)> {
     let end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
