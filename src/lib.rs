@@ -23,6 +23,7 @@ pub mod format;
 pub mod input;
 pub mod job;
 pub mod join;
+pub mod limits;
 pub mod messages;
 pub mod outliers;
 pub mod output;

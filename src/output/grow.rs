@@ -109,7 +109,8 @@ impl Target {
     /// [`Journaled::Stale`].
     pub fn journal(&self) -> Result<Journaled> {
         let path = self.journal_path();
-        let text = match fs::read_to_string(&path) {
+        let text = match source::read_text(&path, &crate::limits::JOURNAL, source::Accept::Regular)
+        {
             Ok(text) => text,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Journaled::None),
             Err(e) => return Err(Error::io("read the append journal", &path, e)),
