@@ -18,6 +18,7 @@ pub mod error;
 pub mod flow;
 pub mod format;
 pub mod input;
+pub mod limits;
 pub mod messages;
 pub mod output;
 pub mod plan;

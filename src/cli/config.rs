@@ -17,9 +17,11 @@ use crate::error::STDIN;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::format::index::SetName;
+use crate::limits;
 use crate::output::STDOUT;
 use crate::progress::When;
 use crate::rules::{self, Rule};
+use crate::source::{self, Accept};
 
 impl Command {
     /// The command the command line asks for: `--recover FILE`, `--append`, or a join.
@@ -250,26 +252,93 @@ fn input_paths(cli: &Cli) -> Result<Vec<Arc<Path>>> {
 
 /// The paths a `--files-from` list holds: one per line, or NUL-terminated with `--null`.
 /// Empty entries are skipped, and so is the CR of a CRLF line end: a list written on
-/// Windows names the same files.
+/// Windows names the same files. The list is read an entry at a time, never held whole (a
+/// list of 100,000 inputs would otherwise be in memory twice), up to [`limits::FILE_LIST`]
+/// bytes; a FIFO is opened without waiting for its writer.
 fn read_list(list: &Path, null: bool) -> Result<Vec<Arc<Path>>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read = if list.as_os_str() == STDIN {
-        std::io::stdin().lock().read_to_end(&mut bytes)
-    } else {
-        std::fs::File::open(list).and_then(|mut f| f.read_to_end(&mut bytes))
-    };
-    read.map_err(|e| Error::io("read the file list", list, e))?;
+    let failed = |e| Error::io("read the file list", list, e);
+    if list.as_os_str() == STDIN {
+        return read_entries(std::io::stdin().lock(), false, list, null);
+    }
+    let (file, metadata) = source::open_without_waiting(list).map_err(failed)?;
+    if !metadata.is_file() {
+        source::stream_allowed(&file, &metadata, Accept::Stream).map_err(failed)?;
+    }
+    if metadata.is_file() && metadata.len() > limits::FILE_LIST.bytes {
+        return Err(failed(limits::FILE_LIST.exceeded()));
+    }
+    read_entries(file, source::is_fifo(&metadata), list, null)
+}
+
+/// The entries of the `--files-from` list `list` read from `from`, each a path; `fifo` when
+/// it is a pipe, which is refused when nothing was written to it.
+fn read_entries(
+    from: impl std::io::Read,
+    fifo: bool,
+    list: &Path,
+    null: bool,
+) -> Result<Vec<Arc<Path>>> {
+    use std::io::BufRead;
+    let failed = |e| Error::io("read the file list", list, e);
+    let limit = &limits::FILE_LIST;
     let separator = if null { b'\0' } else { b'\n' };
-    bytes
-        .split(|&b| b == separator)
-        .map(|entry| match entry {
-            [line @ .., b'\r'] if !null => line,
-            _ => entry,
-        })
-        .filter(|entry| !entry.is_empty())
-        .map(|entry| path_from_bytes(entry, list))
-        .collect()
+    // One byte more than the limit tells a list that goes past it from one that ends there.
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, from.take(limit.bytes + 1));
+    let (mut entry, mut total, mut paths) = (Vec::new(), 0u64, Vec::new());
+    let mut entries = 0usize;
+    let mut finish = |entry: &mut Vec<u8>| -> Result<()> {
+        let mut path = entry.as_slice();
+        if let [line @ .., b'\r'] = path
+            && !null
+        {
+            path = line;
+        }
+        if !path.is_empty() {
+            paths.push(path_from_bytes(path, list)?);
+        }
+        entry.clear();
+        Ok(())
+    };
+    // A buffer at a time, not an entry at a time: `/dev/zero` with `--null` is 256 MiB of
+    // empty entries.
+    loop {
+        let chunk = reader.fill_buf().map_err(failed)?;
+        if chunk.is_empty() {
+            break;
+        }
+        total += chunk.len() as u64;
+        if total > limit.bytes {
+            return Err(failed(limit.exceeded()));
+        }
+        for piece in chunk.split_inclusive(|&b| b == separator) {
+            let (ends, piece) = match piece.split_last() {
+                Some((&last, before)) if last == separator => (true, before),
+                _ => (false, piece),
+            };
+            entry.extend_from_slice(piece);
+            if entry.len() > limits::FILE_LIST_ENTRY {
+                let why = format!(
+                    "entry {} is longer than {} bytes, the most tjoin reads of a path in a --files-from \
+                     list: check that it is \
+                     a list of paths, one a line (NUL-terminated with --null)",
+                    entries + 1,
+                    crate::outliers::thousands(limits::FILE_LIST_ENTRY)
+                );
+                return Err(failed(std::io::Error::other(why)));
+            }
+            if ends {
+                entries += 1;
+                finish(&mut entry)?;
+            }
+        }
+        let used = chunk.len();
+        reader.consume(used);
+    }
+    finish(&mut entry)?;
+    if total == 0 && fifo {
+        return Err(failed(source::nothing_written()));
+    }
+    Ok(paths)
 }
 
 /// A path as a file list holds it: any bytes on Unix, UTF-8 text elsewhere.

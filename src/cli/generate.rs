@@ -197,6 +197,60 @@ fn append_section(roff: &mut Roff) {
     )]);
 }
 
+/// The LIMITS section: what tjoin reads whole, and how much of it at most (`src/limits.rs`),
+/// and which files it opens without waiting.
+fn limits_section(roff: &mut Roff) {
+    use crate::limits;
+    let bytes = |n: u64| crate::outliers::thousands(n as usize);
+    roff.control("SH", ["LIMITS"]);
+    roff.text([roman(
+        "tjoin reads these files to their end, and refuses one longer than its limit (a regular \
+         file before reading it, a pipe or a device such as /dev/zero once the limit is \
+         passed) with exit status 1 and a message that names the file and the limit:",
+    )]);
+    let limited = [
+        (
+            &limits::INDEX,
+            "A sharded checkpoint's index, wherever it is read: an INPUT, --like, --names-from, \
+             the previous index in an output folder.",
+        ),
+        (&limits::RULES, "Each --rules file."),
+        (
+            &limits::FILE_LIST,
+            "The --files-from list, read a piece at a time: only its paths stay in memory \
+             (100,000 inputs of 2,600 bytes each fit).",
+        ),
+        (
+            &limits::JOURNAL,
+            "An append's journal (.NAME.tjoin-journal).",
+        ),
+    ];
+    for (limit, what) in limited {
+        roff.control("TP", [])
+            .text([bold(format!("{} bytes", bytes(limit.bytes)))])
+            .text([roman(what)]);
+    }
+    roff.control("PP", []);
+    roff.text([roman(format!(
+        "One path in a --files-from list may be {} bytes long. Headers have their own limits: \
+         a .npy header {} bytes, a .safetensors header {} bytes.",
+        bytes(limits::FILE_LIST_ENTRY as u64),
+        bytes(crate::format::npy::MAX_HEADER_LEN),
+        bytes(crate::format::safetensors::MAX_HEADER_LEN),
+    ))]);
+    roff.control("PP", []);
+    roff.text([roman(
+        "Files that another file names (a shard an index lists, a shard a --like index lists, \
+         an append's journal, the previous index in an output folder) are opened without \
+         waiting and must be regular files: a FIFO, a device or a socket there is refused, \
+         naming it (and the index that lists it). An INPUT that is a pipe or a device other \
+         than a terminal (tjoin -a 0 <(zcat a.npy.gz) <(zcat b.npy.gz) -o out.npy) is read \
+         once into an unnamed temporary file, as - (standard input) is; a FIFO that no program \
+         writes to when tjoin opens it is refused as empty rather than waited on. --rules, \
+         --names-from, --like's index and --files-from may be pipes too (--rules <(grep ...)).",
+    )]);
+}
+
 /// The DIRECTML section: how a Windows user checks their machine, and what is tested where.
 const DIRECTML: &[&str] = &[
     "To check a Windows machine, run tjoin --backend auto --dry-run with the axis and inputs of \
@@ -287,6 +341,7 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
          then closed and unmapped, then the output is renamed over its target.",
     )]);
     append_section(&mut roff);
+    limits_section(&mut roff);
     roff.control("SH", ["DIRECTML"]);
     for paragraph in DIRECTML {
         roff.control("PP", []).text([roman(*paragraph)]);

@@ -198,11 +198,15 @@ fn help_examples() -> String {
 pub struct Cli {
     /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, a
     /// sharded checkpoint (its *.safetensors.index.json, or its folder), or `-` for standard input.
+    ///
+    /// A pipe or device (`<(zcat a.npy.gz)`) is read once into a temporary file, as `-` is.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]
     pub inputs: Vec<PathBuf>,
 
     /// Also join the paths listed in FILE (`-`: standard input), one per line (CRLF line ends
     /// too), after any INPUT.
+    ///
+    /// The list may be up to 256 MiB long (the man page's LIMITS section).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = INPUT)]
     pub files_from: Option<PathBuf>,
 

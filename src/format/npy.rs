@@ -18,7 +18,7 @@ const GROWTH_AXIS_MAX_DIGITS: usize = 21;
 /// for records of tens of thousands of fields (and `numpy.load` refuses headers over 10,000
 /// bytes unless told to trust the file), and a lying length field must cost neither memory
 /// nor the time of parsing megabytes of Python literal.
-const MAX_HEADER_LEN: u64 = 1 << 20;
+pub const MAX_HEADER_LEN: u64 = 1 << 20;
 
 /// Reads and checks the header of the .npy file `file` of `file_len` bytes.
 pub fn read_header(file: &File, file_len: u64, input: &InputRef) -> Result<TensorInfo> {

@@ -34,7 +34,7 @@ use crate::output::Sink;
 use crate::source::Region;
 
 /// The safetensors crate refuses longer headers (`MAX_HEADER_SIZE`).
-const MAX_HEADER_LEN: u64 = 100_000_000;
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
 /// Headers longer than this are first read for where their data ends (`data_end`).
 const PRESCAN_FROM: u64 = 1 << 20;
 /// The key of the free-form string map in the header.

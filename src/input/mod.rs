@@ -145,8 +145,10 @@ impl DataFile {
         match self {
             DataFile::Open(file) => Ok(Arc::clone(file)),
             DataFile::Closed(closed) => {
-                let file = File::open(&closed.path).map_err(|e| name.io_error("reopen", e))?;
-                let now = Stamp::of(&file).map_err(|e| name.io_error("reopen", e))?;
+                // Without waiting: a FIFO put in the file's place is told apart by its stamp.
+                let (file, metadata) = source::open_without_waiting(&closed.path)
+                    .map_err(|e| name.io_error("reopen", e))?;
+                let now = Stamp::from(&metadata);
                 if now != closed.stamp {
                     return Err(changed(name));
                 }
@@ -272,27 +274,43 @@ impl Input {
             path: Arc::clone(&path),
             tensor: None,
         };
-        let (file, stamp) = if is_stdin {
-            let file = stdin_to_temp_file().map_err(|e| name.io_error("read", e))?;
-            let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
-            if stamp.len == 0 {
-                let why = "standard input is empty: nothing was piped in";
-                return Err(name.io_error("read", io::Error::other(why)));
-            }
-            read_head(&file, stamp.len, false, head)
-                .map_err(|e| name.io_error("read the header of", e))?;
-            (file, stamp)
-        } else {
-            let fetched = fetched.unwrap_or_else(|| {
+        let fetched = (!is_stdin).then(|| {
+            fetched.unwrap_or_else(|| {
                 Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
-            });
+            })
+        });
+        if let Some(fetched) = &fetched
+            && (fetched.is_dir() || sharded::is_index_path(&path))
+        {
             // A folder, or an index: a sharded checkpoint, one input made of several files.
-            if fetched.is_dir() || sharded::is_index_path(&path) {
-                return sharded::open(name, selected, options, fetched.is_dir(), spill);
+            return sharded::open(name, selected, options, fetched.is_dir(), spill);
+        }
+        // Standard input, and any other pipe or device (`<(zcat a.npy.gz)`), is copied once
+        // into a temporary file: the copy engine maps its inputs.
+        let copied = fetched.as_ref().is_none_or(Fetched::is_stream);
+        let (file, stamp) = match fetched {
+            Some(fetched) if !copied => fetched.into_regular(&name, head)?,
+            _ => {
+                let file = match fetched {
+                    None => stream_to_temp_file(&mut io::stdin().lock()),
+                    Some(fetched) => fetched.into_temp_file(),
+                };
+                let file = file.map_err(|e| name.io_error("read", e))?;
+                let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
+                if stamp.len == 0 {
+                    let why = if is_stdin {
+                        io::Error::other("standard input is empty: nothing was piped in")
+                    } else {
+                        io::Error::other("it is empty: nothing was read from it")
+                    };
+                    return Err(name.io_error("read", why));
+                }
+                read_head(&file, stamp.len, false, head)
+                    .map_err(|e| name.io_error("read the header of", e))?;
+                (file, stamp)
             }
-            fetched.into_regular(&name, head)?
         };
-        let whole = !is_stdin && stamp.len <= options.read_whole_up_to;
+        let whole = !copied && stamp.len <= options.read_whole_up_to;
         let format = options
             .format
             .unwrap_or_else(|| Format::of_input(&path, head));
@@ -309,7 +327,7 @@ impl Input {
         let file = Arc::new(file);
         // The input itself stays open only when its data is read from it in place.
         let keep = |file: Arc<File>, keep_open: bool| {
-            if keep_open || is_stdin {
+            if keep_open || copied {
                 DataFile::Open(file)
             } else {
                 DataFile::closed(Arc::clone(&name.path), stamp.clone())
@@ -481,6 +499,36 @@ impl Fetched {
         Fetched { opened, head }
     }
 
+    /// Whether it is a pipe or a device that is not a terminal, to be read once into a
+    /// temporary file (a terminal, a socket or anything else is refused by `into_regular`).
+    fn is_stream(&self) -> bool {
+        use std::io::IsTerminal;
+        self.opened.as_ref().is_ok_and(|(file, metadata)| {
+            let kind = metadata.file_type();
+            #[cfg(unix)]
+            let stream = {
+                use std::os::unix::fs::FileTypeExt;
+                kind.is_fifo() || kind.is_char_device()
+            };
+            #[cfg(not(unix))]
+            let stream = !kind.is_file() && !kind.is_dir();
+            stream && !file.is_terminal()
+        })
+    }
+
+    /// The pipe or device, read to its end into an unnamed temporary file (see
+    /// [`stream_to_temp_file`]); a FIFO that nothing was written to is refused.
+    fn into_temp_file(self) -> io::Result<File> {
+        let (mut file, metadata) = self.opened?;
+        // Opened without waiting; reading waits for the writer.
+        source::wait_on_reads(&file)?;
+        let copy = stream_to_temp_file(&mut file)?;
+        if source::is_fifo(&metadata) && copy.metadata()?.len() == 0 {
+            return Err(source::nothing_written());
+        }
+        Ok(copy)
+    }
+
     /// Whether it is a folder.
     fn is_dir(&self) -> bool {
         self.opened
@@ -494,10 +542,17 @@ impl Fetched {
         let (file, metadata) = self.opened.map_err(|e| name.io_error("open", e))?;
         if !metadata.is_file() {
             let why = if metadata.is_dir() {
-                "it is a directory"
+                "it is a directory".to_string()
             } else {
-                "it is not a regular file (tjoin maps its inputs into memory; pass a pipe as \
-                 `-` to read it from standard input, or save the data to a file first)"
+                // What `is_stream` leaves here: a terminal, a socket, a block device.
+                let what = match source::kind_of(&metadata) {
+                    "a character device" => "a terminal",
+                    other => other,
+                };
+                format!(
+                    "it is not a regular file but {what}: tjoin reads its inputs from files, \
+                     pipes and devices; save the data to a file first"
+                )
             };
             return Err(name.io_error("open", io::Error::other(why)));
         }
@@ -614,12 +669,13 @@ impl Prefetch {
     }
 }
 
-/// Copies all of standard input into an unnamed temporary file, so that it can be mapped
-/// like any input while memory stays bounded however much arrives.
-fn stdin_to_temp_file() -> io::Result<File> {
+/// Copies all of `stream` (standard input, or a pipe or device named as an input) into an
+/// unnamed temporary file, so that it can be mapped like any input while memory stays bounded
+/// however much arrives; the file goes when the process ends, however it ends.
+fn stream_to_temp_file(stream: &mut impl io::Read) -> io::Result<File> {
     use std::io::Seek;
     let mut file = tempfile::tempfile()?;
-    io::copy(&mut io::stdin().lock(), &mut file)?;
+    io::copy(stream, &mut file)?;
     // The container readers read from the cursor, as from any freshly opened input.
     file.rewind()?;
     Ok(file)

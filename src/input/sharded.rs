@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,6 +21,8 @@ use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, no_such_tensor, safetensors};
 use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
+use crate::limits;
+use crate::source::{self, Accept};
 use crate::spill::Spill;
 
 /// The files a sharded input was read from, and what its index says about them.
@@ -52,9 +54,6 @@ impl ShardSet {
         })
     }
 }
-
-/// An index is read whole; a model's thousands of tensors make one of a few hundred KB.
-const MAX_INDEX_LEN: u64 = 100_000_000;
 
 /// Whether `path` names a sharded checkpoint's index (`model.safetensors.index.json`,
 /// `diffusion_pytorch_model.safetensors.index.fp16.json`).
@@ -349,25 +348,18 @@ fn inconsistent(index: &str, problems: Vec<String>) -> Error {
     }])
 }
 
-/// Reads and parses the index file `name` names.
+/// Reads and parses the index file `name` names, up to [`limits::INDEX`]; opened without
+/// waiting, so that a FIFO under an index's name is refused instead of waited on.
 fn read_index(name: &InputRef) -> Result<(Index, Stamp)> {
-    let mut file = File::open(&name.path).map_err(|e| name.io_error("open", e))?;
-    let metadata = file.metadata().map_err(|e| name.io_error("open", e))?;
-    let malformed = |reason: String| Error::Malformed {
+    let (file, metadata) =
+        source::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
+    let text = source::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
+        .map_err(|e| name.io_error("read", e))?;
+    let index = index::parse(&text).map_err(|reason| Error::Malformed {
         input: name.clone(),
         format: "safetensors index",
         reason,
-    };
-    if metadata.len() > MAX_INDEX_LEN {
-        return Err(malformed(format!(
-            "it is {} bytes long, more than the {MAX_INDEX_LEN} an index of any model takes",
-            metadata.len()
-        )));
-    }
-    let mut text = Vec::new();
-    file.read_to_end(&mut text)
-        .map_err(|e| name.io_error("read", e))?;
-    let index = index::parse(&text).map_err(malformed)?;
+    })?;
     Ok((index, Stamp::from(&metadata)))
 }
 
@@ -384,14 +376,9 @@ fn read_shard(
         );
         io::Error::new(e.kind(), why)
     };
-    let file = File::open(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
-    let metadata = file
-        .metadata()
-        .map_err(|e| shard.io_error("open", listed(e)))?;
-    if !metadata.is_file() {
-        let why = io::Error::other("it is not a regular file");
-        return Err(shard.io_error("open", listed(why)));
-    }
+    // Opened without waiting: a FIFO the index lists is refused, not waited on.
+    let (file, metadata) =
+        source::open_regular(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
     let stamp = Stamp::from(&metadata);
     let contents = safetensors::read(&file, metadata.len(), shard).map_err(|e| match e {
         Error::Malformed {
@@ -485,7 +472,7 @@ fn index_listing(files: &[&Path]) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.into_iter().find(|path| {
-        let Ok(text) = std::fs::read(path) else {
+        let Ok(text) = source::read_whole(path, &limits::INDEX, Accept::Regular) else {
             return false;
         };
         let Ok(index) = index::parse(&text) else {

@@ -315,7 +315,7 @@ const JOURNAL_KEYS: [&str; 6] = [
 /// The most bytes of a journal tjoin reads (5 MiB): a journal holds two headers of the same
 /// length in hex, and tjoin reads no .npy header longer than 1 MiB (and its preamble), so the
 /// journal of any append it could have made fits.
-pub const JOURNAL_LIMIT: u64 = 5 << 20;
+pub const JOURNAL_LIMIT: u64 = crate::limits::JOURNAL.bytes;
 
 impl Journal {
     /// The journal as text: a title line, then `key: value` lines; the headers in hex.

@@ -5,14 +5,15 @@
 //! gives the reference's shape.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{index, safetensors, shape_text};
 use crate::job::TensorJob;
+use crate::limits;
 use crate::messages;
 use crate::rules::{self, Rule, shell_quote};
+use crate::source::{self, Accept};
 
 /// The tensor shapes of a reference header.
 pub struct Reference {
@@ -45,7 +46,7 @@ impl Reference {
         if index::is_index_name(file_name) {
             return Reference::read_index(path);
         }
-        let contents = read_header(path)?;
+        let contents = read_header(path, None)?;
         let tensors = contents
             .tensors
             .into_iter()
@@ -60,8 +61,8 @@ impl Reference {
     /// The reference of a sharded checkpoint: its index's tensors, each shape from the header
     /// of the shard the index names for it (only the shards' headers are read).
     fn read_index(path: &Path) -> Result<Reference> {
-        let text =
-            std::fs::read(path).map_err(|e| Error::io("read the --like reference", path, e))?;
+        let text = source::read_whole(path, &limits::INDEX, Accept::Stream)
+            .map_err(|e| Error::io("read the --like reference", path, e))?;
         let parsed = index::parse(&text).map_err(|why| {
             Error::refused(
                 format!("--like {} is not a valid index: {why}", path.display()),
@@ -97,7 +98,7 @@ impl Reference {
             }]));
         }
         for shard in shards {
-            for found in read_header(&folder.join(shard))?.tensors {
+            for found in read_header(&folder.join(shard), Some(path))?.tensors {
                 shapes.insert(found.name.unwrap_or_default(), found.info.shape.into_vec());
             }
         }
@@ -279,14 +280,23 @@ fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
     )
 }
 
-/// The tensors a `--like` safetensors file declares: its header only.
-fn read_header(path: &Path) -> Result<crate::format::Contents> {
+/// The tensors a `--like` safetensors file declares: its header only. `index` is the `--like`
+/// index that lists it, if one does, for the messages.
+fn read_header(path: &Path, index: Option<&Path>) -> Result<crate::format::Contents> {
     let name = path.display();
-    let file = File::open(path).map_err(|e| Error::io("open the --like reference", path, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("read the --like reference", path, e))?
-        .len();
+    // Opened without waiting: a FIFO (named, or listed by a --like index) is refused, not
+    // waited on; the header is read in place, which a pipe cannot give.
+    let (file, metadata) = source::open_regular(path).map_err(|e| {
+        let e = match index {
+            Some(index) => std::io::Error::new(
+                e.kind(),
+                format!("{e} (the --like index {} lists it)", messages::path(index)),
+            ),
+            None => e,
+        };
+        Error::io("open the --like reference", path, e)
+    })?;
+    let len = metadata.len();
     let input = InputRef {
         position: 0,
         path: path.into(),

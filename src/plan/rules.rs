@@ -128,8 +128,8 @@ pub fn decide(rules: &[Rule], name: &str) -> Option<usize> {
 
 /// Reads the rules file `path` (`--rules`).
 pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io("read the rules file", path, e))?;
+    let text = crate::source::read_text(path, &crate::limits::RULES, crate::source::Accept::Stream)
+        .map_err(|e| Error::io("read the rules file", path, e))?;
     parse_file(path, &text)
 }
 

@@ -20,6 +20,8 @@ mod hostile;
 mod merge_safety;
 mod messages;
 #[cfg(unix)]
+mod named_files;
+#[cfg(unix)]
 mod output_paths;
 mod output_safety;
 mod pipelines;

@@ -263,7 +263,7 @@ fn unusable_paths_are_clear_errors() {
         ),
         (
             &["-a", "0", "fifo.npy", "-o", "out.npy"],
-            "cannot open input 1 (fifo.npy): it is not a regular file",
+            "cannot read input 1 (fifo.npy): it is a pipe and nothing was written to it",
         ),
         (
             &["-a", "0", "missing.npy", "-o", "out.npy"],
@@ -490,7 +490,7 @@ fn unusable_paths_among_many_inputs_are_reported_first_come_first_served() {
         ("folder", "cannot open input 25 (folder): it is a directory"),
         (
             "fifo.npy",
-            "cannot open input 25 (fifo.npy): it is not a regular file",
+            "cannot read input 25 (fifo.npy): it is a pipe and nothing was written to it",
         ),
         (
             "missing.npy",
