@@ -58,18 +58,17 @@ pub fn run(config: &JoinConfig) -> Result<()> {
             }
             let output = Some((&*first.name.path, Format::Npy));
             let rules = &config.rules;
-            let plan = match form {
+            match form {
                 PlanForm::Json => {
                     let text = report::dry_run_json(rules, &inputs, &job, output, &engine, None);
-                    with_append_json(&text, old_len, &added)
+                    crate::messages::print_exact(&with_append_json(&text, old_len, &added))
                 }
                 PlanForm::Text => {
                     let text = report::dry_run(rules, &inputs, &job, output, &engine, None);
-                    format!("{text}{}", append_line(first, old_len, &added))
+                    let plan = format!("{text}{}", append_line(first, old_len, &added));
+                    crate::messages::print(&plan)
                 }
-            };
-            print!("{plan}");
-            Ok(())
+            }
         }
         Action::Write => {
             let header = Headers {
@@ -120,7 +119,7 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
             format!("--append has nothing to append: only the target, {name}, was named"),
             format!(
                 "name the inputs to append after it: tjoin --append -a 0 {} new.npy",
-                name.path.display()
+                crate::messages::path(&name.path)
             ),
         ));
     }
@@ -140,7 +139,7 @@ fn rewrite_hint(config: &JoinConfig, inputs: &[Input]) -> String {
     format!(
         "a normal join rewrites the whole file, and can replace it: tjoin{axis} {} -o {}",
         names.join(" "),
-        inputs[0].name.path.display()
+        crate::messages::path(&inputs[0].name.path)
     )
 }
 
@@ -170,8 +169,8 @@ fn check_axis(grown: &TensorJob, target: &Tensor) -> Result<()> {
         format!(
             "append along axis {growth}, or rewrite it with a normal join: tjoin -a {axis} {} \
              ... -o {}",
-            target.name.path.display(),
-            target.name.path.display()
+            crate::messages::path(&target.name.path),
+            crate::messages::path(&target.name.path)
         ),
     ))
 }
@@ -212,9 +211,9 @@ fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
             ),
             format!(
                 "append a copy of it, or join with a rewrite: tjoin -a 0 {} {} -o {}",
-                inputs[0].name.path.display(),
+                crate::messages::path(&inputs[0].name.path),
                 input.name.label(),
-                inputs[0].name.path.display()
+                crate::messages::path(&inputs[0].name.path)
             ),
         )),
         None => Ok(()),
@@ -277,8 +276,8 @@ fn new_header(
                 "rewrite it once with a normal join, which leaves that room, and append in \
                  place from then on: tjoin -a {} {} ... -o {}",
                 config.rules.axis.unwrap_or(0),
-                target.name.path.display(),
-                target.name.path.display()
+                crate::messages::path(&target.name.path),
+                crate::messages::path(&target.name.path)
             ),
         )
     })
@@ -314,13 +313,13 @@ fn interrupted(path: &Path, journal: &Path) -> Error {
     Error::Unfinished {
         what: format!(
             "an earlier append to {} did not finish: its journal {} is still there",
-            path.display(),
-            journal.display()
+            crate::messages::path(path),
+            crate::messages::path(journal)
         ),
         hint: format!(
             "run `tjoin --recover {}` first: it undoes that append (or finishes it, if its \
              header was written)",
-            path.display()
+            crate::messages::path(path)
         ),
     }
 }
@@ -332,7 +331,7 @@ fn append_line(first: &Input, old_len: u64, added: &TensorJob) -> String {
         "append: in place, {} bytes written at byte {old_len} of {}, after its {} bytes of \
          data; then its header rewritten for the new shape\n",
         added.plan.bytes,
-        first.name.path.display(),
+        crate::messages::path(&first.name.path),
         target.data_len
     )
 }
@@ -432,7 +431,7 @@ pub fn recover(path: &Path) -> Result<()> {
         path: path.into(),
         tensor: None,
     };
-    let shown = path.display();
+    let shown = crate::messages::path(path);
     let mut done = Vec::new();
     let (keep, header) = match target.journal()? {
         Journaled::Found(journal) => {
@@ -477,7 +476,7 @@ pub fn recover(path: &Path) -> Result<()> {
             ),
             hint: format!(
                 "restore it from a copy; the journal {} says what the append did",
-                target.journal_path().display()
+                crate::messages::path(&target.journal_path())
             ),
         });
     }
@@ -492,12 +491,14 @@ pub fn recover(path: &Path) -> Result<()> {
     target.remove_journal()?;
     let holds = format!("{} {}, {keep} bytes", info.dtype, info.shape_text());
     if done.is_empty() {
-        eprintln!("tjoin: {shown} needs no recovery: it ends where its header says ({holds})");
+        let said =
+            format!("tjoin: {shown} needs no recovery: it ends where its header says ({holds})");
+        crate::messages::eprintln(said);
     } else {
-        eprintln!(
-            "tjoin: recovered {shown}: {}; it holds {holds}",
-            done.join("; ")
-        );
+        let done = done.join("; ");
+        crate::messages::eprintln(format_args!(
+            "tjoin: recovered {shown}: {done}; it holds {holds}"
+        ));
     }
     Ok(())
 }

@@ -63,7 +63,10 @@ impl Reference {
             std::fs::read(path).map_err(|e| Error::io("read the --like reference", path, e))?;
         let parsed = index::parse(&text).map_err(|why| {
             Error::refused(
-                format!("--like {} is not a valid index: {why}", path.display()),
+                format!(
+                    "--like {} is not a valid index: {why}",
+                    crate::messages::path(path)
+                ),
                 "name the model.safetensors.index.json of the checkpoint the output should match",
             )
         })?;
@@ -98,7 +101,7 @@ impl Reference {
             .iter()
             .map(|(name, shape)| (name.as_str(), shape.as_slice()))
             .collect();
-        let name = self.path.display();
+        let name = crate::messages::path(&self.path);
         let mut refusals = Vec::new();
         let mut wrong = Vec::new();
         let mut fixes: Vec<(Fix, &str)> = Vec::new();
@@ -257,7 +260,7 @@ fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
 
 /// The tensors a `--like` safetensors file declares: its header only.
 fn read_header(path: &Path) -> Result<crate::format::Contents> {
-    let name = path.display();
+    let name = crate::messages::path(path);
     let file = File::open(path).map_err(|e| Error::io("open the --like reference", path, e))?;
     let len = file
         .metadata()

@@ -129,12 +129,12 @@ impl ShardPlan {
             headline: format!(
                 "--no-clobber forbids replacing files, but writing this set into {} would \
                  remove the previous set's files:",
-                self.folder.display()
+                crate::messages::path(&self.folder)
             ),
             details: self
                 .removes
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|p| crate::messages::path(p))
                 .collect(),
             hint: Some(
                 "drop --no-clobber to replace the previous set, or write into another folder"
@@ -190,7 +190,7 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
     let text = std::fs::read(path).map_err(|e| Error::io("read the index", path, e))?;
     let index = index::parse(&text).map_err(|why| {
         Error::refused(
-            format!("--names-from {}: {why}", path.display()),
+            format!("--names-from {}: {why}", crate::messages::path(path)),
             "name a model.safetensors.index.json, as transformers or PyTorch writes it",
         )
     })?;
@@ -224,7 +224,7 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
         return Err(Error::Refused(vec![Refusal {
             headline: format!(
                 "--names-from {} does not assign the output's tensors to files:",
-                path.display()
+                crate::messages::path(path)
             ),
             details: crate::error::capped(problems, 20),
             hint: Some(

@@ -742,6 +742,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_macros)] // its note of a skip is the test's, not tjoin's
     fn a_probe_leaves_the_page_cache_as_it_found_it() {
         use std::os::fd::AsRawFd;
         // Inside the project rather than /tmp, which may be a tmpfs: its pages never leave.

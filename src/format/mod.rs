@@ -168,7 +168,7 @@ impl Format {
             Error::refused(
                 format!(
                     "cannot tell which format to write {} in from its extension",
-                    path.display()
+                    crate::messages::path(path)
                 ),
                 "name the output with the .npy, .npz or .safetensors extension, .json for JSON \
                  text, or add --format; to write a sharded checkpoint into a folder, end its \
@@ -291,14 +291,17 @@ pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error
         details.push(format!("... and {} more", ranked.len() - SHOWN));
     }
     let hint = match ranked.first() {
-        Some(best) => format!("did you mean {}:{best}?", input.path.display()),
+        Some(best) => format!(
+            "did you mean {}:{best}?",
+            crate::messages::path(&input.path)
+        ),
         None => "the file holds no tensor at all".to_string(),
     };
     Error::Refused(vec![Refusal {
         headline: format!(
             "input {} ({}) has no tensor named `{wanted}`; it has {} tensor{}, closest first:",
             input.position,
-            input.path.display(),
+            crate::messages::path(&input.path),
             names.len(),
             if names.len() == 1 { "" } else { "s" }
         ),

@@ -46,7 +46,7 @@ impl ShardSet {
             format!(
                 "{}: its metadata.total_size says {said} bytes, but the tensors it maps hold {}; \
                  tjoin goes by the tensors (some writers count total_size differently)",
-                self.index.display(),
+                crate::messages::path(&self.index),
                 self.tensor_bytes
             )
         })
@@ -164,7 +164,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             details: listing(&indexes),
             hint: Some(format!(
                 "name the index to read instead of the folder, e.g. {}",
-                at(&indexes[0]).display()
+                crate::messages::path(&at(&indexes[0]))
             )),
         }])),
     }
@@ -193,7 +193,7 @@ fn several_files(name: &InputRef, files: &[PathBuf]) -> Error {
         details: listing(&names),
         hint: Some(format!(
             "name the files themselves ({} ...), or write an index that lists them",
-            files[0].display()
+            crate::messages::path(&files[0])
         )),
     }])
 }
@@ -216,7 +216,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let index_text = index_path.display().to_string();
+    let index_text = crate::messages::path(&index_path);
     let mut problems = Vec::new();
     // Each tensor's file, and each file's tensors (in the index's order, for messages).
     let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
@@ -455,12 +455,12 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
             )
         })
         .collect();
-    let output = output.unwrap_or(Path::new("model.safetensors")).display();
+    let output = crate::messages::path(output.unwrap_or(Path::new("model.safetensors")));
     let hint = match index_listing(&files) {
         Some(index) => format!(
             "{} lists them all: pass it instead, e.g. tjoin {} -o {output}",
-            index.display(),
-            index.display()
+            crate::messages::path(&index),
+            crate::messages::path(&index)
         ),
         None => {
             let folder = crate::output::folder_of(files[0]);
@@ -468,7 +468,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
                 "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
                  the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
                  axis, every input must hold the same names",
-                folder.display()
+                crate::messages::path(folder)
             )
         }
     };

@@ -67,7 +67,7 @@ impl Target {
                 what: format!(
                     "cannot {what} {}: another process holds its lock, as an append to it does \
                      while it runs",
-                    path.display()
+                    crate::messages::path(path)
                 ),
                 hint: "run again once that append has finished (tjoin takes the lock with \
                        flock; `fuser` or `lsof` names the process)"
@@ -118,12 +118,12 @@ impl Target {
             what: format!(
                 "{} is not a journal tjoin can read; it was left beside {} by an append that \
                  did not finish",
-                path.display(),
-                self.path.display()
+                crate::messages::path(&path),
+                crate::messages::path(&self.path)
             ),
             hint: format!(
                 "look at both files: remove the journal if {} is as it should be",
-                self.path.display()
+                crate::messages::path(&self.path)
             ),
         })?;
         Ok(if journal.id == self.id {
@@ -370,13 +370,13 @@ impl Growth {
             .map_err(|e| Error::Unfinished {
                 what: format!(
                     "the append to {} is complete, but its journal {} could not be removed: {e}",
-                    path.display(),
-                    self.journal_path.display()
+                    crate::messages::path(&path),
+                    crate::messages::path(&self.journal_path)
                 ),
                 hint: format!(
                     "`tjoin --recover {}` removes it (the next append refuses to start while it \
                      is there)",
-                    path.display()
+                    crate::messages::path(&path)
                 ),
             })
     }
@@ -391,11 +391,11 @@ impl Growth {
                 what: format!(
                     "{error}; undoing the append failed too ({e}), so {} may hold extra bytes \
                      after its data",
-                    self.target.path.display()
+                    crate::messages::path(&self.target.path)
                 ),
                 hint: format!(
                     "`tjoin --recover {}` cuts it back, as its journal says",
-                    self.target.path.display()
+                    crate::messages::path(&self.target.path)
                 ),
             },
         }

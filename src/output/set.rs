@@ -310,7 +310,7 @@ impl Step {
 impl Done {
     /// Puts the previous version back; says what could not be undone.
     fn undo(self) -> Option<String> {
-        let target = self.target.display();
+        let target = crate::messages::path(&self.target);
         match self.backup {
             Some(backup) => backup
                 .rename_to(&self.target, false)
@@ -319,7 +319,7 @@ impl Done {
                     let kept = backup.keep();
                     format!(
                         "{target} could not be put back ({e}); its previous version is kept as {}",
-                        kept.display()
+                        crate::messages::path(&kept)
                     )
                 }),
             None if self.placed => fs::remove_file(&self.target)
@@ -362,7 +362,7 @@ fn remove_backups(done: Vec<Done>) -> Result<()> {
         if let Err(e) = backup.remove() {
             let why = format!(
                 "{e}; the new files are in place, and the previous version is left as {}",
-                path.display()
+                crate::messages::path(&path)
             );
             let error = io::Error::new(e.kind(), why);
             first_error.get_or_insert(Error::io("remove the backup of", &target, error));
@@ -413,7 +413,10 @@ fn check_target(target: &Path, destination: &Path, no_clobber: bool) -> Result<(
     }
     let folder = temporary::folder_of(destination);
     if !folder.is_dir() {
-        let why = format!("its folder {} does not exist", folder.display());
+        let why = format!(
+            "its folder {} does not exist",
+            crate::messages::path(folder)
+        );
         return Err(refuse(target, ErrorKind::NotFound, why));
     }
     Ok(())
@@ -458,7 +461,7 @@ fn folder_refused(target: &Path, destination: &Path, e: io::Error) -> Error {
     let why = format!(
         "{e}: its folder {} is not writable, and tjoin writes the new file there before it \
          renames it into place; make the folder writable or name an output elsewhere",
-        temporary::folder_of(destination).display()
+        crate::messages::path(temporary::folder_of(destination))
     );
     refuse(target, ErrorKind::PermissionDenied, why)
 }
