@@ -243,6 +243,50 @@ fn a_full_filesystem_leaves_nothing_behind() {
     assert!(entries.is_empty(), "left behind: {entries:?}");
 }
 
+/// Replacing a file on a file system mounted read-only is refused as such: a hint to chmod
+/// the file could not help.
+#[test]
+fn a_target_on_a_read_only_file_system_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let frozen = dir.path().join("frozen");
+    fs::create_dir(&frozen).unwrap();
+    let mount = |options: &str| {
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(&frozen)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount("size=64k") {
+        eprintln!("skipped: this machine does not let the test mount a small tmpfs");
+        return;
+    }
+    fs::write(frozen.join("out.npy"), "precious").unwrap();
+    let frozen_now = mount("remount,ro,size=64k");
+    write_npy(&dir.path().join("a.npy"), "<f4", &[2, 2], false, &[0; 16]);
+    let output = tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "a.npy", "a.npy", "-o", "frozen/out.npy"])
+        .output()
+        .unwrap();
+    let kept = fs::read(frozen.join("out.npy")).unwrap();
+    let _ = Command::new("umount").arg(&frozen).status();
+    assert!(frozen_now, "the tmpfs could not be made read-only");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_mentions(
+        &stderr,
+        &[
+            "frozen/out.npy",
+            "file system mounted read-only",
+            "another file system",
+        ],
+    );
+    assert!(!stderr.contains("chmod"), "{stderr}");
+    assert_eq!(kept, b"precious");
+}
+
 #[test]
 fn unusable_paths_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
