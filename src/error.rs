@@ -43,7 +43,8 @@ pub enum Error {
     #[error(
         "{input} is not a valid {format} file: {reason}\nhint: write it again (it may be cut \
          short or damaged), or, if it is another format under this name, name that format \
-         with --input-format"
+         with --input-format",
+        reason = crate::messages::quote(.reason)
     )]
     Malformed {
         /// Which input.
@@ -65,7 +66,7 @@ pub enum Error {
         hint: String,
     },
     /// An input is well-formed but holds something tjoin cannot join.
-    #[error("{input} cannot be joined: {reason}")]
+    #[error("{input} cannot be joined: {reason}", reason = crate::messages::quote(.reason))]
     Unsupported {
         /// Which input.
         input: InputRef,
@@ -229,13 +230,17 @@ pub struct Refusal {
 }
 
 impl fmt::Display for Refusal {
+    /// The headline and each detail are one line, quoted ([`crate::messages::quote`]): a name
+    /// from a file that holds a newline cannot start a line of its own (a `hint:` tjoin did
+    /// not write). The hint may be several (`\nhint: ` between them), each line quoted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.headline)?;
+        use crate::messages::{lines, quote};
+        f.write_str(&quote(&self.headline))?;
         for line in &self.details {
-            write!(f, "\n  {line}")?;
+            write!(f, "\n  {}", quote(line))?;
         }
         if let Some(hint) = &self.hint {
-            write!(f, "\nhint: {hint}")?;
+            write!(f, "\nhint: {}", lines(hint))?;
         }
         Ok(())
     }

@@ -205,7 +205,9 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
             .all(|c| matches!(c, std::path::Component::Normal(_)));
         match at.get(tensor.as_str()) {
             _ if !plain || file.is_empty() => problems.push(format!(
-                "`{tensor}` goes in {file}, which is not a file name"
+                "`{}` goes in {}, which is not a file name",
+                crate::messages::name(tensor),
+                crate::messages::name(file)
             )),
             Some(&t) if !mapped[t] => {
                 mapped[t] = true;
@@ -214,12 +216,21 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
                     None => files.push((file.clone(), vec![t])),
                 }
             }
-            Some(_) => problems.push(format!("`{tensor}` is listed twice")),
-            None => problems.push(format!("`{tensor}` is not a tensor of the output")),
+            Some(_) => problems.push(format!(
+                "`{}` is listed twice",
+                crate::messages::name(tensor)
+            )),
+            None => problems.push(format!(
+                "`{}` is not a tensor of the output",
+                crate::messages::name(tensor)
+            )),
         }
     }
     let unmapped = names.iter().zip(&mapped).filter(|(_, m)| !**m);
-    problems.extend(unmapped.map(|(n, _)| format!("`{n}` is a tensor the index does not map")));
+    problems.extend(unmapped.map(|(n, _)| {
+        let n = crate::messages::name(n);
+        format!("`{n}` is a tensor the index does not map")
+    }));
     if !problems.is_empty() {
         return Err(Error::Refused(vec![Refusal {
             headline: format!(

@@ -224,7 +224,10 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     for (tensor, file) in &index.weight_map {
         match file_of.insert(tensor, file) {
             Some(first) => problems.push(format!(
-                "tensor `{tensor}` is listed twice, in {first} and in {file}"
+                "tensor `{}` is listed twice, in {} and in {}",
+                crate::messages::name(tensor),
+                crate::messages::name(first),
+                crate::messages::name(file)
             )),
             None => listed.entry(file).or_default().push(tensor),
         }
@@ -278,11 +281,15 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                     });
                 }
                 Some((_, &mapped_to)) => problems.push(format!(
-                    "{file} holds tensor `{tensor_name}`, which the index maps to {mapped_to}"
+                    "{} holds tensor `{}`, which the index maps to {}",
+                    crate::messages::name(file),
+                    crate::messages::name(&tensor_name),
+                    crate::messages::name(mapped_to)
                 )),
                 None => problems.push(format!(
-                    "{file} holds tensor `{tensor_name}`, which the index's weight_map does \
-                     not list"
+                    "{} holds tensor `{}`, which the index's weight_map does not list",
+                    crate::messages::name(file),
+                    crate::messages::name(&tensor_name)
                 )),
             }
         }
