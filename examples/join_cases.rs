@@ -16,6 +16,7 @@
 //! counted from either end, 1 to 5 inputs, zero-size dimensions. Single-tensor cases write
 //! .npy and JSON outputs, and two large ones exceed the staging buffers and the buffer
 //! budget of a software adapter, so that their join takes several dispatches.
+#![allow(clippy::disallowed_macros)] // a tool for tests, not tjoin
 
 use std::fmt::Write as _;
 use std::fs;

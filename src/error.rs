@@ -20,7 +20,7 @@ pub enum ExitCode {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file-system call failed; says what was being done and to which path.
-    #[error("cannot {action} {path}: {source}", path = .path.display())]
+    #[error("cannot {action} {path}: {source}", path = crate::messages::path(.path))]
     Io {
         /// What tjoin was doing, e.g. "open input 2".
         action: String,
@@ -43,7 +43,8 @@ pub enum Error {
     #[error(
         "{input} is not a valid {format} file: {reason}\nhint: write it again (it may be cut \
          short or damaged), or, if it is another format under this name, name that format \
-         with --input-format"
+         with --input-format",
+        reason = crate::messages::quote(.reason)
     )]
     Malformed {
         /// Which input.
@@ -65,7 +66,7 @@ pub enum Error {
         hint: String,
     },
     /// An input is well-formed but holds something tjoin cannot join.
-    #[error("{input} cannot be joined: {reason}")]
+    #[error("{input} cannot be joined: {reason}", reason = crate::messages::quote(.reason))]
     Unsupported {
         /// Which input.
         input: InputRef,
@@ -165,7 +166,8 @@ impl InputRef {
     }
 
     /// The path, and the tensor's name after a colon when there is one: `b.npy`,
-    /// `b.safetensors:embed.weight`.
+    /// `b.safetensors:embed.weight`, exactly as they are (for JSON; a message quotes it with
+    /// [`crate::messages::quote`]).
     pub fn label(&self) -> String {
         match &self.tensor {
             Some(tensor) => format!("{}:{tensor}", self.path.display()),
@@ -175,17 +177,23 @@ impl InputRef {
 }
 
 impl fmt::Display for InputRef {
-    /// The tensor's name comes from the file, so it is cut like any excerpt.
+    /// The path and the tensor's name are quoted ([`crate::messages`]); the name comes from
+    /// the file, so it is cut like any excerpt.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.tensor {
             Some(tensor) => write!(
                 f,
                 "input {} ({}:{})",
                 self.position,
-                self.path.display(),
-                excerpt(tensor)
+                crate::messages::path(&self.path),
+                crate::messages::name(tensor)
             ),
-            None => write!(f, "input {} ({})", self.position, self.path.display()),
+            None => write!(
+                f,
+                "input {} ({})",
+                self.position,
+                crate::messages::path(&self.path)
+            ),
         }
     }
 }
@@ -193,12 +201,14 @@ impl fmt::Display for InputRef {
 /// How many characters of a file's own text a message quotes at most.
 pub const EXCERPT_CHARS: usize = 100;
 
-/// `text`, a piece of an input quoted in a message (a header, a name, a number), cut to
-/// [`EXCERPT_CHARS`] characters with a note of how much was left out: a hostile file must
-/// not turn one error into megabytes of output.
+/// `text`, a piece of an input quoted in a message (a header, a name, a number), with what
+/// would act on a terminal escaped ([`crate::messages::quote`]) and cut to [`EXCERPT_CHARS`]
+/// characters with a note of how much was left out: a hostile file must not turn one error
+/// into megabytes of output.
 pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = crate::messages::quote(text);
     match text.char_indices().nth(EXCERPT_CHARS) {
-        None => std::borrow::Cow::Borrowed(text),
+        None => text,
         Some((cut, _)) => std::borrow::Cow::Owned(format!(
             "{}... ({} more bytes)",
             &text[..cut],
@@ -220,13 +230,17 @@ pub struct Refusal {
 }
 
 impl fmt::Display for Refusal {
+    /// The headline and each detail are one line, quoted ([`crate::messages::quote`]): a name
+    /// from a file that holds a newline cannot start a line of its own (a `hint:` tjoin did
+    /// not write). The hint may be several (`\nhint: ` between them), each line quoted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.headline)?;
+        use crate::messages::{lines, quote};
+        f.write_str(&quote(&self.headline))?;
         for line in &self.details {
-            write!(f, "\n  {line}")?;
+            write!(f, "\n  {}", quote(line))?;
         }
         if let Some(hint) = &self.hint {
-            write!(f, "\nhint: {hint}")?;
+            write!(f, "\nhint: {}", lines(hint))?;
         }
         Ok(())
     }
@@ -272,10 +286,11 @@ pub fn capped(mut lines: Vec<String>, shown: usize) -> Vec<String> {
 /// The result type of a run.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The full text of an error as printed on stderr: `PREFIX` first, and, when `color` is on,
-/// the prefixes in bold red, the carets in red and `hint:` in bold cyan.
+/// The full text of an error as printed on stderr: `PREFIX` first, each line quoted
+/// ([`crate::messages::lines`]), and, when `color` is on, the prefixes in bold red, the
+/// carets in red and `hint:` in bold cyan.
 pub fn render(error: &Error, color: bool) -> String {
-    let text = format!("{PREFIX}{error}");
+    let text = crate::messages::lines(&format!("{PREFIX}{error}"));
     if !color {
         return text;
     }

@@ -12,10 +12,12 @@ fn main() -> ExitCode {
         Err(error) => {
             let color = std::io::stderr().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            eprintln!("{}", tjoin::error::render(&error, color));
-            // A script that asked for the plan as JSON reads the refusal from stdout too.
+            tjoin::messages::eprintln_styled(&tjoin::error::render(&error, color));
+            // A script that asked for the plan as JSON reads the refusal from stdout too;
+            // should stdout fail, the status stays the refusal's.
             if cli.dry_run == Some(tjoin::config::PlanForm::Json) {
-                println!("{}", tjoin::error::to_json(&error));
+                let json = tjoin::error::to_json(&error);
+                let _ = tjoin::messages::print_exact(&format!("{json}\n"));
             }
             ExitCode::from(error.exit_code() as u8)
         }

@@ -1,5 +1,12 @@
-//! Text on its way to a person: names taken from files and from the command line are quoted
-//! here before they reach a terminal.
+//! Text on its way to a person, and the one gate it goes through: errors, warnings, summaries
+//! and progress lines to standard error, the `--dry-run` plan to standard output. Names taken
+//! from files and from the command line are quoted here before they reach a terminal.
+//!
+//! A closed or broken stream is not a panic (`print!` and `eprintln!` panic on one, exit
+//! status 101), as in ripgrep's `crates/core/messages.rs`: a line standard error cannot take
+//! is dropped and the run goes on (a join that would succeed still writes its output when its
+//! warning has nowhere to go); a plan standard output cannot take ends the run with an I/O
+//! error, which `main` ends quietly with status 1 when the reader went away (a broken pipe).
 //!
 //! A tensor name, a shard name from an index, a rule's glob or a file name is data that
 //! whoever made the file controls. Printed as it is, an ESC sequence in it clears the screen
@@ -12,7 +19,50 @@
 //! JSON output is not text for a terminal: it stays exact JSON, which escapes controls itself.
 
 use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Write};
 use std::path::Path;
+
+use crate::error::{Error, Result, WARNING};
+
+/// Writes `text` and a newline on standard error, for a person: a warning, a summary, a note.
+/// Each of its lines is quoted ([`lines`]). Whatever standard error does with it (closed, a
+/// pipe whose reader is gone, a full disk), the run goes on: the line is lost, the work is
+/// not.
+pub fn eprintln(text: impl fmt::Display) {
+    eprintln_styled(&lines(&text.to_string()));
+}
+
+/// [`eprintln`] for text already quoted line by line whose escape sequences are tjoin's own:
+/// an error [`crate::error::render`] coloured.
+pub fn eprintln_styled(text: &str) {
+    // One write of the whole text, so that the lines of two threads never mix.
+    let text = format!("{text}\n");
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Writes a warning on standard error, after `tjoin: warning: `, as [`eprintln`] does.
+pub fn warn(text: impl fmt::Display) {
+    eprintln(format_args!("{WARNING}{text}"));
+}
+
+/// Writes the text `--dry-run` plan on standard output, each line quoted ([`lines`]), as
+/// [`print_exact`] writes.
+pub fn print(text: &str) -> Result<()> {
+    print_exact(&lines(text))
+}
+
+/// Writes `text` on standard output as it is and flushes it: the `--dry-run=json` plan, a
+/// refusal as JSON (exact JSON, which escapes controls itself). A failure is an I/O error
+/// naming standard output; `main` ends a broken pipe (the reader, such as `head`, went away)
+/// quietly with status 1 and reports any other.
+pub fn print_exact(text: &str) -> Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Error::io("write", Path::new("standard output"), e))
+}
 
 /// Whether `c` acts on a terminal or on how the text around it is shown, rather than showing
 /// as itself.
@@ -51,6 +101,15 @@ pub fn quote(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` with each of its lines quoted: what acts on a terminal is escaped, the newlines
+/// between lines kept. The gate does it to everything it writes for a person, so that a name
+/// a message forgot to quote still cannot act on the terminal (a newline in it can still start
+/// a line, which only quoting the name where the message is built prevents).
+pub fn lines(text: &str) -> String {
+    let quoted: Vec<Cow<'_, str>> = text.split('\n').map(quote).collect();
+    quoted.join("\n")
+}
+
 /// A path as a message shows it: lossy where it is not UTF-8 (as `Path::display` is), and
 /// quoted.
 pub fn path(path: &Path) -> String {
@@ -60,7 +119,7 @@ pub fn path(path: &Path) -> String {
 /// A name taken from a file (a tensor, a shard, a key) as a message shows it: quoted, and cut
 /// to an excerpt so that a hostile file cannot turn one message into megabytes.
 pub fn name(name: &str) -> String {
-    crate::error::excerpt(&quote(name)).into_owned()
+    crate::error::excerpt(name).into_owned()
 }
 
 #[cfg(test)]
@@ -91,6 +150,15 @@ mod tests {
     fn a_quoted_name_holds_nothing_that_acts_on_a_terminal() {
         let all: String = (0u32..0x3000).filter_map(char::from_u32).collect();
         assert!(!quote(&all).chars().any(acts));
+    }
+
+    #[test]
+    fn the_gate_keeps_the_lines_of_a_message_and_escapes_the_rest() {
+        assert_eq!(
+            lines("tjoin: error: a\x1b[2J\nhint: b\u{202e}\r"),
+            "tjoin: error: a\\x1b[2J\nhint: b\\u{202e}\\r"
+        );
+        assert_eq!(lines("plain\n  text\n"), "plain\n  text\n");
     }
 
     #[test]

@@ -79,12 +79,16 @@ impl Engine {
         for tensor in job {
             if tensor.placement.as_ref().is_some_and(|p| p.grid.walked()) {
                 let why = "its blocks are cut on several axes, which only the CPU engine joins";
-                declined.push(format!("tensor `{}`: {why}", tensor.out.name));
+                let name = crate::messages::name(&tensor.out.name);
+                declined.push(format!("tensor `{name}`: {why}"));
                 continue;
             }
             match dml::plan(&tensor.plan, &session.device) {
                 Ok(plan) => plans.push(plan),
-                Err(why) => declined.push(format!("tensor `{}`: {why}", tensor.out.name)),
+                Err(why) => {
+                    let name = crate::messages::name(&tensor.out.name);
+                    declined.push(format!("tensor `{name}`: {why}"));
+                }
             }
         }
         if declined.is_empty() {

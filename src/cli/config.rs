@@ -38,7 +38,7 @@ impl Command {
                 format!(
                     "--append grows its first input in place and writes no other file, but -o \
                      names {}",
-                    output.display()
+                    crate::messages::path(output)
                 ),
                 "drop -o to grow the first input in place, or drop --append to write the join \
                  to that file (a rewrite, which may replace the first input)",

@@ -174,7 +174,7 @@ fn append_section(roff: &mut Roff) {
     roff.text([roman(
         "An error, SIGINT, SIGTERM or SIGHUP (or SIGBUS from an input that shrinks) before step \
          4 cuts the target back to its old length and removes the journal: the file is byte \
-         for byte what it was, and the exit status 128 + the signal's number for a signal. A \
+         for byte what it was, and a signal then kills tjoin (status 128 + its number). A \
          signal during step 4 waits for it to end. A SIGKILL or a power loss before step 4 \
          leaves the file with extra bytes after the end its header declares, and the journal: \
          numpy.load still reads the old array, tjoin's readers refuse the file with a hint, and \
@@ -291,13 +291,19 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "1",
-            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file (a sharded checkpoint whose index and shards disagree too), a full disk.",
+            "Reading an input or writing the output failed: a missing, unreadable, damaged or changing file (a sharded checkpoint whose index and shards disagree too), a full disk. Also a reader of standard output that went away before everything was written (`tjoin --dry-run ... | head`, `-o - | head`): tjoin then stops quietly. A closed standard error changes no status: a warning or a message it cannot take is dropped, and a join that would succeed still writes its output; a refusal printed as JSON keeps its status when standard output is closed.",
         ),
         (
             "2",
             "Bad usage, inputs that break the join rules (of --spec, or ONNX Concat-13's shape \
              rules), or inputs tjoin cannot join: an object array, JSON numpy would make an \
              object array of (null, an integer past uint64) or refuse (ragged arrays).",
+        ),
+        (
+            "128 + N",
+            "Killed by signal N: SIGINT, SIGTERM or SIGHUP, after tjoin removed its temporary \
+             output (and cut an append back). tjoin then dies by the signal itself, so a shell \
+             shows 130 for Ctrl-C and 143 for SIGTERM, and a shell loop stops.",
         ),
     ] {
         roff.control("TP", [])

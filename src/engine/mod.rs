@@ -1234,7 +1234,7 @@ mod tests {
                 assert!(
                     joined == expected,
                     "{} on {} threads, into {}",
-                    paths[0].display(),
+                    crate::messages::path(&paths[0]),
                     1 + two as u8,
                     if fail_at == 0 { "a file" } else { "memory" }
                 );
@@ -1393,6 +1393,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_macros)] // its note of a skip is the test's, not tjoin's
     fn jobs_that_change_bytes_or_pack_tiny_runs_take_a_second_thread_from_thread_min() {
         if !std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
             eprintln!("skipped: one core, where no job takes a second thread");

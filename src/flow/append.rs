@@ -58,18 +58,17 @@ pub fn run(config: &JoinConfig) -> Result<()> {
             }
             let output = Some((&*first.name.path, Format::Npy));
             let rules = &config.rules;
-            let plan = match form {
+            match form {
                 PlanForm::Json => {
                     let text = report::dry_run_json(rules, &inputs, &job, output, &engine, None);
-                    with_append_json(&text, old_len, &added)
+                    crate::messages::print_exact(&with_append_json(&text, old_len, &added))
                 }
                 PlanForm::Text => {
                     let text = report::dry_run(rules, &inputs, &job, output, &engine, None);
-                    format!("{text}{}", append_line(first, old_len, &added))
+                    let plan = format!("{text}{}", append_line(first, old_len, &added));
+                    crate::messages::print(&plan)
                 }
-            };
-            print!("{plan}");
-            Ok(())
+            }
         }
         Action::Write => {
             let header = Headers {
@@ -120,7 +119,7 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
             format!("--append has nothing to append: only the target, {name}, was named"),
             format!(
                 "name the inputs to append after it: tjoin --append -a 0 {} new.npy",
-                name.path.display()
+                crate::messages::path(&name.path)
             ),
         ));
     }
@@ -140,7 +139,7 @@ fn rewrite_hint(config: &JoinConfig, inputs: &[Input]) -> String {
     format!(
         "a normal join rewrites the whole file, and can replace it: tjoin{axis} {} -o {}",
         names.join(" "),
-        inputs[0].name.path.display()
+        crate::messages::path(&inputs[0].name.path)
     )
 }
 
@@ -170,8 +169,8 @@ fn check_axis(grown: &TensorJob, target: &Tensor) -> Result<()> {
         format!(
             "append along axis {growth}, or rewrite it with a normal join: tjoin -a {axis} {} \
              ... -o {}",
-            target.name.path.display(),
-            target.name.path.display()
+            crate::messages::path(&target.name.path),
+            crate::messages::path(&target.name.path)
         ),
     ))
 }
@@ -212,9 +211,9 @@ fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
             ),
             format!(
                 "append a copy of it, or join with a rewrite: tjoin -a 0 {} {} -o {}",
-                inputs[0].name.path.display(),
+                crate::messages::path(&inputs[0].name.path),
                 input.name.label(),
-                inputs[0].name.path.display()
+                crate::messages::path(&inputs[0].name.path)
             ),
         )),
         None => Ok(()),
@@ -263,8 +262,8 @@ fn new_header(
                 "rewrite it once with a normal join, which leaves that room, and append in \
                  place from then on: tjoin -a {} {} ... -o {}",
                 config.rules.axis.unwrap_or(0),
-                target.name.path.display(),
-                target.name.path.display()
+                crate::messages::path(&target.name.path),
+                crate::messages::path(&target.name.path)
             ),
         )
     })
@@ -319,7 +318,7 @@ fn append_line(first: &Input, old_len: u64, added: &TensorJob) -> String {
         "append: in place, {} bytes written at byte {old_len} of {}, after its {} bytes of \
          data; then its header rewritten for the new shape\n",
         added.plan.bytes,
-        first.name.path.display(),
+        crate::messages::path(&first.name.path),
         target.data_len
     )
 }
@@ -429,12 +428,14 @@ pub fn recover(path: &Path) -> Result<()> {
         recovery.keep
     );
     if recovery.done.is_empty() {
-        eprintln!("tjoin: {shown} needs no recovery: it ends where its header says ({holds})");
+        messages::eprintln(format_args!(
+            "tjoin: {shown} needs no recovery: it ends where its header says ({holds})"
+        ));
     } else {
-        eprintln!(
-            "tjoin: recovered {shown}: {}; it holds {holds}",
-            recovery.done.join("; ")
-        );
+        let done = recovery.done.join("; ");
+        messages::eprintln(format_args!(
+            "tjoin: recovered {shown}: {done}; it holds {holds}"
+        ));
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use indicatif::ProgressBar;
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, PlanForm};
 use crate::early::{self, EarlyCopy, WHOLE_FILE_MAX};
-use crate::error::{Error, Result, WARNING};
+use crate::error::{Error, Result};
 use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
@@ -24,7 +24,7 @@ use crate::progress::{self, Counted};
 use crate::reference::Reference;
 use crate::shards::{self, NewFolder, ShardPlan};
 use crate::spill::Spill;
-use crate::{report, source, stack};
+use crate::{messages, report, source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
@@ -35,7 +35,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         let warnings = inputs
             .iter()
             .filter_map(|i| i.shards()?.total_size_warning());
-        warnings.for_each(|warning| eprintln!("{WARNING}{warning}"));
+        warnings.for_each(messages::warn);
     }
     // A dry run without an output plans as if the output were like the first input.
     let format = config.output.format.unwrap_or(inputs[0].format);
@@ -55,16 +55,17 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         }
         (_, action) => {
             let output = config.output.path.as_deref().zip(config.output.format);
-            let report = match action {
-                Action::DryRun(PlanForm::Json) => report::dry_run_json,
-                _ => report::dry_run,
+            let (rules, shards) = (&config.rules, shards.as_ref());
+            return match action {
+                Action::DryRun(PlanForm::Json) => {
+                    let plan = report::dry_run_json(rules, &inputs, &job, output, &engine, shards);
+                    messages::print_exact(&plan)
+                }
+                _ => {
+                    let plan = report::dry_run(rules, &inputs, &job, output, &engine, shards);
+                    messages::print(&plan)
+                }
             };
-            let shards = shards.as_ref();
-            print!(
-                "{}",
-                report(&config.rules, &inputs, &job, output, &engine, shards)
-            );
-            return Ok(());
         }
     };
     // The output may replace one of the inputs, which Windows refuses while the input is
@@ -138,11 +139,11 @@ fn shard_plan(
         plan.check_no_clobber()?;
     }
     if let Some(file) = plan.shadowing_file().filter(|_| !config.quiet) {
-        eprintln!(
-            "{WARNING}{} stays in the folder (it is not a file of the previous index); \
-             libraries that look for it before the index would load it instead of the new set",
-            file.display()
-        );
+        messages::warn(format_args!(
+            "{} stays in the folder (it is not a file of the previous index); libraries that \
+             look for it before the index would load it instead of the new set",
+            messages::path(&file)
+        ));
     }
     Ok(Some(plan))
 }
@@ -308,7 +309,7 @@ pub(crate) fn plan<'a>(
     };
     if !rules.strict && !config.quiet {
         for warning in job::unmatched_rules(inputs, &options) {
-            eprintln!("tjoin: warning: {warning}");
+            messages::warn(warning);
         }
     }
     let output = config.output.path.as_deref();
@@ -328,7 +329,7 @@ pub(crate) fn plan<'a>(
     };
     writer.check(&described(&job)).map_err(|mut refusal| {
         let target = config.output.path.as_deref();
-        let target = target.unwrap_or(Path::new("the output")).display();
+        let target = crate::messages::path(target.unwrap_or(Path::new("the output")));
         refusal.headline = format!("cannot write {target}: {}", refusal.headline);
         Error::Refused(vec![refusal])
     })?;

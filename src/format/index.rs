@@ -157,7 +157,9 @@ pub fn parse(text: &[u8]) -> Result<Index, String> {
         .map(|(name, file)| match file {
             serde_json::Value::String(file) => Ok((name, file)),
             other => Err(format!(
-                "its weight_map gives tensor `{name}` the file {other}, not a file name"
+                "its weight_map gives tensor `{}` the file {}, not a file name",
+                crate::messages::name(&name),
+                crate::messages::name(&other.to_string())
             )),
         })
         .collect::<Result<Vec<(String, String)>, String>>()?;

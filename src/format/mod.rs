@@ -168,7 +168,7 @@ impl Format {
             Error::refused(
                 format!(
                     "cannot tell which format to write {} in from its extension",
-                    path.display()
+                    crate::messages::path(path)
                 ),
                 "name the output with the .npy, .npz or .safetensors extension, .json for JSON \
                  text, or add --format; to write a sharded checkpoint into a folder, end its \
@@ -286,19 +286,28 @@ pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error
     let mut ranked: Vec<&String> = names.iter().collect();
     ranked.sort_by_key(|name| (strsim::levenshtein(wanted, name), name.as_str()));
     const SHOWN: usize = 10;
-    let mut details: Vec<String> = ranked.iter().take(SHOWN).map(|n| n.to_string()).collect();
+    let mut details: Vec<String> = ranked
+        .iter()
+        .take(SHOWN)
+        .map(|n| crate::messages::name(n))
+        .collect();
     if ranked.len() > SHOWN {
         details.push(format!("... and {} more", ranked.len() - SHOWN));
     }
     let hint = match ranked.first() {
-        Some(best) => format!("did you mean {}:{best}?", input.path.display()),
+        Some(best) => format!(
+            "did you mean {}:{}?",
+            crate::messages::path(&input.path),
+            crate::messages::name(best)
+        ),
         None => "the file holds no tensor at all".to_string(),
     };
     Error::Refused(vec![Refusal {
         headline: format!(
-            "input {} ({}) has no tensor named `{wanted}`; it has {} tensor{}, closest first:",
+            "input {} ({}) has no tensor named `{}`; it has {} tensor{}, closest first:",
             input.position,
-            input.path.display(),
+            crate::messages::path(&input.path),
+            crate::messages::name(wanted),
             names.len(),
             if names.len() == 1 { "" } else { "s" }
         ),

@@ -77,7 +77,7 @@ enum PastEnd {
 /// The refusal of a .npy file with bytes after the end of its data: an append that did not
 /// finish, or is running (another process holds the file's lock).
 fn unfinished(input: &InputRef, shape: &[u64], end: u64, len: u64) -> Error {
-    let path = input.path.display();
+    let path = crate::messages::path(&input.path);
     let hint = if crate::source::lock_held_elsewhere(&input.path) {
         "an append to it is running (another process holds its lock): read it again once the \
          append has finished"

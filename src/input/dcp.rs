@@ -121,7 +121,7 @@ pub fn open_folder(
     let others: Vec<String> = opened
         .iter()
         .filter(|i| !is_rank_file(i))
-        .map(|i| i.name.path.display().to_string())
+        .map(|i| crate::messages::path(&i.name.path))
         .collect();
     if others.len() == opened.len() {
         return Ok(None);

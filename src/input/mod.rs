@@ -321,7 +321,7 @@ impl Input {
                     format.extension(),
                     selected.as_deref().unwrap_or_default()
                 ),
-                format!("name the file alone: {}", path.display()),
+                format!("name the file alone: {}", crate::messages::path(&path)),
             ));
         }
         let file = Arc::new(file);

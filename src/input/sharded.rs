@@ -48,7 +48,7 @@ impl ShardSet {
             format!(
                 "{}: its metadata.total_size says {said} bytes, but the tensors it maps hold {}; \
                  tjoin goes by the tensors (some writers count total_size differently)",
-                self.index.display(),
+                crate::messages::path(&self.index),
                 self.tensor_bytes
             )
         })
@@ -158,7 +158,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             details: listing(&indexes),
             hint: Some(format!(
                 "name the index to read instead of the folder, e.g. {}",
-                at(&indexes[0]).display()
+                crate::messages::path(&at(&indexes[0]))
             )),
         }])),
     }
@@ -187,7 +187,7 @@ fn several_files(name: &InputRef, files: &[PathBuf]) -> Error {
         details: listing(&names),
         hint: Some(format!(
             "name the files themselves ({} ...), or write an index that lists them",
-            files[0].display()
+            crate::messages::path(&files[0])
         )),
     }])
 }
@@ -210,7 +210,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let index_text = index_path.display().to_string();
+    let index_text = crate::messages::path(&index_path);
     let mut problems = Vec::new();
     // Each tensor's file, and each file's tensors (in the index's order, for messages).
     let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
@@ -218,7 +218,10 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     for (tensor, file) in &index.weight_map {
         match file_of.insert(tensor, file) {
             Some(first) => problems.push(format!(
-                "tensor `{tensor}` is listed twice, in {first} and in {file}"
+                "tensor `{}` is listed twice, in {} and in {}",
+                crate::messages::name(tensor),
+                crate::messages::name(first),
+                crate::messages::name(file)
             )),
             None => listed.entry(file).or_default().push(tensor),
         }
@@ -272,11 +275,15 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                     });
                 }
                 Some((_, &mapped_to)) => problems.push(format!(
-                    "{file} holds tensor `{tensor_name}`, which the index maps to {mapped_to}"
+                    "{} holds tensor `{}`, which the index maps to {}",
+                    crate::messages::name(file),
+                    crate::messages::name(&tensor_name),
+                    crate::messages::name(mapped_to)
                 )),
                 None => problems.push(format!(
-                    "{file} holds tensor `{tensor_name}`, which the index's weight_map does \
-                     not list"
+                    "{} holds tensor `{}`, which the index's weight_map does not list",
+                    crate::messages::name(file),
+                    crate::messages::name(&tensor_name)
                 )),
             }
         }
@@ -431,12 +438,12 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
             )
         })
         .collect();
-    let output = output.unwrap_or(Path::new("model.safetensors")).display();
+    let output = crate::messages::path(output.unwrap_or(Path::new("model.safetensors")));
     let hint = match index_listing(&files) {
         Some(index) => format!(
             "{} lists them all: pass it instead, e.g. tjoin {} -o {output}",
-            index.display(),
-            index.display()
+            crate::messages::path(&index),
+            crate::messages::path(&index)
         ),
         None => {
             let folder = crate::output::folder_of(files[0]);
@@ -444,7 +451,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
                 "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
                  the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
                  axis, every input must hold the same names",
-                folder.display()
+                crate::messages::path(folder)
             )
         }
     };

@@ -79,7 +79,7 @@ impl Output {
             Error::refused(
                 format!(
                     "the output {} is descriptor {fd}, which tjoin was not given open",
-                    target.display()
+                    crate::messages::path(target)
                 ),
                 format!("open it in the shell that runs tjoin ({fd}> FILE), or name a file"),
             )

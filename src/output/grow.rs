@@ -70,7 +70,7 @@ impl Target {
                 what: format!(
                     "cannot {what} {}: another process holds its lock, as an append to it does \
                      while it runs",
-                    path.display()
+                    crate::messages::path(path)
                 ),
                 hint: "run again once that append has finished (tjoin takes the lock with \
                        flock; `fuser` or `lsof` names the process)"
@@ -539,13 +539,13 @@ impl Growth {
             .map_err(|e| Error::Unfinished {
                 what: format!(
                     "the append to {} is complete, but its journal {} could not be removed: {e}",
-                    path.display(),
-                    self.journal_path.display()
+                    crate::messages::path(&path),
+                    crate::messages::path(&self.journal_path)
                 ),
                 hint: format!(
                     "`tjoin --recover {}` removes it (the next append refuses to start while it \
                      is there)",
-                    path.display()
+                    crate::messages::path(&path)
                 ),
             })
     }
@@ -560,11 +560,11 @@ impl Growth {
                 what: format!(
                     "{error}; undoing the append failed too ({e}), so {} may hold extra bytes \
                      after its data",
-                    self.target.path.display()
+                    crate::messages::path(&self.target.path)
                 ),
                 hint: format!(
                     "`tjoin --recover {}` cuts it back, as its journal says",
-                    self.target.path.display()
+                    crate::messages::path(&self.target.path)
                 ),
             },
         }

@@ -329,7 +329,7 @@ impl Step {
 impl Done {
     /// Puts the previous version back; says what could not be undone.
     fn undo(self) -> Option<String> {
-        let target = self.target.display();
+        let target = crate::messages::path(&self.target);
         match self.backup {
             Some(backup) => backup
                 .rename_to(&self.target, false)
@@ -338,7 +338,7 @@ impl Done {
                     let kept = backup.keep();
                     format!(
                         "{target} could not be put back ({e}); its previous version is kept as {}",
-                        kept.display()
+                        crate::messages::path(&kept)
                     )
                 }),
             None if self.placed => fs::remove_file(&self.target)
@@ -381,7 +381,7 @@ fn remove_backups(done: Vec<Done>) -> Result<()> {
         if let Err(e) = backup.remove() {
             let why = format!(
                 "{e}; the new files are in place, and the previous version is left as {}",
-                path.display()
+                crate::messages::path(&path)
             );
             let error = io::Error::new(e.kind(), why);
             first_error.get_or_insert(Error::io("remove the backup of", &target, error));
@@ -432,7 +432,10 @@ fn check_target(target: &Path, destination: &Path, no_clobber: bool) -> Result<(
     }
     let folder = temporary::folder_of(destination);
     if !folder.is_dir() {
-        let why = format!("its folder {} does not exist", folder.display());
+        let why = format!(
+            "its folder {} does not exist",
+            crate::messages::path(folder)
+        );
         return Err(refuse(target, ErrorKind::NotFound, why));
     }
     Ok(())
@@ -460,24 +463,38 @@ fn follow_links(target: &Path) -> io::Result<PathBuf> {
 /// Refuses to replace an existing file the user could not write to, as `cp` refuses it (the
 /// mode lacks the write bit for this user, who is not root, or the file system is read-only).
 fn check_writable(target: &Path, destination: &Path) -> Result<()> {
-    if !destination.is_file() || crate::source::may_write(destination) {
+    if !destination.is_file() {
         return Ok(());
+    }
+    crate::source::may_write(destination).map_err(|e| not_writable(target, &e))
+}
+
+/// Why `target` cannot be replaced, given what the system said of writing to it: a file
+/// system mounted read-only, which no change of the file's mode helps, or the file's mode.
+fn not_writable(target: &Path, error: &io::Error) -> Error {
+    if error.kind() == ErrorKind::ReadOnlyFilesystem {
+        let why = "it is on a file system mounted read-only; name an output on another file \
+                   system (or remount this one read-write)";
+        return refuse(target, ErrorKind::ReadOnlyFilesystem, why.to_string());
     }
     let hint = "make it writable (chmod u+w) or name another output";
     let why = format!("it is read-only for this user; {hint}");
-    Err(refuse(target, ErrorKind::PermissionDenied, why))
+    refuse(target, ErrorKind::PermissionDenied, why)
 }
 
 /// The error for a temporary file that could not be made beside `destination`, with a hint
 /// where the folder refused it.
 fn folder_refused(target: &Path, destination: &Path, e: io::Error) -> Error {
+    if e.kind() == ErrorKind::ReadOnlyFilesystem {
+        return not_writable(target, &e);
+    }
     if e.kind() != ErrorKind::PermissionDenied {
         return write_failed(target, e);
     }
     let why = format!(
         "{e}: its folder {} is not writable, and tjoin writes the new file there before it \
          renames it into place; make the folder writable or name an output elsewhere",
-        temporary::folder_of(destination).display()
+        crate::messages::path(temporary::folder_of(destination))
     );
     refuse(target, ErrorKind::PermissionDenied, why)
 }
@@ -555,6 +572,33 @@ fn write_failed(target: &Path, e: io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On a file system mounted read-only, no chmod helps: the message says where the trouble
+    /// is (a real read-only mount is not at hand in tests; the system's EROFS is).
+    #[cfg(unix)]
+    #[test]
+    fn a_read_only_file_system_is_told_apart_from_a_read_only_file() {
+        let target = Path::new("out.npy");
+        let mounted = not_writable(target, &io::Error::from_raw_os_error(libc::EROFS));
+        let mounted = mounted.to_string();
+        assert!(
+            mounted.starts_with("cannot write the output out.npy: "),
+            "{mounted}"
+        );
+        assert!(
+            mounted.contains("file system mounted read-only"),
+            "{mounted}"
+        );
+        assert!(mounted.contains("another file system"), "{mounted}");
+        assert!(!mounted.contains("chmod"), "{mounted}");
+        let denied = not_writable(target, &io::Error::from_raw_os_error(libc::EACCES));
+        let denied = denied.to_string();
+        assert!(denied.contains("read-only for this user"), "{denied}");
+        assert!(denied.contains("chmod u+w"), "{denied}");
+        // A folder on such a file system, where the new file is made first, says so too.
+        let folder = folder_refused(target, target, io::Error::from_raw_os_error(libc::EROFS));
+        assert!(folder.to_string().contains("mounted read-only"), "{folder}");
+    }
 
     /// The names in `dir`, sorted.
     fn listing(dir: &Path) -> Vec<String> {

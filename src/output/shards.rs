@@ -153,12 +153,12 @@ impl ShardPlan {
             headline: format!(
                 "--no-clobber forbids replacing files, but writing this set into {} would \
                  remove the previous set's files:",
-                self.folder.display()
+                crate::messages::path(&self.folder)
             ),
             details: self
                 .removes
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|p| crate::messages::path(p))
                 .collect(),
             hint: Some(
                 "drop --no-clobber to replace the previous set, or write into another folder"
@@ -216,7 +216,7 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
             .map_err(|e| Error::io("read the index", path, e))?;
     let index = index::parse(&text).map_err(|why| {
         Error::refused(
-            format!("--names-from {}: {why}", path.display()),
+            format!("--names-from {}: {why}", crate::messages::path(path)),
             "name a model.safetensors.index.json, as transformers or PyTorch writes it",
         )
     })?;
@@ -228,7 +228,9 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
     for (tensor, file) in &index.weight_map {
         match at.get(tensor.as_str()) {
             _ if !is_file_name(file) => problems.push(format!(
-                "`{tensor}` goes in {file}, which is not a file name"
+                "`{}` goes in {}, which is not a file name",
+                crate::messages::name(tensor),
+                crate::messages::name(file)
             )),
             Some(&t) if !mapped[t] => {
                 mapped[t] = true;
@@ -237,17 +239,26 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
                     None => files.push((file.clone(), vec![t])),
                 }
             }
-            Some(_) => problems.push(format!("`{tensor}` is listed twice")),
-            None => problems.push(format!("`{tensor}` is not a tensor of the output")),
+            Some(_) => problems.push(format!(
+                "`{}` is listed twice",
+                crate::messages::name(tensor)
+            )),
+            None => problems.push(format!(
+                "`{}` is not a tensor of the output",
+                crate::messages::name(tensor)
+            )),
         }
     }
     let unmapped = names.iter().zip(&mapped).filter(|(_, m)| !**m);
-    problems.extend(unmapped.map(|(n, _)| format!("`{n}` is a tensor the index does not map")));
+    problems.extend(unmapped.map(|(n, _)| {
+        let n = crate::messages::name(n);
+        format!("`{n}` is a tensor the index does not map")
+    }));
     if !problems.is_empty() {
         return Err(Error::Refused(vec![Refusal {
             headline: format!(
                 "--names-from {} does not assign the output's tensors to files:",
-                path.display()
+                crate::messages::path(path)
             ),
             details: crate::error::capped(problems, 20),
             hint: Some(

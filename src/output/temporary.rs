@@ -426,8 +426,8 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
 /// Installs the handlers of the signals that end a run, before any work starts (the run's
 /// flow calls it first; every temporary file's creation makes sure of it too). SIGINT,
 /// SIGTERM or SIGHUP cuts every file being grown in place back to its old length, removes
-/// every temporary file and ends the process with 128 + the signal's number (130 for
-/// Ctrl-C, 143 for SIGTERM), as a shell reports a process killed by it. Drop handlers do
+/// every temporary file and ends the process by the same signal, with its default action
+/// (a shell reports it as 128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM). Drop handlers do
 /// not run when a signal kills a process, so without this a Ctrl-C would leave the
 /// temporary files behind. A commit in progress is let finish (or roll back) first.
 /// SIGXFSZ (a write past `ulimit -f`) no longer kills the process: the write fails with
@@ -461,6 +461,11 @@ pub fn handle_signals() {
                     if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
                         hook();
                     }
+                    // Die by the signal rather than exit with 128 + its number: a shell
+                    // stops a `for` loop at Ctrl-C only when the command was killed by
+                    // SIGINT (fd's `src/exit_codes.rs`). The handler goes back to the
+                    // default and the signal is raised again; the exit is a fallback.
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
                     std::process::exit(128 + signal);
                 }
             });

@@ -590,7 +590,7 @@ mod tests {
         let order = job
             .sources
             .iter()
-            .map(|t| t.name.path.display().to_string());
+            .map(|t| crate::messages::path(&t.name.path));
         let grid = job.placement.unwrap().grid;
         Ok((job.plan, grid, order.collect()))
     }

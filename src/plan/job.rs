@@ -570,7 +570,14 @@ fn replicated_refusal(
     let globs = rules::suggest_globs(&targets, names);
     let keeps: Vec<String> = globs
         .iter()
-        .map(|(glob, _)| format!("--keep {}", shell_quote(&excerpt(glob))))
+        // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
+        // terminal); a long one is cut, and shown quoted.
+        .map(
+            |(glob, _)| match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+                None => format!("--keep {}", shell_quote(glob)),
+                Some(_) => format!("--keep {}", shell_quote(&excerpt(glob))),
+            },
+        )
         .collect();
     let keeps = capped(keeps, SHOWN).join(" ");
     Refusal {
@@ -606,11 +613,20 @@ fn about(name: Option<&str>, error: Error) -> Vec<Refusal> {
                 r
             })
             .collect(),
-        other => vec![Refusal {
-            headline: other.to_string(),
-            details: Vec::new(),
-            hint: None,
-        }],
+        // A refusal's parts are one line each (its Display quotes them): the error's own
+        // hint, after its message, becomes the refusal's.
+        other => {
+            let text = other.to_string();
+            let (headline, hint) = match text.split_once("\nhint: ") {
+                Some((headline, hint)) => (headline.to_string(), Some(hint.to_string())),
+                None => (text, None),
+            };
+            vec![Refusal {
+                headline,
+                details: Vec::new(),
+                hint,
+            }]
+        }
     }
 }
 
@@ -772,7 +788,7 @@ fn only_tensor(input: &Input) -> Result<&Tensor> {
                 format!(
                     "pick one as {}:NAME, or write a .safetensors or .npz output (with only \
                      multi-tensor inputs) to join every tensor with its namesakes",
-                    input.name.path.display()
+                    crate::messages::path(&input.name.path)
                 ),
             ))
         }

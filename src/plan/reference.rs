@@ -65,7 +65,10 @@ impl Reference {
             .map_err(|e| Error::io("read the --like reference", path, e))?;
         let parsed = index::parse(&text).map_err(|why| {
             Error::refused(
-                format!("--like {} is not a valid index: {why}", path.display()),
+                format!(
+                    "--like {} is not a valid index: {why}",
+                    crate::messages::path(path)
+                ),
                 "name the model.safetensors.index.json of the checkpoint the output should match",
             )
         })?;
@@ -123,7 +126,7 @@ impl Reference {
             .iter()
             .map(|(name, shape)| (name.as_str(), shape.as_slice()))
             .collect();
-        let name = self.path.display();
+        let name = crate::messages::path(&self.path);
         let mut refusals = Vec::new();
         let mut wrong = Vec::new();
         let mut fixes: Vec<(Fix, &str)> = Vec::new();
@@ -283,7 +286,7 @@ fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
 /// The tensors a `--like` safetensors file declares: its header only. `index` is the `--like`
 /// index that lists it, if one does, for the messages.
 fn read_header(path: &Path, index: Option<&Path>) -> Result<crate::format::Contents> {
-    let name = path.display();
+    let name = crate::messages::path(path);
     // Opened without waiting: a FIFO (named, or listed by a --like index) is refused, not
     // waited on; the header is read in place, which a pipe cannot give.
     let (file, metadata) = source::open_regular(path).map_err(|e| {

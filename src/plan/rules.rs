@@ -3,6 +3,7 @@
 //! tensor names they use, which rule decides each tensor (the first that matches), the rules
 //! that match no tensor, and the globs tjoin suggests when it asks for a rule.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,12 @@ impl fmt::Display for Rule {
                 )
             }
             Origin::File { path, line } => {
-                write!(f, "{}:{line}: {} = {value}", path.display(), self.glob)
+                let glob = crate::messages::quote(&self.glob);
+                write!(
+                    f,
+                    "{}:{line}: {glob} = {value}",
+                    crate::messages::path(path)
+                )
             }
         }
     }
@@ -156,7 +162,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
                     problems.push(format!(
                         "{}:{line}: `{glob}` already has a rule on line {first}, which wins \
                          (the first match does); remove one of them",
-                        path.display()
+                        crate::messages::path(path)
                     ));
                     continue;
                 }
@@ -166,7 +172,9 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
                     origin,
                 });
             }
-            Err(problem) => problems.push(format!("{}:{line}: {problem}", path.display())),
+            Err(problem) => {
+                problems.push(format!("{}:{line}: {problem}", crate::messages::path(path)))
+            }
         }
     }
     if problems.is_empty() {
@@ -176,7 +184,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     Err(Error::Refused(vec![Refusal {
         headline: format!(
             "the rules file {} has {count} line{} that {} not a rule",
-            path.display(),
+            crate::messages::path(path),
             plural(count),
             if count == 1 { "is" } else { "are" }
         ),
@@ -254,7 +262,10 @@ pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
                 (distance, name.len(), **name)
             });
             match closest {
-                Some(name) => format!("{rule} matches no tensor (the closest name is `{name}`)"),
+                Some(name) => {
+                    let name = crate::messages::name(name);
+                    format!("{rule} matches no tensor (the closest name is `{name}`)")
+                }
                 None => format!("{rule} matches no tensor: the inputs hold none"),
             }
         })
@@ -393,7 +404,8 @@ fn candidates(name: &str) -> Vec<String> {
     globs
 }
 
-/// `text` quoted for a POSIX shell: in single quotes, unless it needs none.
+/// `text` quoted for a POSIX shell: in single quotes, unless it needs none; in `$'...'` with
+/// escapes when it holds characters that act on a terminal.
 pub fn shell_quote(text: &str) -> String {
     let plain = !text.is_empty()
         && text
@@ -401,8 +413,36 @@ pub fn shell_quote(text: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c));
     if plain {
         text.to_string()
-    } else {
+    } else if matches!(crate::messages::quote(text), Cow::Borrowed(_)) {
         format!("'{}'", text.replace('\'', r"'\''"))
+    } else {
+        // Characters that act on a terminal, in bash's and zsh's `$'...'`, which escapes them
+        // as `ls` does: shown inert, and still the same text when pasted into a shell.
+        let mut quoted = String::from("$'");
+        for c in text.chars() {
+            match c {
+                '\\' | '\'' => {
+                    quoted.push('\\');
+                    quoted.push(c);
+                }
+                '\n' => quoted.push_str("\\n"),
+                '\r' => quoted.push_str("\\r"),
+                '\t' => quoted.push_str("\\t"),
+                c if matches!(
+                    crate::messages::quote(c.encode_utf8(&mut [0; 4])),
+                    Cow::Owned(_)
+                ) =>
+                {
+                    match u32::from(c) {
+                        code @ 0..0x80 => quoted.push_str(&format!("\\x{code:02x}")),
+                        code => quoted.push_str(&format!("\\u{code:04x}")),
+                    }
+                }
+                c => quoted.push(c),
+            }
+        }
+        quoted.push('\'');
+        quoted
     }
 }
 
@@ -627,5 +667,9 @@ mod tests {
         assert_eq!(shell_quote("position_ids"), "position_ids");
         assert_eq!(shell_quote("*norm*"), "'*norm*'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(
+            shell_quote("a\x1b[2J\nhint: it's\\\u{202e}"),
+            r"$'a\x1b[2J\nhint: it\'s\\\u202e'"
+        );
     }
 }

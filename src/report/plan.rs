@@ -9,6 +9,7 @@ use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
+use crate::messages::quote;
 use crate::shards::ShardPlan;
 use crate::spec::Spec;
 
@@ -101,7 +102,7 @@ pub fn dry_run(
         text.push_str(&blocks_text(job));
     }
     let (path, format) = match output {
-        Some((path, format)) => (path.display().to_string(), format.name()),
+        Some((path, format)) => (crate::messages::path(path), format.name()),
         None => ("(no output named)".to_string(), "-"),
     };
     let what = match job {
@@ -120,7 +121,7 @@ pub fn dry_run(
         .collect();
     match &plans[..] {
         [] => {}
-        [only] if single => text.push_str(&format!("directml: {}\n", only[1])),
+        [only] if single => text.push_str(&format!("directml: {}\n", quote(&only[1]))),
         _ => text.push_str(&format!("directml:\n{}", table(&plans))),
     }
     text
@@ -141,7 +142,7 @@ fn blocks_text(job: &[TensorJob]) -> String {
         };
         text.push_str(&format!(
             "  {}  {}\n",
-            t.out.name,
+            quote(&t.out.name),
             placement.grid.describe()
         ));
         let rows: Vec<Vec<String>> = t
@@ -198,7 +199,7 @@ fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
     let mut text = format!(
         "shards: {} in {} (at most {} each, unless one tensor alone is larger){}\n",
         shards.files.len(),
-        shards.folder.display(),
+        crate::messages::path(&shards.folder),
         bytes(shards.max_shard_size),
         if shards.creates_folder {
             ", a folder to create"
@@ -209,7 +210,7 @@ fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
     for file in &shards.files {
         text.push_str(&format!(
             "  {}  {}  {}\n",
-            file.name,
+            quote(&file.name),
             tensors(file.tensors.len()),
             bytes(file.bytes)
         ));
@@ -229,6 +230,7 @@ fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
         text.push_str(&table(&rows));
     }
     if let Some(index) = &shards.index {
+        let index = quote(index);
         text.push_str(&format!("  {index}  the index, placed last\n"));
     }
     for path in &shards.removes {
@@ -406,7 +408,7 @@ fn total_bytes(job: &[TensorJob]) -> u64 {
 fn axis(tensor: &TensorJob, rules: &JoinRules) -> String {
     let axis = tensor.plan.axis;
     match (tensor.rule, rules.axis) {
-        (Some(at), _) => format!("{axis} (by {})", rules.tensor_rules[at]),
+        (Some(at), _) => format!("{axis} (by {})", quote(&rules.tensor_rules[at].to_string())),
         (None, Some(given)) if given != axis as i64 => format!("{axis} (given as {given})"),
         (None, None) => format!("{axis} (the default)"),
         _ => axis.to_string(),
@@ -431,8 +433,13 @@ fn tensors(count: usize) -> String {
     format!("{count} tensor{}", if count == 1 { "" } else { "s" })
 }
 
-/// Rows of cells as lines with columns aligned, indented by two spaces.
+/// Rows of cells as lines with columns aligned, indented by two spaces. Every cell is quoted
+/// ([`crate::messages::quote`]): tensor, file and rule names come from the inputs.
 fn table(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| quote(cell).into_owned()).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -444,7 +451,7 @@ fn table(rows: &[Vec<String>]) -> String {
         })
         .collect();
     let mut text = String::new();
-    for row in rows {
+    for row in &rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)

@@ -64,7 +64,7 @@ impl Progress {
         if !self.bar.is_hidden() {
             let (_, width) = console::Term::stderr().size();
             let (bytes, took) = (self.bar.position(), self.took.get());
-            eprintln!("{}", summary(&self.label, bytes, took, usize::from(width)));
+            crate::messages::eprintln(summary(&self.label, bytes, took, usize::from(width)));
         }
     }
 }
@@ -106,11 +106,8 @@ pub fn start(total: u64, when: When, output: &Path) -> Progress {
     let label = if output == Path::new("-") {
         "standard output".to_string()
     } else {
-        output
-            .file_name()
-            .unwrap_or(output.as_os_str())
-            .to_string_lossy()
-            .into_owned()
+        // The bar draws it as it is: quoted here.
+        crate::messages::path(Path::new(output.file_name().unwrap_or(output.as_os_str())))
     };
     let bar = bar(total, when, &label);
     if !bar.is_hidden() {
@@ -118,7 +115,7 @@ pub fn start(total: u64, when: When, output: &Path) -> Progress {
         let (shown, said) = (bar.clone(), interrupted(&label, usize::from(width)));
         on_signal(Some(Box::new(move || {
             shown.finish_and_clear();
-            eprintln!("{said}");
+            crate::messages::eprintln(&said);
         })));
     }
     Progress {

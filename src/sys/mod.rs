@@ -437,21 +437,27 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
 
 /// Whether this process's real user may write to the existing file at `path`, as `access(2)`
 /// answers it and as `cp` finds out when it opens the file: the mode's write bits (root
-/// passes them) and a read-only file system.
+/// passes them) and a read-only file system. The error says which: EACCES or EROFS.
 #[cfg(unix)]
-pub fn may_write(path: &std::path::Path) -> bool {
+pub fn may_write(path: &std::path::Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return true;
+        return Ok(());
     };
     // SAFETY: access reads the NUL-terminated string, which lives for the call.
-    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+    match unsafe { libc::access(path.as_ptr(), libc::W_OK) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
 }
 
 /// Elsewhere, whether the file lacks the read-only attribute.
 #[cfg(not(unix))]
-pub fn may_write(path: &std::path::Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.permissions().readonly())
+pub fn may_write(path: &std::path::Path) -> io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.permissions().readonly() => Err(io::ErrorKind::PermissionDenied.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Gives `file`, an unnamed file (`O_TMPFILE`), the name `path`; fails with `AlreadyExists`
@@ -1192,6 +1198,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_macros)] // its note of a skip is the test's, not tjoin's
     fn a_probe_leaves_the_page_cache_as_it_found_it() {
         use std::os::fd::AsRawFd;
         // Inside the project rather than /tmp, which may be a tmpfs: its pages never leave.

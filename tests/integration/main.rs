@@ -1,4 +1,5 @@
 //! The one integration test binary: runs the built `tjoin` on real files, one module per topic.
+#![allow(clippy::disallowed_macros)] // tests print their own notes; only tjoin goes through its gate
 
 mod append;
 #[cfg(unix)]
@@ -31,5 +32,6 @@ mod reliability;
 mod sharded;
 mod spec;
 mod splitmix;
+mod terminal;
 mod usability;
 mod util;

@@ -10,7 +10,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_mentions, dir_entries, npy_header, read_npy, refused, tjoin, write_npy, writing_into,
+    assert_mentions, dir_entries, killed_by, npy_header, read_npy, refused, tjoin, write_npy,
+    writing_into,
 };
 
 fn bin() -> PathBuf {
@@ -86,13 +87,13 @@ fn signal_and_wait(child: Child, signal: &str) -> std::process::Output {
 }
 
 #[test]
-fn a_signal_removes_the_partial_output_and_exits_128_plus_its_number() {
-    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+fn a_signal_removes_the_partial_output_and_kills_by_that_signal() {
+    for (signal, number) in [("INT", libc::SIGINT), ("TERM", libc::SIGTERM)] {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("out.npy"), "precious").unwrap();
         let child = slow_join_under_way(dir.path(), 4096, 65536);
         let output = signal_and_wait(child, signal);
-        assert_eq!(output.status.code(), Some(code), "SIG{signal}");
+        assert_eq!(killed_by(output.status), Some(number), "SIG{signal}");
         assert_eq!(
             dir_entries(dir.path()),
             ["a.npy", "b.npy", "out.npy"],
@@ -117,7 +118,7 @@ fn a_signal_clears_the_progress_bar_and_says_nothing_was_written() {
     sleep(Duration::from_millis(600));
     let output = signal_and_wait(child, "INT");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(killed_by(output.status), Some(libc::SIGINT), "{stderr}");
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy"]);
     assert!(
         stderr.contains("out.npy "),
@@ -240,6 +241,50 @@ fn a_full_filesystem_leaves_nothing_behind() {
         "{stderr}"
     );
     assert!(entries.is_empty(), "left behind: {entries:?}");
+}
+
+/// Replacing a file on a file system mounted read-only is refused as such: a hint to chmod
+/// the file could not help.
+#[test]
+fn a_target_on_a_read_only_file_system_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let frozen = dir.path().join("frozen");
+    fs::create_dir(&frozen).unwrap();
+    let mount = |options: &str| {
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(&frozen)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount("size=64k") {
+        eprintln!("skipped: this machine does not let the test mount a small tmpfs");
+        return;
+    }
+    fs::write(frozen.join("out.npy"), "precious").unwrap();
+    let frozen_now = mount("remount,ro,size=64k");
+    write_npy(&dir.path().join("a.npy"), "<f4", &[2, 2], false, &[0; 16]);
+    let output = tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "a.npy", "a.npy", "-o", "frozen/out.npy"])
+        .output()
+        .unwrap();
+    let kept = fs::read(frozen.join("out.npy")).unwrap();
+    let _ = Command::new("umount").arg(&frozen).status();
+    assert!(frozen_now, "the tmpfs could not be made read-only");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_mentions(
+        &stderr,
+        &[
+            "frozen/out.npy",
+            "file system mounted read-only",
+            "another file system",
+        ],
+    );
+    assert!(!stderr.contains("chmod"), "{stderr}");
+    assert_eq!(kept, b"precious");
 }
 
 #[test]
@@ -508,11 +553,11 @@ fn unusable_paths_among_many_inputs_are_reported_first_come_first_served() {
 }
 
 /// The handlers are in place before any work: a Ctrl-C while a large JSON input is still
-/// being converted (into a spill file in TMPDIR, here the test's folder) ends the run with
-/// 130 and leaves nothing.
+/// being converted (into a spill file in TMPDIR, here the test's folder) kills the run by
+/// SIGINT (a shell shows 130) and leaves nothing.
 #[cfg(target_os = "linux")]
 #[test]
-fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
+fn sigint_during_a_json_conversion_kills_by_sigint_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut json = String::with_capacity(48 << 20);
     json.push('[');
@@ -538,8 +583,43 @@ fn sigint_during_a_json_conversion_exits_130_and_leaves_nothing() {
     }
     let output = signal_and_wait(child, "INT");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(killed_by(output.status), Some(libc::SIGINT), "{stderr}");
     assert_eq!(dir_entries(dir.path()), ["big.json"]);
+}
+
+/// A Ctrl-C while standard input is still being read (its writer holds it open) kills the
+/// run by SIGINT, so that a shell `for` loop around tjoin stops too, and leaves no spill file
+/// and no output.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigint_while_standard_input_is_held_open_kills_by_sigint_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("b.npy"), "<f4", &[1, 4], false, &[0; 16]);
+    let mut child = Command::new(bin())
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .args(["-a", "0", "-", "b.npy", "-o", "out.npy"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let header = npy_header("<f4", &[1 << 20, 4], false);
+    stdin.write_all(&header).unwrap();
+    stdin.write_all(&[0; 4096]).unwrap();
+    let start = Instant::now();
+    while !writing_into(child.id(), dir.path()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "standard input was never spilled"
+        );
+        sleep(Duration::from_millis(1));
+    }
+    let output = signal_and_wait(child, "INT");
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(killed_by(output.status), Some(libc::SIGINT), "{stderr}");
+    assert_eq!(dir_entries(dir.path()), ["b.npy"]);
 }
 
 /// What tjoin keeps per input grows its peak memory linearly with their number: a join of

@@ -147,6 +147,20 @@ pub fn writing_into(pid: u32, dir: &Path) -> bool {
         .any(|name| name.starts_with('#') || name.ends_with(".tjoin-partial"))
 }
 
+/// The signal that killed a process (`None`: it exited, or this is not Unix). A run ended by
+/// SIGINT must die by it, not exit 130, for a shell loop around it to stop.
+pub fn killed_by(status: std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        std::os::unix::process::ExitStatusExt::signal(&status)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
 /// Both parsed headers and the first differing data byte, or the first differing file byte
 /// when a file does not parse.
 pub fn describe_difference(expected: &[u8], actual: &[u8]) -> String {
