@@ -452,7 +452,7 @@ impl<'r> Cursors<'r> {
             released: vec![0; regions.len()],
             scattered: vec![false; regions.len()],
             pending: 0,
-            checks: inputs.iter().map(|t| stored_crc(t)).collect(),
+            checks: inputs.iter().map(|t| t.crc_check()).collect(),
         }
     }
 
@@ -517,13 +517,6 @@ impl<'r> Cursors<'r> {
     }
 }
 
-/// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
-/// the name its failure gives.
-fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = tensor.stored_crc.as_deref()?.clone();
-    Some((tensor.name.clone(), check))
-}
-
 /// The output and the buffer that packs small runs.
 struct Packer<'a> {
     out: Out<'a>,
@@ -567,7 +560,7 @@ impl<'a> Packer<'a> {
             return cursors.verify();
         }
         let file = input.file.open(&input.name)?;
-        let check = stored_crc(input);
+        let check = input.crc_check();
         let offset = p.data_offset + skip;
         if len <= SMALL_INPUT {
             return self.read_input(input, &file, p, (offset, len), check);
@@ -1018,125 +1011,6 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
     offset
 }
 
-/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing byte.
-/// Reads both tensors' data front to back in blocks and stops at the first block that
-/// differs: the pieces of a split tensor differ in their first bytes and cost one small
-/// read each, and only tensors that are identical are read whole (`--keep`, and the
-/// replicated tensors a whole-file join refuses). `b`, which is only read here (`a` is
-/// copied, and checked then), has its stored .npz member's CRC-32 checked when read whole.
-pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
-    let (x, y) = (&a.info, &b.info);
-    if x.dtype != y.dtype || x.swaps != y.swaps {
-        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
-    }
-    if x.shape != y.shape || x.layout != y.layout {
-        return Ok(Some(format!(
-            "shape {} instead of {}",
-            y.shape_text(),
-            x.shape_text()
-        )));
-    }
-    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
-    // The first block is small, so that tensors differing early cost little, and read
-    // without the kernel's readahead, leaving the page cache as it was for the copy, which
-    // reads these files next (`source::read_leaving_cache`), for tensors of `CLEAN_FROM`
-    // bytes or more; blocks then double up to 4 MiB.
-    const FIRST: u64 = 4 << 10;
-    const LARGEST: u64 = 4 << 20;
-    // Below this size a tensor's first block shares its pages with its neighbours, which
-    // the copy reads next: dropping them would cost a second read (20,000 tensors of 256
-    // bytes, cold: 270 ms against 245), and checking the cache 0.6 µs a probe.
-    const CLEAN_FROM: u64 = 1 << 20;
-    let (mut ba, mut bb) = (Vec::new(), Vec::new());
-    let (mut done, mut block) = (0, FIRST);
-    let mut check = stored_crc(b);
-    while done < x.data_len {
-        let n = block.min(x.data_len - done) as usize;
-        ba.resize(n, 0);
-        bb.resize(n, 0);
-        let read = match done {
-            0 if x.data_len >= CLEAN_FROM => source::read_leaving_cache,
-            _ => source::read_exact_at,
-        };
-        read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
-        read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
-        if ba != bb {
-            let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
-            let byte = done + at as u64;
-            return Ok(Some(format!(
-                "its data differs from byte {byte} (element {})",
-                byte * 8 / x.dtype.bits().max(1)
-            )));
-        }
-        if let Some((_, check)) = &mut check {
-            check.hasher.update(&bb);
-        }
-        done += n as u64;
-        block = (block * 2).min(LARGEST);
-    }
-    if let Some((name, check)) = check {
-        check.verify(&name)?;
-    }
-    Ok(None)
-}
-
-/// A sink that stores elements in a byte order of their own: the engine writes little-endian
-/// elements, and this reverses `swaps` in each before passing it on (`--append` to a
-/// big-endian file keeps the file's order). Elements may arrive split across writes; kernel
-/// copies are declined, so that every byte passes through here.
-pub struct Reordered<'a> {
-    out: &'a mut dyn Sink,
-    itemsize: usize,
-    swaps: Swaps,
-    /// Bytes not yet passed on: at most one buffer's worth, then less than an element.
-    pending: Vec<u8>,
-}
-
-impl<'a> Reordered<'a> {
-    /// Reverses `swaps` in each element of `dtype` written to `out`.
-    pub fn new(out: &'a mut dyn Sink, dtype: &DType, swaps: Swaps) -> Reordered<'a> {
-        Reordered {
-            out,
-            itemsize: (dtype.itemsize() as usize).max(1),
-            swaps,
-            pending: Vec::with_capacity(BUFFER),
-        }
-    }
-
-    /// Fails if the bytes written did not end with a whole element.
-    pub fn finish(self) -> std::io::Result<()> {
-        if self.pending.is_empty() {
-            Ok(())
-        } else {
-            let why = format!("{} bytes of a last element are missing", self.itemsize);
-            Err(std::io::Error::other(why))
-        }
-    }
-}
-
-impl Sink for Reordered<'_> {
-    fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
-        while !bytes.is_empty() {
-            let take = (BUFFER - self.pending.len().min(BUFFER))
-                .max(1)
-                .min(bytes.len());
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            let whole = self.pending.len() / self.itemsize * self.itemsize;
-            if whole > 0 {
-                swap_in_place(&mut self.pending[..whole], self.itemsize, &self.swaps);
-                self.out.write_all(&self.pending[..whole])?;
-                self.pending.drain(..whole);
-            }
-        }
-        Ok(())
-    }
-
-    fn name(&self) -> &std::path::Path {
-        self.out.name()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1542,30 +1416,6 @@ mod tests {
         let fixed = stored_npz(d, "bad.npz", &[4, 131_072], &c, 0, false);
         let joined = join(&[tiny, fixed], 1, None, false, 0).unwrap();
         assert!(joined == side_by_side(&e, 12, &c, 4 * 131_072));
-    }
-
-    #[test]
-    fn reordering_reverses_whole_elements_across_writes() {
-        struct Collect(Vec<u8>);
-        impl Sink for Collect {
-            fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-                self.0.extend_from_slice(bytes);
-                Ok(())
-            }
-            fn name(&self) -> &std::path::Path {
-                std::path::Path::new("collected")
-            }
-        }
-        let mut out = Collect(Vec::new());
-        let mut sink = Reordered::new(&mut out, &DType::Float32, Swaps::Uniform(4));
-        for piece in [&[1u8, 2, 3][..], &[4, 5], &[6, 7, 8, 9, 10, 11, 12]] {
-            sink.write_all(piece).unwrap();
-        }
-        sink.finish().unwrap();
-        assert_eq!(out.0, [4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9]);
-        let mut sink = Reordered::new(&mut out, &DType::Float32, Swaps::Uniform(4));
-        sink.write_all(&[1, 2]).unwrap();
-        assert!(sink.finish().is_err());
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod blocks;
 pub mod cast;
 pub mod cli;
+pub(crate) mod compare;
 pub mod config;
 pub mod copy;
 pub mod dtype;

@@ -38,6 +38,44 @@ pub struct JoinPlan {
     pub bytes: u64,
 }
 
+/// Where the blocks of a tensor made from blocks go (`src/blocks.rs`): the job's sources,
+/// in the order of their cells (row-major over the cut axes), and the grid they make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Where each source starts in the full tensor.
+    pub offsets: Vec<Vec<u64>>,
+    /// The grid the blocks make.
+    pub grid: Grid,
+}
+
+/// A block grid: the axes it is cut on and the segments along each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
+    /// The cut axes, in increasing order.
+    pub axes: Vec<usize>,
+    /// The lengths of the segments along each cut axis.
+    pub segments: Vec<Vec<u64>>,
+}
+
+impl Grid {
+    /// Whether the engine walks it: cut on several axes. On one axis the job's plan is an
+    /// ordinary join, on none a copy.
+    pub fn walked(&self) -> bool {
+        self.axes.len() > 1
+    }
+
+    /// `2 x 3 on axes 0, 1`, `2 on axis 0`, or `whole`.
+    pub fn describe(&self) -> String {
+        let counts: Vec<String> = self.segments.iter().map(|s| s.len().to_string()).collect();
+        let axes: Vec<String> = self.axes.iter().map(usize::to_string).collect();
+        match self.axes.len() {
+            0 => "whole".to_string(),
+            1 => format!("{} on axis {}", counts[0], axes[0]),
+            _ => format!("{} on axes {}", counts.join(" x "), axes.join(", ")),
+        }
+    }
+}
+
 /// A source of a join: the elements of an input tensor from `range.start` to `range.end`
 /// along the join axis.
 #[derive(Debug, Clone)]

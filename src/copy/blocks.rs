@@ -1,15 +1,14 @@
-//! Writes a block grid cut on several axes (`src/blocks.rs`): a join of joins, walked in the
+//! Writes a block grid cut on several axes (planned in `src/blocks.rs`): a join of joins, walked in the
 //! output's C order. For each round before the first cut axis, each of its segments in turn
 //! repeats, once per row it spans, the same walk over the next cut axis; at the last cut axis
 //! each block of the current grid row gives its next run. Every block is read front to back
 //! (one cursor each) and the output is written front to back, through the engine's buffer and
 //! page releases, so memory stays bounded whatever the tensor's size.
 
-use crate::blocks::Grid;
 use crate::error::Result;
 use crate::input::Tensor;
 use crate::output::Sink;
-use crate::plan::JoinPlan;
+use crate::plan::{Grid, JoinPlan};
 use crate::source::Region;
 
 use super::{Cursors, Out, Packer, map};
