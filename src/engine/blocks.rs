@@ -5,11 +5,10 @@
 //! (one cursor each) and the output is written front to back, through the engine's buffer and
 //! page releases, so memory stays bounded whatever the tensor's size.
 
-use crate::blocks::Grid;
 use crate::error::Result;
 use crate::input::Tensor;
 use crate::output::Sink;
-use crate::plan::JoinPlan;
+use crate::plan::{Grid, JoinPlan};
 use crate::source::Region;
 
 use super::{Cursors, Out, Packer, map};

@@ -169,7 +169,7 @@ impl EarlyCopy {
             && (0..taken).all(|i| {
                 let p = &plan.inputs[i];
                 std::ptr::eq(tensor.sources[i], &inputs[i].tensors[0])
-                    && p.gather.is_none()
+                    && p.runs.is_none()
                     && p.swaps.is_none()
                     && p.dtype == plan.dtype
             });

@@ -34,6 +34,8 @@ use std::fs::File;
 pub mod blocks;
 pub mod early;
 mod gather;
+#[cfg(test)]
+mod slice_tests;
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -127,13 +129,13 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
 /// Whether an input's runs are copied as they are, straight from the file, rather than
 /// through the buffer.
 fn direct(p: &InputPlan, dtype: &DType) -> bool {
-    p.run_bytes >= DIRECT_RUN && p.gather.is_none() && p.swaps.is_none() && &p.dtype == dtype
+    p.run_bytes >= DIRECT_RUN && p.gather().is_none() && p.swaps.is_none() && &p.dtype == dtype
 }
 
 /// Whether an input's bytes change on their way to the output (cast, byte-swapped or
 /// gathered into another layout): work for a core, done in the buffer.
 fn changes(p: &InputPlan, dtype: &DType) -> bool {
-    p.gather.is_some() || !p.swaps.is_none() || &p.dtype != dtype
+    p.gather().is_some() || !p.swaps.is_none() || &p.dtype != dtype
 }
 
 /// Whether a job that packs (`packs`: some input goes through the buffer) does it on a
@@ -391,7 +393,7 @@ fn execute_in_groups(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) ->
             run_bytes,
             dtype: plan.dtype.clone(),
             swaps: Swaps::None,
-            gather: None,
+            runs: None,
         });
     }
     let joined = JoinPlan {
@@ -424,12 +426,15 @@ fn packable(plan: &JoinPlan) -> bool {
         && plan
             .inputs
             .iter()
-            .all(|p| p.gather.is_none() && p.swaps.is_none() && p.dtype == plan.dtype)
+            .all(|p| p.gather().is_none() && p.swaps.is_none() && p.dtype == plan.dtype)
 }
 
 /// How far the engine has read each input, and where it last released each one's pages.
+/// A source that is a slice reads its runs with gaps between them (`skip_to`); a gathered
+/// one counts its bytes as if read in order.
 struct Cursors<'r> {
     regions: &'r [Region],
+    /// Where each input's cursor is in its data.
     read: Vec<u64>,
     released: Vec<u64>,
     /// Whether an input is read out of order (gathered), so that all of it is released.
@@ -448,7 +453,7 @@ impl<'r> Cursors<'r> {
             released: vec![0; regions.len()],
             scattered: vec![false; regions.len()],
             pending: 0,
-            checks: inputs.iter().map(|t| stored_crc(t)).collect(),
+            checks: inputs.iter().map(|t| t.crc_check()).collect(),
         }
     }
 
@@ -478,24 +483,39 @@ impl<'r> Cursors<'r> {
         self.pending = 0;
     }
 
-    /// Fails if an input read to its end fails its CRC-32 check.
+    /// Moves input `index`'s cursor forward to byte `at` of its data, where a slice's next
+    /// run starts. The bytes passed over go through its CRC-32 check, if it has one; else
+    /// they are not read at all.
+    fn skip_to(&mut self, index: usize, at: u64) {
+        if self.checks[index].is_some() {
+            self.pass_over(index, at);
+        } else {
+            self.read[index] = self.read[index].max(at);
+        }
+    }
+
+    /// Advances input `index`'s cursor to `at` a budget's worth at a time, so that the
+    /// pages read for its CRC-32 check are released as it goes.
+    fn pass_over(&mut self, index: usize, at: u64) {
+        while self.read[index] < at {
+            let len = (at - self.read[index]).min(RELEASE_BUDGET);
+            self.advance(index, len);
+        }
+    }
+
+    /// Fails if an input fails its CRC-32 check, once the bytes after its cursor (the end
+    /// of its tensor that a slice leaves out) have gone through it too.
     fn verify(&mut self) -> Result<()> {
-        for (index, check) in self.checks.iter_mut().enumerate() {
-            if self.read[index] == self.regions[index].bytes().len() as u64
-                && let Some((name, check)) = check.take()
-            {
+        for index in 0..self.checks.len() {
+            if self.checks[index].is_some() {
+                self.pass_over(index, self.regions[index].bytes().len() as u64);
+            }
+            if let Some((name, check)) = self.checks[index].take() {
                 check.verify(&name)?;
             }
         }
         Ok(())
     }
-}
-
-/// The CRC-32 check to finish over the data of `tensor`, if it is a stored .npz member, with
-/// the name its failure gives.
-fn stored_crc(tensor: &Tensor) -> Option<(InputRef, StoredCrc)> {
-    let check = tensor.stored_crc.as_deref()?.clone();
-    Some((tensor.name.clone(), check))
 }
 
 /// The output and the buffer that packs small runs.
@@ -523,29 +543,33 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Copies all of one input: small ones by reads, large ones in the kernel when nothing
-    /// needs changing and their offsets allow it, else by reads up to `READ_INPUT` and from
-    /// a map beyond.
+    /// Copies all of one source in a plan of one round (all of its tensor's data, or its
+    /// slice's one run): small ones by reads, large ones in the kernel when nothing needs
+    /// changing and their offsets allow it, else by reads up to `READ_INPUT` and from a map
+    /// beyond.
     fn whole_input(&mut self, input: &Tensor, p: &InputPlan) -> Result<()> {
-        if p.data_len == 0 {
+        let (skip, len) = p.one_round();
+        if len == 0 {
             return Ok(());
         }
-        if changes(p, &self.dtype) {
+        // A slice of a stored .npz member goes through the cursors, which check the CRC-32
+        // of all of the member's data, also the bytes the slice leaves out.
+        if changes(p, &self.dtype) || (p.sliced() && input.stored_crc.is_some()) {
             let region = map(input, p)?;
             let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
             self.run(input, p, &region, None, 0, 0, &mut cursors)?;
             return cursors.verify();
         }
         let file = input.file.open(&input.name)?;
-        let check = stored_crc(input);
-        if p.data_len <= SMALL_INPUT {
-            return self.read_input(input, &file, p, check);
+        let check = input.crc_check();
+        let offset = p.data_offset + skip;
+        if len <= SMALL_INPUT {
+            return self.read_input(input, &file, p, (offset, len), check);
         }
         // Readahead advice only for inputs past a single read: given to every one, a
         // whole-file join of 20,000 tiny tensors per input made 40,000 calls for nothing
         // (231 ms against 245 without them).
         source::advise_sequential(&file);
-        let (offset, len) = (p.data_offset, p.data_len);
         if check.is_some() {
             // A kernel copy never shows the bytes a CRC-32 check must see: a stored .npz
             // member is written from its map, through the check.
@@ -560,7 +584,7 @@ impl<'a> Packer<'a> {
         }
         let copied = self.copy_in_kernel(&input.name, &file, offset, len)?;
         if copied == 0 && len <= READ_INPUT {
-            return self.read_input(input, &file, p, None);
+            return self.read_input(input, &file, p, (offset, len), None);
         }
         match &mut self.out {
             Out::Here(out) => {
@@ -570,23 +594,26 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Copies all of a small input through the buffer with positional reads, as `cat` does,
-    /// checking its CRC-32 if it is a stored .npz member.
+    /// Copies the `len` bytes of a small input's file from `offset` (all of its data, or
+    /// the one run of a slice) through the buffer with positional reads, as `cat` does,
+    /// checking its CRC-32 if it is a stored .npz member read whole.
     fn read_input(
         &mut self,
         input: &Tensor,
         file: &File,
         p: &InputPlan,
+        (offset, len): (u64, u64),
         mut check: Option<(InputRef, StoredCrc)>,
     ) -> Result<()> {
+        let total = len;
         let mut done = 0;
-        while done < p.data_len {
+        while done < total {
             if self.buffer.len() == self.capacity {
                 self.flush()?;
             }
             let start = self.buffer.len();
-            let len = ((self.capacity - start) as u64).min(p.data_len - done) as usize;
-            let at = p.data_offset + done;
+            let len = ((self.capacity - start) as u64).min(total - done) as usize;
+            let at = offset + done;
             source::read_appending(file, &mut self.buffer, len, at).map_err(|e| {
                 let why = source::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
                 input.name.io_error("read", why)
@@ -672,13 +699,14 @@ impl<'a> Packer<'a> {
         if p.run_bytes == 0 {
             return Ok(());
         }
-        if let Some(gather) = &p.gather {
+        if let Some(gather) = p.gather() {
             cursors.scattered[index] = true;
             self.gathered_run(input, p, gather, region, round)?;
             cursors.advance(index, p.run_bytes);
             return Ok(());
         }
-        let mut start = (round * p.run_bytes) as usize;
+        let mut start = p.run_at(round) as usize;
+        cursors.skip_to(index, start as u64);
         let mut run = &region.bytes()[start..start + p.run_bytes as usize];
         let direct = p.run_bytes >= DIRECT_RUN && p.swaps.is_none() && p.dtype == self.dtype;
         if let (true, Some(file)) = (direct, file) {
@@ -774,7 +802,7 @@ impl<'a> Packer<'a> {
         round: u64,
     ) -> Result<()> {
         let bytes = region.bytes();
-        let base = offset_of(round, &gather.outer_dims, &gather.outer_strides);
+        let base = gather.start + offset_of(round, &gather.outer_dims, &gather.outer_strides);
         let (dims, strides) = (&gather.run_dims, &gather.run_strides);
         let count: u64 = dims.iter().product();
         let cast = p.dtype != self.dtype;
@@ -820,7 +848,8 @@ impl<'a> Packer<'a> {
     }
 
     /// Copies every round of a plan whose runs are all tiny and unchanged: a buffer's worth
-    /// of rounds at a time, each input's runs of that chunk in one specialised strided loop.
+    /// of rounds at a time, each input's runs of that chunk in one specialised strided loop
+    /// (which reads a slice's runs `pitch` bytes apart).
     fn packed_rounds(
         &mut self,
         plan: &JoinPlan,
@@ -842,12 +871,22 @@ impl<'a> Packer<'a> {
             }
             let rounds = chunk.min(plan.outer - first) as usize;
             let mut offset = 0;
-            for (index, (&run, region)) in runs.iter().zip(regions).enumerate() {
-                let start = first as usize * run;
-                let src = &region.bytes()[start..start + rounds * run];
-                strided_copy(&mut packed[offset..], round_bytes, src, run);
+            let each = runs.iter().zip(regions).zip(&plan.inputs);
+            for (index, ((&run, region), p)) in each.enumerate() {
+                let start = p.run_at(first) as usize;
+                let pitch = p.pitch() as usize;
+                // From the first run's start to the last one's end: for a slice, the gaps
+                // between its runs too.
+                let span = if run == 0 {
+                    0
+                } else {
+                    (rounds - 1) * pitch + run
+                };
+                let src = &region.bytes()[start..start + span];
+                strided_copy(&mut packed[offset..], round_bytes, src, pitch, run);
                 offset += run;
-                cursors.advance(index, (rounds * run) as u64);
+                cursors.skip_to(index, start as u64);
+                cursors.advance(index, span as u64);
             }
             self.out.emit(&mut packed, rounds * round_bytes)?;
             first += rounds as u64;
@@ -920,18 +959,24 @@ fn element_position(index: u64, shape: &[u64], layout: Layout) -> String {
     )
 }
 
-/// Copies `src`, a sequence of runs of `run` bytes, into `dst` with one run every `stride`
-/// bytes. Common run sizes get a loop whose copy size is a constant, which compiles to a few
-/// moves instead of a call to memcpy per run.
-fn strided_copy(dst: &mut [u8], stride: usize, src: &[u8], run: usize) {
+/// Copies runs of `run` bytes from `src`, where they start every `pitch` bytes (`run` for
+/// runs back to back, more for a slice's), into `dst` with one run every `stride` bytes.
+/// Common run sizes get a loop whose copy size is a constant, which compiles to a few moves
+/// instead of a call to memcpy per run.
+fn strided_copy(dst: &mut [u8], stride: usize, src: &[u8], pitch: usize, run: usize) {
     macro_rules! specialised {
         ($($n:literal)*) => {
             match run {
-                $($n => strided_copy_n::<$n>(dst, stride, src),)*
+                $($n => strided_copy_n::<$n>(dst, stride, src, pitch),)*
                 0 => {}
-                _ => {
+                _ if pitch == run => {
                     for (k, piece) in src.chunks_exact(run).enumerate() {
                         dst[k * stride..k * stride + run].copy_from_slice(piece);
+                    }
+                }
+                _ => {
+                    for (k, piece) in src.chunks(pitch).enumerate() {
+                        dst[k * stride..k * stride + run].copy_from_slice(&piece[..run]);
                     }
                 }
             }
@@ -940,10 +985,19 @@ fn strided_copy(dst: &mut [u8], stride: usize, src: &[u8], run: usize) {
     specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 18 20 24 28 32 36 40 48 56 64 80 96 128);
 }
 
-fn strided_copy_n<const N: usize>(dst: &mut [u8], stride: usize, src: &[u8]) {
-    for (k, piece) in src.chunks_exact(N).enumerate() {
+fn strided_copy_n<const N: usize>(dst: &mut [u8], stride: usize, src: &[u8], pitch: usize) {
+    if pitch == N {
+        for (k, piece) in src.chunks_exact(N).enumerate() {
+            let at = k * stride;
+            let piece: &[u8; N] = piece.try_into().expect("chunks_exact yields N bytes");
+            dst[at..at + N].copy_from_slice(piece);
+        }
+        return;
+    }
+    // A slice's runs: each chunk of `pitch` bytes starts with one (the last is the run alone).
+    for (k, piece) in src.chunks(pitch).enumerate() {
         let at = k * stride;
-        let piece: &[u8; N] = piece.try_into().expect("chunks_exact yields N bytes");
+        let piece: &[u8; N] = piece[..N].try_into().expect("a chunk holds a run");
         dst[at..at + N].copy_from_slice(piece);
     }
 }
@@ -956,125 +1010,6 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
         index /= dim;
     }
     offset
-}
-
-/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing byte.
-/// Reads both tensors' data front to back in blocks and stops at the first block that
-/// differs: the pieces of a split tensor differ in their first bytes and cost one small
-/// read each, and only tensors that are identical are read whole (`--keep`, and the
-/// replicated tensors a whole-file join refuses). `b`, which is only read here (`a` is
-/// copied, and checked then), has its stored .npz member's CRC-32 checked when read whole.
-pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
-    let (x, y) = (&a.info, &b.info);
-    if x.dtype != y.dtype || x.swaps != y.swaps {
-        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
-    }
-    if x.shape != y.shape || x.layout != y.layout {
-        return Ok(Some(format!(
-            "shape {} instead of {}",
-            y.shape_text(),
-            x.shape_text()
-        )));
-    }
-    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
-    // The first block is small, so that tensors differing early cost little, and read
-    // without the kernel's readahead, leaving the page cache as it was for the copy, which
-    // reads these files next (`source::read_leaving_cache`), for tensors of `CLEAN_FROM`
-    // bytes or more; blocks then double up to 4 MiB.
-    const FIRST: u64 = 4 << 10;
-    const LARGEST: u64 = 4 << 20;
-    // Below this size a tensor's first block shares its pages with its neighbours, which
-    // the copy reads next: dropping them would cost a second read (20,000 tensors of 256
-    // bytes, cold: 270 ms against 245), and checking the cache 0.6 µs a probe.
-    const CLEAN_FROM: u64 = 1 << 20;
-    let (mut ba, mut bb) = (Vec::new(), Vec::new());
-    let (mut done, mut block) = (0, FIRST);
-    let mut check = stored_crc(b);
-    while done < x.data_len {
-        let n = block.min(x.data_len - done) as usize;
-        ba.resize(n, 0);
-        bb.resize(n, 0);
-        let read = match done {
-            0 if x.data_len >= CLEAN_FROM => source::read_leaving_cache,
-            _ => source::read_exact_at,
-        };
-        read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
-        read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
-        if ba != bb {
-            let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
-            let byte = done + at as u64;
-            return Ok(Some(format!(
-                "its data differs from byte {byte} (element {})",
-                byte * 8 / x.dtype.bits().max(1)
-            )));
-        }
-        if let Some((_, check)) = &mut check {
-            check.hasher.update(&bb);
-        }
-        done += n as u64;
-        block = (block * 2).min(LARGEST);
-    }
-    if let Some((name, check)) = check {
-        check.verify(&name)?;
-    }
-    Ok(None)
-}
-
-/// A sink that stores elements in a byte order of their own: the engine writes little-endian
-/// elements, and this reverses `swaps` in each before passing it on (`--append` to a
-/// big-endian file keeps the file's order). Elements may arrive split across writes; kernel
-/// copies are declined, so that every byte passes through here.
-pub struct Reordered<'a> {
-    out: &'a mut dyn Sink,
-    itemsize: usize,
-    swaps: Swaps,
-    /// Bytes not yet passed on: at most one buffer's worth, then less than an element.
-    pending: Vec<u8>,
-}
-
-impl<'a> Reordered<'a> {
-    /// Reverses `swaps` in each element of `dtype` written to `out`.
-    pub fn new(out: &'a mut dyn Sink, dtype: &DType, swaps: Swaps) -> Reordered<'a> {
-        Reordered {
-            out,
-            itemsize: (dtype.itemsize() as usize).max(1),
-            swaps,
-            pending: Vec::with_capacity(BUFFER),
-        }
-    }
-
-    /// Fails if the bytes written did not end with a whole element.
-    pub fn finish(self) -> std::io::Result<()> {
-        if self.pending.is_empty() {
-            Ok(())
-        } else {
-            let why = format!("{} bytes of a last element are missing", self.itemsize);
-            Err(std::io::Error::other(why))
-        }
-    }
-}
-
-impl Sink for Reordered<'_> {
-    fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
-        while !bytes.is_empty() {
-            let take = (BUFFER - self.pending.len().min(BUFFER))
-                .max(1)
-                .min(bytes.len());
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            let whole = self.pending.len() / self.itemsize * self.itemsize;
-            if whole > 0 {
-                swap_in_place(&mut self.pending[..whole], self.itemsize, &self.swaps);
-                self.out.write_all(&self.pending[..whole])?;
-                self.pending.drain(..whole);
-            }
-        }
-        Ok(())
-    }
-
-    fn name(&self) -> &std::path::Path {
-        self.out.name()
-    }
 }
 
 #[cfg(test)]
@@ -1320,7 +1255,7 @@ mod tests {
     /// `shape` whose data is `data` followed by `zeros` zero bytes (left a hole in the file,
     /// so that a large member costs no writing). Its recorded CRC-32 is right, or, when
     /// `damaged`, one bit off.
-    fn stored_npz(
+    pub(super) fn stored_npz(
         dir: &Path,
         name: &str,
         shape: &[u64],
@@ -1406,7 +1341,7 @@ mod tests {
             run_bytes,
             dtype: DType::from_name(dtype).unwrap(),
             swaps,
-            gather: None,
+            runs: None,
         };
         let plan = |inputs: Vec<InputPlan>, bytes: u64| JoinPlan {
             axis: 1,
@@ -1486,30 +1421,6 @@ mod tests {
     }
 
     #[test]
-    fn reordering_reverses_whole_elements_across_writes() {
-        struct Collect(Vec<u8>);
-        impl Sink for Collect {
-            fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-                self.0.extend_from_slice(bytes);
-                Ok(())
-            }
-            fn name(&self) -> &std::path::Path {
-                std::path::Path::new("collected")
-            }
-        }
-        let mut out = Collect(Vec::new());
-        let mut sink = Reordered::new(&mut out, &DType::Float32, Swaps::Uniform(4));
-        for piece in [&[1u8, 2, 3][..], &[4, 5], &[6, 7, 8, 9, 10, 11, 12]] {
-            sink.write_all(piece).unwrap();
-        }
-        sink.finish().unwrap();
-        assert_eq!(out.0, [4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9]);
-        let mut sink = Reordered::new(&mut out, &DType::Float32, Swaps::Uniform(4));
-        sink.write_all(&[1, 2]).unwrap();
-        assert!(sink.finish().is_err());
-    }
-
-    #[test]
     fn offsets_follow_strides_in_c_order() {
         // A 2x3 Fortran-ordered float32 block read in C order.
         let offsets: Vec<u64> = (0..6).map(|i| offset_of(i, &[2, 3], &[4, 8])).collect();
@@ -1522,7 +1433,7 @@ mod tests {
             let src: Vec<u8> = (0..run * 5).map(|b| b as u8).collect();
             let stride = run + 3;
             let mut dst = vec![0xAA; stride * 5];
-            strided_copy(&mut dst, stride, &src, run);
+            strided_copy(&mut dst, stride, &src, run, run);
             for k in 0..5 {
                 assert_eq!(
                     dst[k * stride..k * stride + run],

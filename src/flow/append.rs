@@ -17,7 +17,6 @@ use std::path::Path;
 
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, PlanForm};
-use crate::copy::Reordered;
 use crate::dtype::Swaps;
 use crate::error::{Error, InputRef, Result};
 use crate::format::npy::{self, NpyWriter};
@@ -26,6 +25,7 @@ use crate::input::{Input, Tensor};
 use crate::job::TensorJob;
 use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
+use crate::output::reorder::Reordered;
 use crate::progress::{self, Counted};
 use crate::{join, messages, plan, report, source};
 

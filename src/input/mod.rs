@@ -116,6 +116,15 @@ pub struct Tensor {
     pub stored_crc: Option<Box<StoredCrc>>,
 }
 
+impl Tensor {
+    /// The CRC-32 check to finish over its data, if it is a stored .npz member, with the
+    /// name its failure gives.
+    pub fn crc_check(&self) -> Option<(InputRef, StoredCrc)> {
+        let check = self.stored_crc.as_deref()?.clone();
+        Some((self.name.clone(), check))
+    }
+}
+
 /// A file that holds tensor data: open, or closed to spare file descriptors and reopened
 /// (and checked to be the same file) when its data is needed. Cloning it shares the file,
 /// or the path and stamp to reopen it by: a join of 100,000 inputs keeps one of each.

@@ -15,8 +15,9 @@
 //! it (`JoinPlan`, with every fast path of the engine). Cut on several axes, it is a join of
 //! joins: in C order the output is, for each round before the first cut axis, each segment
 //! of that axis in turn, whose rows are each a join along the next cut axis, and so on; at
-//! the last cut axis each block gives its next run. The engine walks that (`Grid`,
-//! `src/engine/blocks.rs`) reading each block front to back, in constant memory.
+//! the last cut axis each block gives its next run. The engine walks that (`Grid`, plan data
+//! in `src/plan/runs.rs`; `src/engine/blocks.rs`) reading each block front to back, in constant
+//! memory. What this module plans (`Placed`) becomes a `TensorJob` in `src/plan/job.rs`.
 
 use std::collections::HashMap;
 
@@ -24,45 +25,16 @@ use crate::dtype::DType;
 use crate::error::{Refusal, capped, excerpt};
 use crate::format::{Layout, TensorInfo, shape_text};
 use crate::input::Tensor;
-use crate::job::{self, TensorJob};
-use crate::plan::{self, InputPlan, JoinPlan};
+use crate::plan::{self, Grid, InputPlan, JoinPlan, Placement};
 
-/// Where a tensor's blocks go: the job's sources, in the order of their cells (row-major over
-/// the cut axes), and the grid they make.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
-    /// Where each source starts in the full tensor.
-    pub offsets: Vec<Vec<u64>>,
-    /// The grid the blocks make.
-    pub grid: Grid,
-}
-
-/// A block grid: the axes it is cut on and the segments along each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grid {
-    /// The cut axes, in increasing order.
-    pub axes: Vec<usize>,
-    /// The lengths of the segments along each cut axis.
-    pub segments: Vec<Vec<u64>>,
-}
-
-impl Grid {
-    /// Whether the engine walks it: cut on several axes. On one axis the job's plan is an
-    /// ordinary join, on none a copy.
-    pub fn walked(&self) -> bool {
-        self.axes.len() > 1
-    }
-
-    /// `2 x 3 on axes 0, 1`, `2 on axis 0`, or `whole`.
-    pub fn describe(&self) -> String {
-        let counts: Vec<String> = self.segments.iter().map(|s| s.len().to_string()).collect();
-        let axes: Vec<String> = self.axes.iter().map(usize::to_string).collect();
-        match self.axes.len() {
-            0 => "whole".to_string(),
-            1 => format!("{} on axis {}", counts[0], axes[0]),
-            _ => format!("{} on axes {}", counts.join(" x "), axes.join(", ")),
-        }
-    }
+/// A tensor planned from its blocks: how the engine makes it, from which blocks, placed how.
+pub struct Placed<'a> {
+    /// The plan of its data: a copy, a join along the one cut axis, or a grid's rounds.
+    pub plan: JoinPlan,
+    /// The blocks it is made from, one per entry of `plan.inputs`, in cell order.
+    pub sources: Vec<&'a Tensor>,
+    /// Where they go; `None` for a tensor with no elements.
+    pub placement: Option<Placement>,
 }
 
 /// One block: a tensor of some rank's file and where it starts in the full tensor.
@@ -112,7 +84,7 @@ pub fn plan_tensor<'a>(
     name: &str,
     blocks: &[Block<'a>],
     cast: Option<&DType>,
-) -> Result<TensorJob<'a>, Refusal> {
+) -> Result<Placed<'a>, Refusal> {
     let refusal = |headline: String, details: Vec<String>, hint: &str| Refusal {
         headline: format!("tensor `{}`: {headline}", excerpt(name)),
         details,
@@ -179,12 +151,11 @@ pub fn plan_tensor<'a>(
                        guess a shape that no data shows";
             return Err(uncovered(&region, why.to_string(), None));
         }
-        return Ok(job(
-            name,
-            empty_plan(first, &shape, cast),
-            vec![blocks[0].tensor],
-            None,
-        ));
+        return Ok(Placed {
+            plan: empty_plan(first, &shape, cast),
+            sources: vec![blocks[0].tensor],
+            placement: None,
+        });
     }
     let shape = extent(&placed);
     if let Some((block, region)) = empty.iter().find_map(|b| Some((b, outside(b, &shape)?))) {
@@ -253,22 +224,26 @@ pub fn plan_tensor<'a>(
             grid_plan(&infos, &shape, &placement.grid, cast)
         }
     };
-    Ok(job(name, plan, sources, Some(placement)))
+    Ok(Placed {
+        plan,
+        sources,
+        placement: Some(placement),
+    })
 }
 
-/// A `--keep` tensor's job (copied from its first block, once the copies are found identical),
-/// refused unless every block is the whole tensor.
-pub fn kept_whole<'a>(job: TensorJob<'a>, blocks: &[Block<'a>]) -> Result<TensorJob<'a>, Refusal> {
+/// Refuses `--keep` for the tensor `name` (copied from its first block, once the copies are
+/// found identical) unless every block is the whole tensor.
+pub fn check_kept_whole(name: &str, blocks: &[Block]) -> Result<(), Refusal> {
     let shape = &blocks[0].tensor.info.shape;
     if replicated(blocks, shape) {
-        return Ok(job);
+        return Ok(());
     }
     let listed = blocks.iter().map(Block::describe).collect();
     Err(Refusal {
         headline: format!(
             "tensor `{}` matches --keep, but its blocks are pieces of it, not whole copies \
              (offsets all zero, one shape)",
-            excerpt(&job.out.name)
+            excerpt(name)
         ),
         details: capped(listed, SHOWN),
         hint: Some(
@@ -286,18 +261,6 @@ fn replicated(blocks: &[Block], shape: &[u64]) -> bool {
     blocks
         .iter()
         .all(|b| *b.tensor.info.shape == *shape && b.offsets.iter().all(|&o| o == 0))
-}
-
-fn job<'a>(
-    name: &str,
-    plan: JoinPlan,
-    sources: Vec<&'a Tensor>,
-    placement: Option<Placement>,
-) -> TensorJob<'a> {
-    TensorJob {
-        placement,
-        ..job::job(name, plan, sources)
-    }
 }
 
 /// The region past `shape` that the block `block` (one with no elements) reaches, if it

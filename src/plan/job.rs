@@ -13,14 +13,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::blocks::{self, Block, Placement};
-use crate::copy;
+use crate::blocks::{self, Block, Placed};
 use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row, Split};
-use crate::plan::{self, JoinPlan};
+use crate::plan::compare;
+use crate::plan::{self, JoinPlan, Placement};
 use crate::rules::{self, Rule, Treatment, shell_quote};
 use crate::spec::{self, Spec};
 
@@ -223,12 +223,15 @@ fn build_blocks<'a>(
                 let sources: Vec<&Tensor> = blocks.iter().map(|b| b.tensor).collect();
                 let keep_options = JobOptions { cast, ..*options };
                 match keep_tensor(name, &sources, &keep_options) {
-                    Ok(job) => blocks::kept_whole(job, &blocks).map_err(|r| vec![r]),
+                    Ok(job) => blocks::check_kept_whole(name, &blocks)
+                        .map(|()| job)
+                        .map_err(|r| vec![r]),
                     Err(Error::Refused(problems)) => Err(problems),
                     Err(damaged) => return Err(damaged),
                 }
             }
             _ => blocks::plan_tensor(name, &blocks, cast)
+                .map(|placed| placed_job(name, placed))
                 .map_err(|r| vec![r])
                 .and_then(|job| check_block_joins(name, job, options.spec, cast)),
         };
@@ -494,6 +497,14 @@ fn plan_tensor<'a>(
     Ok(job(name, plan, sources))
 }
 
+/// The job that makes the tensor `name` from the blocks `placed` places.
+fn placed_job<'a>(name: &str, placed: Placed<'a>) -> TensorJob<'a> {
+    TensorJob {
+        placement: placed.placement,
+        ..job(name, placed.plan, placed.sources)
+    }
+}
+
 /// The job that makes the tensor `name` by `plan` from `sources`.
 pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> TensorJob<'a> {
     let out = OutTensor {
@@ -522,7 +533,7 @@ fn identical(sources: &[&Tensor]) -> bool {
         && sources.len() > 1
         && sources[1..]
             .iter()
-            .all(|other| matches!(copy::differs(first, other), Ok(None)))
+            .all(|other| matches!(compare::differs(first, other), Ok(None)))
 }
 
 /// The refusal of tensors that are the same in every input and that no rule decides: each
@@ -686,7 +697,7 @@ fn keep_tensor<'a>(
     let first = sources[0];
     let mut differing = Vec::new();
     for other in &sources[1..] {
-        match copy::differs(first, other) {
+        match compare::differs(first, other) {
             Ok(None) => {}
             Ok(Some(how)) => differing.push(format!("{}: {how}", other.name)),
             Err(e @ Error::Malformed { .. }) => return Err(e),

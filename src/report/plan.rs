@@ -4,12 +4,12 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::backend::Engine;
-use crate::blocks::Placement;
 use crate::config::JoinRules;
 use crate::format::{Format, shape_text};
 use crate::input::Input;
 use crate::job::TensorJob;
 use crate::messages::quote;
+use crate::plan::Placement;
 use crate::shards::ShardPlan;
 use crate::spec::Spec;
 

@@ -302,7 +302,7 @@ pub fn read_appending(file: &File, buf: &mut Vec<u8>, len: usize, offset: u64) -
 
 /// Fills `buf` from `offset` of `file` as [`read_exact_at`] does, and leaves the page cache
 /// as it was: for the small reads that compare the first bytes of two tensors while the join
-/// is planned (`copy::differs`), before the copy reads the same files front to back.
+/// is planned (`compare::differs`), before the copy reads the same files front to back.
 ///
 /// A read that misses the cache pulls in the kernel's readahead, and the pages a probe
 /// leaves behind break the copy's own readahead later: meeting a page already cached, the

@@ -426,11 +426,18 @@ pub fn plan(job: &JoinPlan, device: &Device) -> Result<DmlPlan, String> {
             job.dtype
         ));
     }
+    if let Some(index) = job.inputs.iter().position(|p| p.sliced()) {
+        return Err(format!(
+            "input {} is a slice of its tensor; DirectML's Join takes whole tensors, so only \
+             the CPU engine reads slices",
+            index + 1
+        ));
+    }
     if let Some((index, _)) = job
         .inputs
         .iter()
         .enumerate()
-        .find(|(_, p)| p.gather.is_some())
+        .find(|(_, p)| p.gather().is_some())
     {
         let (theirs, ours) = match job.layout {
             Layout::C => ("Fortran", "C"),

@@ -423,7 +423,7 @@ fn synthetic(dtype: DType, outer: u64, runs: &[u64]) -> JoinPlan {
                 run_bytes: run,
                 dtype: dtype.clone(),
                 swaps: Swaps::None,
-                gather: None,
+                runs: None,
             })
             .collect(),
         bytes: total * outer,
@@ -705,7 +705,7 @@ fn kept_tensors_and_scalars_run_as_one_input() {
             run_bytes: 4,
             dtype: DType::Float32,
             swaps: Swaps::None,
-            gather: None,
+            runs: None,
         }],
         bytes: 4,
     };

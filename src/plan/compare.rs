@@ -1,0 +1,70 @@
+//! Tensor comparison for planning: whether the copies of a tensor in several inputs are the
+//! same (`--keep` checks it before keeping one; a whole-file join refuses replicated tensors
+//! that no rule decides). It reads data, as little as it can, but moves none: the engine
+//! (`src/engine/mod.rs`) is the only place data moves to the output.
+
+use crate::error::Result;
+use crate::input::Tensor;
+use crate::source;
+
+/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing byte.
+/// Reads both tensors' data front to back in blocks and stops at the first block that
+/// differs: the pieces of a split tensor differ in their first bytes and cost one small
+/// read each, and only tensors that are identical are read whole (`--keep`, and the
+/// replicated tensors a whole-file join refuses). `b`, which is only read here (`a` is
+/// copied, and checked then), has its stored .npz member's CRC-32 checked when read whole.
+pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
+    let (x, y) = (&a.info, &b.info);
+    if x.dtype != y.dtype || x.swaps != y.swaps {
+        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
+    }
+    if x.shape != y.shape || x.layout != y.layout {
+        return Ok(Some(format!(
+            "shape {} instead of {}",
+            y.shape_text(),
+            x.shape_text()
+        )));
+    }
+    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
+    // The first block is small, so that tensors differing early cost little, and read
+    // without the kernel's readahead, leaving the page cache as it was for the copy, which
+    // reads these files next (`source::read_leaving_cache`), for tensors of `CLEAN_FROM`
+    // bytes or more; blocks then double up to 4 MiB.
+    const FIRST: u64 = 4 << 10;
+    const LARGEST: u64 = 4 << 20;
+    // Below this size a tensor's first block shares its pages with its neighbours, which
+    // the copy reads next: dropping them would cost a second read (20,000 tensors of 256
+    // bytes, cold: 270 ms against 245), and checking the cache 0.6 µs a probe.
+    const CLEAN_FROM: u64 = 1 << 20;
+    let (mut ba, mut bb) = (Vec::new(), Vec::new());
+    let (mut done, mut block) = (0, FIRST);
+    let mut check = b.crc_check();
+    while done < x.data_len {
+        let n = block.min(x.data_len - done) as usize;
+        ba.resize(n, 0);
+        bb.resize(n, 0);
+        let read = match done {
+            0 if x.data_len >= CLEAN_FROM => source::read_leaving_cache,
+            _ => source::read_exact_at,
+        };
+        read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
+        read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
+        if ba != bb {
+            let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
+            let byte = done + at as u64;
+            return Ok(Some(format!(
+                "its data differs from byte {byte} (element {})",
+                byte * 8 / x.dtype.bits().max(1)
+            )));
+        }
+        if let Some((_, check)) = &mut check {
+            check.hasher.update(&bb);
+        }
+        done += n as u64;
+        block = (block * 2).min(LARGEST);
+    }
+    if let Some((name, check)) = check {
+        check.verify(&name)?;
+    }
+    Ok(None)
+}
