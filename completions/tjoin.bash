@@ -1,11 +1,37 @@
+# bash splits words at `:` (COMP_WORDBREAKS), so `tjoin --spec directml:3` reaches a
+# completion function as `directml`, `:` and `3`. _tjoin hands _tjoin_words the word being
+# completed and the one before it whole, as the command line holds them up to the cursor,
+# and drops from each candidate the part up to the word's last `:`, which bash keeps.
 _tjoin() {
-    local i cur prev opts cmd
-    COMPREPLY=()
+    local cur prev line word before colon i status
     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
         cur="$2"
     else
         cur="${COMP_WORDS[COMP_CWORD]}"
     fi
+    prev="$3"
+    line="${COMP_LINE:0:COMP_POINT}"
+    word="${line##*[[:blank:]]}"
+    if [[ "${word}" != *:* || "${COMP_WORDBREAKS}" != *:* ]]; then
+        _tjoin_words "$1" "${cur}" "${prev}"
+        return
+    fi
+    before="${line%"${word}"}"
+    before="${before%"${before##*[![:blank:]]}"}"
+    prev="${before##*[[:blank:]]}"
+    _tjoin_words "$1" "${word}" "${prev}"
+    status=$?
+    colon="${word%"${word##*:}"}"
+    for i in "${!COMPREPLY[@]}"; do
+        COMPREPLY[i]="${COMPREPLY[i]#"${colon}"}"
+    done
+    return ${status}
+}
+
+_tjoin_words() {
+    local i cur prev opts cmd
+    COMPREPLY=()
+    cur="$2"
     prev="$3"
     cmd=""
     opts=""

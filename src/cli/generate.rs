@@ -66,14 +66,24 @@ fn completed_command() -> clap::Command {
     command.args(visible.cloned())
 }
 
-/// clap_complete's bash script, with one change: after a flag's value, the next word is an
-/// input file, but clap_complete offers every option there (so Tab inserts `-`). It now
-/// offers options only for a word that starts with `-`, and bash's file completion (the
-/// script's `-o default`) takes over otherwise.
+/// clap_complete's bash script, with two changes.
+///
+/// After a flag's value, the next word is an input file, but clap_complete offers every
+/// option there (so Tab inserts `-`). It now offers options only for a word that starts with
+/// `-`, and bash's file completion (the script's `-o default`) takes over otherwise.
+///
+/// bash splits the words it hands a completion function at every character of
+/// `COMP_WORDBREAKS`, `:` included, so `tjoin --spec directml:<Tab>` reached clap_complete's
+/// function with `:` as the word before the cursor, not `--spec`, and bash listed files. The
+/// function is renamed `_tjoin_words`, and `_tjoin` calls it with the word and the one before
+/// it as the command line holds them (up to the cursor, split at blanks), then drops from
+/// each candidate the part up to the last `:`, which bash keeps (what bash-completion's
+/// `__ltrim_colon_completions` does, without needing that package).
 fn bash(out: &mut dyn Write) -> io::Result<()> {
     let mut script = Vec::new();
     clap_complete::generate(Shell::Bash, &mut completed_command(), "tjoin", &mut script);
     let script = String::from_utf8(script).map_err(io::Error::other)?;
+    let changed = || io::Error::other("clap_complete's bash script changed: update generate::bash");
     const OFFER_OPTIONS: &str = "            COMPREPLY=( $(compgen -W \"${opts}\" -- \"${cur}\") )
             return 0
             ;;";
@@ -82,12 +92,62 @@ fn bash(out: &mut dyn Write) -> io::Result<()> {
             fi
             return 0
             ;;";
-    let at = script.rfind(OFFER_OPTIONS).ok_or_else(|| {
-        io::Error::other("clap_complete's bash script changed: update generate::bash")
-    })?;
-    out.write_all(&script.as_bytes()[..at])?;
-    out.write_all(OFFER_OPTIONS_TO_DASHES.as_bytes())?;
-    out.write_all(&script.as_bytes()[at + OFFER_OPTIONS.len()..])
+    const WORDS: &str = "    if [[ \"${BASH_VERSINFO[0]}\" -ge 4 ]]; then
+        cur=\"$2\"
+    else
+        cur=\"${COMP_WORDS[COMP_CWORD]}\"
+    fi
+    prev=\"$3\"
+";
+    const WORDS_GIVEN: &str = "    cur=\"$2\"
+    prev=\"$3\"
+";
+    const FUNCTION: &str = "_tjoin() {\n";
+    const WHOLE_WORDS: &str = r#"# bash splits words at `:` (COMP_WORDBREAKS), so `tjoin --spec directml:3` reaches a
+# completion function as `directml`, `:` and `3`. _tjoin hands _tjoin_words the word being
+# completed and the one before it whole, as the command line holds them up to the cursor,
+# and drops from each candidate the part up to the word's last `:`, which bash keeps.
+_tjoin() {
+    local cur prev line word before colon i status
+    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+        cur="$2"
+    else
+        cur="${COMP_WORDS[COMP_CWORD]}"
+    fi
+    prev="$3"
+    line="${COMP_LINE:0:COMP_POINT}"
+    word="${line##*[[:blank:]]}"
+    if [[ "${word}" != *:* || "${COMP_WORDBREAKS}" != *:* ]]; then
+        _tjoin_words "$1" "${cur}" "${prev}"
+        return
+    fi
+    before="${line%"${word}"}"
+    before="${before%"${before##*[![:blank:]]}"}"
+    prev="${before##*[[:blank:]]}"
+    _tjoin_words "$1" "${word}" "${prev}"
+    status=$?
+    colon="${word%"${word##*:}"}"
+    for i in "${!COMPREPLY[@]}"; do
+        COMPREPLY[i]="${COMPREPLY[i]#"${colon}"}"
+    done
+    return ${status}
+}
+
+"#;
+    let at = script.rfind(OFFER_OPTIONS).ok_or_else(changed)?;
+    let script = format!(
+        "{}{OFFER_OPTIONS_TO_DASHES}{}",
+        &script[..at],
+        &script[at + OFFER_OPTIONS.len()..]
+    );
+    if !script.starts_with(FUNCTION) || script.matches(WORDS).count() != 1 {
+        return Err(changed());
+    }
+    let script = script
+        .replacen(FUNCTION, "_tjoin_words() {\n", 1)
+        .replacen(WORDS, WORDS_GIVEN, 1);
+    out.write_all(WHOLE_WORDS.as_bytes())?;
+    out.write_all(script.as_bytes())
 }
 
 /// The fields of `--dry-run=json`, as src/report/plan.rs writes them (a test compares the

@@ -297,11 +297,12 @@ pub(crate) fn plan<'a>(
     writer: &dyn Writer,
 ) -> Result<Vec<TensorJob<'a>>> {
     let rules = &config.rules;
+    let matcher = crate::rules::Matcher::new(&rules.tensor_rules);
     let options = job::JobOptions {
         cast: rules.cast.as_ref(),
         axis: rules.axis,
         spec: rules.spec,
-        rules: &rules.tensor_rules,
+        rules: &matcher,
         join_identical: rules.join_identical,
         strict: rules.strict,
         name: rules.name.as_deref(),

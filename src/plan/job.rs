@@ -21,7 +21,7 @@ use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row, Split};
 use crate::plan::compare;
 use crate::plan::{self, JoinPlan, Placement};
-use crate::rules::{self, Rule, Treatment, shell_quote};
+use crate::rules::{self, Matcher, Treatment, shell_quote};
 use crate::spec::{self, Spec};
 
 /// One tensor of the output and how to make it.
@@ -49,8 +49,8 @@ pub struct JobOptions<'c> {
     pub axis: Option<i64>,
     /// The join rules.
     pub spec: Spec,
-    /// The tensor rules, in the order they apply: the first that matches decides.
-    pub rules: &'c [Rule],
+    /// The tensor rules, in the order they apply (the first that matches decides), indexed.
+    pub rules: &'c Matcher<'c>,
     /// Join tensors no rule decides even when every input holds the same bytes.
     pub join_identical: bool,
     /// Refuse rules that match no tensor.
@@ -68,10 +68,12 @@ impl<'c> JobOptions<'c> {
     /// engine's tests build.
     #[cfg(test)]
     pub fn along(axis: i64, cast: Option<&'c DType>) -> JobOptions<'c> {
+        static NO_RULES: std::sync::LazyLock<Matcher<'static>> =
+            std::sync::LazyLock::new(|| Matcher::new(&[]));
         JobOptions {
             axis: Some(axis),
             spec: Default::default(),
-            rules: &[],
+            rules: &NO_RULES,
             join_identical: false,
             strict: false,
             name: None,
@@ -87,7 +89,8 @@ impl<'c> JobOptions<'c> {
 
     /// The rule that decides the tensor `name`, and its position.
     fn decide(&self, name: &str) -> Option<(usize, Treatment)> {
-        rules::decide(self.rules, name).map(|at| (at, self.rules[at].treatment))
+        let rules = self.rules.rules();
+        self.rules.decide(name).map(|at| (at, rules[at].treatment))
     }
 
     /// Whether the tensor `name` of a single input is copied rather than joined: with one
@@ -127,7 +130,7 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
     }
     let names = rule_names(inputs, options);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let unmatched = rules::unmatched(options.rules, &names);
+    let unmatched = options.rules.unmatched(&names);
     if unmatched.is_empty() {
         return built;
     }
@@ -170,7 +173,7 @@ pub fn rule_names(inputs: &[Input], options: &JobOptions) -> Vec<String> {
 pub fn unmatched_rules(inputs: &[Input], options: &JobOptions) -> Vec<String> {
     let names = rule_names(inputs, options);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    rules::describe_unmatched(&rules::unmatched(options.rules, &names), &names)
+    rules::describe_unmatched(&options.rules.unmatched(&names), &names)
 }
 
 /// The name of the output tensor of a single-tensor join.

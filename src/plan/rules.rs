@@ -2,6 +2,10 @@
 //! `--axis-for GLOB=AXIS` and the lines of `--rules` files), the shell-style glob matching of
 //! tensor names they use, which rule decides each tensor (the first that matches), the rules
 //! that match no tensor, and the globs tjoin suggests when it asks for a rule.
+//!
+//! A model has thousands of tensors and a rules file may have thousands of lines, so rules are
+//! not tried in turn: [`Matcher`] files each under a literal piece of its glob, and a tensor
+//! is matched against the few rules whose piece its name holds.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -9,6 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Refusal, Result, capped};
+use crate::messages;
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +33,10 @@ impl std::str::FromStr for AxisRule {
             .rsplit_once('=')
             .ok_or("expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")?;
         let axis = axis.trim().parse().map_err(|_| {
-            format!("`{axis}` is not an axis; expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")
+            format!(
+                "`{}` is not an axis; expected GLOB=AXIS, e.g. '*.o_proj.weight=1'",
+                messages::name(axis)
+            )
         })?;
         Ok(AxisRule {
             glob: glob.to_string(),
@@ -80,30 +88,45 @@ impl Rule {
     }
 }
 
-impl fmt::Display for Rule {
-    /// As the user wrote it: `--keep '*norm*'`, `--axis-for '*.o_proj.weight=1'`, or
-    /// `llama.rules:8: *.o_proj.weight = 1`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Rule {
+    /// The rule exactly as the user wrote it, for JSON output: `--keep '*norm*'`,
+    /// `--axis-for '*.o_proj.weight=1'`, or `llama.rules:8: *.o_proj.weight = 1`.
+    pub fn written(&self) -> String {
         let value = match self.treatment {
             Treatment::Axis(axis) => axis.to_string(),
             Treatment::Keep => "keep".to_string(),
         };
         match &self.origin {
-            Origin::KeepFlag => write!(f, "--keep {}", shell_quote(&self.glob)),
+            Origin::KeepFlag => format!("--keep {}", shell_quote(&self.glob)),
             Origin::AxisForFlag => {
-                write!(
-                    f,
+                format!(
                     "--axis-for {}",
                     shell_quote(&format!("{}={value}", self.glob))
                 )
             }
             Origin::File { path, line } => {
-                let glob = crate::messages::quote(&self.glob);
-                write!(
-                    f,
-                    "{}:{line}: {glob} = {value}",
-                    crate::messages::path(path)
-                )
+                format!("{}:{line}: {} = {value}", path.display(), self.glob)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    /// As a message shows it: as written ([`Rule::written`]), with the glob and the file name
+    /// quoted (control characters escaped) and a long glob cut to an excerpt.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = match self.treatment {
+            Treatment::Axis(axis) => axis.to_string(),
+            Treatment::Keep => "keep".to_string(),
+        };
+        let glob = messages::name(&self.glob);
+        match &self.origin {
+            Origin::KeepFlag => write!(f, "--keep {}", shell_quote(&glob)),
+            Origin::AxisForFlag => {
+                write!(f, "--axis-for {}", shell_quote(&format!("{glob}={value}")))
+            }
+            Origin::File { path, line } => {
+                write!(f, "{}:{line}: {glob} = {value}", messages::path(path))
             }
         }
     }
@@ -126,10 +149,235 @@ pub fn ordered(keep: &[String], axis_for: &[AxisRule], files: Vec<Rule>) -> Vec<
     keep.chain(axis_for).chain(files).collect()
 }
 
-/// The position in `rules` of the rule that decides the tensor `name`: the first that
-/// matches it.
-pub fn decide(rules: &[Rule], name: &str) -> Option<usize> {
-    rules.iter().position(|rule| rule.matches(name))
+/// The rules indexed for matching many names, deciding exactly as trying them in turn does:
+/// a tensor is decided by the first rule (the lowest position in `rules`) whose glob matches
+/// its name.
+///
+/// Each glob is filed under one literal piece of it that every name it matches must hold: a
+/// glob without `*` or `?` under the whole name; otherwise its text before the first `*` or
+/// `?` (a prefix), after the last (a suffix) or between two (somewhere inside), whichever
+/// fewest other globs share (the longest on a tie). A name is then tried against the rules
+/// filed under its own prefixes, suffixes and pieces of the lengths that occur, in the order
+/// of their positions, rather than against every rule. Globs of `*` and `?` alone only count
+/// characters, and are looked up by the count. Matching `t` tensors against `r` rules takes
+/// time about linear in `t + r` when the rules' pieces tell them apart, as real rules'
+/// (`*.o_proj.weight`, `model.layers.3.*`) do.
+#[derive(Debug)]
+pub struct Matcher<'r> {
+    /// The rules, in the order they apply.
+    rules: &'r [Rule],
+    /// Globs without `*` or `?`, by their text.
+    literal: Pieces<'r>,
+    /// Globs filed under the text before their first `*` or `?`.
+    prefix: Pieces<'r>,
+    /// Globs filed under the text after their last `*` or `?`.
+    suffix: Pieces<'r>,
+    /// Globs filed under a text between two of their `*` or `?`.
+    inside: Pieces<'r>,
+    /// Globs of `*` and `?` alone: position, count of `?`, and whether a `*` is there (the
+    /// name has at least that many characters) or not (exactly that many).
+    counting: Vec<(usize, usize, bool)>,
+    /// Of those without `*`, the first position for each count of `?`.
+    exactly: HashMap<usize, usize>,
+    /// Of those with a `*`, by count of `?` ascending: the count, and the first position of
+    /// the globs with at most that count.
+    at_least: Vec<(usize, usize)>,
+}
+
+/// Rules filed under a piece of text, each list in the order of the rules' positions, and
+/// the lengths in bytes of the pieces, ascending.
+#[derive(Debug, Default)]
+struct Pieces<'r> {
+    rules: HashMap<&'r [u8], Vec<usize>>,
+    lengths: Vec<usize>,
+}
+
+impl<'r> Pieces<'r> {
+    fn file(&mut self, piece: &'r str, at: usize) {
+        self.rules.entry(piece.as_bytes()).or_default().push(at);
+    }
+
+    fn seal(&mut self) {
+        let lengths: HashSet<usize> = self.rules.keys().map(|piece| piece.len()).collect();
+        self.lengths = lengths.into_iter().collect();
+        self.lengths.sort_unstable();
+    }
+
+    /// The rules filed under `piece`.
+    fn get(&self, piece: &[u8]) -> Option<&[usize]> {
+        self.rules.get(piece).map(Vec::as_slice)
+    }
+
+    /// The lengths of the pieces filed, up to `most`.
+    fn lengths_to(&self, most: usize) -> impl Iterator<Item = usize> + '_ {
+        self.lengths.iter().copied().take_while(move |&l| l <= most)
+    }
+}
+
+/// Where a glob is filed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Place {
+    Literal,
+    Prefix,
+    Suffix,
+    Inside,
+}
+
+/// The literal pieces of `glob` that every name it matches holds: the whole glob when it has
+/// no `*` or `?`, else its non-empty prefix, suffix and pieces inside.
+fn pieces(glob: &str) -> Vec<(Place, &str)> {
+    let parts: Vec<&str> = glob.split(['*', '?']).collect();
+    if let [whole] = parts.as_slice() {
+        return vec![(Place::Literal, *whole)];
+    }
+    let last = parts.len() - 1;
+    parts
+        .iter()
+        .enumerate()
+        .filter(|(_, part)| !part.is_empty())
+        .map(|(at, &part)| match at {
+            0 => (Place::Prefix, part),
+            _ if at == last => (Place::Suffix, part),
+            _ => (Place::Inside, part),
+        })
+        .collect()
+}
+
+impl<'r> Matcher<'r> {
+    /// Indexes `rules`, given in the order they apply.
+    pub fn new(rules: &'r [Rule]) -> Matcher<'r> {
+        let all: Vec<Vec<(Place, &str)>> = rules.iter().map(|rule| pieces(&rule.glob)).collect();
+        let mut sharing: HashMap<(Place, &str), usize> = HashMap::new();
+        for piece in all.iter().flatten() {
+            *sharing.entry(*piece).or_default() += 1;
+        }
+        let mut matcher = Matcher {
+            rules,
+            literal: Pieces::default(),
+            prefix: Pieces::default(),
+            suffix: Pieces::default(),
+            inside: Pieces::default(),
+            counting: Vec::new(),
+            exactly: HashMap::new(),
+            at_least: Vec::new(),
+        };
+        for (at, pieces) in all.iter().enumerate() {
+            let best = pieces
+                .iter()
+                .min_by_key(|piece| (sharing[*piece], std::cmp::Reverse(piece.1.len())));
+            match best {
+                Some(&(Place::Literal, piece)) => matcher.literal.file(piece, at),
+                Some(&(Place::Prefix, piece)) => matcher.prefix.file(piece, at),
+                Some(&(Place::Suffix, piece)) => matcher.suffix.file(piece, at),
+                Some(&(Place::Inside, piece)) => matcher.inside.file(piece, at),
+                None => {
+                    let glob = &rules[at].glob;
+                    let any = glob.chars().filter(|&c| c == '?').count();
+                    matcher.counting.push((at, any, glob.contains('*')));
+                }
+            }
+        }
+        for pieces in [
+            &mut matcher.literal,
+            &mut matcher.prefix,
+            &mut matcher.suffix,
+            &mut matcher.inside,
+        ] {
+            pieces.seal();
+        }
+        let mut at_least: Vec<(usize, usize)> = Vec::new();
+        for &(at, any, star) in &matcher.counting {
+            if star {
+                at_least.push((any, at));
+            } else {
+                matcher.exactly.entry(any).or_insert(at);
+            }
+        }
+        at_least.sort_unstable();
+        let mut first = usize::MAX;
+        for (_, at) in &mut at_least {
+            first = first.min(*at);
+            *at = first;
+        }
+        matcher.at_least = at_least;
+        matcher
+    }
+
+    /// The rules, in the order they apply.
+    pub fn rules(&self) -> &'r [Rule] {
+        self.rules
+    }
+
+    /// The lists of rules that may match `name`: every rule that matches it is in one, but
+    /// not the globs of `*` and `?` alone.
+    fn candidates(&self, name: &str) -> Vec<&[usize]> {
+        let name = name.as_bytes();
+        let mut lists: Vec<&[usize]> = self.literal.get(name).into_iter().collect();
+        for length in self.prefix.lengths_to(name.len()) {
+            lists.extend(self.prefix.get(&name[..length]));
+        }
+        for length in self.suffix.lengths_to(name.len()) {
+            lists.extend(self.suffix.get(&name[name.len() - length..]));
+        }
+        for length in self.inside.lengths_to(name.len()) {
+            lists.extend(
+                name.windows(length)
+                    .filter_map(|piece| self.inside.get(piece)),
+            );
+        }
+        lists
+    }
+
+    /// The position of the rule that decides the tensor `name`: the first that matches it.
+    pub fn decide(&self, name: &str) -> Option<usize> {
+        let mut first: Option<usize> = None;
+        for list in self.candidates(name) {
+            // Each list is in the order of positions: its first match is its best.
+            let mut earlier = list.iter().take_while(|&&at| first.is_none_or(|f| at < f));
+            if let Some(&at) = earlier.find(|&&at| self.rules[at].matches(name)) {
+                first = Some(at);
+            }
+        }
+        if self.counting.is_empty() {
+            return first;
+        }
+        let chars = name.chars().count();
+        let exactly = self.exactly.get(&chars).copied();
+        let fewer = self.at_least.partition_point(|&(any, _)| any <= chars);
+        let at_least = fewer.checked_sub(1).map(|last| self.at_least[last].1);
+        [first, exactly, at_least].into_iter().flatten().min()
+    }
+
+    /// The rules that match none of `names` (the tensors of the inputs): a typo in a glob.
+    pub fn unmatched(&self, names: &[&str]) -> Vec<&'r Rule> {
+        let mut matched = vec![false; self.rules.len()];
+        for name in names {
+            for list in self.candidates(name) {
+                for &at in list {
+                    if !matched[at] && self.rules[at].matches(name) {
+                        matched[at] = true;
+                    }
+                }
+            }
+        }
+        if !self.counting.is_empty() {
+            let chars: HashSet<usize> = names.iter().map(|name| name.chars().count()).collect();
+            let most = chars.iter().copied().max();
+            for &(at, any, star) in &self.counting {
+                matched[at] = if star {
+                    most.is_some_and(|most| most >= any)
+                } else {
+                    chars.contains(&any)
+                };
+            }
+        }
+        self.rules
+            .iter()
+            .zip(matched)
+            .filter(|(_, matched)| !matched)
+            .map(|(rule, _)| rule)
+            .collect()
+    }
 }
 
 /// Reads the rules file `path` (`--rules`).
@@ -144,37 +392,37 @@ pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
 /// skipped. Every line that is not a rule is refused at once, each named by its line number.
 pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     let mut rules: Vec<Rule> = Vec::new();
+    // Each glob's first line, to refuse a second rule of it.
+    let mut first_lines: HashMap<&str, usize> = HashMap::new();
     let mut problems = Vec::new();
+    let shown = messages::path(path);
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
         let content = strip_comment(raw).trim();
         if content.is_empty() {
             continue;
         }
-        let origin = Origin::File {
-            path: path.to_path_buf(),
-            line,
-        };
         match parse_line(content) {
             Ok((glob, treatment)) => {
-                let earlier = rules.iter().find(|r| r.glob == glob).map(|r| &r.origin);
-                if let Some(Origin::File { line: first, .. }) = earlier {
+                if let Some(first) = first_lines.get(glob) {
                     problems.push(format!(
-                        "{}:{line}: `{glob}` already has a rule on line {first}, which wins \
+                        "{shown}:{line}: `{}` already has a rule on line {first}, which wins \
                          (the first match does); remove one of them",
-                        crate::messages::path(path)
+                        messages::name(glob)
                     ));
                     continue;
                 }
+                first_lines.insert(glob, line);
                 rules.push(Rule {
                     glob: glob.to_string(),
                     treatment,
-                    origin,
+                    origin: Origin::File {
+                        path: path.to_path_buf(),
+                        line,
+                    },
                 });
             }
-            Err(problem) => {
-                problems.push(format!("{}:{line}: {problem}", crate::messages::path(path)))
-            }
+            Err(problem) => problems.push(format!("{shown}:{line}: {problem}")),
         }
     }
     if problems.is_empty() {
@@ -183,8 +431,8 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     let count = problems.len();
     Err(Error::Refused(vec![Refusal {
         headline: format!(
-            "the rules file {} has {count} line{} that {} not a rule",
-            crate::messages::path(path),
+            "the rules file {shown} has {} line{} that {} not a rule",
+            crate::outliers::thousands(count),
             plural(count),
             if count == 1 { "is" } else { "are" }
         ),
@@ -209,28 +457,35 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
-/// One rule line without its comment: the glob and what it does.
+/// One rule line without its comment: the glob and what it does. Messages quote the line's
+/// text ([`messages::name`]): cut to an excerpt, control characters escaped.
 fn parse_line(content: &str) -> std::result::Result<(&str, Treatment), String> {
     let Some((glob, value)) = content.rsplit_once('=') else {
         return Err(format!(
-            "`{content}` has no `=`; expected GLOB = AXIS or GLOB = keep"
+            "`{}` has no `=`; expected GLOB = AXIS or GLOB = keep",
+            messages::name(content)
         ));
     };
     let (glob, value) = (glob.trim(), value.trim());
     if glob.is_empty() {
-        return Err(format!("`{content}` has no glob before the `=`"));
+        return Err(format!(
+            "`{}` has no glob before the `=`",
+            messages::name(content)
+        ));
     }
     if value == "keep" {
         return Ok((glob, Treatment::Keep));
     }
     match value.parse() {
         Ok(axis) => Ok((glob, Treatment::Axis(axis))),
-        Err(_) if value.eq_ignore_ascii_case("keep") => {
-            Err(format!("`{value}` is written `keep`, in lower case"))
-        }
+        Err(_) if value.eq_ignore_ascii_case("keep") => Err(format!(
+            "`{}` is written `keep`, in lower case",
+            messages::name(value)
+        )),
         Err(_) => Err(format!(
-            "`{value}` after `{glob} =` is neither an axis (an integer such as 0, 1 or -1) nor \
-             `keep`"
+            "`{}` after `{} =` is neither an axis (an integer such as 0, 1 or -1) nor `keep`",
+            messages::name(value),
+            messages::name(glob)
         )),
     }
 }
@@ -242,34 +497,45 @@ fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
 }
 
-/// The rules that match none of `names` (the tensors of the inputs): a typo in a glob.
-pub fn unmatched<'r>(rules: &'r [Rule], names: &[&str]) -> Vec<&'r Rule> {
-    rules
-        .iter()
-        .filter(|rule| !names.iter().any(|name| rule.matches(name)))
-        .collect()
-}
-
 /// One line per rule that matches no tensor, with the tensor name closest to its glob, for
-/// a warning or a refusal.
+/// a warning or a refusal: the first [`SHOWN`] rules, then a line that counts the others (a
+/// rules file for another model may match nothing here, line after line).
 pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
-    rules
+    let mut lines: Vec<String> = rules
         .iter()
+        .take(SHOWN)
         .map(|rule| {
-            let literal: Vec<char> = rule.glob.chars().filter(|&c| c != '*').collect();
+            // The glob's text, as much of it as a name is compared with: a megabyte-long
+            // glob is no closer to a name for all its length.
+            let literal: Vec<char> = rule
+                .glob
+                .chars()
+                .filter(|&c| c != '*')
+                .take(crate::error::EXCERPT_CHARS)
+                .collect();
             let closest = names.iter().min_by_key(|name| {
                 let distance = distance_within(&literal, name);
                 (distance, name.len(), **name)
             });
             match closest {
-                Some(name) => {
-                    let name = crate::messages::name(name);
-                    format!("{rule} matches no tensor (the closest name is `{name}`)")
-                }
+                Some(name) => format!(
+                    "{rule} matches no tensor (the closest name is `{}`)",
+                    messages::name(name)
+                ),
                 None => format!("{rule} matches no tensor: the inputs hold none"),
             }
         })
-        .collect()
+        .collect();
+    if rules.len() > SHOWN {
+        let more = rules.len() - SHOWN;
+        lines.push(format!(
+            "... and {} more rule{} that match{} no tensor",
+            crate::outliers::thousands(more),
+            plural(more),
+            if more == 1 { "es" } else { "" }
+        ));
+    }
+    lines
 }
 
 /// The fewest edits that make `literal` a part of `name` (Sellers' approximate substring
@@ -294,11 +560,11 @@ pub fn unmatched_refusal(rules: &[&Rule], names: &[&str]) -> Refusal {
     Refusal {
         headline: format!(
             "{} rule{} match{} no tensor of the inputs (--strict refuses such rules)",
-            rules.len(),
+            crate::outliers::thousands(rules.len()),
             plural(rules.len()),
             if rules.len() == 1 { "es" } else { "" }
         ),
-        details: capped(describe_unmatched(rules, names), SHOWN),
+        details: describe_unmatched(rules, names),
         hint: Some(
             "correct each glob (`*` matches any text, dots included; `?` one character), or \
              remove the rule; without --strict these are warnings"
@@ -516,6 +782,177 @@ mod tests {
         assert!(glob_match("*π*", "aπb"));
     }
 
+    /// Trying the rules in turn, the first match winning: what [`Matcher::decide`] must
+    /// agree with.
+    fn decide_in_turn(rules: &[Rule], name: &str) -> Option<usize> {
+        rules.iter().position(|rule| rule.matches(name))
+    }
+
+    /// Every rule against every name: what [`Matcher::unmatched`] must agree with.
+    fn unmatched_in_turn<'r>(rules: &'r [Rule], names: &[&str]) -> Vec<&'r Rule> {
+        let matches_one = |rule: &Rule| names.iter().any(|name| rule.matches(name));
+        rules.iter().filter(|rule| !matches_one(rule)).collect()
+    }
+
+    /// Rules of the globs `keep` (as `--keep` flags, duplicates allowed), `axis_for` (as
+    /// `--axis-for` flags) and `lines` (as a rules file's, each glob once).
+    fn rules_of(keep: &[String], axis_for: &[String], lines: &[String]) -> Vec<Rule> {
+        let axis_for: Vec<AxisRule> = axis_for
+            .iter()
+            .enumerate()
+            .map(|(at, glob)| AxisRule {
+                glob: glob.clone(),
+                axis: at as i64 % 3,
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        let text: String = lines
+            .iter()
+            .filter(|glob| !glob.is_empty() && seen.insert(glob.as_str()))
+            .enumerate()
+            .map(|(at, glob)| format!("{glob} = {}\n", if at % 2 == 0 { "keep" } else { "1" }))
+            .collect();
+        ordered(keep, &axis_for, file(&text).unwrap())
+    }
+
+    #[track_caller]
+    fn assert_indexed_as_in_turn(rules: &[Rule], names: &[&str]) {
+        let matcher = Matcher::new(rules);
+        for name in names {
+            assert_eq!(
+                matcher.decide(name),
+                decide_in_turn(rules, name),
+                "{name:?} under {:?}",
+                rules.iter().map(|r| &r.glob).collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(matcher.unmatched(names), unmatched_in_turn(rules, names));
+    }
+
+    #[test]
+    fn the_index_decides_every_kind_of_glob_as_trying_them_in_turn() {
+        let globs: Vec<String> = [
+            "model.norm.weight", // a name
+            "*",
+            "??",
+            "?*?",
+            "*.weight",         // a suffix
+            "model.*",          // a prefix
+            "*norm*",           // inside
+            "*.0.*",            // inside, shared with a prefix below
+            "model.layers.0.*", // a prefix
+            "m?del.*.w*ght",    // prefix, inside and suffix
+            "π.*",              // not ASCII
+            "*π",
+            "a?π",
+            "model.norm.weight", // the same name again: the first wins
+            "*.weight",          // the same glob again
+        ]
+        .map(str::to_string)
+        .to_vec();
+        let names = [
+            "model.norm.weight",
+            "model.layers.0.mlp.weight",
+            "model.layers.10.mlp.bias",
+            "lm_head.weight",
+            "ab",
+            "a",
+            "",
+            "π.x",
+            "aππ",
+            "xπ",
+            "mxdel.q.wght",
+        ];
+        for (keep, axis_for, lines) in [
+            (&globs[..0], &globs[..0], &globs[..]),
+            (&globs[..3], &globs[3..7], &globs[7..]),
+            (&globs[10..], &globs[..10], &globs[..0]),
+        ] {
+            assert_indexed_as_in_turn(&rules_of(keep, axis_for, lines), &names);
+        }
+        // Reversed, every precedence between kinds is tried the other way round too.
+        let reversed: Vec<String> = globs.iter().rev().cloned().collect();
+        assert_indexed_as_in_turn(&rules_of(&reversed, &[], &[]), &names);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_index_decides_random_rules_as_trying_them_in_turn(
+            keep in proptest::collection::vec("[ab.π*?]{0,5}", 0..12),
+            axis_for in proptest::collection::vec("[ab.π*?]{1,5}", 0..12),
+            lines in proptest::collection::vec("[ab.π*?]{1,6}", 0..30),
+            names in proptest::collection::vec("[ab.π]{0,7}", 0..20),
+        ) {
+            let rules = rules_of(&keep, &axis_for, &lines);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let matcher = Matcher::new(&rules);
+            for name in &names {
+                proptest::prop_assert_eq!(matcher.decide(name), decide_in_turn(&rules, name));
+            }
+            proptest::prop_assert_eq!(matcher.unmatched(&names), unmatched_in_turn(&rules, &names));
+        }
+    }
+
+    #[test]
+    fn unmatched_rules_are_described_ten_and_counted_past_that() {
+        let lines: Vec<String> = (0..10_000).map(|k| format!("*.missing{k}")).collect();
+        let rules = rules_of(&[], &[], &lines);
+        let names = ["model.norm.weight"];
+        let unmatched = Matcher::new(&rules).unmatched(&names);
+        assert_eq!(unmatched.len(), 10_000);
+        let described = describe_unmatched(&unmatched, &names);
+        assert_eq!(described.len(), SHOWN + 1);
+        assert_eq!(
+            described[SHOWN],
+            "... and 9,990 more rules that match no tensor"
+        );
+        let refusal = unmatched_refusal(&unmatched, &names).to_string();
+        assert!(
+            refusal.starts_with("10,000 rules match no tensor"),
+            "{refusal}"
+        );
+        assert!(refusal.len() < 2_000, "{} bytes", refusal.len());
+    }
+
+    #[test]
+    fn long_and_hostile_rule_lines_are_cut_and_escaped_in_messages() {
+        let long = "x".repeat(1 << 20);
+        for text in [
+            format!("{long}\n"),
+            format!("{long} = sideways\n"),
+            format!("a = 1\na{long} = {long}\n"),
+            format!("a{long} = 1\na{long} = 0\n"),
+        ] {
+            let error = file(&text).unwrap_err().to_string();
+            assert!(error.len() < 2_000, "{} bytes", error.len());
+            assert!(error.contains("more bytes"), "{error}");
+        }
+        let error = file("\x1b[2J\u{202e} = nope\n").unwrap_err().to_string();
+        assert!(!error.contains(['\x1b', '\u{202e}']), "{error:?}");
+        assert!(error.contains("\\x1b[2J\\u{202e} ="), "{error}");
+        // A rule in a warning: the glob is cut and escaped, the file name escaped too.
+        let rules = parse_file(
+            Path::new("evil\n.rules"),
+            &format!("\x1b]0;title\x07{long} = 0\n"),
+        )
+        .unwrap();
+        let unmatched = Matcher::new(&rules).unmatched(&["w"]);
+        let warning = describe_unmatched(&unmatched, &["w\x1b"]).concat();
+        assert!(warning.len() < 1_000, "{} bytes", warning.len());
+        assert!(!warning.contains(['\x1b', '\x07', '\n']), "{warning:?}");
+        assert!(
+            warning.starts_with("evil\\n.rules:1: \\x1b]0;title\\x07xxx"),
+            "{warning}"
+        );
+        // JSON shows the rule exactly as written.
+        assert!(
+            rules[0]
+                .written()
+                .starts_with("evil\n.rules:1: \x1b]0;title\x07xxx")
+        );
+        assert!(rules[0].written().ends_with("xxx = 0"));
+    }
+
     fn file(text: &str) -> Result<Vec<Rule>> {
         parse_file(Path::new("m.rules"), text)
     }
@@ -569,14 +1006,15 @@ mod tests {
             &axis_for,
             file("*.q_proj.weight = 0\n*.bias = keep\n").unwrap(),
         );
-        assert_eq!(decide(&rules, "model.norm.weight"), Some(0));
-        assert_eq!(decide(&rules, "l.o_proj.weight"), Some(1));
-        assert_eq!(decide(&rules, "l.o_proj.bias"), Some(3));
-        assert_eq!(decide(&rules, "position_ids"), None);
+        let matcher = Matcher::new(&rules);
+        assert_eq!(matcher.decide("model.norm.weight"), Some(0));
+        assert_eq!(matcher.decide("l.o_proj.weight"), Some(1));
+        assert_eq!(matcher.decide("l.o_proj.bias"), Some(3));
+        assert_eq!(matcher.decide("position_ids"), None);
         assert_eq!(rules[0].to_string(), "--keep '*norm*'");
         assert_eq!(rules[1].to_string(), "--axis-for '*.weight=1'");
         let names = ["model.norm.weight", "l.o_proj.weight", "l.o_proj.bias"];
-        let unmatched = unmatched(&rules, &names);
+        let unmatched = matcher.unmatched(&names);
         assert_eq!(unmatched, [&rules[2]]);
         assert_eq!(
             describe_unmatched(&unmatched, &names),

@@ -306,7 +306,7 @@ pub fn dry_run_json(
                 "kept": t.kept,
                 "axis": (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
                 "blocks": t.placement.as_ref().map(|p| blocks_json(t, p)),
-                "rule": t.rule.map(|at| rules.tensor_rules[at].to_string()),
+                "rule": t.rule.map(|at| rules.tensor_rules[at].written()),
                 "dtype": t.out.dtype.to_string(),
                 "shape": t.out.shape,
                 "bytes": t.out.bytes,

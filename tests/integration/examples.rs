@@ -33,12 +33,6 @@ use crate::util::{read_npy, write_npy};
 /// Files the documents name that other fixtures already hold: (name in the examples' folder,
 /// fixture).
 const BORROWED: &[(&str, &str)] = &[
-    // [1,1,2,3] + [1,1,2,4]: DirectML's worked example.
-    ("a.npy", "fixtures/npy/dml_ex1_axis3/in0.npy"),
-    ("b.npy", "fixtures/npy/dml_ex1_axis3/in1.npy"),
-    // Two 3-D float32 tensors [2, 3, 1], which DirectML before level 4.1 cannot join.
-    ("c.npy", "fixtures/bad/f4_3d.npy"),
-    ("d.npy", "fixtures/bad/f4_3d.npy"),
     ("tp0.safetensors", "fixtures/merge/llama/tp0.safetensors"),
     ("tp1.safetensors", "fixtures/merge/llama/tp1.safetensors"),
     (
@@ -386,6 +380,56 @@ fn every_example_of_the_help_and_the_man_page_runs() {
         assert!(help.contains(command), "--help lacks the example {command}");
     }
     check_all(&shown_in_help());
+}
+
+/// Issue 27, item 17: README says its tour runs on the files of `fixtures/examples/`, where a
+/// reader goes to try it; every `.npy` file its commands read must be there, not only in the
+/// copy the tests make.
+#[test]
+fn every_npy_file_the_readme_reads_is_in_fixtures_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = include_str!("../../README.md");
+    assert!(readme.contains("on the files of\n`fixtures/examples/`"));
+    let mut missing = Vec::new();
+    for shown in shown_in_markdown("README.md", readme) {
+        let command = uncommented(&shown.command);
+        let written = outputs(command);
+        let words: Vec<&str> = command.split_whitespace().collect();
+        for (at, word) in words.iter().enumerate() {
+            let redirected = at > 0 && words[at - 1].starts_with('>');
+            let read = word.ends_with(".npy")
+                && !word.contains(['*', '?', '/', '>'])
+                && !redirected
+                && !written.contains(word);
+            if read && !root.join("fixtures/examples").join(word).is_file() {
+                missing.push(format!("{}: {word}", shown.place));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README reads files fixtures/examples/ lacks (add them in \
+         fixtures/make_example_fixtures.py): {missing:?}"
+    );
+}
+
+/// Issue 27, item 17: the file README's first command writes, at the repository's root, is
+/// ignored by git.
+#[test]
+fn the_readmes_first_output_is_ignored_by_git() {
+    let readme = include_str!("../../README.md");
+    let first = readme
+        .lines()
+        .find(|line| line.starts_with("cargo run"))
+        .expect("README starts with a cargo run command");
+    let [output] = outputs(first)[..] else {
+        panic!("README's first command names one output: {first}");
+    };
+    let ignored = include_str!("../../.gitignore");
+    assert!(
+        ignored.lines().any(|line| line == format!("/{output}")),
+        ".gitignore lacks /{output}, which README's first command writes"
+    );
 }
 
 #[test]

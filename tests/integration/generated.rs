@@ -162,6 +162,96 @@ fn bash_offers_values_for_flags_files_for_inputs_and_no_hidden_flag() {
     );
 }
 
+/// Whether bash runs here; when it does not, says so, for a test to skip.
+#[cfg(unix)]
+fn bash_runs(test: &str) -> bool {
+    let runs = std::process::Command::new("bash")
+        .args(["-c", "true"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !runs {
+        eprintln!("{test}: skipped: bash is not installed, so its completion cannot be tried");
+    }
+    runs
+}
+
+/// What the checked-in bash script offers when Tab is pressed at the end of `line`, called
+/// as bash calls it: bash splits the line's words at blanks and at `:` (in its default
+/// `COMP_WORDBREAKS`), so `tjoin --spec directml:3` gives `COMP_WORDS` `tjoin`, `--spec`,
+/// `directml`, `:`, `3`, the word completed (`$2`) is `3`, the text after the last `:`, and
+/// the one before (`$3`) is `:` (as bash 5 does, seen through a terminal).
+#[cfg(unix)]
+fn bash_completes_line(line: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in line.split([' ', '\t']).filter(|w| !w.is_empty()) {
+        let mut piece = String::new();
+        for c in word.chars() {
+            if c == ':' {
+                words.extend((!piece.is_empty()).then(|| std::mem::take(&mut piece)));
+                words.push(":".into());
+            } else {
+                piece.push(c);
+            }
+        }
+        words.extend((!piece.is_empty()).then_some(piece));
+    }
+    if line.ends_with([' ', '\t']) {
+        words.push(String::new());
+    }
+    let completed = line.rsplit([' ', '\t', ':']).next().unwrap_or_default();
+    let before = &words[words.len() - 2];
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(Kind::Bash.path());
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT={}; \
+         _tjoin tjoin '{completed}' '{before}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1,
+        line.len(),
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &program])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let offered = String::from_utf8(output.stdout).unwrap();
+    offered
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 27, item 16: bash split `directml:` at the `:`, and listed files.
+#[cfg(unix)]
+#[test]
+fn bash_completes_spec_values_that_hold_a_colon() {
+    if !bash_runs("bash_completes_spec_values_that_hold_a_colon") {
+        return;
+    }
+    // bash keeps the text up to the last `:`; the candidates are what follows it.
+    assert_eq!(
+        bash_completes_line("tjoin --spec directml:"),
+        ["4.1", "3.0", "2.1", "1.0"]
+    );
+    assert_eq!(bash_completes_line("tjoin --spec directml:3"), ["3.0"]);
+    assert_eq!(bash_completes_line("tjoin -a 0 --spec directml:1"), ["1.0"]);
+    // Words without a `:` complete as before.
+    assert_eq!(
+        bash_completes_line("tjoin --spec dir"),
+        [
+            "directml",
+            "directml:4.1",
+            "directml:3.0",
+            "directml:2.1",
+            "directml:1.0"
+        ]
+    );
+    assert_eq!(bash_completes_line("tjoin --cast float1"), ["float16"]);
+    assert!(bash_completes_line("tjoin -a 0 a.npy ").is_empty());
+}
+
 #[test]
 fn zsh_offers_values_for_flags_and_files_for_inputs() {
     let script =

@@ -18,6 +18,7 @@ mod fixtures;
 mod flags;
 mod generated;
 mod hostile;
+mod many_rules;
 mod merge_safety;
 mod messages;
 #[cfg(unix)]
