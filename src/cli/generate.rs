@@ -150,8 +150,8 @@ _tjoin() {
     out.write_all(script.as_bytes())
 }
 
-/// The fields of `--dry-run=json`, as src/report/plan.rs writes them (a test compares the
-/// two).
+/// The fields of `--dry-run=json`, as src/report/plan.rs's `PlanReport` serializes them (a
+/// test compares the two).
 const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     (
         "rules",

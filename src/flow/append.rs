@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, PlanForm};
+use crate::config::{Action, JoinConfig};
 use crate::dtype::Swaps;
 use crate::error::{Error, InputRef, Result};
 use crate::format::npy::{self, NpyWriter};
@@ -27,7 +27,9 @@ use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
 use crate::output::reorder::Reordered;
 use crate::progress::{self, Counted};
-use crate::{join, messages, plan, report, source};
+use crate::report::plan::AppendReport;
+use crate::report::{PlanReport, Warnings};
+use crate::{join, messages, plan, source};
 
 /// Runs the append `config` describes: its first input is the target. Checks and plans as a
 /// join, then either prints the plan or grows the target.
@@ -35,7 +37,8 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let inputs = join::open_inputs(config, None)?;
     let first = &inputs[0];
     check_target(first, &inputs, config)?;
-    let job = join::plan(config, &inputs, Format::Npy, &NpyWriter)?;
+    let mut warnings = Warnings::new(config.quiet);
+    let job = join::plan(config, &inputs, Format::Npy, &NpyWriter, &mut warnings)?;
     let grown = &job[0];
     let target = &first.tensors[0];
     check_axis(grown, target)?;
@@ -57,18 +60,14 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 return Err(interrupted(&first.name.path, &journal));
             }
             let output = Some((&*first.name.path, Format::Npy));
-            let rules = &config.rules;
-            match form {
-                PlanForm::Json => {
-                    let text = report::dry_run_json(rules, &inputs, &job, output, &engine, None);
-                    crate::messages::print_exact(&with_append_json(&text, old_len, &added))
-                }
-                PlanForm::Text => {
-                    let text = report::dry_run(rules, &inputs, &job, output, &engine, None);
-                    let plan = format!("{text}{}", append_line(first, old_len, &added));
-                    crate::messages::print(&plan)
-                }
-            }
+            let mut report = PlanReport::new(&config.rules, &inputs, &job, output, &engine, None);
+            report.output.append = Some(AppendReport {
+                bytes: added.plan.bytes,
+                offset: old_len,
+                data_before: target.info.data_len,
+            });
+            report.warnings = warnings.into_vec();
+            report.print(form)
         }
         Action::Write => {
             let header = Headers {
@@ -309,32 +308,6 @@ fn interrupted(path: &Path, journal: &Path) -> Error {
             messages::path(path)
         ),
     }
-}
-
-/// The dry run's last line: what the append would write where.
-fn append_line(first: &Input, old_len: u64, added: &TensorJob) -> String {
-    let target = &first.tensors[0].info;
-    format!(
-        "append: in place, {} bytes written at byte {old_len} of {}, after its {} bytes of \
-         data; then its header rewritten for the new shape\n",
-        added.plan.bytes,
-        crate::messages::path(&first.name.path),
-        target.data_len
-    )
-}
-
-/// The JSON plan with `output.append`: where the new bytes go and how many there are.
-fn with_append_json(text: &str, old_len: u64, added: &TensorJob) -> String {
-    let Ok(mut plan) = serde_json::from_str::<serde_json::Value>(text) else {
-        return text.to_string();
-    };
-    if let Some(output) = plan.get_mut("output").and_then(|o| o.as_object_mut()) {
-        output.insert(
-            "append".to_string(),
-            serde_json::json!({ "offset": old_len, "bytes": added.plan.bytes }),
-        );
-    }
-    format!("{plan}\n")
 }
 
 /// Locks the target, checks that it is still the file that was read and that no earlier

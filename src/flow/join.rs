@@ -22,26 +22,27 @@ use crate::job::{self, TensorJob};
 use crate::output::{Output, OutputSet, Sink};
 use crate::progress::{self, Counted};
 use crate::reference::Reference;
+use crate::report::{PlanReport, Warning, Warnings};
 use crate::shards::{self, NewFolder, ShardPlan};
 use crate::spill::Spill;
-use crate::{messages, report, source, stack};
+use crate::{source, stack};
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
 pub fn run(config: &JoinConfig) -> Result<()> {
     let mut early = EarlyCopy::for_run(config);
     let inputs = open_inputs(config, early.as_mut())?;
-    if !config.quiet {
-        let warnings = inputs
-            .iter()
-            .filter_map(|i| i.shards()?.total_size_warning());
-        warnings.for_each(messages::warn);
+    let mut warnings = Warnings::new(config.quiet);
+    for input in &inputs {
+        if let Some(warning) = input.shards().and_then(Warning::total_size) {
+            warnings.push(warning);
+        }
     }
     // A dry run without an output plans as if the output were like the first input.
     let format = config.output.format.unwrap_or(inputs[0].format);
     let mut writer = format.writer(&write_options(config, format, &inputs)?);
-    let job = plan(config, &inputs, format, writer.as_ref())?;
-    let shards = shard_plan(config, &inputs, &job, writer.as_ref())?;
+    let job = plan(config, &inputs, format, writer.as_ref(), &mut warnings)?;
+    let shards = shard_plan(config, &inputs, &job, writer.as_ref(), &mut warnings)?;
     let mut engine = Engine::choose(config.engine.backend, config.engine.adapter, &job)?;
     let finished = match (&config.output.path, config.action) {
         (Some(_), Action::Write) if shards.is_some() => {
@@ -56,16 +57,15 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         (_, action) => {
             let output = config.output.path.as_deref().zip(config.output.format);
             let (rules, shards) = (&config.rules, shards.as_ref());
-            return match action {
-                Action::DryRun(PlanForm::Json) => {
-                    let plan = report::dry_run_json(rules, &inputs, &job, output, &engine, shards);
-                    messages::print_exact(&plan)
-                }
-                _ => {
-                    let plan = report::dry_run(rules, &inputs, &job, output, &engine, shards);
-                    messages::print(&plan)
-                }
+            let mut report = PlanReport::new(rules, &inputs, &job, output, &engine, shards);
+            report.warnings = warnings.into_vec();
+            let form = match action {
+                Action::DryRun(form) => form,
+                // A write needs -o (clap requires it without --dry-run); without one, the
+                // plan as text.
+                Action::Write => PlanForm::Text,
             };
+            return report.print(form);
         }
     };
     // The output may replace one of the inputs, which Windows refuses while the input is
@@ -110,6 +110,7 @@ fn shard_plan(
     inputs: &[Input],
     job: &[TensorJob],
     writer: &dyn Writer,
+    warnings: &mut Warnings,
 ) -> Result<Option<ShardPlan>> {
     let Some(sharded) = &config.output.sharded else {
         return Ok(None);
@@ -138,12 +139,8 @@ fn shard_plan(
     if config.output.no_clobber {
         plan.check_no_clobber()?;
     }
-    if let Some(file) = plan.shadowing_file().filter(|_| !config.quiet) {
-        messages::warn(format_args!(
-            "{} stays in the folder (it is not a file of the previous index); libraries that \
-             look for it before the index would load it instead of the new set",
-            messages::path(&file)
-        ));
+    if let Some(file) = plan.shadowing_file() {
+        warnings.push(Warning::Shadowing { file });
     }
     Ok(Some(plan))
 }
@@ -295,6 +292,7 @@ pub(crate) fn plan<'a>(
     inputs: &'a [Input],
     format: Format,
     writer: &dyn Writer,
+    warnings: &mut Warnings,
 ) -> Result<Vec<TensorJob<'a>>> {
     let rules = &config.rules;
     let matcher = crate::rules::Matcher::new(&rules.tensor_rules);
@@ -308,9 +306,9 @@ pub(crate) fn plan<'a>(
         name: rules.name.as_deref(),
         output: format,
     };
-    if !rules.strict && !config.quiet {
-        for warning in job::unmatched_rules(inputs, &options) {
-            messages::warn(warning);
+    if !rules.strict {
+        for described in job::unmatched_rules(inputs, &options) {
+            warnings.push(Warning::UnmatchedRule(described));
         }
     }
     let output = config.output.path.as_deref();

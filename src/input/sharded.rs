@@ -40,21 +40,6 @@ pub struct ShardSet {
     pub tensor_bytes: u64,
 }
 
-impl ShardSet {
-    /// The warning to give when the index's `total_size` disagrees with its tensors' bytes.
-    pub fn total_size_warning(&self) -> Option<String> {
-        let said = self.total_size?;
-        (said != self.tensor_bytes).then(|| {
-            format!(
-                "{}: its metadata.total_size says {said} bytes, but the tensors it maps hold {}; \
-                 tjoin goes by the tensors (some writers count total_size differently)",
-                crate::messages::path(&self.index),
-                self.tensor_bytes
-            )
-        })
-    }
-}
-
 /// Whether `path` names a sharded checkpoint's index (`model.safetensors.index.json`,
 /// `diffusion_pytorch_model.safetensors.index.fp16.json`).
 pub fn is_index_path(path: &Path) -> bool {

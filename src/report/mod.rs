@@ -1,8 +1,12 @@
-//! Text for people: the plan `--dry-run` prints (`plan`), progress bars and summaries
-//! (`progress`), and the lists of odd inputs out that refusals show (`outliers`).
+//! What a run tells a person or a script: the plan `--dry-run` prints, as one typed report
+//! (`plan`) rendered as text (`text`) or JSON; the warnings (`warning`); progress bars and
+//! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
 pub mod outliers;
 pub mod plan;
 pub mod progress;
+pub mod text;
+pub mod warning;
 
-pub use plan::*;
+pub use plan::PlanReport;
+pub use warning::{Warning, Warnings};

@@ -1,393 +1,428 @@
-//! What `--dry-run` prints on standard output: the checked plan. Nothing here reads data.
+//! The plan of a checked job as one typed report, built once from the plan and rendered twice
+//! (as hyperfine's `src/export/` renders one result): as text for people ([`super::text`],
+//! `--dry-run`) and as JSON for scripts ([`PlanReport::json`], `--dry-run=json`). Nothing here
+//! reads data.
+//!
+//! The JSON is serde's rendering of these types, field by field in the order they are
+//! declared; they are declared in alphabetical order, which is the order the JSON has always
+//! had. The man page's DRY RUN section (`src/cli/generate.rs`, `DRY_RUN_FIELDS`) lists the
+//! fields; keep the three in step. Fields marked `#[serde(skip)]` are what only the text shows.
 
 use std::collections::HashSet;
 use std::path::Path;
 
+use serde::Serialize;
+
 use crate::backend::Engine;
-use crate::config::JoinRules;
-use crate::format::{Format, shape_text};
-use crate::input::Input;
-use crate::job::TensorJob;
-use crate::messages::quote;
-use crate::plan::Placement;
-use crate::shards::ShardPlan;
-use crate::spec::Spec;
+use crate::config::{JoinRules, PlanForm};
+use crate::error::{InputRef, Result};
+use crate::format::Format;
+use crate::input::{Input, Tensor};
+use crate::output::shards::ShardPlan;
+use crate::plan::job::TensorJob;
+use crate::plan::spec::Spec;
+use crate::report::warning::Warning;
 
-/// The plan of a checked job as aligned text: the rules it passed, the engine (unless it is
-/// the default CPU engine) and why, the inputs, each output tensor with its axis (as given and
-/// as the operator takes it) or `kept` and the rule that decided it, the output, and what the
-/// engine does with each tensor.
-pub fn dry_run(
-    rules: &JoinRules,
-    inputs: &[Input],
-    job: &[TensorJob],
-    output: Option<(&Path, Format)>,
-    engine: &Engine,
-    shards: Option<&ShardPlan>,
-) -> String {
-    let spec = rules.spec;
-    let mut text = format!(
-        "dry run: nothing written; the join passes {}\n",
-        passed(spec)
-    );
-    if let Some(note) = &engine.note {
-        text.push_str(&format!("backend: {note}\n"));
-    }
-    let single = job.len() == 1 && !job[0].kept && job[0].sources.len() == inputs.len();
-    text.push_str("inputs:\n");
-    let rows: Vec<Vec<String>> = if single {
-        job[0]
-            .sources
-            .iter()
-            .zip(inputs)
-            .map(|(source, input)| {
-                vec![
-                    source.name.position.to_string(),
-                    source.name.label(),
-                    input.format.name().to_string(),
-                    source.info.dtype.to_string(),
-                    source.info.shape_text(),
-                    bytes(source.info.data_len),
-                ]
-            })
-            .collect()
-    } else {
-        inputs
-            .iter()
-            .map(|input| {
-                let data: u64 = input.tensors.iter().map(|t| t.info.data_len).sum();
-                let held = match input.offsets() {
-                    Some(_) => block_files(input),
-                    None => tensors(input.tensors.len()),
-                };
-                vec![
-                    input.name.position.to_string(),
-                    input.name.label(),
-                    input.format.name().to_string(),
-                    held,
-                    bytes(data),
-                ]
-            })
-            .collect()
-    };
-    text.push_str(&table(&rows));
-    text.push_str(&index_notes(inputs));
-    if single {
-        text.push_str(&format!("axis: {}\n", axis(&job[0], rules)));
-    } else {
-        text.push_str("tensors:\n");
-        let rows: Vec<Vec<String>> = job
-            .iter()
-            .map(|t| {
-                vec![
-                    t.out.name.clone(),
-                    // --axis-for rules may set each tensor's axis: show the one it joins along.
-                    if let Some(placement) = &t.placement {
-                        format!("blocks {}", placement.grid.describe())
-                    } else if t.kept && inputs.len() == 1 {
-                        "copied".to_string()
-                    } else if t.kept {
-                        "kept".to_string()
-                    } else {
-                        format!("axis {}", t.plan.axis)
-                    },
-                    t.out.dtype.to_string(),
-                    shape_text(&t.out.shape),
-                    bytes(t.out.bytes),
-                    format!("by {}", decided_by(t, rules)),
-                ]
-            })
-            .collect();
-        text.push_str(&table(&rows));
-        text.push_str(&blocks_text(job));
-    }
-    let (path, format) = match output {
-        Some((path, format)) => (crate::messages::path(path), format.name()),
-        None => ("(no output named)".to_string(), "-"),
-    };
-    let what = match job {
-        [only] if single => format!("{}  {}", only.out.dtype, shape_text(&only.out.shape)),
-        _ => tensors(job.len()),
-    };
-    text.push_str(&format!(
-        "output: {path}  {format}  {what}  {}\n",
-        bytes(total_bytes(job))
-    ));
-    if let Some(shards) = shards {
-        text.push_str(&shards_text(shards, job));
-    }
-    let plans: Vec<Vec<String>> = (0..job.len())
-        .filter_map(|i| Some(vec![job[i].out.name.clone(), engine.describe(i)?]))
-        .collect();
-    match &plans[..] {
-        [] => {}
-        [only] if single => text.push_str(&format!("directml: {}\n", quote(&only[1]))),
-        _ => text.push_str(&format!("directml:\n{}", table(&plans))),
-    }
-    text
+/// What a dry run reports: the rules the join passed, the engine and why, the inputs, each
+/// output tensor and how it is made, the output and its shards.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanReport {
+    /// `-a` as given.
+    pub axis_given: Option<i64>,
+    /// Why `--backend` chose its engine; `None` for the default CPU engine.
+    pub backend: Option<String>,
+    /// The inputs, in order.
+    pub inputs: Vec<InputReport>,
+    /// The output.
+    pub output: OutputReport,
+    /// The rules the join passed: the profile's, or only its shape rules without `--spec`.
+    pub rules: String,
+    /// The files of a sharded output.
+    pub shards: Option<ShardsReport>,
+    /// The `--spec` profile's name; `None` without `--spec`.
+    pub spec: Option<&'static str>,
+    /// The output tensors, in output order.
+    pub tensors: Vec<TensorReport>,
+    /// The warnings planning gave, which were printed on standard error as they arose
+    /// ([`super::warning::Warnings`]); in neither rendering, which is the plan alone.
+    #[serde(skip)]
+    pub warnings: Vec<Warning>,
 }
 
-/// `10 blocks in 4 files`: what a distributed checkpoint's input holds.
-fn block_files(input: &Input) -> String {
-    let files: HashSet<&Path> = input.tensors.iter().map(|t| &*t.name.path).collect();
-    format!("{} blocks in {} files", input.tensors.len(), files.len())
+/// One input.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputReport {
+    /// Its format's name.
+    pub format: &'static str,
+    /// For a sharded checkpoint, its index.
+    pub index: Option<IndexReport>,
+    /// The path as given (with `:NAME` when one tensor was selected).
+    pub path: String,
+    /// Its position among the inputs, from 1.
+    pub position: usize,
+    /// The tensors it holds.
+    pub tensors: Vec<TensorHeld>,
+    /// For a distributed checkpoint, how many files its blocks are in.
+    #[serde(skip)]
+    pub block_files: Option<usize>,
 }
 
-/// Each tensor made from blocks, with the region of the full tensor each block fills.
-fn blocks_text(job: &[TensorJob]) -> String {
-    let mut text = String::new();
-    for t in job {
-        let Some(placement) = &t.placement else {
-            continue;
-        };
-        text.push_str(&format!(
-            "  {}  {}\n",
-            quote(&t.out.name),
-            placement.grid.describe()
-        ));
-        let rows: Vec<Vec<String>> = t
-            .sources
-            .iter()
-            .zip(&placement.offsets)
-            .map(|(source, offsets)| {
-                let region: Vec<String> = offsets
-                    .iter()
-                    .zip(&source.info.shape)
-                    .map(|(o, d)| format!("{o}:{}", o + d))
-                    .collect();
-                vec![
-                    format!("  [{}]", region.join(", ")),
-                    source.name.to_string(),
-                ]
-            })
-            .collect();
-        text.push_str(&table(&rows));
-    }
-    if text.is_empty() {
-        text
-    } else {
-        format!("blocks:\n{text}")
-    }
+/// A tensor an input holds, as its header describes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TensorHeld {
+    /// Bytes of data.
+    pub bytes: u64,
+    /// Element type.
+    pub dtype: String,
+    /// Its name; `None` in a single-tensor file.
+    pub name: Option<String>,
+    /// Its shape.
+    pub shape: Vec<u64>,
 }
 
-/// For each sharded input, its index, shards and both byte counts: the index's `total_size`
-/// and the tensors'.
-fn index_notes(inputs: &[Input]) -> String {
-    let mut text = String::new();
-    for input in inputs {
-        let Some(set) = input.shards() else { continue };
-        let said = match set.total_size {
-            Some(size) if size == set.tensor_bytes => format!("total_size {}", bytes(size)),
-            Some(size) => format!("total_size {}, which differs", bytes(size)),
-            None => "no total_size".to_string(),
-        };
-        let shards = set.files.len();
-        text.push_str(&format!(
-            "  input {}: {shards} shard{}; the index says {said}; the tensors hold {}\n",
-            input.name.position,
-            if shards == 1 { "" } else { "s" },
-            bytes(set.tensor_bytes)
-        ));
-    }
-    text
+/// A sharded checkpoint's index, as an input.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexReport {
+    /// The shards, in the order read.
+    pub files: Vec<String>,
+    /// The index file.
+    pub path: String,
+    /// What the tensors hold.
+    pub tensor_bytes: u64,
+    /// What the index's `metadata.total_size` says.
+    pub total_size: Option<u64>,
 }
 
-/// The files of a sharded output: each shard with its tensors and bytes, the index, the
-/// previous set's files the commit removes, and what else the previous index lists, which the
-/// commit leaves alone.
-fn shards_text(shards: &ShardPlan, job: &[TensorJob]) -> String {
-    let mut text = format!(
-        "shards: {} in {} (at most {} each, unless one tensor alone is larger){}\n",
-        shards.files.len(),
-        crate::messages::path(&shards.folder),
-        bytes(shards.max_shard_size),
-        if shards.creates_folder {
-            ", a folder to create"
-        } else {
-            ""
+/// One output tensor and how it is made.
+#[derive(Debug, Clone, Serialize)]
+pub struct TensorReport {
+    /// The axis it is joined along; `None` when kept or made from blocks.
+    pub axis: Option<usize>,
+    /// For a tensor made from a distributed checkpoint's blocks, where they go.
+    pub blocks: Option<BlocksReport>,
+    /// Bytes of output data.
+    pub bytes: u64,
+    /// Element type.
+    pub dtype: String,
+    /// What DirectML does with it; `None` on the CPU engine.
+    pub engine: Option<String>,
+    /// The positions of the inputs it comes from.
+    pub inputs: Vec<usize>,
+    /// Copied from the first input (`--keep`, or as the only input) rather than joined.
+    pub kept: bool,
+    /// Its name in the output.
+    pub name: String,
+    /// The tensor rule that decided it, as written (`--keep '*norm*'`).
+    pub rule: Option<String>,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// The axis the engine's plan joins along, kept or not.
+    #[serde(skip)]
+    pub plan_axis: usize,
+    /// The rule that decided it, as messages cite it.
+    #[serde(skip)]
+    pub rule_cited: Option<String>,
+    /// The input tensors it is made from.
+    #[serde(skip)]
+    pub sources: Vec<SourceReport>,
+}
+
+/// An input tensor an output tensor is made from.
+#[derive(Debug, Clone)]
+pub struct SourceReport {
+    /// Which input, which file, which tensor.
+    pub name: InputRef,
+    /// Element type.
+    pub dtype: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Bytes of data.
+    pub bytes: u64,
+}
+
+/// The blocks a tensor is made from and the grid they make.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlocksReport {
+    /// Each block, in the order they are placed.
+    pub blocks: Vec<BlockReport>,
+    /// The grid: its cut axes and the segments along each.
+    pub grid: GridReport,
+}
+
+/// A block grid.
+#[derive(Debug, Clone, Serialize)]
+pub struct GridReport {
+    /// The cut axes.
+    pub axes: Vec<usize>,
+    /// The lengths of the segments along each cut axis.
+    pub segments: Vec<Vec<u64>>,
+}
+
+/// One block of a tensor: where it starts in the full tensor.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockReport {
+    /// Where it starts, on every axis.
+    pub offsets: Vec<u64>,
+    /// The file it is in.
+    pub path: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Which input, file and tensor it is.
+    #[serde(skip)]
+    pub source: InputRef,
+}
+
+/// The output.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputReport {
+    /// With `--append`: where the new data goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub append: Option<AppendReport>,
+    /// The data the output would hold, all tensors together.
+    pub bytes: u64,
+    /// Its format's name; `None` without `-o`.
+    pub format: Option<&'static str>,
+    /// Its path; `None` without `-o`.
+    pub path: Option<String>,
+}
+
+/// Where an append writes: after the target's old end.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppendReport {
+    /// How many bytes are added.
+    pub bytes: u64,
+    /// The byte after the file's old end, where they go.
+    pub offset: u64,
+    /// The bytes of data the target holds before.
+    #[serde(skip)]
+    pub data_before: u64,
+}
+
+/// The files of a sharded output.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardsReport {
+    /// Each shard.
+    pub files: Vec<ShardFileReport>,
+    /// The folder the set goes in.
+    pub folder: String,
+    /// The index's file name; `None` for a set of one file.
+    pub index: Option<String>,
+    /// What the previous index lists that the commit leaves where it is, and why.
+    pub left_alone: Vec<LeftAloneReport>,
+    /// The most bytes of tensor data a shard holds, unless one tensor alone is larger.
+    pub max_shard_size: u64,
+    /// The previous set's files the commit removes.
+    pub removes: Vec<String>,
+    /// Whether the folder is created.
+    #[serde(skip)]
+    pub creates_folder: bool,
+}
+
+/// One shard of a sharded output.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardFileReport {
+    /// Bytes of tensor data it holds.
+    pub bytes: u64,
+    /// Its file name in the folder.
+    pub name: String,
+    /// Its tensors' names, in the order the file lists them.
+    pub tensors: Vec<String>,
+    /// Its tensors, as indexes into [`PlanReport::tensors`].
+    #[serde(skip)]
+    pub at: Vec<usize>,
+}
+
+/// A file the previous index lists that the commit leaves alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftAloneReport {
+    /// The name as the previous index lists it.
+    pub name: String,
+    /// Why it stays.
+    pub why: &'static str,
+}
+
+/// A path as the JSON has always shown it: lossy where it is not UTF-8.
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+impl PlanReport {
+    /// The report of a checked job: `output` is the output named with `-o` (none for a dry
+    /// run without one), `shards` the files of a sharded output.
+    pub fn new(
+        rules: &JoinRules,
+        inputs: &[Input],
+        job: &[TensorJob],
+        output: Option<(&Path, Format)>,
+        engine: &Engine,
+        shards: Option<&ShardPlan>,
+    ) -> PlanReport {
+        let spec = rules.spec;
+        PlanReport {
+            axis_given: rules.axis,
+            backend: engine.note.clone(),
+            inputs: inputs.iter().map(InputReport::new).collect(),
+            output: OutputReport {
+                append: None,
+                bytes: job.iter().map(|t| t.out.bytes).sum(),
+                format: output.map(|(_, format)| format.name()),
+                path: output.map(|(path, _)| shown(path)),
+            },
+            rules: passed(spec),
+            shards: shards.map(|shards| ShardsReport::new(shards, job)),
+            spec: spec.check_types.then_some(spec.profile.name),
+            tensors: job
+                .iter()
+                .enumerate()
+                .map(|(at, t)| TensorReport::new(t, rules, engine.describe(at)))
+                .collect(),
+            warnings: Vec::new(),
         }
-    );
-    for file in &shards.files {
-        text.push_str(&format!(
-            "  {}  {}  {}\n",
-            quote(&file.name),
-            tensors(file.tensors.len()),
-            bytes(file.bytes)
-        ));
-        let rows: Vec<Vec<String>> = file
-            .tensors
-            .iter()
-            .map(|&t| {
-                let out = &job[t].out;
-                vec![
-                    format!("  {}", out.name),
-                    out.dtype.to_string(),
-                    shape_text(&out.shape),
-                    bytes(out.bytes),
-                ]
-            })
-            .collect();
-        text.push_str(&table(&rows));
     }
-    if let Some(index) = &shards.index {
-        let index = quote(index);
-        text.push_str(&format!("  {index}  the index, placed last\n"));
+
+    /// Whether the job is one tensor joined from one tensor of each input: the text then
+    /// shows the inputs' tensors and the axis rather than a table of tensors.
+    pub fn single(&self) -> bool {
+        matches!(&self.tensors[..], [only] if !only.kept && only.sources.len() == self.inputs.len())
     }
-    for path in &shards.removes {
-        text.push_str(&format!(
-            "  removes {}: the previous set's, not in the new one\n",
-            crate::messages::path(path)
-        ));
+
+    /// The report as `--dry-run=json` prints it: one line of JSON.
+    pub fn json(&self) -> String {
+        // Serializing types of numbers, strings, options and vectors cannot fail.
+        let json = serde_json::to_string(self).unwrap_or_default();
+        format!("{json}\n")
     }
-    let left_alone = shards.left_alone.iter().map(|left| {
-        format!(
-            "leaves {} alone: the previous index lists it, but {}",
-            crate::messages::name(&left.listed),
-            left.why
-        )
-    });
-    for line in crate::error::capped(left_alone.collect(), 20) {
-        text.push_str(&format!("  {line}\n"));
+
+    /// The report in `form`.
+    pub fn render(&self, form: PlanForm) -> String {
+        match form {
+            PlanForm::Text => super::text::render(self),
+            PlanForm::Json => self.json(),
+        }
     }
-    text
+
+    /// Prints the report in `form` on standard output: the text through the gate that quotes
+    /// what acts on a terminal, the JSON exactly.
+    pub fn print(&self, form: PlanForm) -> Result<()> {
+        match form {
+            PlanForm::Text => crate::messages::print(&self.render(form)),
+            PlanForm::Json => crate::messages::print_exact(&self.render(form)),
+        }
+    }
 }
 
-/// The same plan as JSON, for scripts (`--dry-run=json`). The fields are listed in
-/// the man page's DRY RUN section; keep the two in step.
-pub fn dry_run_json(
-    rules: &JoinRules,
-    inputs: &[Input],
-    job: &[TensorJob],
-    output: Option<(&Path, Format)>,
-    engine: &Engine,
-    shards: Option<&ShardPlan>,
-) -> String {
-    let (spec, axis_given) = (rules.spec, rules.axis);
-    let inputs: Vec<serde_json::Value> = inputs
-        .iter()
-        .map(|input| {
-            let tensors: Vec<serde_json::Value> = input
-                .tensors
+impl InputReport {
+    fn new(input: &Input) -> InputReport {
+        let block_files = input.offsets().map(|_| {
+            let files: HashSet<&Path> = input.tensors.iter().map(|t| &*t.name.path).collect();
+            files.len()
+        });
+        InputReport {
+            format: input.format.name(),
+            index: input.shards().map(|set| IndexReport {
+                files: set.files.iter().map(|f| shown(f)).collect(),
+                path: shown(&set.index),
+                tensor_bytes: set.tensor_bytes,
+                total_size: set.total_size,
+            }),
+            path: input.name.label(),
+            position: input.name.position,
+            tensors: input.tensors.iter().map(TensorHeld::new).collect(),
+            block_files,
+        }
+    }
+}
+
+impl TensorHeld {
+    fn new(tensor: &Tensor) -> TensorHeld {
+        TensorHeld {
+            bytes: tensor.info.data_len,
+            dtype: tensor.info.dtype.to_string(),
+            name: tensor.name.tensor.as_deref().map(str::to_string),
+            shape: tensor.info.shape.to_vec(),
+        }
+    }
+}
+
+impl TensorReport {
+    fn new(t: &TensorJob, rules: &JoinRules, engine: Option<String>) -> TensorReport {
+        let blocks = t.placement.as_ref().map(|placement| BlocksReport {
+            blocks: t
+                .sources
                 .iter()
-                .map(|t| {
-                    serde_json::json!({
-                        "name": t.name.tensor,
-                        "dtype": t.info.dtype.to_string(),
-                        "shape": t.info.shape,
-                        "bytes": t.info.data_len,
-                    })
+                .zip(&placement.offsets)
+                .map(|(source, offsets)| BlockReport {
+                    offsets: offsets.clone(),
+                    path: shown(&source.name.path),
+                    shape: source.info.shape.to_vec(),
+                    source: source.name.clone(),
                 })
-                .collect();
-            let index = input.shards().map(|set| {
-                let files: Vec<String> =
-                    set.files.iter().map(|f| f.display().to_string()).collect();
-                serde_json::json!({
-                    "path": set.index.display().to_string(),
-                    "files": files,
-                    "total_size": set.total_size,
-                    "tensor_bytes": set.tensor_bytes,
-                })
-            });
-            serde_json::json!({
-                "position": input.name.position,
-                "path": input.name.label(),
-                "format": input.format.name(),
-                "tensors": tensors,
-                "index": index,
-            })
-        })
-        .collect();
-    let tensors: Vec<serde_json::Value> = job
-        .iter()
-        .enumerate()
-        .map(|(index, t)| {
-            serde_json::json!({
-                "name": t.out.name,
-                "kept": t.kept,
-                "axis": (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
-                "blocks": t.placement.as_ref().map(|p| blocks_json(t, p)),
-                "rule": t.rule.map(|at| rules.tensor_rules[at].written()),
-                "dtype": t.out.dtype.to_string(),
-                "shape": t.out.shape,
-                "bytes": t.out.bytes,
-                "inputs": t.sources.iter().map(|s| s.name.position).collect::<Vec<_>>(),
-                "engine": engine.describe(index),
-            })
-        })
-        .collect();
-    let plan = serde_json::json!({
-        "rules": passed(spec),
-        "spec": spec.check_types.then_some(spec.profile.name),
-        "axis_given": axis_given,
-        "backend": engine.note,
-        "inputs": inputs,
-        "tensors": tensors,
-        "output": {
-            "path": output.map(|(path, _)| path.display().to_string()),
-            "format": output.map(|(_, format)| format.name()),
-            "bytes": total_bytes(job),
-        },
-        "shards": shards.map(|shards| shards_json(shards, job)),
-    });
-    format!("{plan}\n")
-}
-
-/// A tensor's grid and blocks, as `--dry-run=json` lists them.
-fn blocks_json(tensor: &TensorJob, placement: &Placement) -> serde_json::Value {
-    let blocks: Vec<serde_json::Value> = tensor
-        .sources
-        .iter()
-        .zip(&placement.offsets)
-        .map(|(source, offsets)| {
-            serde_json::json!({
-                "path": source.name.path.display().to_string(),
-                "offsets": offsets,
-                "shape": source.info.shape,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "grid": {"axes": placement.grid.axes, "segments": placement.grid.segments},
-        "blocks": blocks,
-    })
-}
-
-/// The files of a sharded output, as `--dry-run=json` lists them.
-fn shards_json(shards: &ShardPlan, job: &[TensorJob]) -> serde_json::Value {
-    let files: Vec<serde_json::Value> = shards
-        .files
-        .iter()
-        .map(|file| {
-            let names: Vec<&str> = file
-                .tensors
+                .collect(),
+            grid: GridReport {
+                axes: placement.grid.axes.clone(),
+                segments: placement.grid.segments.clone(),
+            },
+        });
+        let rule = t.rule.map(|at| &rules.tensor_rules[at]);
+        TensorReport {
+            axis: (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
+            blocks,
+            bytes: t.out.bytes,
+            dtype: t.out.dtype.to_string(),
+            engine,
+            inputs: t.sources.iter().map(|s| s.name.position).collect(),
+            kept: t.kept,
+            name: t.out.name.clone(),
+            rule: rule.map(|rule| rule.written()),
+            shape: t.out.shape.clone(),
+            plan_axis: t.plan.axis,
+            rule_cited: rule.map(ToString::to_string),
+            sources: t
+                .sources
                 .iter()
-                .map(|&t| job[t].out.name.as_str())
-                .collect();
-            serde_json::json!({
-                "name": file.name,
-                "tensors": names,
-                "bytes": file.bytes,
-            })
-        })
-        .collect();
-    let removes: Vec<String> = shards
-        .removes
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let left_alone: Vec<serde_json::Value> = shards
-        .left_alone
-        .iter()
-        .map(|left| serde_json::json!({"name": left.listed, "why": left.why}))
-        .collect();
-    serde_json::json!({
-        "folder": shards.folder.display().to_string(),
-        "max_shard_size": shards.max_shard_size,
-        "files": files,
-        "index": shards.index,
-        "removes": removes,
-        "left_alone": left_alone,
-    })
+                .map(|source| SourceReport {
+                    name: source.name.clone(),
+                    dtype: source.info.dtype.to_string(),
+                    shape: source.info.shape.to_vec(),
+                    bytes: source.info.data_len,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ShardsReport {
+    fn new(shards: &ShardPlan, job: &[TensorJob]) -> ShardsReport {
+        ShardsReport {
+            files: shards
+                .files
+                .iter()
+                .map(|file| ShardFileReport {
+                    bytes: file.bytes,
+                    name: file.name.clone(),
+                    tensors: file
+                        .tensors
+                        .iter()
+                        .map(|&t| job[t].out.name.clone())
+                        .collect(),
+                    at: file.tensors.clone(),
+                })
+                .collect(),
+            folder: shown(&shards.folder),
+            index: shards.index.clone(),
+            left_alone: shards
+                .left_alone
+                .iter()
+                .map(|left| LeftAloneReport {
+                    name: left.listed.clone(),
+                    why: left.why,
+                })
+                .collect(),
+            max_shard_size: shards.max_shard_size,
+            removes: shards.removes.iter().map(|p| shown(p)).collect(),
+            creates_folder: shards.creates_folder,
+        }
+    }
 }
 
 /// The rules the join passed: the profile's, or only its shape rules without `--spec`.
@@ -399,79 +434,141 @@ fn passed(spec: Spec) -> String {
     }
 }
 
-/// Bytes of output data, all tensors together.
-fn total_bytes(job: &[TensorJob]) -> u64 {
-    job.iter().map(|t| t.out.bytes).sum()
-}
-
-/// The join axis as the operator takes it, and as given when that differs or a rule gave it.
-fn axis(tensor: &TensorJob, rules: &JoinRules) -> String {
-    let axis = tensor.plan.axis;
-    match (tensor.rule, rules.axis) {
-        (Some(at), _) => format!("{axis} (by {})", quote(&rules.tensor_rules[at].to_string())),
-        (None, Some(given)) if given != axis as i64 => format!("{axis} (given as {given})"),
-        (None, None) => format!("{axis} (the default)"),
-        _ => axis.to_string(),
-    }
-}
-
-/// What decided how a tensor is treated: its rule, or `-a`.
-fn decided_by(tensor: &TensorJob, rules: &JoinRules) -> String {
-    match (tensor.rule, rules.axis) {
-        (Some(at), _) => rules.tensor_rules[at].to_string(),
-        (None, _) if tensor.placement.is_some() => "the blocks' offsets".to_string(),
-        (None, Some(given)) => format!("-a {given}"),
-        (None, None) => "the default axis".to_string(),
-    }
-}
-
-fn bytes(count: u64) -> String {
-    format!("{count} bytes")
-}
-
-fn tensors(count: usize) -> String {
-    format!("{count} tensor{}", if count == 1 { "" } else { "s" })
-}
-
-/// Rows of cells as lines with columns aligned, indented by two spaces. Every cell is quoted
-/// ([`crate::messages::quote`]): tensor, file and rule names come from the inputs.
-fn table(rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| row.iter().map(|cell| quote(cell).into_owned()).collect())
-        .collect();
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut text = String::new();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        text.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
+    /// A report with every optional part present.
+    fn full() -> PlanReport {
+        let source = InputRef {
+            position: 1,
+            path: Arc::from(Path::new("rank0/a.safetensors")),
+            tensor: Some("w".into()),
+        };
+        PlanReport {
+            axis_given: Some(-1),
+            backend: Some("DirectML, as asked".to_string()),
+            inputs: vec![InputReport {
+                format: "safetensors",
+                index: Some(IndexReport {
+                    files: vec!["rank0/a.safetensors".to_string()],
+                    path: "rank0/model.safetensors.index.json".to_string(),
+                    tensor_bytes: 24,
+                    total_size: Some(25),
+                }),
+                path: "rank0".to_string(),
+                position: 1,
+                tensors: vec![TensorHeld {
+                    bytes: 24,
+                    dtype: "float32".to_string(),
+                    name: Some("w".to_string()),
+                    shape: vec![2, 3],
+                }],
+                block_files: Some(1),
+            }],
+            output: OutputReport {
+                append: Some(AppendReport {
+                    bytes: 24,
+                    offset: 152,
+                    data_before: 24,
+                }),
+                bytes: 24,
+                format: Some("safetensors"),
+                path: Some("out".to_string()),
+            },
+            rules: "ONNX Concat-13's shape rules".to_string(),
+            shards: Some(ShardsReport {
+                files: vec![ShardFileReport {
+                    bytes: 24,
+                    name: "model.safetensors".to_string(),
+                    tensors: vec!["w".to_string()],
+                    at: vec![0],
+                }],
+                folder: "out".to_string(),
+                index: Some("model.safetensors.index.json".to_string()),
+                left_alone: vec![LeftAloneReport {
+                    name: "../x".to_string(),
+                    why: "it is a path",
+                }],
+                max_shard_size: 100,
+                removes: vec!["out/old.safetensors".to_string()],
+                creates_folder: true,
+            }),
+            spec: Some("onnx"),
+            tensors: vec![TensorReport {
+                axis: Some(1),
+                blocks: Some(BlocksReport {
+                    blocks: vec![BlockReport {
+                        offsets: vec![0, 0],
+                        path: "rank0/a.safetensors".to_string(),
+                        shape: vec![2, 3],
+                        source: source.clone(),
+                    }],
+                    grid: GridReport {
+                        axes: vec![0],
+                        segments: vec![vec![2]],
+                    },
+                }),
+                bytes: 24,
+                dtype: "float32".to_string(),
+                engine: Some("Join".to_string()),
+                inputs: vec![1],
+                kept: false,
+                name: "w".to_string(),
+                rule: Some("--axis-for 'w=1'".to_string()),
+                shape: vec![2, 3],
+                plan_axis: 1,
+                rule_cited: Some("--axis-for 'w=1'".to_string()),
+                sources: vec![SourceReport {
+                    name: source,
+                    dtype: "float32".to_string(),
+                    shape: vec![2, 3],
+                    bytes: 24,
+                }],
+            }],
+            warnings: vec![Warning::UnmatchedRule("a rule".to_string())],
+        }
+    }
+
+    /// The JSON lists every object's fields in alphabetical order, as it always has (it was
+    /// built as `serde_json::Value`s, whose maps are sorted): a field declared out of order
+    /// would move in the output. A `Value` made from the report sorts them again.
     #[test]
-    fn tables_align_their_columns() {
-        let rows = vec![
-            vec!["1".to_string(), "a.npy".to_string(), "[2, 3]".to_string()],
-            vec!["10".to_string(), "bb.npy".to_string(), "[2]".to_string()],
-        ];
-        assert_eq!(table(&rows), "  1   a.npy   [2, 3]\n  10  bb.npy  [2]\n");
+    fn json_fields_are_in_alphabetical_order() {
+        let report = full();
+        let sorted = serde_json::to_value(&report).expect("a JSON value");
+        assert_eq!(report.json(), format!("{sorted}\n"));
+    }
+
+    /// What only the text shows stays out of the JSON; an append adds `output.append` with
+    /// its offset and bytes.
+    #[test]
+    fn json_holds_the_documented_fields_only() {
+        let json = full().json();
+        for text_only in [
+            "block_files",
+            "plan_axis",
+            "rule_cited",
+            "sources",
+            "source",
+            "at",
+            "creates_folder",
+            "data_before",
+            "warnings",
+        ] {
+            assert!(
+                !json.contains(&format!("\"{text_only}\"")),
+                "{text_only}: {json}"
+            );
+        }
+        assert!(
+            json.contains(r#""output":{"append":{"bytes":24,"offset":152},"bytes":24,"#),
+            "{json}"
+        );
+        let mut report = full();
+        report.output.append = None;
+        assert!(report.json().contains(r#""output":{"bytes":24,"format""#));
     }
 }
