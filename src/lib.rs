@@ -45,7 +45,8 @@ use cli::Cli;
 use config::Command;
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
-/// flags into a command and run its flow: a join, an append, or a recovery.
+/// flags into a command and run its flow: a join, an append, or a recovery. A subcommand
+/// (`cli::Subcommand`) becomes a `Command` of its own in `Command::from_cli`, and an arm here.
 pub fn run(cli: &Cli) -> Result<()> {
     if let Some(kind) = cli.generate {
         let mut stdout = std::io::stdout().lock();

@@ -1,12 +1,12 @@
 //! The second stage of the arguments: the flags clap parsed, checked one by one and turned
 //! into the `JoinConfig` every later stage takes (after fd's `construct_config` and ripgrep's
-//! `HiArgs::from_low_args`). The only reader of `Cli`. It may touch files: it reads the
+//! `HiArgs::from_low_args`). The only reader of `Cli` (and of its `JoinArgs`). It may touch files: it reads the
 //! `--files-from` list.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use super::Cli;
+use super::{Cli, JoinArgs};
 use crate::cast;
 use crate::config::{
     Action, Command, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
@@ -24,12 +24,21 @@ use crate::rules::{self, Rule};
 use crate::source::{self, Accept};
 
 impl Command {
-    /// The command the command line asks for: `--recover FILE`, `--append`, or a join.
+    /// The command the command line asks for: a subcommand's, or else (`from_join_args`)
+    /// `--recover FILE`, `--append`, or a join. `crate::run` runs its flow.
     pub fn from_cli(cli: &Cli) -> Result<Command> {
+        match &cli.command {
+            Some(subcommand) => match *subcommand {},
+            None => Command::from_join_args(&cli.join),
+        }
+    }
+
+    /// The command a join's flags ask for: `--recover FILE`, `--append`, or a join.
+    fn from_join_args(cli: &JoinArgs) -> Result<Command> {
         if let Some(file) = &cli.recover {
             return Ok(Command::Recover(file.clone()));
         }
-        let config = JoinConfig::from_cli(cli)?;
+        let config = JoinConfig::from_args(cli)?;
         if !cli.append {
             return Ok(Command::Join(config));
         }
@@ -69,7 +78,7 @@ impl Command {
 impl JoinConfig {
     /// The join the command line asks for, with every flag checked that can be checked
     /// before an input is opened.
-    pub fn from_cli(cli: &Cli) -> Result<JoinConfig> {
+    pub fn from_args(cli: &JoinArgs) -> Result<JoinConfig> {
         let forced = format_flag(&cli.format, "--format")?;
         let sharded = sharded_output(cli)?;
         let output_format = match (&cli.output, &sharded) {
@@ -126,7 +135,7 @@ impl JoinConfig {
 }
 
 /// The tensor rules in the order they apply: the flags, then each `--rules` file's lines.
-fn tensor_rules(cli: &Cli) -> Result<Vec<Rule>> {
+fn tensor_rules(cli: &JoinArgs) -> Result<Vec<Rule>> {
     let mut files = Vec::new();
     for path in &cli.rules {
         files.extend(rules::read_file(path)?);
@@ -137,7 +146,7 @@ fn tensor_rules(cli: &Cli) -> Result<Vec<Rule>> {
 /// The sharded checkpoint the output names, if it names one: a folder (`-o merged/`, or an
 /// existing folder) or an index (`-o merged/model.safetensors.index.json`). `--max-shard-size`
 /// and `--prefix` apply to no other output.
-fn sharded_output(cli: &Cli) -> Result<Option<ShardedOutput>> {
+fn sharded_output(cli: &JoinArgs) -> Result<Option<ShardedOutput>> {
     let path = cli.output.as_deref().filter(|p| p.as_os_str() != STDOUT);
     let text = path
         .map(|p| p.to_string_lossy().into_owned())
@@ -231,7 +240,7 @@ fn cast_type(name: &str) -> Result<DType> {
 }
 
 /// The inputs in order: those on the command line, then those `--files-from` lists.
-fn input_paths(cli: &Cli) -> Result<Vec<Arc<Path>>> {
+fn input_paths(cli: &JoinArgs) -> Result<Vec<Arc<Path>>> {
     let mut paths: Vec<Arc<Path>> = cli.inputs.iter().map(|p| p.as_path().into()).collect();
     if let Some(list) = &cli.files_from {
         paths.extend(read_list(list, cli.null)?);
@@ -367,7 +376,7 @@ mod tests {
 
     fn config(args: &[&str]) -> JoinConfig {
         let cli = Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
-        JoinConfig::from_cli(&cli).expect("a valid command line")
+        JoinConfig::from_args(&cli.join).expect("a valid command line")
     }
 
     #[test]
@@ -494,7 +503,7 @@ mod tests {
         assert_eq!(sharded(&["a.safetensors", "-o", "out.safetensors"]), None);
         let refused = |args: &[&str]| {
             let cli = Cli::parse_from(std::iter::once("tjoin").chain(args.iter().copied()));
-            JoinConfig::from_cli(&cli).unwrap_err().to_string()
+            JoinConfig::from_args(&cli.join).unwrap_err().to_string()
         };
         let twice = refused(&[
             "a.safetensors",
@@ -518,6 +527,6 @@ mod tests {
             When::Never
         );
         let cli = Cli::parse_from(["tjoin", "--cast", "float8_e4m3fn", "a.npy", "-o", "o.npy"]);
-        assert!(JoinConfig::from_cli(&cli).is_err());
+        assert!(JoinConfig::from_args(&cli.join).is_err());
     }
 }

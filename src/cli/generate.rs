@@ -63,7 +63,9 @@ fn completed_command() -> clap::Command {
     let command = clap::Command::new("tjoin")
         .disable_help_flag(true)
         .version(env!("CARGO_PKG_VERSION"));
-    command.args(visible.cloned())
+    command
+        .args(visible.cloned())
+        .subcommands(full.get_subcommands().cloned())
 }
 
 /// clap_complete's bash script, with two changes.
@@ -182,6 +184,28 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
         "for a sharded output: folder, max_shard_size (bytes), files (each shard's name, tensors (their names, in the file's order) and bytes), index (its file name; null for a set of one file) removes (the previous set's files the commit removes) and left_alone (the other files the previous index lists, which the commit leaves as they are: each with its name, as listed, and why: a path, not a shard's name, a symbolic link, a folder); null for other outputs.",
     ),
 ];
+
+/// How a subcommand is told from an input: only the first argument can name one.
+fn subcommands_section(roff: &mut Roff) {
+    roff.control("SH", ["SUBCOMMANDS"]);
+    let subcommands: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    let which = if subcommands.is_empty() {
+        "This version has none: every argument is an option or an input, and tjoin -a 0 a.npy \
+         b.npy -o out.npy is a join."
+            .to_string()
+    } else {
+        format!("This version has: {}.", subcommands.join(", "))
+    };
+    roff.text([roman(format!(
+        "Without a subcommand, tjoin joins, as this page describes. {which} A word is taken as \
+         a subcommand only when it is the first argument; anywhere else it is an input or a \
+         value. To join a file whose name is a subcommand's as the first argument, name it with \
+         its folder, ./NAME, or put an option before it (tjoin -a 0 NAME ...)."
+    ))]);
+}
 
 /// What --append does, and the crash-safety contract of an append (`src/output/grow.rs`
 /// keeps it; keep the two in step).
@@ -343,6 +367,7 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
     man.render_description_section(out)?;
     man.render_options_section(out)?;
     let mut roff = Roff::default();
+    subcommands_section(&mut roff);
     roff.control("SH", ["EXIT STATUS"]);
     for (code, meaning) in [
         (

@@ -186,6 +186,10 @@ fn help_examples() -> String {
 /// or named with --input-format), `-o -` writes standard output (with --format), --files-from
 /// reads the inputs' paths from a file, and --cast converts every input to one element type in
 /// the same single pass.
+// (The doc comment above is --help's text and the man page's description.) A subcommand is
+// recognised only as the first argument (`args_conflicts_with_subcommands`); without one, the
+// arguments are a join's (`JoinArgs`). The man page's SUBCOMMANDS section says how to name a
+// file called like a subcommand.
 #[derive(Debug, Parser)]
 #[command(
     name = "tjoin",
@@ -193,9 +197,38 @@ fn help_examples() -> String {
     about,
     after_help = help_examples(),
     disable_help_flag = true,
-    max_term_width = 100
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 pub struct Cli {
+    /// The join's flags and inputs: tjoin's command when no subcommand is named.
+    #[command(flatten)]
+    pub join: JoinArgs,
+
+    /// Print help (the man page has more).
+    #[arg(short, long, action = clap::ArgAction::HelpShort)]
+    pub help: Option<bool>,
+
+    /// Print the man page or a shell's completions (checked in under man/, completions/).
+    #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
+    pub generate: Option<generate::Kind>,
+
+    /// The subcommand named first, if any.
+    #[command(subcommand)]
+    pub command: Option<Subcommand>,
+}
+
+/// tjoin's subcommands, each with its own flags and flow; none yet. A subcommand is a variant
+/// here (`Split(SplitArgs)`), an arm in `Command::from_cli` (`src/cli/config.rs`) that turns
+/// it into a `config::Command`, and that command's flow, which `crate::run` dispatches to.
+#[derive(Debug, clap::Subcommand)]
+pub enum Subcommand {}
+
+/// The flags and inputs of a join (and of `--append` and `--recover`), as clap parses them.
+/// The headings --help groups them under follow their order here.
+#[derive(Debug, clap::Args)]
+pub struct JoinArgs {
     /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, a
     /// sharded checkpoint (its *.safetensors.index.json, or its folder), or `-` for standard input.
     ///
@@ -394,14 +427,6 @@ pub struct Cli {
     /// Print nothing but errors (no progress bar).
     #[arg(short, long, help_heading = ENGINE)]
     pub quiet: bool,
-
-    /// Print help (the man page has more).
-    #[arg(short, long, action = clap::ArgAction::HelpShort)]
-    pub help: Option<bool>,
-
-    /// Print the man page or a shell's completions (checked in under man/, completions/).
-    #[arg(long, hide = true, value_enum, exclusive = true, value_name = "KIND")]
-    pub generate: Option<generate::Kind>,
 }
 
 impl Cli {
@@ -412,8 +437,10 @@ impl Cli {
     /// `--generate`, build from the same flags.)
     pub fn from_args() -> Cli {
         let cli = Cli::parse();
-        let other_command = cli.generate.is_some() || cli.recover.is_some();
-        if cli.inputs.is_empty() && cli.files_from.is_none() && !other_command {
+        let join = &cli.join;
+        let other_command =
+            cli.generate.is_some() || join.recover.is_some() || cli.command.is_some();
+        if join.inputs.is_empty() && join.files_from.is_none() && !other_command {
             let why = "no input was named: name the files to join, or list them with --files-from";
             <Cli as clap::CommandFactory>::command()
                 .error(clap::error::ErrorKind::MissingRequiredArgument, why)
@@ -553,10 +580,56 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// tjoin's command with a subcommand added, as a variant of `Subcommand` adds one.
+    fn with_subcommand() -> clap::Command {
+        let flag = clap::Arg::new("x")
+            .long("x")
+            .action(clap::ArgAction::SetTrue);
+        Cli::command().subcommand(clap::Command::new("testsub").arg(flag))
+    }
+
+    #[test]
+    fn a_subcommand_can_be_added_beside_the_join() {
+        with_subcommand().debug_assert();
+        let parse = |args: &[&str]| {
+            let args = std::iter::once("tjoin").chain(args.iter().copied());
+            with_subcommand().try_get_matches_from(args)
+        };
+        // The join parses as before, into the same `Cli`.
+        let matches = parse(&["-a", "0", "a", "b", "-o", "c"]).expect("a join");
+        assert_eq!(matches.subcommand_name(), None);
+        let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).expect("a join");
+        assert_eq!(cli.join.axis, Some(0));
+        assert_eq!(cli.join.inputs, [PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(cli.join.output, Some(PathBuf::from("c")));
+        assert!(cli.command.is_none());
+        // The subcommand, first, takes its own flags, and the join's required -o is not asked.
+        let matches = parse(&["testsub", "--x"]).expect("the subcommand");
+        let (name, sub) = matches.subcommand().expect("a subcommand");
+        assert_eq!(name, "testsub");
+        assert!(sub.get_flag("x"));
+        // A file named like the subcommand is an input after an option, or as ./NAME.
+        for args in [
+            &["-a", "0", "testsub", "b", "-o", "c"][..],
+            &["./testsub", "b", "-a", "0", "-o", "c"],
+            &["b", "testsub", "-a", "0", "-o", "c"],
+        ] {
+            let matches = parse(args).expect("a join");
+            assert_eq!(matches.subcommand_name(), None, "{args:?}");
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).expect("a join");
+            assert_eq!(cli.join.inputs.len(), 2, "{args:?}");
+        }
+        // The join's flags are not the subcommand's.
+        assert!(parse(&["testsub", "-a", "0"]).is_err());
+    }
+
     #[test]
     fn backends_default_to_the_cpu_and_adapters_parse() {
         let cli = Cli::try_parse_from(["tjoin", "-a", "0", "a.npy", "-o", "b.npy"]).unwrap();
-        assert_eq!((cli.backend, cli.dml_adapter), (Backend::Cpu, None));
+        assert_eq!(
+            (cli.join.backend, cli.join.dml_adapter),
+            (Backend::Cpu, None)
+        );
         let cli = Cli::try_parse_from([
             "tjoin",
             "--backend",
@@ -569,7 +642,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            (cli.backend, cli.dml_adapter),
+            (cli.join.backend, cli.join.dml_adapter),
             (Backend::Auto, Some(Adapter::Warp))
         );
         assert!(Cli::try_parse_from(["tjoin", "--dml-adapter", "x", "a.npy", "-o", "b"]).is_err());
@@ -579,7 +652,7 @@ mod tests {
     fn a_file_list_replaces_positional_inputs() {
         let cli = Cli::try_parse_from(["tjoin", "-a", "0", "--files-from", "-", "-0", "-o", "-"])
             .unwrap();
-        assert!(cli.inputs.is_empty() && cli.null);
+        assert!(cli.join.inputs.is_empty() && cli.join.null);
         assert!(Cli::try_parse_from(["tjoin", "-a", "0", "-0", "a.npy", "-o", "x"]).is_err());
     }
 
@@ -606,7 +679,7 @@ mod tests {
     #[test]
     fn negative_axes_parse() {
         let cli = Cli::try_parse_from(["tjoin", "-a", "-1", "a.npy", "-o", "b.npy"]).unwrap();
-        assert_eq!(cli.axis, Some(-1));
+        assert_eq!(cli.join.axis, Some(-1));
     }
 
     #[test]
@@ -624,8 +697,8 @@ mod tests {
     fn dry_runs_need_no_output_and_shapes_split_on_commas() {
         let cli = Cli::try_parse_from(["tjoin", "--dry-run", "--expect-shape", "1,1,2,7", "a.npy"])
             .unwrap();
-        assert_eq!(cli.expect_shape, Some(vec![1, 1, 2, 7]));
-        assert_eq!(cli.inputs.len(), 1);
+        assert_eq!(cli.join.expect_shape, Some(vec![1, 1, 2, 7]));
+        assert_eq!(cli.join.inputs.len(), 1);
         assert!(Cli::try_parse_from(["tjoin", "-a", "0", "a.npy"]).is_err());
     }
 }
