@@ -89,7 +89,8 @@ pub fn dry_run(
                     } else if t.kept {
                         "kept".to_string()
                     } else {
-                        format!("axis {}", t.plan.axis)
+                        // With the rule's words: `axis 0 chunks 4:1:1`, `axis 0 replicas 2`.
+                        format!("axis {}{}", t.plan.axis, t.parts)
                     },
                     t.out.dtype.to_string(),
                     shape_text(&t.out.shape),
@@ -305,6 +306,12 @@ pub fn dry_run_json(
                 "name": t.out.name,
                 "kept": t.kept,
                 "axis": (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
+                "chunks": match &t.parts.fused {
+                    crate::plan::chunks::Fused::Chunks(shares) => Some(shares),
+                    _ => None,
+                },
+                "plain": t.parts.fused == crate::plan::chunks::Fused::Plain,
+                "replicas": (t.parts.replicas > 1).then_some(t.parts.replicas),
                 "blocks": t.placement.as_ref().map(|p| blocks_json(t, p)),
                 "rule": t.rule.map(|at| rules.tensor_rules[at].written()),
                 "dtype": t.out.dtype.to_string(),
@@ -408,7 +415,11 @@ fn total_bytes(job: &[TensorJob]) -> u64 {
 fn axis(tensor: &TensorJob, rules: &JoinRules) -> String {
     let axis = tensor.plan.axis;
     match (tensor.rule, rules.axis) {
-        (Some(at), _) => format!("{axis} (by {})", quote(&rules.tensor_rules[at].to_string())),
+        (Some(at), _) => format!(
+            "{axis}{} (by {})",
+            tensor.parts,
+            quote(&rules.tensor_rules[at].to_string())
+        ),
         (None, Some(given)) if given != axis as i64 => format!("{axis} (given as {given})"),
         (None, None) => format!("{axis} (the default)"),
         _ => axis.to_string(),
