@@ -42,7 +42,7 @@ complete -c tjoin -l expect-shape -d 'Refuse the join unless the output\'s shape
 complete -c tjoin -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
 complete -c tjoin -l dry-run -d 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
-complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags\' rules' -r -F
+complete -c tjoin -l rules -d 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags\'' -r -F
 complete -c tjoin -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r -f
 complete -c tjoin -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
 complete -c tjoin -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
@@ -64,6 +64,7 @@ complete -c tjoin -s n -l no-clobber -d 'Refuse to replace an existing output (b
 complete -c tjoin -l append -d 'Grow the first input in place by the others, along its growth axis (0 for a C-order .npy, the last for a Fortran-order one), in time proportional to what is added'
 complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
 complete -c tjoin -l strict -d 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
+complete -c tjoin -l allow-unmatched -d 'Warn about a --rules line that matches no tensor rather than refuse the join'
 complete -c tjoin -l join-identical -d 'Join tensors no rule decides even when every input holds them identical (else refused)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'

@@ -140,6 +140,9 @@ fn tensor_rules(cli: &JoinArgs) -> Result<Vec<Rule>> {
     for path in &cli.rules {
         files.extend(rules::read_file(path)?);
     }
+    for rule in &mut files {
+        rule.required = !cli.allow_unmatched;
+    }
     Ok(rules::ordered(&cli.keep, &cli.axis_for, files))
 }
 

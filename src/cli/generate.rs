@@ -171,7 +171,7 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "tensors",
-        "one object per output tensor, in output order: name, kept (copied from the first input: by --keep, or as the only input), axis (counted from 0; null when kept or made from blocks), blocks (for a distributed checkpoint's tensor: grid, its axes and the segments along each, and blocks, each block's path, offsets and shape, in the order they are placed; null otherwise), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, shape, bytes, inputs (the positions it comes from) and engine (what DirectML does with it, or null).",
+        "one object per output tensor, in output order: name, kept (copied from the first input: by --keep, or as the only input), axis (counted from 0; null when kept or made from blocks), chunks (the proportions of a chunked join's parts, [1, 1, 1] for `chunks 3`; null otherwise), plain (true when the rule says `plain`), replicas (K of `replicas K`; null otherwise), blocks (for a distributed checkpoint's tensor: grid, its axes and the segments along each, and blocks, each block's path, offsets and shape, in the order they are placed; null otherwise), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, shape, bytes, inputs (the positions it comes from, in join order: once per chunk, and the first of each replica group) and engine (what DirectML does with it, or null).",
     ),
     (
         "output",

@@ -64,8 +64,8 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tjoin model.safetensors -o merged/ --max-shard-size 2GB",
     ),
     (
-        "Merge sharded tensor-parallel ranks (each a folder with an index) by a rules file:",
-        "tjoin -a 0 --rules rules/llama.rules rank0/ rank1/ -o merged/",
+        "Merge sharded tensor-parallel ranks (each a folder with an index) into a sharded model:",
+        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' rank0/ rank1/ -o merged/",
     ),
     (
         "Merge shards by a model family's rules file, checked against the original's header:",
@@ -352,8 +352,18 @@ pub struct JoinArgs {
     pub like: Option<PathBuf>,
 
     /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
+    ///
+    /// A --rules file's lines are refused so without it (a rules file describes a model: a
+    /// line that matches nothing is a typo, or the wrong file); see --allow-unmatched.
     #[arg(long, help_heading = CHECKS)]
     pub strict: bool,
+
+    /// Warn about a --rules line that matches no tensor rather than refuse the join.
+    ///
+    /// For a rules file written for several models, some of whose lines this one lacks (a
+    /// model with tied embeddings has no lm_head). --strict overrides it.
+    #[arg(long, help_heading = CHECKS)]
+    pub allow_unmatched: bool,
 
     /// Check everything and print the plan on stdout (=json: as one JSON object); write nothing.
     #[arg(
@@ -367,14 +377,24 @@ pub struct JoinArgs {
     )]
     pub dry_run: Option<PlanForm>,
 
-    /// Read rules from FILE, `GLOB = AXIS` or `GLOB = keep` a line; after the flags' rules.
+    /// Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags'.
     ///
     /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
-    /// then the --axis-for flags, then the files' lines in order. Repeatable.
+    /// then the --axis-for flags, then the files' lines in order. Repeatable. A line that
+    /// matches no tensor is refused (see --allow-unmatched), as is a line that is not a rule.
+    /// WORDS say how each input holds its piece: `chunks N` or `chunks P:Q:R` (each piece is
+    /// parts side by side, joined part-wise: a fused qkv_proj, gate_up_proj, c_attn), `plain`
+    /// (a fused tensor whose pieces hold whole heads or groups), `replicas K` (groups of K
+    /// consecutive inputs hold the same piece: one is joined, the others checked equal).
     #[arg(long, value_name = "FILE", help_heading = CHECKPOINTS)]
     pub rules: Vec<PathBuf>,
 
     /// Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins.
+    ///
+    /// The words of a --rules line may follow the axis: --axis-for '*.gate_up_proj.weight=0
+    /// chunks 2', --axis-for '*.c_attn.*=-1 chunks 3', --axis-for '*.k_proj.weight=0 replicas
+    /// 2'. A fused tensor (qkv_proj, gate_up_proj, c_attn, query_key_value, linear_qkv, ...)
+    /// joined along its fused axis needs `chunks` or `plain`.
     #[arg(long = "axis-for", value_name = "GLOB=AXIS", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub axis_for: Vec<AxisRule>,
 

@@ -154,6 +154,18 @@ fn check_axis(grown: &TensorJob, target: &Tensor) -> Result<()> {
             "its columns lie one after another",
         ),
     };
+    if !grown.parts.is_plain_join() {
+        return Err(Error::refused(
+            format!(
+                "cannot append to {} in place: its rule says `{}`, so its bytes are not \
+                 followed by the others' in the joined tensor",
+                target.name,
+                grown.parts.to_string().trim()
+            ),
+            "rewrite it with a normal join (without --append), or drop the rule's words \
+             after the axis",
+        ));
+    }
     if grown.plan.axis == growth {
         return Ok(());
     }
@@ -287,6 +299,8 @@ fn added_job<'a>(grown: &TensorJob<'a>, target: &Tensor, config: &JoinConfig) ->
         },
         plan,
         sources,
+        ranges: None,
+        parts: Default::default(),
         placement: None,
         kept: false,
         rule: grown.rule,

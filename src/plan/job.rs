@@ -12,6 +12,7 @@
 //! Comparing stops at the first differing byte, so only identical tensors are read whole.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 use crate::blocks::{self, Block, Placed};
 use crate::dtype::{DType, gcd};
@@ -19,6 +20,7 @@ use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row, Split};
+use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::{self, JoinPlan, Placement};
 use crate::rules::{self, Matcher, Treatment, shell_quote};
@@ -30,8 +32,13 @@ pub struct TensorJob<'a> {
     pub out: OutTensor,
     /// How the copy engine makes it.
     pub plan: JoinPlan,
-    /// The input tensors it joins, one per entry of `plan.inputs`.
+    /// The input tensors it joins, one per entry of `plan.inputs` (in a chunked join, each
+    /// once per chunk; under `replicas`, the first of each group).
     pub sources: Vec<&'a Tensor>,
+    /// In a chunked join, each source's range along the join axis; `None`: each is whole.
+    pub ranges: Option<Vec<Range<u64>>>,
+    /// What its rule says about the pieces beyond the axis (`chunks`, `plain`, `replicas`).
+    pub parts: Parts,
     /// Copied from the first input by `--keep` rather than joined.
     pub kept: bool,
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
@@ -93,6 +100,14 @@ impl<'c> JobOptions<'c> {
         self.rules.decide(name).map(|at| (at, rules[at].treatment))
     }
 
+    /// What the axis rule that decided a tensor says beyond its axis.
+    fn parts(&self, decided: Option<(usize, Treatment)>) -> Parts {
+        match decided {
+            Some((at, Treatment::Axis(_))) => self.rules.rules()[at].parts.clone(),
+            _ => Parts::default(),
+        }
+    }
+
     /// Whether the tensor `name` of a single input is copied rather than joined: with one
     /// input no axis is needed (a join of one tensor copies it, as DirectML's Join does), and
     /// a scalar has none.
@@ -125,16 +140,15 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
     } else {
         build_single(inputs, options)
     };
-    if !options.strict {
-        return built;
-    }
     let names = rule_names(inputs, options);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let unmatched = options.rules.unmatched(&names);
+    let whole = whole_files(inputs, options);
+    let mut unmatched = options.rules.unmatched(&names);
+    unmatched.retain(|rule| refuses_unmatched(rule, whole, options));
     if unmatched.is_empty() {
         return built;
     }
-    let mut refusals = vec![rules::unmatched_refusal(&unmatched, &names)];
+    let mut refusals = vec![rules::unmatched_refusal(&unmatched, &names, options.strict)];
     match built {
         Err(Error::Refused(others)) => refusals.extend(others),
         Err(other) => return Err(other),
@@ -169,11 +183,21 @@ pub fn rule_names(inputs: &[Input], options: &JobOptions) -> Vec<String> {
     }
 }
 
-/// The rules that match no tensor (see [`rule_names`]): warnings, or refused with `strict`.
+/// Whether a rule that matches no tensor refuses the join: under `--strict`, or a rules
+/// file's line ([`rules::Rule::required`]) in a whole-file join, which a rules file describes
+/// (a single tensor's join matches one of its lines).
+fn refuses_unmatched(rule: &rules::Rule, whole: bool, options: &JobOptions) -> bool {
+    options.strict || (whole && rule.required)
+}
+
+/// The rules that match no tensor (see [`rule_names`]) and do not refuse the join: warnings.
 pub fn unmatched_rules(inputs: &[Input], options: &JobOptions) -> Vec<String> {
     let names = rule_names(inputs, options);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    rules::describe_unmatched(&options.rules.unmatched(&names), &names)
+    let whole = whole_files(inputs, options);
+    let mut unmatched = options.rules.unmatched(&names);
+    unmatched.retain(|rule| !refuses_unmatched(rule, whole, options));
+    rules::describe_unmatched(&unmatched, &names)
 }
 
 /// The name of the output tensor of a single-tensor join.
@@ -197,9 +221,18 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
         .filter(|(_, treatment)| matches!(treatment, Treatment::Axis(_)))
         .map(|(at, _)| at);
     let axis = decided_axis(decided, options);
+    let parts = options.parts(decided);
+    let none = |_: &str| None;
+    if let Some(fused) = fused_unstated(&name, &sources, axis, &parts, options, &none) {
+        return Err(Error::Refused(vec![chunks::unstated_refusal(
+            &[fused],
+            &[&name],
+        )]));
+    }
+    let sources = chunks::representatives(&name, &sources, &parts)?;
     // One tensor: its refusals need no name to tell them apart.
     let name_refusals = false;
-    match plan_tensor(&name, sources, axis, options, name_refusals) {
+    match plan_tensor(&name, sources, axis, &parts, options, name_refusals) {
         Ok(job) => Ok(vec![TensorJob { rule, ..job }]),
         Err(refusals) => Err(Error::Refused(refusals)),
     }
@@ -308,6 +341,8 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         .collect();
     let mut jobs = Vec::new();
     let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
+    let mut fused = Vec::new();
+    let sibling = |name: &str| by_name[0].get(name).map(|t| t.info.shape.to_vec());
     for &name in &names {
         let sources: Vec<&Tensor> = by_name
             .iter()
@@ -317,6 +352,11 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             continue;
         }
         let decided = options.decide(name);
+        let parts = options.parts(decided);
+        let unstated = || {
+            let axis = decided_axis(decided, options);
+            fused_unstated(name, &sources, axis, &parts, options, &sibling)
+        };
         let planned = if let Some((_, Treatment::Keep)) = decided {
             match keep_tensor(name, &sources, options) {
                 Err(Error::Refused(problems)) => Err(problems),
@@ -340,9 +380,21 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                 )),
             }])
         } else if let Some((_, Treatment::Axis(axis))) = decided {
-            plan_tensor(name, sources, Some(axis), options, true)
+            if let Some(unstated) = unstated() {
+                fused.push(unstated);
+                continue;
+            }
+            match chunks::representatives(name, &sources, &parts) {
+                Ok(pieces) => plan_tensor(name, pieces, Some(axis), &parts, options, true),
+                Err(Error::Refused(problems)) => Err(problems),
+                Err(damaged) => return Err(damaged),
+            }
         } else if options.join_identical || !identical(&sources) {
-            plan_tensor(name, sources, options.axis, options, true)
+            if let Some(unstated) = unstated() {
+                fused.push(unstated);
+                continue;
+            }
+            plan_tensor(name, sources, options.axis, &parts, options, true)
         } else {
             replicated.push((name, sources[0]));
             continue;
@@ -357,6 +409,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     }
     if !replicated.is_empty() {
         refusals.push(replicated_refusal(&replicated, inputs, &names, options));
+    }
+    if !fused.is_empty() {
+        refusals.push(chunks::unstated_refusal(&fused, &names));
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -484,10 +539,11 @@ fn plan_tensor<'a>(
     name: &str,
     sources: Vec<&'a Tensor>,
     axis: Option<i64>,
+    parts: &Parts,
     options: &JobOptions,
     name_refusals: bool,
 ) -> std::result::Result<TensorJob<'a>, Vec<Refusal>> {
-    if options.copies(&sources, axis) {
+    if options.copies(&sources, axis) && parts.is_plain_join() {
         // One input: nothing to compare.
         return copy_first(name, sources[0], options);
     }
@@ -495,9 +551,54 @@ fn plan_tensor<'a>(
     let axis = spec::check_with(options.spec, &sources, axis, options.cast)
         .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
+    if let chunks::Fused::Chunks(shares) = &parts.fused {
+        let slices = chunks::chunked(name, &sources, axis, shares)?;
+        let cut: Vec<plan::Source> = slices
+            .iter()
+            .map(|(t, range)| plan::Source {
+                info: &t.info,
+                range: range.clone(),
+            })
+            .collect();
+        let plan = plan::plan_sources(&cut, axis, options.layout(), options.cast);
+        let (sources, ranges) = slices.into_iter().unzip();
+        return Ok(TensorJob {
+            ranges: Some(ranges),
+            parts: parts.clone(),
+            ..job(name, plan, sources)
+        });
+    }
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
     let plan = plan::plan_with(&infos, axis, options.layout(), options.cast);
-    Ok(job(name, plan, sources))
+    Ok(TensorJob {
+        parts: parts.clone(),
+        ..job(name, plan, sources)
+    })
+}
+
+/// Whether the tensor `name` is a fused projection that `axis` (a rule's or `-a`'s) joins
+/// along its fused axis with no layout stated ([`chunks::unstated`]). A single input is
+/// copied, not joined; an axis out of range is left for the spec check to refuse.
+fn fused_unstated(
+    name: &str,
+    sources: &[&Tensor],
+    axis: Option<i64>,
+    parts: &Parts,
+    options: &JobOptions,
+    sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
+) -> Option<chunks::Unstated> {
+    if sources.len() as u64 <= parts.replicas {
+        return None;
+    }
+    let shape = &sources[0].info.shape;
+    let rank = shape.len() as i64;
+    let axis = axis
+        .filter(|a| (-rank..rank).contains(a))?
+        .rem_euclid(rank.max(1));
+    if options.copies(sources, Some(axis)) {
+        return None;
+    }
+    chunks::unstated(name, shape, axis as usize, parts, sibling)
 }
 
 /// The job that makes the tensor `name` from the blocks `placed` places.
@@ -521,6 +622,8 @@ pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> T
         out,
         plan,
         sources,
+        ranges: None,
+        parts: Parts::default(),
         kept: false,
         rule: None,
         placement: None,
@@ -824,11 +927,17 @@ fn join_axis_sum(t: &TensorJob) -> Option<String> {
             "along the join axis {axis}: the sizes of {count} inputs add up to {total}"
         ));
     }
-    let sizes: Vec<String> = t
-        .sources
-        .iter()
-        .map(|s| s.info.shape[axis].to_string())
-        .collect();
+    let sizes: Vec<String> = match &t.ranges {
+        Some(ranges) => ranges
+            .iter()
+            .map(|r| (r.end - r.start).to_string())
+            .collect(),
+        None => t
+            .sources
+            .iter()
+            .map(|s| s.info.shape[axis].to_string())
+            .collect(),
+    };
     Some(format!(
         "along the join axis {axis}: {} = {total}",
         sizes.join(" + ")

@@ -3,6 +3,7 @@
 //! every output tensor of a run under the rules (`rules`), the spec (`spec`), a reference
 //! (`reference`), stacking (`stack`) and grids of blocks (`grid`).
 
+pub mod chunks;
 pub mod compare;
 pub mod grid;
 pub mod job;

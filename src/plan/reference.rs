@@ -230,8 +230,23 @@ impl Reference {
 /// every input already has it; `copies` is the number of inputs (a kept tensor's job holds
 /// only the first).
 fn fix_for(tensor: &TensorJob, want: &[u64], copies: usize) -> Option<Fix> {
+    let sliced: Vec<Vec<u64>> = match &tensor.ranges {
+        Some(ranges) => tensor
+            .sources
+            .iter()
+            .zip(ranges)
+            .map(|(s, range)| {
+                let mut shape = s.info.shape.to_vec();
+                shape[tensor.plan.axis] = range.end - range.start;
+                shape
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     let shapes: Vec<&[u64]> = if tensor.kept {
         vec![&*tensor.sources[0].info.shape; copies]
+    } else if tensor.ranges.is_some() {
+        sliced.iter().map(Vec::as_slice).collect()
     } else {
         tensor.sources.iter().map(|s| &*s.info.shape).collect()
     };

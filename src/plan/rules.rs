@@ -14,34 +14,40 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Refusal, Result, capped};
 use crate::messages;
+pub use crate::plan::chunks::Parts;
 
-/// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`.
+/// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`, their pieces
+/// laid out as `parts` says (`--axis-for 'GLOB=0 chunks 2'`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AxisRule {
     /// The pattern tensor names are matched against.
     pub glob: String,
     /// The axis, possibly negative.
     pub axis: i64,
+    /// What the words after the axis say about each input's piece.
+    pub parts: Parts,
 }
 
 impl std::str::FromStr for AxisRule {
     type Err = String;
 
-    /// Parses `GLOB=AXIS`, splitting at the last `=` so that globs may hold one.
+    /// Parses `GLOB=AXIS [WORDS]`, split at the `=`: a glob holds none (`?` matches a `=` in
+    /// a name), so `GLOB==1`, a typo, is refused rather than read as a glob ending in `=`.
     fn from_str(text: &str) -> Result<AxisRule, String> {
-        let (glob, axis) = text
-            .rsplit_once('=')
-            .ok_or("expected GLOB=AXIS, e.g. '*.o_proj.weight=1'")?;
-        let axis = axis.trim().parse().map_err(|_| {
-            format!(
-                "`{}` is not an axis; expected GLOB=AXIS, e.g. '*.o_proj.weight=1'",
-                messages::name(axis)
-            )
-        })?;
-        Ok(AxisRule {
-            glob: glob.to_string(),
-            axis,
-        })
+        const EXAMPLE: &str = "expected GLOB=AXIS, e.g. '*.o_proj.weight=1' or \
+                               '*.gate_up_proj.weight=0 chunks 2'";
+        let (glob, value) = text.split_once('=').ok_or_else(|| EXAMPLE.to_string())?;
+        check_glob(glob.trim(), text)?;
+        match parse_value(glob.trim(), value)? {
+            (Treatment::Axis(axis), parts) => Ok(AxisRule {
+                glob: glob.trim().to_string(),
+                axis,
+                parts,
+            }),
+            (Treatment::Keep, _) => Err(format!(
+                "`keep` is not an axis: keep tensors with --keep GLOB; {EXAMPLE}"
+            )),
+        }
     }
 }
 
@@ -77,8 +83,13 @@ pub struct Rule {
     pub glob: String,
     /// What it does with them.
     pub treatment: Treatment,
+    /// For an axis, what the words after it say about each input's piece.
+    pub parts: Parts,
     /// Where it was given.
     pub origin: Origin,
+    /// Whether matching no tensor of a whole-file join refuses the join rather than warns:
+    /// a rules file's lines, unless `--allow-unmatched`; every rule under `--strict`.
+    pub required: bool,
 }
 
 impl Rule {
@@ -89,13 +100,18 @@ impl Rule {
 }
 
 impl Rule {
+    /// What follows the `=`: `keep`, or the axis and the words after it (`0 chunks 2`).
+    fn value(&self) -> String {
+        match self.treatment {
+            Treatment::Axis(axis) => format!("{axis}{}", self.parts),
+            Treatment::Keep => "keep".to_string(),
+        }
+    }
+
     /// The rule exactly as the user wrote it, for JSON output: `--keep '*norm*'`,
     /// `--axis-for '*.o_proj.weight=1'`, or `llama.rules:8: *.o_proj.weight = 1`.
     pub fn written(&self) -> String {
-        let value = match self.treatment {
-            Treatment::Axis(axis) => axis.to_string(),
-            Treatment::Keep => "keep".to_string(),
-        };
+        let value = self.value();
         match &self.origin {
             Origin::KeepFlag => format!("--keep {}", shell_quote(&self.glob)),
             Origin::AxisForFlag => {
@@ -115,10 +131,7 @@ impl fmt::Display for Rule {
     /// As a message shows it: as written ([`Rule::written`]), with the glob and the file name
     /// quoted (control characters escaped) and a long glob cut to an excerpt.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let value = match self.treatment {
-            Treatment::Axis(axis) => axis.to_string(),
-            Treatment::Keep => "keep".to_string(),
-        };
+        let value = self.value();
         let glob = messages::name(&self.glob);
         match &self.origin {
             Origin::KeepFlag => write!(f, "--keep {}", shell_quote(&glob)),
@@ -139,12 +152,16 @@ pub fn ordered(keep: &[String], axis_for: &[AxisRule], files: Vec<Rule>) -> Vec<
     let keep = keep.iter().map(|glob| Rule {
         glob: glob.clone(),
         treatment: Treatment::Keep,
+        parts: Parts::default(),
         origin: Origin::KeepFlag,
+        required: false,
     });
     let axis_for = axis_for.iter().map(|rule| Rule {
         glob: rule.glob.clone(),
         treatment: Treatment::Axis(rule.axis),
+        parts: rule.parts.clone(),
         origin: Origin::AxisForFlag,
+        required: false,
     });
     keep.chain(axis_for).chain(files).collect()
 }
@@ -387,9 +404,12 @@ pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
     parse_file(path, &text)
 }
 
-/// The rules of a rules file: one `GLOB = AXIS` or `GLOB = keep` a line, split at the last
-/// `=`; blank lines and comments (from a `#` at the start of a line or after a space) are
-/// skipped. Every line that is not a rule is refused at once, each named by its line number.
+/// The rules of a rules file: one `GLOB = AXIS [WORDS]` or `GLOB = keep` a line (WORDS:
+/// `plain`, `chunks N`, `chunks P:Q:R`, `replicas K`, see `chunks.rs`); blank lines and
+/// comments (from a `#` at the start of a line or after a space) are skipped. Every line that
+/// is not a rule is refused at once, each named by its line number: one without `=`, with
+/// two (`*.o_proj.weight == 1`), with no glob, or with a word after the axis that is not one
+/// of a rule's. Each rule is [`Rule::required`] to match a tensor.
 pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     let mut rules: Vec<Rule> = Vec::new();
     // Each glob's first line, to refuse a second rule of it.
@@ -403,7 +423,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
             continue;
         }
         match parse_line(content) {
-            Ok((glob, treatment)) => {
+            Ok((glob, treatment, parts)) => {
                 if let Some(first) = first_lines.get(glob) {
                     problems.push(format!(
                         "{shown}:{line}: `{}` already has a rule on line {first}, which wins \
@@ -416,10 +436,12 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
                 rules.push(Rule {
                     glob: glob.to_string(),
                     treatment,
+                    parts,
                     origin: Origin::File {
                         path: path.to_path_buf(),
                         line,
                     },
+                    required: true,
                 });
             }
             Err(problem) => problems.push(format!("{shown}:{line}: {problem}")),
@@ -438,8 +460,9 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
         ),
         details: capped(problems, SHOWN),
         hint: Some(
-            "write one rule a line, `GLOB = AXIS` (e.g. `*.o_proj.weight = 1`) or \
-             `GLOB = keep` (e.g. `*norm* = keep`); `#` starts a comment"
+            "write one rule a line, `GLOB = AXIS` (e.g. `*.o_proj.weight = 1`), `GLOB = \
+             AXIS chunks N` or `plain` or `replicas K` (e.g. `*.gate_up_proj.weight = 0 \
+             chunks 2`), or `GLOB = keep` (e.g. `*norm* = keep`); `#` starts a comment"
                 .to_string(),
         ),
     }]))
@@ -457,34 +480,70 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
-/// One rule line without its comment: the glob and what it does. Messages quote the line's
-/// text ([`messages::name`]): cut to an excerpt, control characters escaped.
-fn parse_line(content: &str) -> std::result::Result<(&str, Treatment), String> {
-    let Some((glob, value)) = content.rsplit_once('=') else {
+/// One rule line without its comment: the glob, what it does and what its words say. Messages
+/// quote the line's text ([`messages::name`]): cut to an excerpt, control characters escaped.
+fn parse_line(content: &str) -> std::result::Result<(&str, Treatment, Parts), String> {
+    let Some((glob, value)) = content.split_once('=') else {
         return Err(format!(
             "`{}` has no `=`; expected GLOB = AXIS or GLOB = keep",
             messages::name(content)
         ));
     };
-    let (glob, value) = (glob.trim(), value.trim());
+    let glob = glob.trim();
+    check_glob(glob, content)?;
+    let (treatment, parts) = parse_value(glob, value)?;
+    Ok((glob, treatment, parts))
+}
+
+/// Refuses the glob of the rule `text` when it is empty or holds the rule's `=` again.
+fn check_glob(glob: &str, text: &str) -> std::result::Result<(), String> {
     if glob.is_empty() {
         return Err(format!(
             "`{}` has no glob before the `=`",
-            messages::name(content)
+            messages::name(text.trim())
         ));
     }
-    if value == "keep" {
-        return Ok((glob, Treatment::Keep));
+    if text.matches('=').count() > 1 {
+        return Err(format!(
+            "`{}` has more than one `=`: a rule is GLOB = AXIS, with one (write `?` for a `=` \
+             in a tensor's name)",
+            messages::name(text.trim())
+        ));
     }
-    match value.parse() {
-        Ok(axis) => Ok((glob, Treatment::Axis(axis))),
-        Err(_) if value.eq_ignore_ascii_case("keep") => Err(format!(
+    Ok(())
+}
+
+/// What follows a rule's `=`: `keep`, or an axis and the words after it (`0 chunks 2`).
+fn parse_value(glob: &str, value: &str) -> std::result::Result<(Treatment, Parts), String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let Some((&first, rest)) = words.split_first() else {
+        return Err(format!(
+            "`{} =` has no axis after the `=`: expected an axis (an integer such as 0, 1 or \
+             -1) or `keep`",
+            messages::name(glob)
+        ));
+    };
+    if first == "keep" {
+        return match rest {
+            [] => Ok((Treatment::Keep, Parts::default())),
+            [word, ..] => Err(format!(
+                "`{}` after `keep`: a kept tensor is copied once, with no axis or layout",
+                messages::name(word)
+            )),
+        };
+    }
+    match first.parse() {
+        Ok(axis) => {
+            let parts = crate::plan::chunks::parse(rest)?;
+            Ok((Treatment::Axis(axis), parts))
+        }
+        Err(_) if first.eq_ignore_ascii_case("keep") => Err(format!(
             "`{}` is written `keep`, in lower case",
-            messages::name(value)
+            messages::name(first)
         )),
         Err(_) => Err(format!(
             "`{}` after `{} =` is neither an axis (an integer such as 0, 1 or -1) nor `keep`",
-            messages::name(value),
+            messages::name(value.trim()),
             messages::name(glob)
         )),
     }
@@ -555,21 +614,30 @@ fn distance_within(literal: &[char], name: &str) -> usize {
     row.into_iter().min().unwrap_or(0)
 }
 
-/// The refusal of rules that match no tensor, under `--strict`.
-pub fn unmatched_refusal(rules: &[&Rule], names: &[&str]) -> Refusal {
+/// The refusal of rules that match no tensor: under `--strict` (`strict`), or a rules file's
+/// lines ([`Rule::required`]).
+pub fn unmatched_refusal(rules: &[&Rule], names: &[&str], strict: bool) -> Refusal {
+    let (why, after) = if strict {
+        ("--strict refuses such rules", "without --strict")
+    } else {
+        (
+            "a rules file's lines must each match one",
+            "with --allow-unmatched",
+        )
+    };
     Refusal {
         headline: format!(
-            "{} rule{} match{} no tensor of the inputs (--strict refuses such rules)",
+            "{} rule{} match{} no tensor of the inputs ({why})",
             crate::outliers::thousands(rules.len()),
             plural(rules.len()),
             if rules.len() == 1 { "es" } else { "" }
         ),
         details: describe_unmatched(rules, names),
-        hint: Some(
+        hint: Some(format!(
             "correct each glob (`*` matches any text, dots included; `?` one character), or \
-             remove the rule; without --strict these are warnings"
-                .to_string(),
-        ),
+             remove the rule (a rules file for another model is the wrong file); {after} \
+             these are warnings"
+        )),
     }
 }
 
@@ -757,11 +825,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn axis_rules_split_at_the_last_equals_sign() {
-        let rule = "a=b*=-1".parse::<AxisRule>().unwrap();
-        assert_eq!((rule.glob.as_str(), rule.axis), ("a=b*", -1));
-        assert!("*.weight".parse::<AxisRule>().is_err());
-        assert!("*.weight=x".parse::<AxisRule>().is_err());
+    fn axis_rules_hold_one_equals_sign_and_the_words_after_the_axis() {
+        let rule = "a.b*=-1".parse::<AxisRule>().unwrap();
+        assert_eq!((rule.glob.as_str(), rule.axis), ("a.b*", -1));
+        assert_eq!(rule.parts, Parts::default());
+        let rule = "*.qkv_proj.weight=0 chunks 4:1:1"
+            .parse::<AxisRule>()
+            .unwrap();
+        assert_eq!(rule.parts.to_string(), " chunks 4:1:1");
+        let rules = ordered(&[], &[rule], Vec::new());
+        assert_eq!(
+            rules[0].to_string(),
+            "--axis-for '*.qkv_proj.weight=0 chunks 4:1:1'"
+        );
+        for (text, says) in [
+            ("*.weight", "expected GLOB=AXIS"),
+            ("*.weight=x", "`x` after `*.weight =` is neither an axis"),
+            ("*.o_proj.weight==1", "has more than one `=`"),
+            ("a=b*=-1", "has more than one `=`"),
+            ("=1", "has no glob"),
+            ("*.weight=", "has no axis"),
+            (
+                "*.weight=0 sideways",
+                "`sideways` after the axis is not a word of a rule",
+            ),
+            ("*.weight=keep", "`keep` is not an axis"),
+        ] {
+            let error = text.parse::<AxisRule>().unwrap_err();
+            assert!(error.contains(says), "{text}: {error}");
+        }
     }
 
     #[test]
@@ -803,6 +895,7 @@ mod tests {
             .map(|(at, glob)| AxisRule {
                 glob: glob.clone(),
                 axis: at as i64 % 3,
+                parts: Parts::default(),
             })
             .collect();
         let mut seen = HashSet::new();
@@ -906,7 +999,7 @@ mod tests {
             described[SHOWN],
             "... and 9,990 more rules that match no tensor"
         );
-        let refusal = unmatched_refusal(&unmatched, &names).to_string();
+        let refusal = unmatched_refusal(&unmatched, &names, true).to_string();
         assert!(
             refusal.starts_with("10,000 rules match no tensor"),
             "{refusal}"
@@ -960,7 +1053,7 @@ mod tests {
     #[test]
     fn rules_files_hold_axes_keeps_and_comments() {
         let rules =
-            file("# Llama\n\n*.o_proj.weight = 1   # row-parallel\n*norm* = keep\nx=y#z = -1\n")
+            file("# Llama\n\n*.o_proj.weight = 1   # row-parallel\n*norm* = keep\nx#z = -1\n")
                 .unwrap();
         let seen: Vec<(&str, Treatment, usize)> = rules
             .iter()
@@ -974,7 +1067,7 @@ mod tests {
             [
                 ("*.o_proj.weight", Treatment::Axis(1), 3),
                 ("*norm*", Treatment::Keep, 4),
-                ("x=y#z", Treatment::Axis(-1), 5),
+                ("x#z", Treatment::Axis(-1), 5),
             ]
         );
         assert_eq!(rules[0].to_string(), "m.rules:3: *.o_proj.weight = 1");
@@ -982,16 +1075,23 @@ mod tests {
 
     #[test]
     fn every_bad_line_is_named_with_its_number() {
-        let error = file("a = 1\nno equals sign\n = 0\nb = sideways\nc = Keep\na = 0\n")
-            .unwrap_err()
-            .to_string();
+        let error = file(
+            "a = 1\nno equals sign\n = 0\nb = sideways\nc = Keep\na = 0\n*.o_proj.weight == 1\n\
+             d = 0 sideways\ne = 0 chunks 4:x\nf = keep 0\n",
+        )
+        .unwrap_err()
+        .to_string();
         for needle in [
-            "the rules file m.rules has 5 lines that are not a rule",
+            "the rules file m.rules has 9 lines that are not a rule",
             "m.rules:2: `no equals sign` has no `=`",
             "m.rules:3: `= 0` has no glob",
             "m.rules:4: `sideways` after `b =` is neither an axis",
             "m.rules:5: `Keep` is written `keep`",
             "m.rules:6: `a` already has a rule on line 1",
+            "m.rules:7: `*.o_proj.weight == 1` has more than one `=`",
+            "m.rules:8: `sideways` after the axis is not a word of a rule",
+            "m.rules:9: `chunks 4:x` is neither a count",
+            "m.rules:10: `0` after `keep`",
             "hint: write one rule a line",
         ] {
             assert!(error.contains(needle), "{needle:?} not in\n{error}");

@@ -102,6 +102,8 @@ pub struct TensorReport {
     pub blocks: Option<BlocksReport>,
     /// Bytes of output data.
     pub bytes: u64,
+    /// The proportions of the parts each input's piece is joined by (`chunks` in its rule).
+    pub chunks: Option<Vec<u64>>,
     /// Element type.
     pub dtype: String,
     /// What DirectML does with it; `None` on the CPU engine.
@@ -112,6 +114,10 @@ pub struct TensorReport {
     pub kept: bool,
     /// Its name in the output.
     pub name: String,
+    /// Its rule says that each input holds whole heads or groups of a fused tensor (`plain`).
+    pub plain: bool,
+    /// How many consecutive inputs hold the same piece, when more than one (`replicas`).
+    pub replicas: Option<u64>,
     /// The tensor rule that decided it, as written (`--keep '*norm*'`).
     pub rule: Option<String>,
     /// Its shape.
@@ -122,6 +128,9 @@ pub struct TensorReport {
     /// The rule that decided it, as messages cite it.
     #[serde(skip)]
     pub rule_cited: Option<String>,
+    /// The rule's words after the axis, as a rules line writes them (` chunks 4:1:1`).
+    #[serde(skip)]
+    pub words: String,
     /// The input tensors it is made from.
     #[serde(skip)]
     pub sources: Vec<SourceReport>,
@@ -368,15 +377,22 @@ impl TensorReport {
             axis: (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
             blocks,
             bytes: t.out.bytes,
+            chunks: match &t.parts.fused {
+                crate::plan::chunks::Fused::Chunks(shares) => Some(shares.clone()),
+                _ => None,
+            },
             dtype: t.out.dtype.to_string(),
             engine,
             inputs: t.sources.iter().map(|s| s.name.position).collect(),
             kept: t.kept,
             name: t.out.name.clone(),
+            plain: t.parts.fused == crate::plan::chunks::Fused::Plain,
+            replicas: (t.parts.replicas > 1).then_some(t.parts.replicas),
             rule: rule.map(|rule| rule.written()),
             shape: t.out.shape.clone(),
             plan_axis: t.plan.axis,
             rule_cited: rule.map(ToString::to_string),
+            words: t.parts.to_string(),
             sources: t
                 .sources
                 .iter()
@@ -512,15 +528,19 @@ mod tests {
                     },
                 }),
                 bytes: 24,
+                chunks: Some(vec![4, 1, 1]),
                 dtype: "float32".to_string(),
                 engine: Some("Join".to_string()),
                 inputs: vec![1],
                 kept: false,
                 name: "w".to_string(),
+                plain: false,
+                replicas: Some(2),
                 rule: Some("--axis-for 'w=1'".to_string()),
                 shape: vec![2, 3],
                 plan_axis: 1,
                 rule_cited: Some("--axis-for 'w=1'".to_string()),
+                words: " chunks 4:1:1 replicas 2".to_string(),
                 sources: vec![SourceReport {
                     name: source,
                     dtype: "float32".to_string(),

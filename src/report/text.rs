@@ -79,7 +79,8 @@ pub fn render(report: &PlanReport) -> String {
                     } else if t.kept {
                         "kept".to_string()
                     } else {
-                        format!("axis {}", t.plan_axis)
+                        // With the rule's words: `axis 0 chunks 4:1:1`, `axis 0 replicas 2`.
+                        format!("axis {}{}", t.plan_axis, t.words)
                     },
                     t.dtype.clone(),
                     shape_text(&t.shape),
@@ -258,7 +259,7 @@ fn shards_text(shards: &ShardsReport, report: &PlanReport) -> String {
 fn axis(tensor: &TensorReport, report: &PlanReport) -> String {
     let axis = tensor.plan_axis;
     match (&tensor.rule_cited, report.axis_given) {
-        (Some(rule), _) => format!("{axis} (by {})", quote(rule)),
+        (Some(rule), _) => format!("{axis}{} (by {})", tensor.words, quote(rule)),
         (None, Some(given)) if given != axis as i64 => format!("{axis} (given as {given})"),
         (None, None) => format!("{axis} (the default)"),
         _ => axis.to_string(),

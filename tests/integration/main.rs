@@ -16,6 +16,7 @@ mod examples;
 mod files_in_use;
 mod fixtures;
 mod flags;
+mod fused;
 mod generated;
 mod hostile;
 mod many_rules;
