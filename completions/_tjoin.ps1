@@ -54,6 +54,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Grow the first input in place by the others, along its growth axis (0 for a C-order .npy, the last for a Fortran-order one), in time proportional to what is added')
             [CompletionResult]::new('--compress', '--compress', [CompletionResultType]::ParameterName, 'Deflate the members of an .npz output, as numpy.savez_compressed does')
             [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning')
+            [CompletionResult]::new('--any-order', '--any-order', [CompletionResultType]::ParameterName, 'Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given')
+            [CompletionResult]::new('--uneven', '--uneven', [CompletionResultType]::ParameterName, 'Join a merge''s tensors whose sizes along the axis no split gives')
             [CompletionResult]::new('--join-identical', '--join-identical', [CompletionResultType]::ParameterName, 'Join tensors no rule decides even when every input holds them identical (else refused)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')

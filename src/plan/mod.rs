@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod grid;
 pub mod job;
+pub mod ranks;
 pub mod reference;
 pub mod rules;
 pub mod runs;

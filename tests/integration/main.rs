@@ -19,6 +19,7 @@ mod flags;
 mod generated;
 mod hostile;
 mod many_rules;
+mod merge_checks;
 mod merge_safety;
 mod messages;
 #[cfg(unix)]
