@@ -844,17 +844,17 @@ fn undecidable_refusal(
         parts.join("; ")
     } else {
         let targets: Vec<&str> = constants.iter().map(|c| c.name).collect();
-        let globs = rules::suggest_globs(&targets, names);
-        let glob = match globs.as_slice() {
-            [(glob, _)] => excerpt(glob).into_owned(),
-            _ => "GLOB".to_string(),
-        };
+        let axes = capped(
+            suggested_flags("--axis-for", &targets, names, "=AXIS"),
+            SHOWN,
+        );
+        let keeps = capped(suggested_flags("--keep", &targets, names, ""), SHOWN);
         format!(
             "name the unsplit model's header with --like REFERENCE (its .safetensors file or \
              index) and tjoin tells which; or decide them: {} if the inputs hold slices of \
              them, {} if each input holds them whole",
-            format_args!("--axis-for {}", shell_quote(&format!("{glob}=AXIS"))),
-            format_args!("--keep {}", shell_quote(&glob)),
+            axes.join(" "),
+            keeps.join(" "),
         )
     };
     Refusal {
