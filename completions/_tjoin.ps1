@@ -55,6 +55,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--compress', '--compress', [CompletionResultType]::ParameterName, 'Deflate the members of an .npz output, as numpy.savez_compressed does')
             [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning')
             [CompletionResult]::new('--allow-unmatched', '--allow-unmatched', [CompletionResultType]::ParameterName, 'Warn about a --rules line that matches no tensor rather than refuse the join')
+            [CompletionResult]::new('--any-order', '--any-order', [CompletionResultType]::ParameterName, 'Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given')
+            [CompletionResult]::new('--uneven', '--uneven', [CompletionResultType]::ParameterName, 'Join a merge''s tensors whose sizes along the axis no split gives')
             [CompletionResult]::new('--join-identical', '--join-identical', [CompletionResultType]::ParameterName, 'Join tensors no rule decides even when every input holds them identical (else refused)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')

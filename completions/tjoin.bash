@@ -49,7 +49,7 @@ _tjoin_words() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --allow-unmatched --dry-run --rules --axis-for --keep --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --allow-unmatched --any-order --uneven --dry-run --rules --axis-for --keep --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

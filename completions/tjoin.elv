@@ -52,6 +52,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --compress 'Deflate the members of an .npz output, as numpy.savez_compressed does'
             cand --strict 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
             cand --allow-unmatched 'Warn about a --rules line that matches no tensor rather than refuse the join'
+            cand --any-order 'Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given'
+            cand --uneven 'Join a merge''s tensors whose sizes along the axis no split gives'
             cand --join-identical 'Join tensors no rule decides even when every input holds them identical (else refused)'
             cand -q 'Print nothing but errors (no progress bar)'
             cand --quiet 'Print nothing but errors (no progress bar)'

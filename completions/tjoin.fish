@@ -65,6 +65,8 @@ complete -c tjoin -l append -d 'Grow the first input in place by the others, alo
 complete -c tjoin -l compress -d 'Deflate the members of an .npz output, as numpy.savez_compressed does'
 complete -c tjoin -l strict -d 'Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning'
 complete -c tjoin -l allow-unmatched -d 'Warn about a --rules line that matches no tensor rather than refuse the join'
+complete -c tjoin -l any-order -d 'Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given'
+complete -c tjoin -l uneven -d 'Join a merge\'s tensors whose sizes along the axis no split gives'
 complete -c tjoin -l join-identical -d 'Join tensors no rule decides even when every input holds them identical (else refused)'
 complete -c tjoin -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -s h -l help -d 'Print help (the man page has more)'

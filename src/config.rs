@@ -63,8 +63,13 @@ pub struct JoinRules {
     /// Per-tensor axes and tensors kept from the first input, in the order they apply (the
     /// first match wins): `--keep` flags, `--axis-for` flags, then the `--rules` files' lines.
     pub tensor_rules: Vec<Rule>,
-    /// Join tensors that no rule decides even when they are the same in every input.
+    /// Join tensors that no rule decides even when they are the same in every input, and
+    /// identical pieces an axis rule decides; and a merge's file given twice.
     pub join_identical: bool,
+    /// Take numbered inputs (`tp3`, `rank_03`, `-00002-of-00004`) in the order given.
+    pub any_order: bool,
+    /// Join a merge's tensors whose sizes along the axis no split gives.
+    pub uneven: bool,
     /// Refuse rules that match no tensor, instead of warning.
     pub strict: bool,
     /// A safetensors file whose header gives every output tensor's expected shape.

@@ -108,6 +108,8 @@ impl JoinConfig {
                 spec: cli.spec.unwrap_or_default(),
                 tensor_rules: tensor_rules(cli)?,
                 join_identical: cli.join_identical,
+                any_order: cli.any_order,
+                uneven: cli.uneven,
                 strict: cli.strict,
                 like: cli.like.clone(),
                 name: cli.name.clone(),

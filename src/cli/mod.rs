@@ -365,6 +365,27 @@ pub struct JoinArgs {
     #[arg(long, help_heading = CHECKS)]
     pub allow_unmatched: bool,
 
+    /// Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given.
+    ///
+    /// Without it, inputs whose paths differ only in one number right after `tp` or `rank`
+    /// (with one `_` or `-` between or none, the word not preceded by a letter: tp3, rank_03,
+    /// mp_rank_01/model_optim_rng.pt), or right before `-of-N` (model-00002-of-00004), must
+    /// be given with the numbers rising by one (no gap, none twice), and with `-of-N` all N:
+    /// a shell sorts tp*.safetensors as text, tp10 before tp2; $(ls -v tp*.safetensors)
+    /// sorts by number. Give this flag when the numbers mean something else.
+    #[arg(long, help_heading = CHECKS)]
+    pub any_order: bool,
+
+    /// Join a merge's tensors whose sizes along the axis no split gives.
+    ///
+    /// In a checkpoint merge (a whole-file join of files of several tensors each, with tensor
+    /// rules or --like), the sizes of a tensor's pieces along its join axis must be all
+    /// equal, the first ones one larger
+    /// (numpy's array_split) or pieces of ceil(total/n) with a smaller last one (torch.chunk);
+    /// other sizes (ranks of two tensor-parallel degrees mixed) are refused without this flag.
+    #[arg(long, help_heading = CHECKS)]
+    pub uneven: bool,
+
     /// Check everything and print the plan on stdout (=json: as one JSON object); write nothing.
     #[arg(
         long,

@@ -222,6 +222,9 @@ pub(crate) fn open_inputs(
     mut early: Option<&mut EarlyCopy>,
 ) -> Result<Vec<Input>> {
     let paths = &config.inputs;
+    if !config.rules.any_order {
+        crate::plan::ranks::check_order(paths)?;
+    }
     let open_files = source::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
@@ -296,12 +299,16 @@ pub(crate) fn plan<'a>(
 ) -> Result<Vec<TensorJob<'a>>> {
     let rules = &config.rules;
     let matcher = crate::rules::Matcher::new(&rules.tensor_rules);
+    // Read before the job is built: its shapes tell constant tensors' splits.
+    let reference = rules.like.as_deref().map(Reference::read).transpose()?;
     let options = job::JobOptions {
         cast: rules.cast.as_ref(),
         axis: rules.axis,
         spec: rules.spec,
         rules: &matcher,
         join_identical: rules.join_identical,
+        uneven: rules.uneven,
+        like: reference.as_ref(),
         strict: rules.strict,
         name: rules.name.as_deref(),
         output: format,
@@ -317,8 +324,8 @@ pub(crate) fn plan<'a>(
     if let Some(expected) = &rules.expect_shape {
         job::check_expected_shape(&job, expected)?;
     }
-    if let Some(like) = &rules.like {
-        Reference::read(like)?.check(&job, &rules.tensor_rules, inputs.len())?;
+    if let Some(reference) = &reference {
+        reference.check(&job, &rules.tensor_rules, inputs.len())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
     let job = if config.output.sharded.is_some() {

@@ -2,12 +2,17 @@
 //! same (`--keep` checks it before keeping one; a whole-file join refuses replicated tensors
 //! that no rule decides). It reads data, as little as it can, but moves none: the engine
 //! (`src/engine/mod.rs`) is the only place data moves to the output.
+//!
+//! Copies are compared by value: two copies that differ only in byte order (one .npz member
+//! little-endian, one big-endian) are the same tensor.
 
+use crate::dtype::{ByteOrder, swap_in_place};
 use crate::error::Result;
 use crate::input::Tensor;
 use crate::source;
 
-/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing byte.
+/// How tensor `b` differs from `a`, if it does: type, shape, or the first differing element
+/// (compared by value, whatever the copies' byte orders).
 /// Reads both tensors' data front to back in blocks and stops at the first block that
 /// differs: the pieces of a split tensor differ in their first bytes and cost one small
 /// read each, and only tensors that are identical are read whole (`--keep`, and the
@@ -15,8 +20,13 @@ use crate::source;
 /// copied, and checked then), has its stored .npz member's CRC-32 checked when read whole.
 pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     let (x, y) = (&a.info, &b.info);
-    if x.dtype != y.dtype || x.swaps != y.swaps {
-        return Ok(Some(format!("{} instead of {}", y.dtype, x.dtype)));
+    if x.dtype != y.dtype {
+        // The byte orders are named only where they differ.
+        let (ox, oy) = match x.byte_order == y.byte_order {
+            true => (String::new(), String::new()),
+            false => (order_text(x.byte_order), order_text(y.byte_order)),
+        };
+        return Ok(Some(format!("{}{oy} instead of {}{ox}", y.dtype, x.dtype)));
     }
     if x.shape != y.shape || x.layout != y.layout {
         return Ok(Some(format!(
@@ -39,8 +49,16 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     let (mut ba, mut bb) = (Vec::new(), Vec::new());
     let (mut done, mut block) = (0, FIRST);
     let mut check = b.crc_check();
+    // Copies in different byte orders are compared as little-endian values, in blocks of
+    // whole elements.
+    let swapping = x.swaps != y.swaps;
+    let item = x.dtype.itemsize().max(1);
     while done < x.data_len {
-        let n = block.min(x.data_len - done) as usize;
+        let mut n = block.min(x.data_len - done);
+        if swapping {
+            n = (n - n % item).max(item).min(x.data_len - done);
+        }
+        let n = n as usize;
         ba.resize(n, 0);
         bb.resize(n, 0);
         let read = match done {
@@ -49,6 +67,13 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         };
         read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
         read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
+        if let Some((_, check)) = &mut check {
+            check.hasher.update(&bb);
+        }
+        if swapping {
+            swap_in_place(&mut ba, item as usize, &x.swaps);
+            swap_in_place(&mut bb, item as usize, &y.swaps);
+        }
         if ba != bb {
             let at = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
             let byte = done + at as u64;
@@ -57,9 +82,6 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
                 byte * 8 / x.dtype.bits().max(1)
             )));
         }
-        if let Some((_, check)) = &mut check {
-            check.hasher.update(&bb);
-        }
         done += n as u64;
         block = (block * 2).min(LARGEST);
     }
@@ -67,4 +89,52 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         check.verify(&name)?;
     }
     Ok(None)
+}
+
+/// "(big-endian)" for a message naming a copy's byte order.
+fn order_text(order: ByteOrder) -> String {
+    match order {
+        ByteOrder::Little => " (little-endian)".to_string(),
+        ByteOrder::Big => " (big-endian)".to_string(),
+        ByteOrder::NotApplicable => String::new(),
+    }
+}
+
+/// The value every element of `t` holds, as its bytes (little-endian), when they all hold
+/// one: all zeros, all ones. `None` for a tensor of several values, or of no elements. Reads
+/// the tensor front to back, stopping at the first block holding another value.
+pub fn constant(t: &Tensor) -> Result<Option<Vec<u8>>> {
+    let info = &t.info;
+    // Sub-byte elements pack across bytes: a constant tensor of them repeats one byte
+    // pattern only for some values, so they are compared byte by byte.
+    let item = if info.dtype.bits() % 8 == 0 {
+        info.dtype.itemsize().max(1)
+    } else {
+        1
+    };
+    if info.data_len < item {
+        return Ok(None);
+    }
+    let file = t.file.open(&t.name)?;
+    const BLOCK: u64 = 1 << 20;
+    let block = (BLOCK - BLOCK % item).max(item);
+    let mut buffer = Vec::new();
+    let mut first: Option<Vec<u8>> = None;
+    let mut done = 0;
+    while done < info.data_len {
+        let n = block.min(info.data_len - done) as usize;
+        buffer.resize(n, 0);
+        source::read_exact_at(&file, &mut buffer, info.data_offset + done)
+            .map_err(|e| t.name.io_error("read", e))?;
+        swap_in_place(&mut buffer, item as usize, &info.swaps);
+        let value = first.get_or_insert_with(|| buffer[..item as usize].to_vec());
+        if buffer
+            .chunks_exact(item as usize)
+            .any(|e| e != value.as_slice())
+        {
+            return Ok(None);
+        }
+        done += n as u64;
+    }
+    Ok(first)
 }

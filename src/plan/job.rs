@@ -10,6 +10,14 @@
 //! bytes is refused unless `--join-identical` says to join it: such a tensor is replicated
 //! (each tensor-parallel shard holds a copy), and joining it builds a wrong model silently.
 //! Comparing stops at the first differing byte, so only identical tensors are read whole.
+//! Identical copies that hold one value throughout (zero biases) are refused as undecidable
+//! instead: their bytes cannot tell a replicated tensor from a split one, so tjoin asks for
+//! a rule, or for `--like`, whose reference shape tells which. Identical copies joined by an
+//! axis rule are refused too (MQA's `k_proj`, a rank given twice), unless `--join-identical`.
+//!
+//! In a checkpoint merge (files of several tensors each, with tensor rules or `--like`), the
+//! sizes along a tensor's join axis must be those of a split (`ranks::split_kind`) unless
+//! `--uneven` says otherwise; a dataset's shards (`day1.npz day2.npz`) may have any sizes.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -22,6 +30,8 @@ use crate::input::{self, Input, Tensor};
 use crate::outliers::{self, Row, Split};
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
+use crate::plan::ranks;
+use crate::plan::reference::Reference;
 use crate::plan::{self, JoinPlan, Placement};
 use crate::rules::{self, Matcher, Treatment, shell_quote};
 use crate::spec::{self, Spec};
@@ -58,8 +68,13 @@ pub struct JobOptions<'c> {
     pub spec: Spec,
     /// The tensor rules, in the order they apply (the first that matches decides), indexed.
     pub rules: &'c Matcher<'c>,
-    /// Join tensors no rule decides even when every input holds the same bytes.
+    /// Join tensors no rule decides even when every input holds the same bytes, and tensors
+    /// an axis rule decides that are the same in every input.
     pub join_identical: bool,
+    /// Join tensors of multi-tensor files whose sizes along the axis no split gives.
+    pub uneven: bool,
+    /// `--like`: the reference that tells a constant tensor's split from its replication.
+    pub like: Option<&'c Reference>,
     /// Refuse rules that match no tensor.
     pub strict: bool,
     /// `--name`: the output tensor's name in a single-tensor join.
@@ -82,6 +97,8 @@ impl<'c> JobOptions<'c> {
             spec: Default::default(),
             rules: &NO_RULES,
             join_identical: false,
+            uneven: false,
+            like: None,
             strict: false,
             name: None,
             output: Format::Npy,
@@ -336,6 +353,10 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         }
         by_name.push(tensors);
     }
+    if !options.join_identical {
+        let paths: Vec<&std::path::Path> = inputs.iter().map(|i| &*i.name.path).collect();
+        ranks::check_repeated(&paths)?;
+    }
     let mut refusals: Vec<Refusal> = names_mismatch(inputs, &names, &by_name)
         .into_iter()
         .collect();
@@ -343,6 +364,16 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
     let mut fused = Vec::new();
     let sibling = |name: &str| by_name[0].get(name).map(|t| t.info.shape.to_vec());
+    let mut undecidable: Vec<Constant> = Vec::new();
+    let mut identical_joined: Vec<(&str, &Tensor, usize)> = Vec::new();
+    let mut uneven: Vec<String> = Vec::new();
+    // A merge of checkpoints (files of several tensors each, with tensor rules or a --like
+    // reference), not a dataset's shards (`day1.npz day2.npz`, of any sizes): only there are
+    // the sizes along the axis those of a split.
+    let checkpoints = inputs.len() > 1
+        && inputs.iter().all(|i| i.tensors.len() > 1)
+        && (!options.rules.rules().is_empty() || options.like.is_some());
+    let reference: Option<HashMap<&str, &[u64]>> = options.like.map(Reference::shapes);
     for &name in &names {
         let sources: Vec<&Tensor> = by_name
             .iter()
@@ -379,9 +410,20 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                     excerpt(name)
                 )),
             }])
-        } else if let Some((_, Treatment::Axis(axis))) = decided {
+        } else if let Some((at, Treatment::Axis(axis))) = decided {
             if let Some(unstated) = unstated() {
                 fused.push(unstated);
+                continue;
+            }
+            // A rule's axis stands for a constant tensor (the bytes cannot contradict it), but
+            // not for pieces that are all the same non-constant bytes, unless the rule says
+            // that the ranks hold replicas.
+            if !options.join_identical
+                && parts.replicas == 1
+                && identical(&sources)
+                && compare::constant(sources[0]).is_ok_and(|c| c.is_none())
+            {
+                identical_joined.push((name, sources[0], at));
                 continue;
             }
             match chunks::representatives(name, &sources, &parts) {
@@ -396,14 +438,41 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             }
             plan_tensor(name, sources, options.axis, &parts, options, true)
         } else {
-            replicated.push((name, sources[0]));
+            match compare::constant(sources[0]) {
+                Ok(Some(value)) => {
+                    let tensor = sources[0];
+                    let told = reference.as_ref().map(|shapes| {
+                        told_by_reference(shapes.get(name).copied(), tensor, inputs.len())
+                    });
+                    match told {
+                        Some(Told::Whole) => replicated.push((name, tensor)),
+                        told => undecidable.push(Constant {
+                            name,
+                            tensor,
+                            zero: value.iter().all(|&b| b == 0),
+                            told,
+                        }),
+                    }
+                }
+                _ => replicated.push((name, sources[0])),
+            }
             continue;
         };
         match planned {
-            Ok(job) => jobs.push(TensorJob {
-                rule: decided.map(|(at, _)| at),
-                ..job
-            }),
+            Ok(job) => {
+                if checkpoints
+                    && !options.uneven
+                    && !job.kept
+                    && job.sources.len() > 1
+                    && let Some(line) = unsplit_sizes(name, &job)
+                {
+                    uneven.push(line);
+                }
+                jobs.push(TensorJob {
+                    rule: decided.map(|(at, _)| at),
+                    ..job
+                })
+            }
             Err(problems) => refusals.extend(problems),
         }
     }
@@ -412,6 +481,20 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     }
     if !fused.is_empty() {
         refusals.push(chunks::unstated_refusal(&fused, &names));
+    }
+    if !undecidable.is_empty() {
+        refusals.push(undecidable_refusal(&undecidable, inputs, &names, options));
+    }
+    if !identical_joined.is_empty() {
+        refusals.push(identical_joined_refusal(
+            &identical_joined,
+            inputs,
+            &names,
+            options,
+        ));
+    }
+    if !uneven.is_empty() {
+        refusals.push(uneven_refusal(uneven));
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -716,6 +799,279 @@ fn replicated_refusal(
 
 /// How many items a refusal lists before "... and N more".
 const SHOWN: usize = 10;
+
+/// A tensor every input holds with the same bytes, one value throughout, that no rule
+/// decides.
+struct Constant<'a> {
+    name: &'a str,
+    tensor: &'a Tensor,
+    /// All its bytes are zero.
+    zero: bool,
+    /// What `--like`'s reference says of it, when one was given.
+    told: Option<Told>,
+}
+
+/// What a reference's shape says of a tensor every input holds with the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// Each input holds it whole: the reference has the inputs' shape.
+    Whole,
+    /// The inputs hold slices of it along this axis.
+    Axis(usize),
+    /// The reference has another shape, which neither gives.
+    Neither,
+    /// The reference has no tensor of this name.
+    Absent,
+}
+
+/// What the reference shape `want` (if the reference has the tensor) says of `tensor`, which
+/// each of `copies` inputs holds.
+fn told_by_reference(want: Option<&[u64]>, tensor: &Tensor, copies: usize) -> Told {
+    let Some(want) = want else {
+        return Told::Absent;
+    };
+    let shape = &tensor.info.shape;
+    if **shape == *want {
+        return Told::Whole;
+    }
+    let copies = copies as u64;
+    let axis = (0..shape.len()).find(|&a| {
+        want.len() == shape.len()
+            && shape[a].checked_mul(copies) == Some(want[a])
+            && (0..shape.len()).all(|d| d == a || shape[d] == want[d])
+    });
+    axis.map_or(Told::Neither, Told::Axis)
+}
+
+/// `--FLAG GLOB` for each glob of [`rules::suggest_globs`] (the globs that match `targets`
+/// and no other of `names`), `value` appended to the glob (`=1` for `--axis-for`).
+fn suggested_flags(flag: &str, targets: &[&str], names: &[&str], value: &str) -> Vec<String> {
+    rules::suggest_globs(targets, names)
+        .iter()
+        // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
+        // terminal); a long one is cut, and shown quoted.
+        .map(|(glob, _)| {
+            let glob = match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+                None => glob.to_string(),
+                Some(_) => excerpt(glob).into_owned(),
+            };
+            format!("{flag} {}", shell_quote(&format!("{glob}{value}")))
+        })
+        .collect()
+}
+
+/// The refusal of tensors that are one value throughout and the same in every input, that no
+/// rule decides: replicated or split, their bytes cannot tell. With `--like`, its reference
+/// tells, and the hint gives the rule it calls for.
+fn undecidable_refusal(
+    constants: &[Constant],
+    inputs: &[Input],
+    names: &[&str],
+    options: &JobOptions,
+) -> Refusal {
+    let count = constants.len();
+    let mut details: Vec<String> = constants
+        .iter()
+        .map(|c| {
+            let info = &c.tensor.info;
+            let value = if c.zero {
+                "all zeros"
+            } else {
+                "one value throughout"
+            };
+            let told = match c.told {
+                Some(Told::Axis(axis)) => format!("; --like: split along axis {axis}"),
+                Some(Told::Neither) => "; --like: another shape, neither kept nor joined".into(),
+                Some(Told::Absent) => "; --like: no such tensor".into(),
+                Some(Told::Whole) | None => String::new(),
+            };
+            format!(
+                "{}  {}  {}  {value}{told}",
+                excerpt(c.name),
+                info.dtype,
+                info.shape_text()
+            )
+        })
+        .collect();
+    details = capped(details, SHOWN)
+        .into_iter()
+        .map(|l| format!("  {l}"))
+        .collect();
+    details.insert(0, format!("the same in all {} inputs:", inputs.len()));
+    let headline = format!(
+        "{count} tensor{} one value throughout and the same bytes in every input, and no rule \
+         decides {}: the bytes cannot tell a tensor each input holds whole (replicated) from \
+         one split across them",
+        if count == 1 { " holds" } else { "s hold" },
+        if count == 1 { "it" } else { "them" },
+    );
+    let hint = if options.like.is_some() {
+        let mut flags = Vec::new();
+        let mut axes: Vec<usize> = constants
+            .iter()
+            .filter_map(|c| match c.told {
+                Some(Told::Axis(axis)) => Some(axis),
+                _ => None,
+            })
+            .collect();
+        axes.sort_unstable();
+        axes.dedup();
+        for axis in axes {
+            let targets: Vec<&str> = constants
+                .iter()
+                .filter(|c| c.told == Some(Told::Axis(axis)))
+                .map(|c| c.name)
+                .collect();
+            flags.extend(suggested_flags(
+                "--axis-for",
+                &targets,
+                names,
+                &format!("={axis}"),
+            ));
+        }
+        let unknown = constants
+            .iter()
+            .any(|c| matches!(c.told, Some(Told::Absent | Told::Neither)));
+        let mut parts = Vec::new();
+        if !flags.is_empty() {
+            parts.push(format!(
+                "the --like reference says the inputs hold slices: add {}",
+                capped(flags, SHOWN).join(" ")
+            ));
+        }
+        if unknown {
+            parts.push(
+                "for the tensors the reference cannot tell, check that --like names the model \
+                 these inputs were split from"
+                    .to_string(),
+            );
+        }
+        parts.join("; ")
+    } else {
+        let targets: Vec<&str> = constants.iter().map(|c| c.name).collect();
+        let axes = capped(
+            suggested_flags("--axis-for", &targets, names, "=AXIS"),
+            SHOWN,
+        );
+        let keeps = capped(suggested_flags("--keep", &targets, names, ""), SHOWN);
+        format!(
+            "name the unsplit model's header with --like REFERENCE (its .safetensors file or \
+             index) and tjoin tells which; or decide them: {} if the inputs hold slices of \
+             them, {} if each input holds them whole",
+            axes.join(" "),
+            keeps.join(" "),
+        )
+    };
+    Refusal {
+        headline,
+        details,
+        hint: Some(hint),
+    }
+}
+
+/// The refusal of tensors an axis rule joins although every input holds the same bytes (not
+/// one value throughout): a tensor each rank holds whole (MQA's single `k_proj`), or a rank
+/// given twice. `--keep` decides before every axis rule, so the hint's flags act.
+fn identical_joined_refusal(
+    identical: &[(&str, &Tensor, usize)],
+    inputs: &[Input],
+    names: &[&str],
+    options: &JobOptions,
+) -> Refusal {
+    let rules = options.rules.rules();
+    let count = identical.len();
+    let lines: Vec<String> = identical
+        .iter()
+        .map(|&(name, tensor, at)| {
+            let info = &tensor.info;
+            format!(
+                "{}  {}  {}  joined by {}",
+                excerpt(name),
+                info.dtype,
+                info.shape_text(),
+                rules[at]
+            )
+        })
+        .collect();
+    let mut details: Vec<String> = capped(lines, SHOWN)
+        .into_iter()
+        .map(|l| format!("  {l}"))
+        .collect();
+    details.insert(0, format!("the same in all {} inputs:", inputs.len()));
+    let targets: Vec<&str> = identical.iter().map(|&(name, _, _)| name).collect();
+    let keeps = capped(suggested_flags("--keep", &targets, names, ""), SHOWN).join(" ");
+    Refusal {
+        headline: format!(
+            "{count} tensor{} the same bytes in every input, yet a rule joins {} along an \
+             axis: the output would hold {} copies of one piece",
+            if count == 1 { " has" } else { "s have" },
+            if count == 1 { "it" } else { "them" },
+            inputs.len(),
+        ),
+        details,
+        hint: Some(format!(
+            "if each input holds the whole tensor (replicated, as a single key/value head's \
+             projection is in every rank), keep one copy with {keeps}; check that no rank's \
+             file is given twice; if the pieces are meant to be joined, add --join-identical"
+        )),
+    }
+}
+
+/// "`name` along axis 0: 192 (input 1 (a.safetensors)) + 128 (input 2 (b.safetensors))"
+/// when the sizes along the join axis of a merged tensor's sources are not those of a split
+/// (`ranks::split_kind`).
+fn unsplit_sizes(name: &str, job: &TensorJob) -> Option<String> {
+    let axis = job.plan.axis;
+    let sizes: Option<Vec<u64>> = job
+        .sources
+        .iter()
+        .map(|s| s.info.shape.get(axis).copied())
+        .collect();
+    let sizes = sizes?;
+    if ranks::split_kind(&sizes).is_some() {
+        return None;
+    }
+    let shown: Vec<String> = job
+        .sources
+        .iter()
+        .zip(&sizes)
+        .take(outliers::ROWS)
+        .map(|(s, size)| {
+            let path = crate::messages::path(&s.name.path);
+            format!("{size} (input {}, {path})", s.name.position)
+        })
+        .collect();
+    let more = if sizes.len() > shown.len() {
+        " + ..."
+    } else {
+        ""
+    };
+    Some(format!(
+        "{} along axis {axis}: {}{more}",
+        excerpt(name),
+        shown.join(" + ")
+    ))
+}
+
+/// The refusal of merged tensors whose sizes along the join axis no split gives.
+fn uneven_refusal(lines: Vec<String>) -> Refusal {
+    let count = lines.len();
+    Refusal {
+        headline: format!(
+            "{count} tensor{} sizes along the join axis that no split gives: not all equal \
+             (an even split), nor the first ones one larger (numpy's array_split), nor all \
+             equal but a smaller last one (torch.chunk)",
+            if count == 1 { " has" } else { "s have" },
+        ),
+        details: capped(lines, SHOWN),
+        hint: Some(
+            "check that every input is a rank of the same split of one model (ranks of two \
+             tensor-parallel degrees mixed give such sizes), and the axis; if the sizes are \
+             meant, add --uneven"
+                .to_string(),
+        ),
+    }
+}
 
 /// Prefixes each refusal of one tensor's join with its name (in a whole-file join there are
 /// many); other errors become a refusal of their own.

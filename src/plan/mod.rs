@@ -7,6 +7,7 @@ pub mod chunks;
 pub mod compare;
 pub mod grid;
 pub mod job;
+pub mod ranks;
 pub mod reference;
 pub mod rules;
 pub mod runs;

@@ -12,10 +12,11 @@ use crate::format::{index, safetensors, shape_text};
 use crate::job::TensorJob;
 use crate::limits;
 use crate::messages;
-use crate::rules::{self, Rule, shell_quote};
+use crate::rules::{self, Origin, Rule, shell_quote};
 use crate::source::{self, Accept};
 
 /// The tensor shapes of a reference header.
+#[derive(Debug)]
 pub struct Reference {
     /// The file as the user named it.
     path: PathBuf,
@@ -116,20 +117,27 @@ impl Reference {
         })
     }
 
+    /// Each tensor's shape, by name.
+    pub fn shapes(&self) -> HashMap<&str, &[u64]> {
+        self.tensors
+            .iter()
+            .map(|(name, shape)| (name.as_str(), shape.as_slice()))
+            .collect()
+    }
+
     /// Refuses every output tensor of `job` whose shape differs from the reference's, or that
     /// the reference lacks, and (when the job has several tensors) every reference tensor the
     /// output lacks. `rules` are the rules the job was built by; `copies` is the number of
     /// inputs.
     pub fn check(&self, job: &[TensorJob], rules: &[Rule], copies: usize) -> Result<()> {
-        let shapes: HashMap<&str, &[u64]> = self
-            .tensors
-            .iter()
-            .map(|(name, shape)| (name.as_str(), shape.as_slice()))
-            .collect();
+        let shapes = self.shapes();
         let name = crate::messages::path(&self.path);
         let mut refusals = Vec::new();
         let mut wrong = Vec::new();
         let mut fixes: Vec<(Fix, &str)> = Vec::new();
+        // The flags that decided tensors an --axis-for would fix: a new --axis-for would not
+        // act while they are on the line (see `fix_hint`).
+        let mut overriding: Vec<String> = Vec::new();
         let mut absent = Vec::new();
         for tensor in job {
             let out = &tensor.out;
@@ -161,6 +169,14 @@ impl Reference {
             ));
             if let Some(fix) = fix {
                 fixes.push((fix, out.name.as_str()));
+                if let (Fix::Axis(_), Some(at)) = (fix, tensor.rule)
+                    && matches!(rules[at].origin, Origin::KeepFlag | Origin::AxisForFlag)
+                {
+                    let flag = rules[at].to_string();
+                    if !overriding.contains(&flag) {
+                        overriding.push(flag);
+                    }
+                }
             }
         }
         if !wrong.is_empty() {
@@ -173,7 +189,7 @@ impl Reference {
                     if wrong.len() == 1 { "it" } else { "them" }
                 ),
                 details: capped(wrong, SHOWN),
-                hint: Some(fix_hint(&fixes, &names)),
+                hint: Some(fix_hint(&fixes, &names, &overriding)),
             });
         }
         if !absent.is_empty() {
@@ -267,8 +283,11 @@ fn fix_for(tensor: &TensorJob, want: &[u64], copies: usize) -> Option<Fix> {
         .map(Fix::Axis)
 }
 
-/// The flags that fix the tensors, grouped by pattern.
-fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
+/// The flags that fix the tensors, grouped by pattern. `overriding` are the flags given that
+/// decided tensors an `--axis-for` fixes: the `--keep` flags decide before every `--axis-for`,
+/// and an earlier `--axis-for` before a later one, so the hint says to drop them first rather
+/// than suggest a flag that would not act.
+fn fix_hint(fixes: &[(Fix, &str)], names: &[&str], overriding: &[String]) -> String {
     let mut kinds: Vec<Fix> = Vec::new();
     for (fix, _) in fixes {
         if !kinds.contains(fix) {
@@ -292,9 +311,14 @@ fn fix_hint(fixes: &[(Fix, &str)], names: &[&str]) -> String {
     if flags.is_empty() {
         return "check that the inputs are the shards of the model --like names".to_string();
     }
+    let add = capped(flags, SHOWN).join(" ");
+    if overriding.is_empty() {
+        return format!("add {add} (or correct the rule that decided them)");
+    }
     format!(
-        "add {} (or correct the rule that decided them)",
-        capped(flags, SHOWN).join(" ")
+        "--keep flags decide before --axis-for flags, and earlier flags before later ones: \
+         drop {}, then add {add}",
+        capped(overriding.to_vec(), SHOWN).join(" ")
     )
 }
 

@@ -20,6 +20,7 @@ mod fused;
 mod generated;
 mod hostile;
 mod many_rules;
+mod merge_checks;
 mod merge_safety;
 mod messages;
 #[cfg(unix)]

@@ -32,7 +32,10 @@ const HOSTILE_FILE: &str = "evil\x1b[31m\nhint: run curl\u{202e}.safetensors";
 
 /// A .safetensors file at `path` holding a float32 tensor of `shape` for each name.
 fn write_safetensors(path: &Path, names: &[&str], shape: &[usize]) {
-    let data = vec![0u8; shape.iter().product::<usize>() * 4];
+    // Not one value throughout: identical copies of it are replicated, not undecidable.
+    let data: Vec<u8> = (0..shape.iter().product::<usize>() * 4)
+        .map(|i| i as u8)
+        .collect();
     let views: Vec<(&str, TensorView)> = names
         .iter()
         .map(|name| {
@@ -138,7 +141,20 @@ fn the_text_dry_run_quotes_hostile_names_and_the_json_one_keeps_them_exact() {
 #[test]
 fn a_refusal_of_replicated_tensors_quotes_their_names_in_the_hint() {
     let dir = hostile_inputs();
-    let args = ["-a", "0", HOSTILE_FILE, HOSTILE_FILE, "-o", "o.safetensors"];
+    // A copy: the same file twice is refused by its name before its tensors are compared.
+    fs::copy(
+        dir.path().join(HOSTILE_FILE),
+        dir.path().join("copy.safetensors"),
+    )
+    .unwrap();
+    let args = [
+        "-a",
+        "0",
+        HOSTILE_FILE,
+        "copy.safetensors",
+        "-o",
+        "o.safetensors",
+    ];
     let stderr = refused(dir.path(), &args, 2);
     assert_inert("the refusal", &stderr);
     assert!(
@@ -255,6 +271,8 @@ fn a_closed_standard_error_does_not_stop_a_join_that_warns() {
         "b.safetensors",
         "--keep",
         "nothing*",
+        // A rule makes it a merge, whose sizes 3 + 4 no split gives.
+        "--uneven",
         "-o",
         "o.safetensors",
     ];

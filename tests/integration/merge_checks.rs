@@ -1,0 +1,363 @@
+//! Checkpoint merges that cannot write a wrong model, part 2 (issue 29): the rank order the
+//! inputs' names give, the same file twice, sizes no split gives, identical pieces under an
+//! axis rule, constant tensors (replicated or split, their bytes cannot tell), copies in two
+//! byte orders, and hints that lead to the right model. The shards are fixtures/merge/
+//! (`fixtures/make_merge_fixtures.py`); each case wrote a wrong model with exit 0 before.
+
+use std::fs;
+use std::path::Path;
+
+use safetensors::tensor::SafeTensors;
+
+use crate::util::{assert_mentions, refused, succeeds};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A folder holding the files of `fixtures/merge/MODEL/` and `rules/llama.rules`.
+fn fixture(model: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(ROOT).join("fixtures/merge").join(model);
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let rules = Path::new(ROOT).join("rules/llama.rules");
+    fs::copy(rules, dir.path().join("llama.rules")).unwrap();
+    dir
+}
+
+/// Copies `from` to `to` in `dir`.
+fn copy(dir: &Path, from: &str, to: &str) {
+    if let Some(parent) = Path::new(to).parent() {
+        fs::create_dir_all(dir.join(parent)).unwrap();
+    }
+    fs::copy(dir.join(from), dir.join(to)).unwrap();
+}
+
+/// The words of `line`, split at blanks (the globs here hold none), quotes removed.
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect()
+}
+
+/// Runs tjoin in `dir` with the words of `line`; it must be refused with exit 2. Returns
+/// stderr.
+#[track_caller]
+fn refuses(dir: &Path, line: &str) -> String {
+    let words = words(line);
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    refused(dir, &args, 2)
+}
+
+/// Runs tjoin in `dir` with the words of `line`; it must succeed.
+#[track_caller]
+fn writes(dir: &Path, line: &str) {
+    let words = words(line);
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    succeeds(dir, &args);
+}
+
+/// Fails unless `dir/written` is `dir/expected.safetensors` byte for byte.
+#[track_caller]
+fn is_expected(dir: &Path, written: &str) {
+    let written = fs::read(dir.join(written)).unwrap();
+    let expected = fs::read(dir.join("expected.safetensors")).unwrap();
+    assert!(written == expected, "not the original model, byte for byte");
+}
+
+const LLAMA: &str = "--rules llama.rules";
+
+#[test]
+fn ranks_given_out_of_their_numbers_order_are_refused_with_the_numeric_order() {
+    let dir = fixture("llama");
+    let dir = dir.path();
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} tp1.safetensors tp0.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: the inputs' names number them as ranks, but they are not given in \
+             the numbers' order: input 1 (tp1.safetensors) is rank 1 and input 2 \
+             (tp0.safetensors) is rank 0",
+            "hint: give them in the numbers' order: tp0.safetensors tp1.safetensors (in a \
+             shell, $(ls -v tp*.safetensors) or $(printf '%s\\n' tp*.safetensors | sort -V) \
+             lists them so",
+            "add --any-order",
+        ],
+    );
+    // A shell's tp*.safetensors: tp10 before tp2.
+    copy(dir, "tp0.safetensors", "tp2.safetensors");
+    copy(dir, "tp1.safetensors", "tp10.safetensors");
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} tp10.safetensors tp2.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &["give them in the numbers' order: tp2.safetensors tp10.safetensors"],
+    );
+    // A gap: rank 1 missing.
+    copy(dir, "tp0.safetensors", "rank_00.safetensors");
+    copy(dir, "tp1.safetensors", "rank_02.safetensors");
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} rank_00.safetensors rank_02.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &["number them as ranks 0 to 2, but rank 1 is not among them"],
+    );
+    // Megatron's folders, one per rank.
+    copy(dir, "tp0.safetensors", "mp_rank_00/model.safetensors");
+    copy(dir, "tp1.safetensors", "mp_rank_01/model.safetensors");
+    let stderr = refuses(
+        dir,
+        &format!(
+            "{LLAMA} mp_rank_01/model.safetensors mp_rank_00/model.safetensors -o m.safetensors"
+        ),
+    );
+    assert_mentions(
+        &stderr,
+        &["input 1 (mp_rank_01/model.safetensors) is rank 1"],
+    );
+    // -of-N: a count that disagrees.
+    copy(dir, "tp0.safetensors", "m-00001-of-00003.safetensors");
+    copy(dir, "tp1.safetensors", "m-00002-of-00003.safetensors");
+    let stderr = refuses(
+        dir,
+        &format!(
+            "{LLAMA} m-00001-of-00003.safetensors m-00002-of-00003.safetensors -o m.safetensors"
+        ),
+    );
+    assert_mentions(
+        &stderr,
+        &["the inputs' names say there are 3 shards (-of-00003), but 2 are given"],
+    );
+    // In order, the merge is the original; --any-order takes the order given.
+    writes(
+        dir,
+        &format!(
+            "{LLAMA} mp_rank_00/model.safetensors mp_rank_01/model.safetensors -o m.safetensors"
+        ),
+    );
+    is_expected(dir, "m.safetensors");
+    writes(
+        dir,
+        &format!("{LLAMA} --any-order tp1.safetensors tp0.safetensors -o swapped.safetensors"),
+    );
+}
+
+#[test]
+fn the_same_file_given_twice_to_a_merge_is_refused_by_name() {
+    let dir = fixture("llama");
+    let dir = dir.path();
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} tp0.safetensors tp0.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: input 1 (tp0.safetensors) and input 2 (tp0.safetensors) are the \
+             same path",
+            "hint: give each rank's file once",
+        ],
+    );
+    // Another name for the same file.
+    fs::hard_link(dir.join("tp0.safetensors"), dir.join("other.safetensors")).unwrap();
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} tp0.safetensors other.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &["input 2 (other.safetensors) are the same file as tp0.safetensors"],
+    );
+}
+
+#[test]
+fn sizes_that_no_split_gives_are_refused_unless_uneven() {
+    let dir = fixture("llama");
+    let dir = dir.path();
+    // The unsplit model and rank 1 of two: two tensor-parallel degrees mixed.
+    let mixed = format!("{LLAMA} expected.safetensors tp1.safetensors");
+    let stderr = refuses(dir, &format!("{mixed} -o m.safetensors"));
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 16 tensors have sizes along the join axis that no split gives",
+            "model.layers.0.self_attn.q_proj.weight along axis 0: 8 (input 1, \
+             expected.safetensors) + 4 (input 2, tp1.safetensors)",
+            "if the sizes are meant, add --uneven",
+        ],
+    );
+    writes(dir, &format!("{mixed} --uneven -o m.safetensors"));
+    // A dataset's shards (no tensor rules) keep any sizes: 3 + 5 + 2 rows.
+    let npz = Path::new(ROOT).join("fixtures/containers/npz");
+    for day in ["day0.npz", "day1.npz", "day2.npz"] {
+        fs::copy(npz.join(day), dir.join(day)).unwrap();
+    }
+    writes(dir, "-a 0 day0.npz day1.npz day2.npz -o all.npz");
+}
+
+#[test]
+fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
+    // One key/value head, held whole by every rank; llama.rules joins k_proj along axis 0.
+    let dir = fixture("mqa");
+    let dir = dir.path();
+    let stderr = refuses(
+        dir,
+        &format!("{LLAMA} tp0.safetensors tp1.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 4 tensors have the same bytes in every input, yet a rule joins them \
+             along an axis: the output would hold 2 copies of one piece",
+            "model.layers.0.self_attn.k_proj.weight  float16  [4, 8]  joined by llama.rules:9: \
+             *.k_proj.weight = 0",
+            "keep one copy with --keep '*.k_proj.weight' --keep '*.v_proj.weight'",
+            "add --join-identical",
+        ],
+    );
+    // The hint's flags act (--keep decides before every rule): the original.
+    writes(
+        dir,
+        &format!(
+            "{LLAMA} --keep *.k_proj.weight --keep *.v_proj.weight tp0.safetensors \
+             tp1.safetensors -o m.safetensors"
+        ),
+    );
+    is_expected(dir, "m.safetensors");
+    // --join-identical joins them, as asked.
+    writes(
+        dir,
+        &format!("{LLAMA} --join-identical tp0.safetensors tp1.safetensors -o j.safetensors"),
+    );
+    let joined = fs::read(dir.join("j.safetensors")).unwrap();
+    let joined = SafeTensors::deserialize(&joined).unwrap();
+    let k = joined
+        .tensor("model.layers.0.self_attn.k_proj.weight")
+        .unwrap();
+    assert_eq!(k.shape(), [8, 8]);
+}
+
+/// The `--keep` and `--axis-for` flags after `marker` in the hint of `stderr`, as words.
+fn flags_after(stderr: &str, marker: &str) -> Vec<String> {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    let Some((_, rest)) = hint.split_once(marker) else {
+        return Vec::new();
+    };
+    let rest = rest.split(", then").next().unwrap();
+    let mut flags = Vec::new();
+    let mut words = rest.split(' ');
+    while let Some(word) = words.next() {
+        if word == "--keep" || word == "--axis-for" {
+            let value = words.next().unwrap().trim_end_matches([',', ';', ')']);
+            flags.push(format!("{word} {}", value.trim_matches('\'')));
+        }
+    }
+    flags
+}
+
+#[test]
+fn constant_tensors_are_not_called_replicated_and_like_tells_their_axis() {
+    // Zero biases, split along axis 0: every rank holds the same bytes for them.
+    let dir = fixture("zero_bias");
+    let dir = dir.path();
+    let shards = "tp0.safetensors tp1.safetensors -o m.safetensors";
+    let stderr = refuses(dir, &format!("{LLAMA} -a 0 {shards}"));
+    assert_mentions(
+        &stderr,
+        &[
+            "tjoin: error: 6 tensors hold one value throughout and the same bytes in every \
+             input, and no rule decides them: the bytes cannot tell a tensor each input holds \
+             whole (replicated) from one split across them",
+            "model.layers.0.self_attn.q_proj.bias  float16  [4]  all zeros",
+            "hint: name the unsplit model's header with --like REFERENCE",
+        ],
+    );
+    assert!(!stderr.contains("keep one copy"), "{stderr}");
+    // With --like, tjoin can tell: the hint is the rule that gives the original.
+    let like = format!("{LLAMA} -a 0 --like expected.safetensors");
+    let stderr = refuses(dir, &format!("{like} {shards}"));
+    assert_mentions(
+        &stderr,
+        &[
+            "model.layers.0.self_attn.q_proj.bias  float16  [4]  all zeros; --like: split \
+             along axis 0",
+            "hint: the --like reference says the inputs hold slices: add --axis-for '*.bias=0'",
+        ],
+    );
+    let fix = flags_after(&stderr, "add ").join(" ");
+    writes(dir, &format!("{like} {fix} {shards}"));
+    is_expected(dir, "m.safetensors");
+}
+
+#[test]
+fn hints_never_suggest_a_flag_that_one_given_overrides_and_following_them_rebuilds() {
+    let dir = fixture("zero_bias");
+    let dir = dir.path();
+    // The old hint's --keep '*.bias' on the line: an --axis-for added after it cannot act.
+    let mut line = format!("{LLAMA} -a 0 --keep *.bias --like expected.safetensors");
+    let shards = "tp0.safetensors tp1.safetensors -o m.safetensors";
+    let stderr = refuses(dir, &format!("{line} {shards}"));
+    assert_mentions(
+        &stderr,
+        &[
+            "model.layers.0.self_attn.q_proj.bias  [4] (kept by --keep '*.bias'); \
+             expected.safetensors has [8]: axis 0 gives it",
+            "hint: --keep flags decide before --axis-for flags, and earlier flags before later \
+             ones: drop --keep '*.bias', then add --axis-for '*.bias=0'",
+        ],
+    );
+    // Following every hint ends at the original model.
+    for _ in 0..4 {
+        let words = words(&format!("{line} {shards}"));
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        let out = crate::util::tjoin()
+            .current_dir(dir)
+            .args(&args)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            is_expected(dir, "m.safetensors");
+            return;
+        }
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        for flag in flags_after(&stderr, "drop ") {
+            line = line.replace(&format!(" {flag}"), "");
+        }
+        let add = flags_after(&stderr, "add ");
+        assert!(!add.is_empty(), "a hint that leads nowhere:\n{stderr}");
+        line = format!("{line} {}", add.join(" "));
+    }
+    panic!("the hints did not lead to a merge: {line}");
+}
+
+#[test]
+fn copies_in_two_byte_orders_are_the_same_tensor() {
+    // `norm` little-endian in tp0.npz, big-endian in tp1.npz, the same values.
+    let dir = fixture("endian");
+    let dir = dir.path();
+    let stderr = refuses(dir, "-a 0 tp0.npz tp1.npz -o m.npz");
+    assert_mentions(
+        &stderr,
+        &[
+            "1 tensor has the same shape and bytes in every input",
+            "--keep norm",
+        ],
+    );
+    writes(dir, "-a 0 --keep norm tp0.npz tp1.npz -o m.npz");
+    // Each member as numpy wrote the merge, little-endian.
+    for member in ["w", "norm"] {
+        let (got, want) = (format!("{member}.npy"), format!("expected_{member}.npy"));
+        writes(dir, &format!("m.npz:{member} -o {got}"));
+        writes(dir, &format!("expected.npz:{member} -o {want}"));
+        let got = fs::read(dir.join(got)).unwrap();
+        assert!(got == fs::read(dir.join(want)).unwrap(), "{member} differs");
+    }
+}
