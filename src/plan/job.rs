@@ -1011,8 +1011,10 @@ fn identical_joined_refusal(
         details,
         hint: Some(format!(
             "if each input holds the whole tensor (replicated, as a single key/value head's \
-             projection is in every rank), keep one copy with {keeps}; check that no rank's \
-             file is given twice; if the pieces are meant to be joined, add --join-identical"
+             projection is in every rank), keep one copy with {keeps}; if groups of ranks share \
+             one piece (more ranks than key/value heads), say so in the rule with `replicas K` \
+             (`GLOB = AXIS replicas K`); check that no rank's file is given twice; if the pieces \
+             are meant to be joined, add --join-identical"
         )),
     }
 }
