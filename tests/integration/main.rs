@@ -33,6 +33,7 @@ mod property;
 mod refusals;
 mod reliability;
 mod sharded;
+mod sharded_commit;
 mod spec;
 mod splitmix;
 mod terminal;

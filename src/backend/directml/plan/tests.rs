@@ -3,7 +3,7 @@
 //! dispatches on bytes and compares them with the CPU engine's order of runs.
 
 use super::*;
-use crate::dtype::ByteOrder;
+use crate::dtype::{ByteOrder, DType};
 use crate::format::TensorInfo;
 use crate::plan::InputPlan;
 
