@@ -72,6 +72,7 @@ pub fn dry_run(
     };
     text.push_str(&table(&rows));
     text.push_str(&index_notes(inputs));
+    text.push_str(&reader_notes(inputs));
     if single {
         text.push_str(&format!("axis: {}\n", axis(&job[0], rules)));
     } else {
@@ -192,6 +193,18 @@ fn index_notes(inputs: &[Input]) -> String {
     text
 }
 
+/// What the readers noted about each input: a checkpoint's values that are not tensors, its
+/// tensors that share a storage.
+fn reader_notes(inputs: &[Input]) -> String {
+    let mut text = String::new();
+    for input in inputs {
+        for note in input.notes() {
+            text.push_str(&format!("  input {}: {note}\n", input.name.position));
+        }
+    }
+    text
+}
+
 /// The files of a sharded output: each shard with its tensors and bytes, the index, the
 /// previous set's files the commit removes, and what else the previous index lists, which the
 /// commit leaves alone.
@@ -294,6 +307,7 @@ pub fn dry_run_json(
                 "format": input.format.name(),
                 "tensors": tensors,
                 "index": index,
+                "notes": input.notes(),
             })
         })
         .collect();
