@@ -101,9 +101,18 @@ pub struct Opened<'a> {
 }
 
 impl Format {
-    /// Every format's name, as `--format` and `--input-format` take them.
+    /// Every format's name, as `--input-format` takes them.
     pub fn names() -> Vec<&'static str> {
         NAMES.iter().map(|(name, _)| *name).collect()
+    }
+
+    /// The names of the formats tjoin writes, as `--format` takes them.
+    pub fn output_names() -> Vec<&'static str> {
+        NAMES
+            .iter()
+            .filter(|(_, format)| *format != Format::PyTorch)
+            .map(|(name, _)| *name)
+            .collect()
     }
 
     /// The format's short name, as `--dry-run` prints it.

@@ -490,12 +490,13 @@ pub(super) fn call(
             )),
         },
         Global::Rebuild(rebuild) => call_rebuild(machine, rebuild, args, &path),
+        // `_get_layout('torch.sparse_coo')`: only a sparse tensor names a layout.
+        Global::Layout => Ok(Node::Unreadable(SPARSE.into())),
         Global::TensorClass
         | Global::Parameter
         | Global::Dtype(_)
         | Global::StorageClass(_)
-        | Global::QScheme
-        | Global::Layout => refused(format!(
+        | Global::QScheme => refused(format!(
             "the pickle calls {path} with {} (by {}), which torch.save never writes",
             match args.len() {
                 1 => "1 argument".to_string(),
@@ -697,6 +698,8 @@ fn dims(machine: &Machine<'_>, id: Id, path: &str, what: &str) -> Step<Vec<u64>>
         })
         .collect()
 }
+
+const SPARSE: &str = "a sparse tensor; save it dense (tensor.to_dense()) to read it with tjoin";
 
 /// What `BINPERSID` loads: `('storage', TYPE, KEY, LOCATION, NUMEL[, VIEW])`.
 pub(super) fn persistent_load(machine: &Machine<'_>, pid: Id) -> Step<Storage> {

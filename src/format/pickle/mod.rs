@@ -82,7 +82,7 @@ pub fn read_zip(
     let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
     let pkl_name = format!("{archive}/data.pkl");
     let pkl = by_name[pkl_name.as_str()];
-    let bytes = read_member(file, pkl, input, crate::limits::PICKLE.bytes)?;
+    let bytes = read_member(file, pkl, input, &crate::limits::PICKLE)?;
     let pickled = run_pickle(&bytes, input, &pkl_name, 0)?;
     if pickled.len != bytes.len() {
         return Err(malformed(
@@ -97,7 +97,7 @@ pub fn read_zip(
     let order = match by_name.get(format!("{archive}/byteorder").as_str()) {
         None => ByteOrder::Little,
         Some(member) => {
-            let text = read_member(file, member, input, 16)?;
+            let text = read_member(file, member, input, &BYTEORDER)?;
             match text.as_slice() {
                 b"little" => ByteOrder::Little,
                 b"big" => ByteOrder::Big,
@@ -557,16 +557,28 @@ fn layout_of(shape: &[u64], stride: &[u64]) -> Option<Layout> {
     }
 }
 
-/// Reads a stored (or deflated) member whole, up to `limit` bytes.
-fn read_member(file: &File, member: &Member, input: &InputRef, limit: u64) -> Result<Vec<u8>> {
-    if member.size > limit {
-        return Err(Error::Unsupported {
+/// The limit on the ZIP form's `byteorder` record.
+const BYTEORDER: crate::sys::Limit = crate::sys::Limit {
+    bytes: 16,
+    of: "a checkpoint's byteorder record",
+    advice: "torch writes `little` or `big` there",
+};
+
+/// Reads a stored (or deflated) member whole, up to `limit`.
+fn read_member(
+    file: &File,
+    member: &Member,
+    input: &InputRef,
+    limit: &crate::sys::Limit,
+) -> Result<Vec<u8>> {
+    if member.size > limit.bytes || member.compressed > limit.bytes {
+        let why = limit.exceeded();
+        return Err(Error::InputIo {
+            action: "read",
             input: input.clone(),
-            reason: format!(
-                "its member {} is {} bytes once uncompressed; tjoin reads a checkpoint's pickle \
-                 of at most {limit} bytes",
-                excerpt(&member.name),
-                member.size
+            source: std::io::Error::new(
+                why.kind(),
+                format!("its member {}: {why}", excerpt(&member.name)),
             ),
         });
     }
@@ -582,12 +594,6 @@ fn read_member(file: &File, member: &Member, input: &InputRef, limit: u64) -> Re
         DEFLATED => {
             use std::io::Read;
             let mut raw = vec![0; usize::try_from(member.compressed).unwrap_or(usize::MAX)];
-            if member.compressed > limit {
-                return Err(malformed(
-                    input,
-                    format!("its member {} is too large", excerpt(&member.name)),
-                ));
-            }
             crate::sys::read_exact_at(file, &mut raw, member.data_start)
                 .map_err(|e| input.io_error("read", e))?;
             let mut bytes = Vec::with_capacity(len);
@@ -663,9 +669,9 @@ fn fault_error(input: &InputRef, member: &str, fault: &Fault) -> Error {
         headline: format!("{input}: {place}, {}", fault.describe()),
         details: Vec::new(),
         hint: Some(
-            "tjoin reads a checkpoint's tensors without running any of its code, so it reads \
-             only what torch.load(weights_only=True) allows; if the file is yours, load it \
-             where you trust it and save its state dict with safetensors"
+            "tjoin runs no code from a file: it reads tensors, dicts, lists and plain values, \
+             what torch.load(weights_only=True) allows; torch.save(model.state_dict()) writes \
+             nothing else"
                 .to_string(),
         ),
     }])

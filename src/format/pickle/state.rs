@@ -73,7 +73,7 @@ fn walk(
                     Node::Bool(key) => if *key { "True" } else { "False" }.to_string(),
                     other => {
                         out.skipped.push(format!(
-                            "{}a value under {} as its key, not a name",
+                            "{}a value whose key is {}, not a name",
                             in_prefix(prefix),
                             kind_of(other)
                         ));
@@ -120,7 +120,7 @@ fn walk(
                 walk(pickled, value, &name, depth + 1, out, seen)?;
             }
             other => out.skipped.push(format!(
-                "`{}`: {}",
+                "`{}`, not a tensor: {}",
                 crate::error::excerpt(&name),
                 describe(other)
             )),

@@ -157,7 +157,7 @@ fn a_state_dict_as_torch_writes_it_gives_its_tensor_records() {
         ("0", 6, "cpu")
     );
     assert_eq!(held.tensors[1].1.stride, [1, 3]);
-    assert_eq!(held.skipped, ["`step`: an int, 7"]);
+    assert_eq!(held.skipped, ["`step`, not a tensor: an int, 7"]);
 }
 
 #[test]
@@ -258,8 +258,8 @@ fn nested_dicts_flatten_with_dots_and_parameters_are_their_data() {
     assert_eq!(
         held.skipped,
         [
-            "`optimizer`: a dict of 1 values, none a tensor",
-            "`epoch`: an int, 3"
+            "`optimizer`, not a tensor: a dict of 1 values, none a tensor",
+            "`epoch`, not a tensor: an int, 3"
         ]
     );
 }
