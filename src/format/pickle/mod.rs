@@ -9,14 +9,18 @@
 //! record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. Nothing is
 //! imported or called; any other global (`os.system`, `builtins.eval`) is refused by name.
 //!
-//! Why a machine of its own: no crate reads these files safely and whole. serde-pickle cannot
-//! resolve persistent IDs, so no tensor of a checkpoint is reachable through it; candle's
-//! reader (`candle_core::pickle`) knows protocol 2's opcodes and the common dtypes but not
-//! the storages of torch 2's newer dtypes (uint16 to uint64, float8) or strided views; burn's
-//! (`burn-import`'s pytorch reader, built on candle's) maps storages to element types with a
-//! fallback. The claims were checked against their documentation and source listings where
-//! the search index had them; what decided it is that tjoin must refuse, by name and offset,
-//! whatever it does not understand, which none of them is built to do.
+//! Why a machine of its own: tjoin must refuse, by name and byte, whatever it does not
+//! understand, and no crate is built to. Candle's reader (`candle-core/src/pickle.rs`, read at
+//! commit 0391577) knows protocol 2's opcodes only (no FRAME, MEMOIZE, STACK_GLOBAL,
+//! SHORT_BINUNICODE or BINBYTES, so a `pickle_protocol=4` file fails); maps six storage classes
+//! (float32/64/16, bfloat16, uint8, int64: no int32, int16, int8, bool, and no
+//! `_rebuild_tensor_v3`, so no uint16..uint64 or float8); copies a memo entry when it is stored,
+//! so a dict memoized before its SETITEMS is fetched empty; reads the ZIP form only; and skips a
+//! tensor it cannot read with a line on stderr, a checkpoint converted with tensors missing.
+//! serde-pickle's documentation names no way to resolve persistent IDs, through which every
+//! tensor of a checkpoint is reached. burn's reader was not checked here (the search index had
+//! none of its source); the issue reports it reads uint8 as int8 and unknown storages as
+//! float32.
 //!
 //! The file forms of `torch.save` (`torch/serialization.py`):
 //! - ZIP (torch 1.6 and later): `ARCHIVE/data.pkl`, each storage in `ARCHIVE/data/KEY`,
