@@ -71,7 +71,7 @@ _tjoin_words() {
                     return 0
                     ;;
                 --input-format)
-                    COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "npy json npz safetensors pt" -- "${cur}"))
                     return 0
                     ;;
                 --axis)

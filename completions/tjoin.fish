@@ -2,7 +2,8 @@ complete -c tjoin -l files-from -d 'Also join the paths listed in FILE (`-`: sta
 complete -c tjoin -l input-format -d 'Read every input in this format instead of guessing from its content and name' -r -f -a "npy\t''
 json\t''
 npz\t''
-safetensors\t''"
+safetensors\t''
+pt\t''"
 complete -c tjoin -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied' -r -f
 complete -c tjoin -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only' -r -f -a "bool\t''
 int8\t''

@@ -14,6 +14,15 @@ seed npy_header -name '*.npy' -size -64k
 seed safetensors_header -name '*.safetensors'
 seed npz_directory -name '*.npz'
 seed json_reader -name '*.json'
+seed pytorch_file -path '*pytorch*' -name '*.pt' -size -64k
+mkdir -p corpus/pickle_vm
+for f in ../fixtures/pytorch/*.pt; do
+  (cd corpus/pickle_vm && python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+name = next((n for n in z.namelist() if n.endswith("/data.pkl")), None)
+if name: open(sys.argv[2], "wb").write(z.read(name))' "../../$f" "$(basename "$f" .pt).pkl") || true
+done
+echo "corpus/pickle_vm: $(ls corpus/pickle_vm | wc -l) seeds"
 mkdir -p corpus/json_reader
 printf '[[1,2],[3,4]]' > corpus/json_reader/nested
 printf '{"dtype": "float16", "shape": [2, 2], "data": [1.5, "NaN", "-Infinity", 2e-3]}' > corpus/json_reader/object

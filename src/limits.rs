@@ -47,5 +47,15 @@ pub const JOURNAL: Limit = Limit {
              remove it if the file beside it is as it should be",
 };
 
+/// The pickle of a PyTorch checkpoint (`data.pkl`, or the pickles before a legacy file's
+/// storages): tensors' names, shapes and storages, not their data. A state dict of 100,000
+/// tensors takes about 10 MB.
+pub const PICKLE: Limit = Limit {
+    bytes: 256 << 20,
+    of: "a checkpoint's pickle",
+    advice: "a state dict's pickle holds no tensor data and comes nowhere near it: the file \
+             holds something else, such as an optimizer state of Python objects",
+};
+
 /// Every limit, for the man page: what it bounds and the limit.
-pub const ALL: [&Limit; 4] = [&INDEX, &RULES, &FILE_LIST, &JOURNAL];
+pub const ALL: [&Limit; 5] = [&INDEX, &RULES, &FILE_LIST, &JOURNAL, &PICKLE];

@@ -9,7 +9,7 @@ mod common;
 
 fuzz_target!(|data: &[u8]| {
     let _ = common::with_file(data, |file, len, name| {
-        tjoin::format::zip::directory(file, len).ok();
-        tjoin::format::npz::read(file, len, name, None)
+        let members = tjoin::format::zip::directory(file, len).ok()?;
+        tjoin::format::npz::read(members, file, name, None).ok()
     });
 });

@@ -167,7 +167,7 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "inputs",
-        "one object per input: position (from 1), path, format (npy, npz, safetensors, json), tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes, and index: for a sharded checkpoint its path, files (the shards, in the order read), total_size (what the index says, or null) and tensor_bytes (what the tensors hold); null for other inputs.",
+        "one object per input: position (from 1), path, format (npy, npz, safetensors, json, pt), tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes, and index: for a sharded checkpoint its path, files (the shards, in the order read), total_size (what the index says, or null) and tensor_bytes (what the tensors hold); null for other inputs; and notes: what its reader noted (a checkpoint's values that are not tensors, its tensors that share a storage).",
     ),
     (
         "tensors",
@@ -284,6 +284,7 @@ fn append_section(roff: &mut Roff) {
 /// The LIMITS section: what tjoin reads whole, and how much of it at most (`src/limits.rs`),
 /// and which files it opens without waiting.
 fn limits_section(roff: &mut Roff) {
+    use crate::format::pickle::vm as pickle;
     use crate::limits;
     let bytes = |n: u64| crate::outliers::thousands(n as usize);
     roff.control("SH", ["LIMITS"]);
@@ -308,6 +309,11 @@ fn limits_section(roff: &mut Roff) {
             &limits::JOURNAL,
             "An append's journal (.NAME.tjoin-journal).",
         ),
+        (
+            &limits::PICKLE,
+            "A PyTorch checkpoint's pickle (ARCHIVE/data.pkl, or the pickles before a legacy \
+             file's storages): names, shapes and storage keys, not tensor data.",
+        ),
     ];
     for (limit, what) in limited {
         roff.control("TP", [])
@@ -317,10 +323,17 @@ fn limits_section(roff: &mut Roff) {
     roff.control("PP", []);
     roff.text([roman(format!(
         "One path in a --files-from list may be {} bytes long. Headers have their own limits: \
-         a .npy header {} bytes, a .safetensors header {} bytes.",
+         a .npy header {} bytes, a .safetensors header {} bytes. A checkpoint's pickle is run \
+         by an allowlist that only builds data, and is refused with exit status 2 past {} \
+         opcodes, {} values, memo index {}, {} open marks or a string of {} bytes.",
         bytes(limits::FILE_LIST_ENTRY as u64),
         bytes(crate::format::npy::MAX_HEADER_LEN),
         bytes(crate::format::safetensors::MAX_HEADER_LEN),
+        bytes(pickle::LIMITS.opcodes),
+        bytes(pickle::LIMITS.nodes as u64),
+        bytes(u64::from(pickle::LIMITS.memo)),
+        bytes(pickle::LIMITS.marks as u64),
+        bytes(pickle::LIMITS.string),
     ))]);
     roff.control("PP", []);
     roff.text([roman(

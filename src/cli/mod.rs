@@ -288,7 +288,7 @@ pub struct JoinArgs {
 
     /// The output's format (npy, json, npz, safetensors): required with `-o -`; overrides the
     /// extension.
-    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::names), hide_possible_values = true, help_heading = OUTPUT)]
+    #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::output_names), hide_possible_values = true, help_heading = OUTPUT)]
     pub format: Option<String>,
 
     /// Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every

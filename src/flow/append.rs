@@ -106,6 +106,7 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
              grown one would have to move (so would the data, were the header to grow)",
         ),
         Format::Json => Some("JSON text closes its brackets at its end"),
+        Format::PyTorch => Some("tjoin reads PyTorch checkpoints but does not write them"),
     };
     if let Some(why) = why {
         return Err(Error::refused(

@@ -5,6 +5,7 @@ pub mod index;
 pub mod json;
 pub mod npy;
 pub mod npz;
+pub mod pickle;
 pub mod safetensors;
 pub mod zip;
 
@@ -30,6 +31,9 @@ pub enum Format {
     SafeTensors,
     /// JSON text: nested arrays, or an object with dtype, shape and data.
     Json,
+    /// PyTorch's `torch.save` (`.pt`, `.pth`, `.bin`): a pickle read without running it,
+    /// its storages beside it (`format/pickle/`). Read, not written.
+    PyTorch,
 }
 
 /// Every format's name, as `--format` and `--input-format` take it and as extensions spell it.
@@ -38,7 +42,11 @@ const NAMES: &[(&str, Format)] = &[
     ("json", Format::Json),
     ("npz", Format::Npz),
     ("safetensors", Format::SafeTensors),
+    ("pt", Format::PyTorch),
 ];
+
+/// Other extensions of a format: PyTorch checkpoints' (`model.pth`, `pytorch_model.bin`).
+const MORE_EXTENSIONS: &[(&str, Format)] = &[("pth", Format::PyTorch), ("bin", Format::PyTorch)];
 
 /// What the writer of an output needs beyond its tensors.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +65,12 @@ pub struct Contents {
     pub tensors: Vec<Found>,
     /// safetensors' `__metadata__` map, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
+    /// What the reader left out or found worth saying, for `--dry-run` (a checkpoint's
+    /// values that are not tensors, tensors that share a storage).
+    pub notes: Vec<String>,
+    /// The format the file turned out to be, when not the one it was read as (a zip archive
+    /// that holds a `torch.save` checkpoint rather than .npy members).
+    pub format: Option<Format>,
 }
 
 /// One tensor a reader found.
@@ -87,9 +101,18 @@ pub struct Opened<'a> {
 }
 
 impl Format {
-    /// Every format's name, as `--format` and `--input-format` take them.
+    /// Every format's name, as `--input-format` takes them.
     pub fn names() -> Vec<&'static str> {
         NAMES.iter().map(|(name, _)| *name).collect()
+    }
+
+    /// The names of the formats tjoin writes, as `--format` takes them.
+    pub fn output_names() -> Vec<&'static str> {
+        NAMES
+            .iter()
+            .filter(|(_, format)| *format != Format::PyTorch)
+            .map(|(name, _)| *name)
+            .collect()
     }
 
     /// The format's short name, as `--dry-run` prints it.
@@ -114,6 +137,9 @@ impl Format {
             && !start[..start.len().min(9)].contains(&0);
         if start.starts_with(b"\x93NUMPY") {
             Format::Npy
+        } else if head.starts_with(pickle::LEGACY_MAGIC) || pickle::is_tar(head) {
+            // A zip archive is told apart by its members (`Format::read`).
+            Format::PyTorch
         } else if start.starts_with(b"PK\x03\x04") || start.starts_with(b"PK\x05\x06") {
             Format::Npz
         } else if start.len() >= 9 && start[8] == b'{' && !json_like {
@@ -133,6 +159,7 @@ impl Format {
         let ext = path.extension()?.to_str()?;
         NAMES
             .iter()
+            .chain(MORE_EXTENSIONS)
             .find(|(n, _)| n.eq_ignore_ascii_case(ext))
             .map(|&(_, format)| format)
     }
@@ -155,6 +182,18 @@ impl Format {
     /// The format to write `path` in: `forced` (`--format`) if given, else from its
     /// extension. Standard output (`-`) has no extension, so it needs `--format`.
     pub fn of_output(path: &Path, forced: Option<Format>) -> Result<Format> {
+        if forced == Some(Format::PyTorch)
+            || (forced.is_none() && Format::of_extension(path) == Some(Format::PyTorch))
+        {
+            return Err(Error::refused(
+                format!(
+                    "tjoin reads PyTorch checkpoints but does not write them: {} would be one",
+                    crate::messages::path(path)
+                ),
+                "write safetensors (-o model.safetensors), which torch and transformers load \
+                 without running code from the file",
+            ));
+        }
         if let Some(format) = forced {
             return Ok(format);
         }
@@ -190,12 +229,13 @@ impl Format {
             Format::Npz => ".npz",
             Format::SafeTensors => ".safetensors",
             Format::Json => ".json",
+            Format::PyTorch => ".pt",
         }
     }
 
     /// Whether files of this format hold named tensors, several of them.
     pub fn is_container(self) -> bool {
-        matches!(self, Format::Npz | Format::SafeTensors)
+        matches!(self, Format::Npz | Format::SafeTensors | Format::PyTorch)
     }
 
     /// Whether tensor data is read from the input file itself, where it lies, after its
@@ -230,8 +270,15 @@ impl Format {
                     stored_crc: None,
                 }],
                 metadata: None,
+                notes: Vec::new(),
+                format: None,
             },
-            Format::Npz => return npz::read(file, len, name, select),
+            Format::Npz => return read_archive(self, opened, select),
+            Format::PyTorch if head.starts_with(b"PK") => {
+                return read_archive(self, opened, select);
+            }
+            Format::PyTorch if pickle::is_tar(head) => return Err(pickle::tar_refused(name)),
+            Format::PyTorch => return pickle::read_legacy(file, len, name, select),
             Format::SafeTensors => safetensors::read(file, len, name)?,
             Format::Json => json::read(file, len, name, spill)?,
         };
@@ -259,7 +306,35 @@ impl Format {
                 metadata: options.metadata.clone(),
             }),
             Format::Json => Box::new(json::JsonWriter::new(options.json_form)),
+            Format::PyTorch => Box::new(Unwritable),
         }
+    }
+}
+
+/// Reads a zip archive: an .npz, or a `torch.save` checkpoint, told apart by their members.
+fn read_archive(format: Format, opened: Opened<'_>, select: Option<&str>) -> Result<Contents> {
+    let Opened {
+        file, len, name, ..
+    } = opened;
+    let members = zip::directory(file, len).map_err(|reason| Error::Malformed {
+        input: name.clone(),
+        format: format.extension(),
+        reason,
+    })?;
+    match pickle::archive_of(&members) {
+        Some(archive) => {
+            let mut contents = pickle::read_zip(file, name, &members, &archive, select)?;
+            contents.format = Some(Format::PyTorch);
+            Ok(contents)
+        }
+        None if format == Format::Npz => npz::read(members, file, name, select),
+        None => Err(Error::Malformed {
+            input: name.clone(),
+            format: ".pt",
+            reason: "it is a zip archive without a data.pkl member, which every torch.save \
+                     archive has"
+                .to_string(),
+        }),
     }
 }
 
@@ -361,6 +436,21 @@ pub trait Writer {
     /// Writes what comes after the last tensor.
     fn finish(&mut self, _sink: &mut dyn Sink) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// The writer of a format tjoin reads but does not write: refuses every output.
+struct Unwritable;
+
+impl Writer for Unwritable {
+    fn check(&self, _tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
+        cannot_hold(vec![
+            "tjoin does not write PyTorch checkpoints; write safetensors instead".to_string(),
+        ])
+    }
+
+    fn start_tensor(&mut self, _sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
+        Err(io::Error::other("tjoin does not write PyTorch checkpoints"))
     }
 }
 

@@ -26,21 +26,15 @@ use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{Contents, Found, OutTensor, TensorInfo, Writer, no_such_tensor, npy};
 use crate::output::Sink;
 
-/// Reads the archive's directory and each member's .npy header; with `select`, only that
-/// member (inflating only it).
+/// Reads each member's .npy header, the archive's directory `members` already read; with
+/// `select`, only that member (inflating only it).
 pub fn read(
+    members: Vec<Member>,
     file: &File,
-    file_len: u64,
     input: &InputRef,
     select: Option<&str>,
 ) -> Result<Contents> {
-    let malformed = |reason: String| Error::Malformed {
-        input: input.clone(),
-        format: ".npz",
-        reason,
-    };
-    let members: Vec<Member> = zip::directory(file, file_len)
-        .map_err(malformed)?
+    let members: Vec<Member> = members
         .into_iter()
         .filter(|m| !m.name.ends_with('/'))
         .collect();
@@ -64,6 +58,8 @@ pub fn read(
     Ok(Contents {
         tensors,
         metadata: None,
+        notes: Vec::new(),
+        format: None,
     })
 }
 
@@ -99,11 +95,7 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 seen: Vec::new(),
             };
             let info = npy::read_header_at(&mut header, member.data_start, member.size, input)?;
-            let mut check = StoredCrc {
-                member: member.name.clone(),
-                recorded: member.crc,
-                hasher: crc32fast::Hasher::new(),
-            };
+            let mut check = StoredCrc::new(member.name.clone(), member.crc, ".npz");
             check.hasher.update(&header.seen);
             let stored_crc = if info.data_len == 0 {
                 check.verify(input)?;
@@ -205,12 +197,9 @@ fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo
             member.size
         )));
     }
-    StoredCrc {
-        member: member.name.clone(),
-        recorded: member.crc,
-        hasher,
-    }
-    .verify(input)?;
+    let mut check = StoredCrc::new(member.name.clone(), member.crc, ".npz");
+    check.hasher = hasher;
+    check.verify(input)?;
     Ok((info, temp))
 }
 
@@ -240,11 +229,24 @@ impl<R: Read> Read for Recording<R> {
 pub struct StoredCrc {
     member: String,
     recorded: u32,
+    /// The format the member's archive is, for the message: `.npz`.
+    format: &'static str,
     /// The hash so far: of the member's .npy header, before the data.
     pub hasher: crc32fast::Hasher,
 }
 
 impl StoredCrc {
+    /// The check of the member `member` of an archive of `format`, whose recorded CRC-32 is
+    /// `recorded`, before any of its bytes are hashed.
+    pub fn new(member: String, recorded: u32, format: &'static str) -> StoredCrc {
+        StoredCrc {
+            member,
+            recorded,
+            format,
+            hasher: crc32fast::Hasher::new(),
+        }
+    }
+
     /// Fails unless the hash of everything fed to it is the recorded CRC-32.
     pub fn verify(self, input: &InputRef) -> Result<()> {
         let computed = self.hasher.finalize();
@@ -253,7 +255,7 @@ impl StoredCrc {
         }
         Err(Error::Malformed {
             input: input.clone(),
-            format: ".npz",
+            format: self.format,
             reason: format!(
                 "its member {} fails its CRC-32 check (computed {computed:08x}, recorded \
                  {:08x}); the file is damaged",

@@ -122,6 +122,8 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
     Ok(Contents {
         tensors,
         metadata: header.metadata,
+        notes: Vec::new(),
+        format: None,
     })
 }
 

@@ -51,6 +51,9 @@ pub struct Extras {
     pub selected: Option<String>,
     /// safetensors' `__metadata__`, in the file's order.
     pub metadata: Option<Vec<(String, String)>>,
+    /// What its reader noted for `--dry-run`: a checkpoint's values that are not tensors,
+    /// its tensors that share a storage.
+    pub notes: Vec<String>,
     /// For a sharded checkpoint (an index, or a folder), its index and shards.
     pub shards: Option<sharded::ShardSet>,
     /// For a PyTorch distributed checkpoint, where each of the input's tensors (a block of a
@@ -66,6 +69,7 @@ impl Extras {
     pub fn boxed(self) -> Option<Box<Extras>> {
         let empty = self.selected.is_none()
             && self.metadata.is_none()
+            && self.notes.is_empty()
             && self.shards.is_none()
             && self.offsets.is_none()
             && self.more_watched.is_empty();
@@ -349,6 +353,7 @@ impl Input {
             head,
         };
         let contents = format.read(opened, selected.as_deref(), spill)?;
+        let format = contents.format.unwrap_or(format);
         let own = keep(
             file,
             format.reads_in_place() && options.keeps_open(1) && !whole,
@@ -376,6 +381,7 @@ impl Input {
             extras: Extras {
                 selected,
                 metadata: contents.metadata,
+                notes: contents.notes,
                 ..Extras::default()
             }
             .boxed(),
@@ -414,6 +420,11 @@ impl Input {
     /// safetensors' `__metadata__`, in the file's order.
     pub fn metadata(&self) -> Option<&[(String, String)]> {
         self.extras.as_ref()?.metadata.as_deref()
+    }
+
+    /// What its reader noted for `--dry-run`.
+    pub fn notes(&self) -> &[String] {
+        self.extras.as_ref().map_or(&[], |e| e.notes.as_slice())
     }
 
     /// For a sharded checkpoint, its index and shards.

@@ -56,6 +56,9 @@ pub struct InputReport {
     pub format: &'static str,
     /// For a sharded checkpoint, its index.
     pub index: Option<IndexReport>,
+    /// What its reader noted: a checkpoint's values that are not tensors, its tensors that
+    /// share a storage.
+    pub notes: Vec<String>,
     /// The path as given (with `:NAME` when one tensor was selected).
     pub path: String,
     /// Its position among the inputs, from 1.
@@ -334,6 +337,7 @@ impl InputReport {
                 tensor_bytes: set.tensor_bytes,
                 total_size: set.total_size,
             }),
+            notes: input.notes().to_vec(),
             path: input.name.label(),
             position: input.name.position,
             tensors: input.tensors.iter().map(TensorHeld::new).collect(),
@@ -474,6 +478,7 @@ mod tests {
                     tensor_bytes: 24,
                     total_size: Some(25),
                 }),
+                notes: vec!["`step` is not a tensor (an int): skipped".to_string()],
                 path: "rank0".to_string(),
                 position: 1,
                 tensors: vec![TensorHeld {

@@ -61,6 +61,7 @@ pub fn render(report: &PlanReport) -> String {
     };
     text.push_str(&table(&rows));
     text.push_str(&index_notes(report));
+    text.push_str(&reader_notes(report));
     if single {
         text.push_str(&format!("axis: {}\n", axis(&report.tensors[0], report)));
     } else {
@@ -171,6 +172,18 @@ fn blocks_text(report: &PlanReport) -> String {
     } else {
         format!("blocks:\n{text}")
     }
+}
+
+/// What the readers noted about each input: a checkpoint's values that are not tensors, its
+/// tensors that share a storage.
+fn reader_notes(report: &PlanReport) -> String {
+    let mut text = String::new();
+    for input in &report.inputs {
+        for note in &input.notes {
+            text.push_str(&format!("  input {}: {note}\n", input.position));
+        }
+    }
+    text
 }
 
 /// For each sharded input, its index, shards and both byte counts: the index's `total_size`

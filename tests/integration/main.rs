@@ -30,6 +30,7 @@ mod output_paths;
 mod output_safety;
 mod pipelines;
 mod property;
+mod pytorch;
 mod refusals;
 mod reliability;
 mod sharded;

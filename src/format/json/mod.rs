@@ -91,6 +91,8 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
             stored_crc: None,
         }],
         metadata: None,
+        notes: Vec::new(),
+        format: None,
     })
 }
 

@@ -1,0 +1,704 @@
+//! PyTorch checkpoints (`torch.save`: `.pt`, `.pth`, `.bin`), read without running their
+//! code.
+//!
+//! A checkpoint is a pickle whose tensors name their storages by persistent ID; the storages'
+//! bytes lie beside it. tjoin runs the pickle on a machine of its own ([`vm`]) that mirrors
+//! torch's `torch/_weights_only_unpickler.py`: the same opcodes (and the data opcodes of
+//! protocols 3 to 5, which `torch.save(pickle_protocol=4)` writes), and an allowlist of
+//! globals ([`globals`]) in which each entry only builds data: `_rebuild_tensor_v2` gives a
+//! record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. Nothing is
+//! imported or called; any other global (`os.system`, `builtins.eval`) is refused by name.
+//!
+//! Why a machine of its own: tjoin must refuse, by name and byte, whatever it does not
+//! understand, and no crate is built to. Candle's reader (`candle-core/src/pickle.rs`, read at
+//! commit 0391577) knows protocol 2's opcodes only (no FRAME, MEMOIZE, STACK_GLOBAL,
+//! SHORT_BINUNICODE or BINBYTES, so a `pickle_protocol=4` file fails); maps six storage classes
+//! (float32/64/16, bfloat16, uint8, int64: no int32, int16, int8, bool, and no
+//! `_rebuild_tensor_v3`, so no uint16..uint64 or float8); copies a memo entry when it is stored,
+//! so a dict memoized before its SETITEMS is fetched empty; reads the ZIP form only; and skips a
+//! tensor it cannot read with a line on stderr, a checkpoint converted with tensors missing.
+//! serde-pickle's documentation names no way to resolve persistent IDs, through which every
+//! tensor of a checkpoint is reached. burn's reader was not checked here (the search index had
+//! none of its source); the issue reports it reads uint8 as int8 and unknown storages as
+//! float32.
+//!
+//! The file forms of `torch.save` (`torch/serialization.py`):
+//! - ZIP (torch 1.6 and later): `ARCHIVE/data.pkl`, each storage in `ARCHIVE/data/KEY`,
+//!   stored uncompressed (64-byte aligned since torch 2.x), and `ARCHIVE/byteorder`. Storages
+//!   are read in place, as .npz members are; a compressed storage is refused.
+//! - legacy (`_use_new_zipfile_serialization=False`, torch 1.5 and before): five pickles
+//!   (a magic number, the protocol version 1001, `sys_info`, the data, the storage keys), then
+//!   each storage as a little-endian u64 element count and its bytes.
+//! - TAR (torch before 0.4): refused, naming it.
+
+pub mod globals;
+pub mod state;
+pub mod vm;
+
+use std::collections::HashMap;
+use std::fs::File;
+
+use crate::dtype::{ByteOrder, Swaps};
+use crate::error::{Error, InputRef, Refusal, Result, excerpt};
+use crate::format::npz::StoredCrc;
+use crate::format::zip::{self, DEFLATED, Member, STORED};
+use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
+
+use vm::{Fault, FaultKind, Node, Pickled, TensorRecord};
+
+/// How messages name the format.
+const FORMAT: &str = "PyTorch checkpoint";
+
+/// The first bytes of a legacy checkpoint: `PROTO 2`, then `LONG1` of torch's magic number
+/// 0x1950a86a20f9469cfc6c.
+pub const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+
+/// The version the legacy form writes after its magic number.
+const LEGACY_PROTOCOL: i128 = 1001;
+
+/// Whether the first bytes are those of a TAR archive (`ustar` at byte 257).
+pub fn is_tar(head: &[u8]) -> bool {
+    head.get(257..262) == Some(b"ustar")
+}
+
+/// The ZIP form's archive folder (`ARCHIVE` of `ARCHIVE/data.pkl`), if `members` are those
+/// of a `torch.save` file: one member named `data.pkl` one folder down, and no `.npy`
+/// member (an .npz holds only those).
+pub fn archive_of(members: &[Member]) -> Option<String> {
+    if members.iter().any(|m| m.name.ends_with(".npy")) {
+        return None;
+    }
+    members.iter().find_map(|m| {
+        let prefix = m.name.strip_suffix("data.pkl")?;
+        let folder = prefix.strip_suffix('/')?;
+        (!folder.contains('/')).then(|| folder.to_string())
+    })
+}
+
+/// Reads the ZIP form, its `members` already listed; with `select`, only that tensor.
+pub fn read_zip(
+    file: &File,
+    input: &InputRef,
+    members: &[Member],
+    archive: &str,
+    select: Option<&str>,
+) -> Result<Contents> {
+    let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
+    let pkl_name = format!("{archive}/data.pkl");
+    let pkl = by_name[pkl_name.as_str()];
+    let bytes = read_member(file, pkl, input, &crate::limits::PICKLE)?;
+    let pickled = run_pickle(&bytes, input, &pkl_name, 0)?;
+    if pickled.len != bytes.len() {
+        return Err(malformed(
+            input,
+            format!(
+                "its member {} has {} bytes after the pickle's STOP",
+                excerpt(&pkl_name),
+                bytes.len() - pickled.len
+            ),
+        ));
+    }
+    let order = match by_name.get(format!("{archive}/byteorder").as_str()) {
+        None => ByteOrder::Little,
+        Some(member) => {
+            let text = read_member(file, member, input, &BYTEORDER)?;
+            match text.as_slice() {
+                b"little" => ByteOrder::Little,
+                b"big" => ByteOrder::Big,
+                other => {
+                    return Err(malformed(
+                        input,
+                        format!(
+                            "its byteorder member says {}, not little or big",
+                            excerpt(&String::from_utf8_lossy(other))
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let locate = |storage: &vm::Storage, unit: u64| -> Result<Located> {
+        let name = format!("{archive}/data/{}", storage.key);
+        let Some(member) = by_name.get(name.as_str()) else {
+            return Err(malformed(
+                input,
+                format!(
+                    "its pickle names the storage {}, but it has no member {}",
+                    excerpt(&storage.key),
+                    excerpt(&name)
+                ),
+            ));
+        };
+        if member.method != STORED || member.compressed != member.size {
+            return Err(Error::Unsupported {
+                input: input.clone(),
+                reason: format!(
+                    "its member {} is compressed (zip method {}); torch.save stores storages \
+                     uncompressed so that they can be read in place: unzip the file and zip it \
+                     again without compression (zip -0), or load and save it with torch",
+                    excerpt(&name),
+                    member.method
+                ),
+            });
+        }
+        let needed = storage.numel.saturating_mul(unit);
+        if member.size != needed {
+            return Err(malformed(
+                input,
+                format!(
+                    "its member {} holds {} bytes, but its storage counts {} elements of {unit} \
+                     byte{}, {needed} bytes",
+                    excerpt(&name),
+                    member.size,
+                    storage.numel,
+                    if unit == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        Ok(Located {
+            start: member.data_start,
+            crc: Some((name, member.crc)),
+        })
+    };
+    let holdings = holdings(&pickled, input)?;
+    tensors(holdings, input, select, order, locate)
+}
+
+/// Reads the legacy form; with `select`, only that tensor.
+pub fn read_legacy(
+    file: &File,
+    file_len: u64,
+    input: &InputRef,
+    select: Option<&str>,
+) -> Result<Contents> {
+    // The pickles come first; read a growing prefix of the file until they all fit.
+    let limit = crate::limits::PICKLE.bytes;
+    let mut want = file_len.min(1 << 20);
+    let (pickles, storages_at) = loop {
+        let mut bytes = vec![0; want as usize];
+        crate::sys::read_exact_at(file, &mut bytes, 0).map_err(|e| input.io_error("read", e))?;
+        match legacy_pickles(&bytes) {
+            Ok(done) => break done,
+            Err(fault) if matches!(fault.kind, FaultKind::CutShort(_)) && want < file_len => {
+                if want >= limit {
+                    return Err(Error::InputIo {
+                        action: "read",
+                        input: input.clone(),
+                        source: crate::limits::PICKLE.exceeded(),
+                    });
+                }
+                want = file_len.min(want * 4).min(limit);
+            }
+            Err(fault) => return Err(fault_error(input, "", &fault)),
+        }
+    };
+    let [_, _, _, data, key_list] = pickles;
+    let Node::List(keys) = key_list.node(key_list.root) else {
+        return Err(malformed(
+            input,
+            "its list of storage keys after the data pickle is not a list".to_string(),
+        ));
+    };
+    // Each storage's element size, from the persistent IDs that name it.
+    let mut units: HashMap<&str, (u64, u64)> = HashMap::new();
+    for node in &data.nodes {
+        if let Node::Storage(storage) = node {
+            let unit = storage.dtype.map_or(1, |d| d.itemsize());
+            units.insert(&storage.key, (unit, storage.numel));
+        }
+    }
+    let mut at = storages_at;
+    let mut places: HashMap<String, u64> = HashMap::new();
+    for &key in keys {
+        let key = match keys_node(&key_list, key) {
+            Some(key) => key,
+            None => {
+                return Err(malformed(
+                    input,
+                    "its list of storage keys holds something other than a string".to_string(),
+                ));
+            }
+        };
+        let Some(&(unit, numel)) = units.get(key.as_str()) else {
+            return Err(malformed(
+                input,
+                format!(
+                    "its list of storages names {}, which no tensor uses",
+                    excerpt(&key)
+                ),
+            ));
+        };
+        let mut count = [0u8; 8];
+        if at.checked_add(8).is_none_or(|end| end > file_len) {
+            return Err(malformed(
+                input,
+                format!(
+                    "it ends at byte {file_len}, before the count of storage {} at byte {at}: \
+                     the file is cut short",
+                    excerpt(&key)
+                ),
+            ));
+        }
+        crate::sys::read_exact_at(file, &mut count, at).map_err(|e| input.io_error("read", e))?;
+        let count = u64::from_le_bytes(count);
+        if count != numel {
+            return Err(malformed(
+                input,
+                format!(
+                    "its storage {} is stored with a count of {count} elements at byte {at}, \
+                     but its pickle says {numel}",
+                    excerpt(&key)
+                ),
+            ));
+        }
+        let start = at + 8;
+        let end = count
+            .checked_mul(unit)
+            .and_then(|bytes| start.checked_add(bytes));
+        match end {
+            Some(end) if end <= file_len => {
+                places.insert(key, start);
+                at = end;
+            }
+            _ => {
+                return Err(malformed(
+                    input,
+                    format!(
+                        "its storage {} of {count} elements of {unit} byte{} from byte {start} \
+                         reaches past the end of the file ({file_len} bytes): the file is cut \
+                         short",
+                        excerpt(&key),
+                        if unit == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
+        }
+    }
+    let locate = |storage: &vm::Storage, _unit: u64| -> Result<Located> {
+        match places.get(&*storage.key) {
+            Some(&start) => Ok(Located { start, crc: None }),
+            None => Err(malformed(
+                input,
+                format!(
+                    "its pickle names the storage {}, which its list of storages leaves out",
+                    excerpt(&storage.key)
+                ),
+            )),
+        }
+    };
+    let holdings = holdings(&data, input)?;
+    // The legacy form writes every storage little-endian, whatever the machine.
+    tensors(holdings, input, select, ByteOrder::Little, locate)
+}
+
+fn keys_node(keys: &Pickled, id: vm::Id) -> Option<String> {
+    match keys.node(id) {
+        Node::Str(key) => Some(key.to_string()),
+        Node::Int(key) => Some(key.to_string()),
+        _ => None,
+    }
+}
+
+/// The five pickles of the legacy form, checked, and where the storages start.
+fn legacy_pickles(bytes: &[u8]) -> std::result::Result<([Pickled; 5], u64), Fault> {
+    let mut at = 0usize;
+    let next = |at: &mut usize| -> std::result::Result<Pickled, Fault> {
+        let pickled = vm::run(&bytes[*at..], vm::LIMITS).map_err(|mut fault| {
+            fault.at += *at as u64;
+            fault
+        })?;
+        *at += pickled.len;
+        Ok(pickled)
+    };
+    let magic = next(&mut at)?;
+    let protocol = next(&mut at)?;
+    let sys_info = next(&mut at)?;
+    if !matches!(protocol.node(protocol.root), Node::Int(LEGACY_PROTOCOL)) {
+        return Err(Fault {
+            at: magic.len as u64,
+            opcode: None,
+            kind: FaultKind::Refused(
+                "its protocol version is not 1001, the one torch.save's legacy form writes"
+                    .to_string(),
+            ),
+        });
+    }
+    let data = next(&mut at)?;
+    let keys = next(&mut at)?;
+    Ok(([magic, protocol, sys_info, data, keys], at as u64))
+}
+
+/// Where a storage's bytes start in the file, and its member's CRC-32 (the ZIP form).
+struct Located {
+    start: u64,
+    crc: Option<(String, u32)>,
+}
+
+fn holdings(pickled: &Pickled, input: &InputRef) -> Result<state::Holdings> {
+    state::holdings(pickled).map_err(|why| Error::Unsupported {
+        input: input.clone(),
+        reason: why,
+    })
+}
+
+/// The tensors of `holdings` as a format's reader returns them; with `select`, only that one.
+fn tensors(
+    holdings: state::Holdings,
+    input: &InputRef,
+    select: Option<&str>,
+    order: ByteOrder,
+    locate: impl Fn(&vm::Storage, u64) -> Result<Located>,
+) -> Result<Contents> {
+    let state::Holdings {
+        tensors: records,
+        skipped,
+        unreadable,
+    } = holdings;
+    let mut notes = Vec::new();
+    if let Some(wanted) = select {
+        if let Some((name, why)) = unreadable.iter().find(|(n, _)| n == wanted) {
+            return Err(unreadable_error(input, name, why));
+        }
+        if !records.iter().any(|(n, _)| n.as_deref() == Some(wanted)) {
+            let names: Vec<String> = records.iter().filter_map(|(n, _)| n.clone()).collect();
+            return Err(crate::format::no_such_tensor(input, wanted, &names));
+        }
+    } else if let Some((name, why)) = unreadable.first() {
+        return Err(unreadable_error(input, name, why));
+    }
+    if select.is_none() {
+        notes.extend(
+            skipped
+                .iter()
+                .map(|s| format!("skipped {s} (not a tensor)")),
+        );
+    }
+    // Tensors that share a storage (tied weights) are each written whole.
+    let mut by_storage: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, record) in &records {
+        by_storage
+            .entry(&record.storage.key)
+            .or_default()
+            .push(name.as_deref().unwrap_or("the tensor"));
+    }
+    let mut found = Vec::new();
+    for (name, record) in &records {
+        if select.is_some_and(|wanted| name.as_deref() != Some(wanted)) {
+            continue;
+        }
+        let tensor_ref = InputRef {
+            tensor: name.as_deref().map(Into::into),
+            ..input.clone()
+        };
+        found.push(describe(&tensor_ref, record, order, &locate)?);
+        if let Some(sharing) = by_storage.get(&*record.storage.key)
+            && sharing.len() > 1
+            && sharing.first().copied() == name.as_deref()
+        {
+            let names: Vec<String> = sharing
+                .iter()
+                .map(|n| format!("`{}`", excerpt(n)))
+                .collect();
+            notes.push(format!(
+                "{} share one storage (tied weights, or views of one tensor): each is written \
+                 as a tensor of its own",
+                names.join(", ")
+            ));
+        }
+    }
+    if found.is_empty() && select.is_none() {
+        return Err(Error::Unsupported {
+            input: input.clone(),
+            reason: "it holds no tensor".to_string(),
+        });
+    }
+    Ok(Contents {
+        tensors: found,
+        metadata: Some(vec![("format".to_string(), "pt".to_string())]),
+        notes,
+        format: None,
+    })
+}
+
+fn unreadable_error(input: &InputRef, name: &str, why: &str) -> Error {
+    Error::Unsupported {
+        input: InputRef {
+            tensor: Some(name.into()),
+            ..input.clone()
+        },
+        reason: format!("it is {why}"),
+    }
+}
+
+/// What the tensor `record` is as a format's reader describes it: where its bytes are, in
+/// which layout.
+fn describe(
+    input: &InputRef,
+    record: &TensorRecord,
+    order: ByteOrder,
+    locate: &impl Fn(&vm::Storage, u64) -> Result<Located>,
+) -> Result<Found> {
+    let unsupported = |reason: String| Error::Unsupported {
+        input: input.clone(),
+        reason,
+    };
+    let Some(dtype) = record.dtype.dtype() else {
+        return Err(unsupported(format!(
+            "it is of torch.{}, which neither safetensors nor numpy has a type for; convert it \
+             (tensor.to(torch.float32), or dequantize() a quantized one) and save it again",
+            record.dtype.name()
+        )));
+    };
+    let itemsize = dtype.itemsize();
+    let storage = &record.storage;
+    let unit = storage.dtype.map_or(1, |d| d.itemsize());
+    let located = locate(storage, unit)?;
+    let shape_text = crate::format::shape_text(&record.shape);
+    let elements = record.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    let data_len = byte_count(&record.shape, itemsize);
+    let (Some(elements), Some(data_len)) = (elements, data_len) else {
+        return Err(malformed(
+            input,
+            format!("its shape {shape_text} holds more bytes than 64 bits count"),
+        ));
+    };
+    // Bytes from the start of the view of the storage, and how many the view has.
+    let view_start = storage.view_offset.saturating_mul(unit);
+    let view_bytes = storage.view_numel.saturating_mul(unit);
+    let start = record.offset.checked_mul(itemsize);
+    let reach = if elements == 0 {
+        Some(0)
+    } else {
+        record
+            .shape
+            .iter()
+            .zip(&record.stride)
+            .try_fold(1u64, |n, (&d, &s)| n.checked_add((d - 1).checked_mul(s)?))
+            .and_then(|n| n.checked_mul(itemsize))
+    };
+    match (start, reach) {
+        (Some(start), Some(reach)) if start.checked_add(reach).is_some_and(|e| e <= view_bytes) => {
+        }
+        _ => {
+            return Err(malformed(
+                input,
+                format!(
+                    "its view (offset {}, shape {shape_text}, strides {}) reaches past the end \
+                     of its storage {} of {} bytes",
+                    record.offset,
+                    crate::format::shape_text(&record.stride),
+                    excerpt(&storage.key),
+                    view_bytes
+                ),
+            ));
+        }
+    }
+    let layout = layout_of(&record.shape, &record.stride).ok_or_else(|| {
+        unsupported(format!(
+            "it is a view of shape {shape_text} with strides {}, neither row- nor \
+             column-major contiguous; tjoin reads a tensor whose elements lie together in \
+             either order: save tensor.contiguous() instead",
+            crate::format::shape_text(&record.stride)
+        ))
+    })?;
+    let data_offset = located.start + view_start + record.offset * itemsize;
+    let swaps = match (order, dtype.swap_width()) {
+        (ByteOrder::Big, Some(width)) => Swaps::Uniform(width),
+        _ => Swaps::default(),
+    };
+    // The CRC-32 of a member can be checked only by a read of the whole member in order.
+    let whole = view_start == 0
+        && record.offset == 0
+        && data_len == storage.numel.saturating_mul(unit)
+        && layout == Layout::C;
+    let stored_crc = match located.crc {
+        Some((member, crc)) if whole && data_len > 0 => {
+            Some(Box::new(StoredCrc::new(member, crc, FORMAT)))
+        }
+        _ => None,
+    };
+    Ok(Found {
+        name: input.tensor.as_deref().map(str::to_string),
+        info: TensorInfo {
+            byte_order: dtype.byte_order_or_na(order),
+            dtype,
+            swaps,
+            shape: record.shape.clone().into_boxed_slice(),
+            layout,
+            data_offset,
+            data_len,
+        },
+        file: None,
+        stored_crc,
+    })
+}
+
+/// C when the strides are a row-major tensor's, Fortran when a column-major's (a transposed
+/// matrix); `None` otherwise. Dimensions of one element have any stride in torch.
+fn layout_of(shape: &[u64], stride: &[u64]) -> Option<Layout> {
+    if shape.contains(&0) {
+        return Some(Layout::C);
+    }
+    let matches = |axes: &mut dyn Iterator<Item = usize>| {
+        let mut expected = 1u64;
+        for axis in axes {
+            if shape[axis] == 1 {
+                continue;
+            }
+            if stride[axis] != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(shape[axis]);
+        }
+        true
+    };
+    if matches(&mut (0..shape.len()).rev()) {
+        Some(Layout::C)
+    } else if matches(&mut (0..shape.len())) {
+        Some(Layout::Fortran)
+    } else {
+        None
+    }
+}
+
+/// The limit on the ZIP form's `byteorder` record.
+const BYTEORDER: crate::sys::Limit = crate::sys::Limit {
+    bytes: 16,
+    of: "a checkpoint's byteorder record",
+    advice: "torch writes `little` or `big` there",
+};
+
+/// Reads a stored (or deflated) member whole, up to `limit`.
+fn read_member(
+    file: &File,
+    member: &Member,
+    input: &InputRef,
+    limit: &crate::sys::Limit,
+) -> Result<Vec<u8>> {
+    if member.size > limit.bytes || member.compressed > limit.bytes {
+        let why = limit.exceeded();
+        return Err(Error::InputIo {
+            action: "read",
+            input: input.clone(),
+            source: std::io::Error::new(
+                why.kind(),
+                format!("its member {}: {why}", excerpt(&member.name)),
+            ),
+        });
+    }
+    let len = usize::try_from(member.size).unwrap_or(usize::MAX);
+    match member.method {
+        STORED if member.compressed == member.size => {
+            let mut bytes = vec![0; len];
+            crate::sys::read_exact_at(file, &mut bytes, member.data_start)
+                .map_err(|e| input.io_error("read", e))?;
+            check_crc(&bytes, member, input)?;
+            Ok(bytes)
+        }
+        DEFLATED => {
+            use std::io::Read;
+            let mut raw = vec![0; usize::try_from(member.compressed).unwrap_or(usize::MAX)];
+            crate::sys::read_exact_at(file, &mut raw, member.data_start)
+                .map_err(|e| input.io_error("read", e))?;
+            let mut bytes = Vec::with_capacity(len);
+            flate2::read::DeflateDecoder::new(raw.as_slice())
+                .take(member.size + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| malformed(input, zip::inflate_error(&member.name, e)))?;
+            if bytes.len() as u64 != member.size {
+                return Err(malformed(
+                    input,
+                    format!(
+                        "its member {} inflates to {}{} bytes but declares {}",
+                        excerpt(&member.name),
+                        if bytes.len() as u64 > member.size {
+                            "more than "
+                        } else {
+                            ""
+                        },
+                        bytes.len(),
+                        member.size
+                    ),
+                ));
+            }
+            check_crc(&bytes, member, input)?;
+            Ok(bytes)
+        }
+        method => Err(Error::Unsupported {
+            input: input.clone(),
+            reason: format!(
+                "its member {} is compressed with zip method {method}, which tjoin does not \
+                 read; torch.save stores its members uncompressed",
+                excerpt(&member.name)
+            ),
+        }),
+    }
+}
+
+fn check_crc(bytes: &[u8], member: &Member, input: &InputRef) -> Result<()> {
+    let computed = crc32fast::hash(bytes);
+    if computed == member.crc {
+        return Ok(());
+    }
+    Err(malformed(
+        input,
+        format!(
+            "its member {} fails its CRC-32 check (computed {computed:08x}, recorded {:08x}); \
+             the file is damaged",
+            excerpt(&member.name),
+            member.crc
+        ),
+    ))
+}
+
+/// Runs a pickle, turning a fault into an error that names the input, the member and the
+/// byte of the opcode at fault.
+fn run_pickle(bytes: &[u8], input: &InputRef, member: &str, base: u64) -> Result<Pickled> {
+    vm::run(bytes, vm::LIMITS).map_err(|mut fault| {
+        fault.at += base;
+        fault_error(input, member, &fault)
+    })
+}
+
+fn fault_error(input: &InputRef, member: &str, fault: &Fault) -> Error {
+    let place = if member.is_empty() {
+        "its pickle".to_string()
+    } else {
+        format!("the pickle {}", excerpt(member))
+    };
+    if fault.is_damage() {
+        return malformed(input, format!("{place}, {}", fault.describe()));
+    }
+    Error::Refused(vec![Refusal {
+        headline: format!("{input}: {place}, {}", fault.describe()),
+        details: Vec::new(),
+        hint: Some(
+            "tjoin runs no code from a file: it reads tensors, dicts, lists and plain values, \
+             what torch.load(weights_only=True) allows; torch.save(model.state_dict()) writes \
+             nothing else"
+                .to_string(),
+        ),
+    }])
+}
+
+fn malformed(input: &InputRef, reason: String) -> Error {
+    Error::Malformed {
+        input: input.clone(),
+        format: FORMAT,
+        reason,
+    }
+}
+
+/// The refusal of a TAR checkpoint.
+pub fn tar_refused(input: &InputRef) -> Error {
+    Error::Unsupported {
+        input: input.clone(),
+        reason: "it is a TAR archive: the form torch.save wrote before PyTorch 0.4, which \
+                 tjoin does not read; load it with torch and save it again (torch.save, or \
+                 safetensors' save_file)"
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
