@@ -370,7 +370,7 @@ fn tensors(
         notes.extend(
             skipped
                 .iter()
-                .map(|s| format!("skipped {s} (not a tensor)")),
+                .map(|s| format!("skipped {s}")),
         );
     }
     // Tensors that share a storage (tied weights) are each written whole.
