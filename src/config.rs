@@ -11,9 +11,9 @@ use crate::dtype::DType;
 use crate::format::Format;
 use crate::format::index::SetName;
 use crate::format::json::JsonForm;
-use crate::progress::When;
-use crate::rules::Rule;
-use crate::spec::Spec;
+use crate::plan::rules::Rule;
+use crate::plan::spec::Spec;
+use crate::report::progress::When;
 
 /// What the command line asks for: one of tjoin's commands, each with its own flow.
 #[derive(Debug, Clone)]

@@ -266,7 +266,7 @@ fn display_refusals(refusals: &[Refusal]) -> String {
     if refusals.len() > REFUSALS_SHOWN {
         texts.push(format!(
             "... and {} more refusals (--dry-run=json lists every one)",
-            crate::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
+            crate::report::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
         ));
     }
     texts.join(&format!("\n{PREFIX}"))

@@ -25,24 +25,13 @@ pub mod plan;
 pub mod report;
 pub mod sys;
 
-// The modules' paths before they moved into stage folders, kept while branches written
-// before the move are merged.
-pub use dtype::cast;
-pub use engine as copy;
-pub use engine::early;
-pub use flow::{append, join};
-pub use output::shards;
-pub use plan::{grid as blocks, job, reference, rules, spec, stack};
-pub use report::{outliers, progress};
-pub use sys as source;
-pub use sys::spill;
-
 pub use error::{Error, ExitCode, Result};
 
 use std::path::Path;
 
 use cli::Cli;
 use config::Command;
+use flow::{append, join};
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
 /// flags into a command and run its flow: a join, an append, or a recovery. A subcommand

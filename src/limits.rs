@@ -4,7 +4,7 @@
 //! limit is passed (a pipe or a device: `/dev/zero` stops there), so that no file can make
 //! tjoin run out of memory.
 
-use crate::source::Limit;
+use crate::sys::Limit;
 
 /// A sharded checkpoint's index (`*.safetensors.index.json`), wherever it is read: an input,
 /// `--like`, `--names-from`, the previous index in an output folder, the indexes beside

@@ -20,7 +20,7 @@ use libfuzzer_sys::fuzz_target;
 use tjoin::config::JoinRules;
 use tjoin::dtype::DType;
 use tjoin::format::Format;
-use tjoin::rules::{Origin, Rule, Treatment};
+use tjoin::plan::rules::{Origin, Rule, Treatment};
 
 #[path = "whole_run.rs"]
 mod whole_run;
@@ -78,7 +78,9 @@ fuzz_target!(|data: &[u8]| {
     let keep = Rule {
         glob: "*norm*".to_string(),
         treatment: Treatment::Keep,
+        parts: Default::default(),
         origin: Origin::KeepFlag,
+        required: false,
     };
     let rules = JoinRules {
         tensor_rules: if options & 2 == 0 { vec![] } else { vec![keep] },

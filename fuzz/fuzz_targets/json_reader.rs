@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tjoin::spill::Spill;
+use tjoin::sys::spill::Spill;
 
 #[path = "common.rs"]
 mod common;

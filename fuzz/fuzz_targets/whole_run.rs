@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use tjoin::config::{JoinConfig, JoinRules, OutputConfig};
 use tjoin::format::Format;
-use tjoin::progress::When;
+use tjoin::report::progress::When;
 
 /// One folder per process, its files rewritten for each input.
 pub fn folder() -> &'static PathBuf {
@@ -31,7 +31,7 @@ pub fn join(files: &[PathBuf], named: Vec<&Path>, rules: JoinRules, format: Form
         progress: When::Never,
         ..Default::default()
     };
-    let _ = tjoin::join::run(&config);
+    let _ = tjoin::flow::join::run(&config);
     for path in files.iter().chain([&output]) {
         let _ = std::fs::remove_file(path);
     }

@@ -4,10 +4,10 @@
 
 pub mod directml;
 
-use crate::copy;
+use crate::engine;
 use crate::error::{Error, Refusal, Result};
-use crate::job::TensorJob;
 use crate::output::Sink;
+use crate::plan::job::TensorJob;
 use directml::Adapter;
 use directml::plan::{self as dml, DmlPlan};
 
@@ -134,8 +134,8 @@ impl Engine {
     pub fn execute(&mut self, index: usize, tensor: &TensorJob, out: &mut dyn Sink) -> Result<()> {
         match &mut self.kind {
             Kind::Cpu => match tensor.placement.as_ref().filter(|p| p.grid.walked()) {
-                Some(p) => copy::blocks::execute(&tensor.plan, &p.grid, &tensor.sources, out),
-                None => copy::execute(&tensor.plan, &tensor.sources, out),
+                Some(p) => engine::blocks::execute(&tensor.plan, &p.grid, &tensor.sources, out),
+                None => engine::execute(&tensor.plan, &tensor.sources, out),
             },
             Kind::DirectMl { session, plans } => {
                 session.execute(&plans[index], &tensor.plan, &tensor.sources, out)

@@ -7,21 +7,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{Cli, JoinArgs};
-use crate::cast;
 use crate::config::{
     Action, Command, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
     ShardedOutput,
 };
 use crate::dtype::DType;
+use crate::dtype::cast;
 use crate::error::STDIN;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::format::index::SetName;
 use crate::limits;
 use crate::output::STDOUT;
-use crate::progress::When;
-use crate::rules::{self, Rule};
-use crate::source::{self, Accept};
+use crate::plan::rules::{self, Rule};
+use crate::report::progress::When;
+use crate::sys::{self, Accept};
 
 impl Command {
     /// The command the command line asks for: a subcommand's, or else (`from_join_args`)
@@ -274,14 +274,14 @@ fn read_list(list: &Path, null: bool) -> Result<Vec<Arc<Path>>> {
     if list.as_os_str() == STDIN {
         return read_entries(std::io::stdin().lock(), false, list, null);
     }
-    let (file, metadata) = source::open_without_waiting(list).map_err(failed)?;
+    let (file, metadata) = sys::open_without_waiting(list).map_err(failed)?;
     if !metadata.is_file() {
-        source::stream_allowed(&file, &metadata, Accept::Stream).map_err(failed)?;
+        sys::stream_allowed(&file, &metadata, Accept::Stream).map_err(failed)?;
     }
     if metadata.is_file() && metadata.len() > limits::FILE_LIST.bytes {
         return Err(failed(limits::FILE_LIST.exceeded()));
     }
-    read_entries(file, source::is_fifo(&metadata), list, null)
+    read_entries(file, sys::is_fifo(&metadata), list, null)
 }
 
 /// The entries of the `--files-from` list `list` read from `from`, each a path; `fifo` when
@@ -336,7 +336,7 @@ fn read_entries(
                      list: check that it is \
                      a list of paths, one a line (NUL-terminated with --null)",
                     entries + 1,
-                    crate::outliers::thousands(limits::FILE_LIST_ENTRY)
+                    crate::report::outliers::thousands(limits::FILE_LIST_ENTRY)
                 );
                 return Err(failed(std::io::Error::other(why)));
             }
@@ -350,7 +350,7 @@ fn read_entries(
     }
     finish(&mut entry)?;
     if total == 0 && fifo {
-        return Err(failed(source::nothing_written()));
+        return Err(failed(sys::nothing_written()));
     }
     Ok(paths)
 }
@@ -376,7 +376,7 @@ fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<Arc<Path>> {
 mod tests {
     use super::*;
     use crate::config::PlanForm;
-    use crate::early::EarlyCopy;
+    use crate::engine::early::EarlyCopy;
     use clap::Parser;
 
     fn config(args: &[&str]) -> JoinConfig {

@@ -17,13 +17,13 @@ use clap::{Parser, ValueHint};
 
 use crate::backend::Backend;
 use crate::backend::directml::Adapter;
-use crate::cast::CAST_TYPES;
 use crate::config::PlanForm;
+use crate::dtype::cast::CAST_TYPES;
 use crate::format::Format;
 use crate::format::json::JsonForm;
-use crate::progress::When;
-use crate::rules::AxisRule;
-use crate::spec::Spec;
+use crate::plan::rules::AxisRule;
+use crate::plan::spec::Spec;
+use crate::report::progress::When;
 
 /// The model-merge example, as `--help`, the man page and README.md show it (a test keeps
 /// README's the same): right for Llama-style tensor-parallel shards, as `rules/llama.rules`

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::input::Tensor;
 use crate::output::Sink;
 use crate::plan::{Grid, JoinPlan};
-use crate::source::Region;
+use crate::sys::Region;
 
 use super::{Cursors, Out, Packer, map};
 

@@ -19,14 +19,14 @@ use indicatif::ProgressBar;
 
 use crate::backend::Backend;
 use crate::config::{Action, JoinConfig};
-use crate::copy;
 use crate::dtype::DType;
+use crate::engine;
 use crate::error::{Error, Result};
 use crate::format::{Format, Layout, npy};
 use crate::input::Input;
-use crate::job::TensorJob;
 use crate::output::{Output, Sink};
-use crate::progress::Counted;
+use crate::plan::job::TensorJob;
+use crate::report::progress::Counted;
 
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy
 /// to take; larger ones are better copied inside the kernel by the engine.
@@ -126,7 +126,7 @@ impl EarlyCopy {
             return false;
         }
         let data = &head[info.data_offset as usize..];
-        if copy::append_buffered(&mut written.buffer, data, &mut written.output).is_err() {
+        if engine::append_buffered(&mut written.buffer, data, &mut written.output).is_err() {
             // Removes the temporary file; the usual path will meet the failure and report it.
             self.written = None;
             return false;
@@ -144,7 +144,7 @@ impl EarlyCopy {
         output.write_all(&placeholder).ok()?;
         Some(Written {
             output,
-            buffer: copy::append_buffer(),
+            buffer: engine::append_buffer(),
             dtype: dtype.clone(),
             trailing: trailing.to_vec(),
             header_len: placeholder.len(),
@@ -217,7 +217,7 @@ impl Fitted {
             inner: &mut output,
             bar,
         };
-        copy::execute_rest(&tensor.plan, &tensor.sources, inputs, &mut counted)?;
+        engine::execute_rest(&tensor.plan, &tensor.sources, inputs, &mut counted)?;
         output.write_at(0, &self.header).map_err(failed)?;
         Ok(output)
     }
@@ -227,8 +227,8 @@ impl Fitted {
 mod tests {
     use super::*;
     use crate::input::OpenOptions;
-    use crate::job::{self, JobOptions};
-    use crate::spill::Spill;
+    use crate::plan::job::{self, JobOptions};
+    use crate::sys::spill::Spill;
     use std::path::Path;
 
     /// An axis-0 join into `out`, a .npy file.

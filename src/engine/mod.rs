@@ -7,7 +7,7 @@
 //!   reads into the output buffer instead of being mapped, as `cat` reads.
 //! - Runs of at least `DIRECT_RUN` bytes that need no change are copied inside the kernel
 //!   (`copy_file_range`) when the output allows it, the inputs are few and both offsets are
-//!   page-aligned (`source::copy_in_kernel`), else written straight from the memory map.
+//!   page-aligned (`sys::copy_in_kernel`), else written straight from the memory map.
 //! - A member stored in an .npz archive has its CRC-32 computed as its bytes pass the read
 //!   cursor (`Cursors::advance`), on whichever thread packs, and checked before the engine
 //!   returns, so before the output is committed. Its bytes never take a kernel copy, which
@@ -40,7 +40,7 @@ mod slice_tests;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
-use crate::cast;
+use crate::dtype::cast;
 use crate::dtype::{ByteOrder, DType, Swaps, swap_in_place};
 use crate::error::{Error, InputRef, Result};
 use crate::format::npz::StoredCrc;
@@ -48,7 +48,7 @@ use crate::format::{Layout, TensorInfo};
 use crate::input::{DataFile, Tensor};
 use crate::output::{Scratch, Sink};
 use crate::plan::{Gather, InputPlan, JoinPlan};
-use crate::source::{self, Region};
+use crate::sys::{self, Region};
 use gather::Walk;
 
 /// Size of the reused output buffer.
@@ -295,7 +295,7 @@ fn write_from_map(
 /// shorter than `end`, if it is (Linux fails a write from a map's lost pages with EFAULT,
 /// which would otherwise read as the output's fault), else `error` itself.
 fn shrunk_or(error: Error, name: &InputRef, file: &File, end: u64) -> Error {
-    source::shrank(file, end).map_or(error, |why| name.io_error("read", why))
+    sys::shrank(file, end).map_or(error, |why| name.io_error("read", why))
 }
 
 /// Writes mapped bytes in pieces of `BUFFER`: the kernel copies 1 MiB from a map as fast as
@@ -569,7 +569,7 @@ impl<'a> Packer<'a> {
         // Readahead advice only for inputs past a single read: given to every one, a
         // whole-file join of 20,000 tiny tensors per input made 40,000 calls for nothing
         // (231 ms against 245 without them).
-        source::advise_sequential(&file);
+        sys::advise_sequential(&file);
         if check.is_some() {
             // A kernel copy never shows the bytes a CRC-32 check must see: a stored .npz
             // member is written from its map, through the check.
@@ -614,8 +614,8 @@ impl<'a> Packer<'a> {
             let start = self.buffer.len();
             let len = ((self.capacity - start) as u64).min(total - done) as usize;
             let at = offset + done;
-            source::read_appending(file, &mut self.buffer, len, at).map_err(|e| {
-                let why = source::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
+            sys::read_appending(file, &mut self.buffer, len, at).map_err(|e| {
+                let why = sys::shrank(file, p.data_offset + p.data_len).unwrap_or(e);
                 input.name.io_error("read", why)
             })?;
             if let Some((_, check)) = &mut check {
@@ -1016,8 +1016,8 @@ fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
 mod tests {
     use super::*;
     use crate::input::{Input, OpenOptions};
-    use crate::job::{self, JobOptions};
-    use crate::spill::Spill;
+    use crate::plan::job::{self, JobOptions};
+    use crate::sys::spill::Spill;
     use std::path::{Path, PathBuf};
 
     thread_local! {

@@ -13,7 +13,7 @@ use crate::format::Layout;
 use crate::input::{Input, OpenOptions, Tensor};
 use crate::output::{Scratch, Sink};
 use crate::plan::{self, Source};
-use crate::spill::Spill;
+use crate::sys::spill::Spill;
 
 /// A tensor written to a .npy file: its shape, layout, element size and data in file order.
 struct Made {

@@ -19,17 +19,19 @@ use crate::backend::Engine;
 use crate::config::{Action, JoinConfig};
 use crate::dtype::Swaps;
 use crate::error::{Error, InputRef, Result};
+use crate::flow::join;
 use crate::format::npy::{self, NpyWriter};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
-use crate::job::TensorJob;
 use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
 use crate::output::reorder::Reordered;
-use crate::progress::{self, Counted};
+use crate::plan::job::TensorJob;
 use crate::report::plan::AppendReport;
+use crate::report::progress::{self, Counted};
 use crate::report::{PlanReport, Warnings};
-use crate::{join, messages, plan, source};
+use crate::sys;
+use crate::{messages, plan};
 
 /// Runs the append `config` describes: its first input is the target. Checks and plans as a
 /// join, then either prints the plan or grows the target.
@@ -208,7 +210,7 @@ fn check_cast(config: &JoinConfig, target: &Tensor) -> Result<()> {
 
 /// Refuses an input that is the target itself: it grows while it is read.
 fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
-    let id = |path: &Path| source::path_id(path);
+    let id = |path: &Path| sys::path_id(path);
     let Some(target) = id(&inputs[0].name.path) else {
         return Ok(());
     };
@@ -236,7 +238,7 @@ fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
 fn read_header_bytes(target: &Tensor) -> Result<Vec<u8>> {
     let file = target.file.open(&target.name)?;
     let mut header = vec![0; target.info.data_offset as usize];
-    source::read_exact_at(&file, &mut header, 0)
+    sys::read_exact_at(&file, &mut header, 0)
         .map_err(|e| target.name.io_error("read the header of", e))?;
     Ok(header)
 }
@@ -347,7 +349,7 @@ fn grow_target(
     let mut head = vec![0; header.old.len()];
     let same = target.is_at_path()
         && target.length()? == old_len
-        && source::read_exact_at(target.file(), &mut head, 0).is_ok()
+        && sys::read_exact_at(target.file(), &mut head, 0).is_ok()
         && head == header.old;
     if !same {
         let why = "it changed after tjoin read its header (another program wrote to it); \
@@ -566,7 +568,7 @@ fn from_journal(
         )));
     }
     let mut head = vec![0; journal.old_header.len()];
-    source::read_exact_at(target.file(), &mut head, 0)
+    sys::read_exact_at(target.file(), &mut head, 0)
         .map_err(|e| Error::io("read the header of", path, e))?;
     let (old_header, new_header) = (&journal.old_header, &journal.new_header);
     let mut done = Vec::new();

@@ -13,19 +13,20 @@ use indicatif::ProgressBar;
 
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, PlanForm};
-use crate::early::{self, EarlyCopy, WHOLE_FILE_MAX};
+use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::json::JsonForm;
 use crate::format::{Format, OutTensor, WriteOptions, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
-use crate::job::{self, TensorJob};
+use crate::output::shards::{self, NewFolder, ShardPlan};
 use crate::output::{Output, OutputSet, Sink};
-use crate::progress::{self, Counted};
-use crate::reference::Reference;
+use crate::plan::job::{self, TensorJob};
+use crate::plan::reference::Reference;
+use crate::plan::stack;
+use crate::report::progress::{self, Counted};
 use crate::report::{PlanReport, Warning, Warnings};
-use crate::shards::{self, NewFolder, ShardPlan};
-use crate::spill::Spill;
-use crate::{source, stack};
+use crate::sys;
+use crate::sys::spill::Spill;
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it.
@@ -229,12 +230,12 @@ pub(crate) fn open_inputs(
     if !config.rules.any_order {
         crate::plan::ranks::check_order(paths)?;
     }
-    let open_files = source::raise_open_file_limit();
+    let open_files = sys::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
     let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
     // Every descriptor open at once: the inputs kept open, those opened ahead, a few more.
     let open_at_once = paths.len().min(keep_open) + input::PREFETCH_FILES + 64;
-    source::reserve_file_descriptors((open_at_once as u64).min(open_files));
+    sys::reserve_file_descriptors((open_at_once as u64).min(open_files));
     // Small inputs are read whole while the early copy takes them; once it stops, reading
     // them whole is of no use. Shared with the thread that opens inputs ahead.
     let whole_up_to = AtomicU64::new(if early.is_some() { WHOLE_FILE_MAX } else { 0 });
@@ -302,7 +303,7 @@ pub(crate) fn plan<'a>(
     warnings: &mut Warnings,
 ) -> Result<Vec<TensorJob<'a>>> {
     let rules = &config.rules;
-    let matcher = crate::rules::Matcher::new(&rules.tensor_rules);
+    let matcher = crate::plan::rules::Matcher::new(&rules.tensor_rules);
     // Read before the job is built: its shapes tell constant tensors' splits.
     let reference = rules.like.as_deref().map(Reference::read).transpose()?;
     let options = job::JobOptions {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::output::{PassThrough, Sink};
-use crate::spill::Spill;
+use crate::sys::spill::Spill;
 
 /// The file formats tjoin reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

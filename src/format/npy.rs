@@ -78,7 +78,7 @@ enum PastEnd {
 /// finish, or is running (another process holds the file's lock).
 fn unfinished(input: &InputRef, shape: &[u64], end: u64, len: u64) -> Error {
     let path = crate::messages::path(&input.path);
-    let hint = if crate::source::lock_held_elsewhere(&input.path) {
+    let hint = if crate::sys::lock_held_elsewhere(&input.path) {
         "an append to it is running (another process holds its lock): read it again once the \
          append has finished"
             .to_string()
@@ -107,7 +107,7 @@ struct ReadAt<'a> {
 
 impl Read for ReadAt<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = crate::source::read_at(self.file, buf, self.at)?;
+        let n = crate::sys::read_at(self.file, buf, self.at)?;
         self.at += n as u64;
         Ok(n)
     }
@@ -507,7 +507,7 @@ pub fn check_dtype(tensor: &OutTensor) -> std::result::Result<(), String> {
         Ok(())
     } else {
         let to = &tensor.dtype;
-        let cast = if crate::cast::castable(to, to) {
+        let cast = if crate::dtype::cast::castable(to, to) {
             ", or convert it with --cast float32"
         } else {
             ""

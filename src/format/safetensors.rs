@@ -31,7 +31,7 @@ use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, shape_text};
 use crate::output::Sink;
-use crate::source::Region;
+use crate::sys::Region;
 
 /// The safetensors crate refuses longer headers (`MAX_HEADER_SIZE`).
 pub const MAX_HEADER_LEN: u64 = 100_000_000;

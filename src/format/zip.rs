@@ -218,7 +218,7 @@ impl Read for Span<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = usize::try_from(self.end - self.at).unwrap_or(usize::MAX);
         let len = buf.len().min(left);
-        let n = crate::source::read_at(self.file, &mut buf[..len], self.at)?;
+        let n = crate::sys::read_at(self.file, &mut buf[..len], self.at)?;
         self.at += n as u64;
         Ok(n)
     }

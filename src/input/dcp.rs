@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use crate::error::{Error, InputRef, Refusal, Result, capped, excerpt};
 use crate::format::Format;
 use crate::input::{Extras, Input, OpenOptions, Tensor};
-use crate::spill::Spill;
+use crate::sys::spill::Spill;
 
 /// The `__metadata__` key that holds the blocks' offsets.
 pub const SHARDING_INFO: &str = "DCP_SHARDING_INFO";

@@ -21,8 +21,8 @@ use std::time::SystemTime;
 use crate::error::{Error, InputRef, Result, STDIN};
 use crate::format::npz::StoredCrc;
 use crate::format::{Format, Opened, TensorInfo};
-use crate::source;
-use crate::spill::Spill;
+use crate::sys;
+use crate::sys::spill::Spill;
 
 /// One input file as given on the command line, and the tensors it holds.
 pub struct Input {
@@ -159,7 +159,7 @@ impl DataFile {
             DataFile::Open(file) => Ok(Arc::clone(file)),
             DataFile::Closed(closed) => {
                 // Without waiting: a FIFO put in the file's place is told apart by its stamp.
-                let (file, metadata) = source::open_without_waiting(&closed.path)
+                let (file, metadata) = sys::open_without_waiting(&closed.path)
                     .map_err(|e| name.io_error("reopen", e))?;
                 let now = Stamp::from(&metadata);
                 if now != closed.stamp {
@@ -541,10 +541,10 @@ impl Fetched {
     fn into_temp_file(self) -> io::Result<File> {
         let (mut file, metadata) = self.opened?;
         // Opened without waiting; reading waits for the writer.
-        source::wait_on_reads(&file)?;
+        sys::wait_on_reads(&file)?;
         let copy = stream_to_temp_file(&mut file)?;
-        if source::is_fifo(&metadata) && copy.metadata()?.len() == 0 {
-            return Err(source::nothing_written());
+        if sys::is_fifo(&metadata) && copy.metadata()?.len() == 0 {
+            return Err(sys::nothing_written());
         }
         Ok(copy)
     }
@@ -565,7 +565,7 @@ impl Fetched {
                 "it is a directory".to_string()
             } else {
                 // What `is_stream` leaves here: a terminal, a socket, a block device.
-                let what = match source::kind_of(&metadata) {
+                let what = match sys::kind_of(&metadata) {
                     "a character device" => "a terminal",
                     other => other,
                 };
@@ -594,7 +594,7 @@ pub fn read_head(file: &File, file_len: u64, whole: bool, head: &mut Vec<u8>) ->
     let len = if whole { file_len } else { file_len.min(HEAD) };
     head.clear();
     head.resize(len as usize, 0);
-    source::read_exact_at(file, head, 0)?;
+    sys::read_exact_at(file, head, 0)?;
     // Windows' positional reads move the cursor; the other readers start from it, at 0.
     #[cfg(windows)]
     {
@@ -609,7 +609,7 @@ pub fn read_head(file: &File, file_len: u64, whole: bool, head: &mut Vec<u8>) ->
 /// instead of 0.085). Files go over in batches of 32, so that the threads seldom wait for
 /// each other (batches of 256 measured slower: less overlap), and at most a few batches are
 /// open at once: `PREFETCH_FILES` file descriptors and, for small files read whole, 8 MiB.
-/// The caller reserves the descriptors first (`source::reserve_file_descriptors`).
+/// The caller reserves the descriptors first (`sys::reserve_file_descriptors`).
 pub struct Prefetch {
     batches: Option<mpsc::Receiver<Vec<Option<Fetched>>>>,
     batch: std::vec::IntoIter<Option<Fetched>>,

@@ -22,8 +22,8 @@ use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, no_such_tensor, safetensors};
 use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
 use crate::limits;
-use crate::source::{self, Accept};
-use crate::spill::Spill;
+use crate::sys::spill::Spill;
+use crate::sys::{self, Accept};
 
 /// The files a sharded input was read from, and what its index says about them.
 #[derive(Debug, Clone)]
@@ -343,9 +343,8 @@ fn inconsistent(index: &str, problems: Vec<String>) -> Error {
 /// Reads and parses the index file `name` names, up to [`limits::INDEX`]; opened without
 /// waiting, so that a FIFO under an index's name is refused instead of waited on.
 fn read_index(name: &InputRef) -> Result<(Index, Stamp)> {
-    let (file, metadata) =
-        source::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
-    let text = source::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
+    let (file, metadata) = sys::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
+    let text = sys::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
         .map_err(|e| name.io_error("read", e))?;
     let index = index::parse(&text).map_err(|reason| Error::Malformed {
         input: name.clone(),
@@ -370,7 +369,7 @@ fn read_shard(
     };
     // Opened without waiting: a FIFO the index lists is refused, not waited on.
     let (file, metadata) =
-        source::open_regular(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
+        sys::open_regular(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
     let stamp = Stamp::from(&metadata);
     let contents = safetensors::read(&file, metadata.len(), shard).map_err(|e| match e {
         Error::Malformed {
@@ -464,7 +463,7 @@ fn index_listing(files: &[&Path]) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.into_iter().find(|path| {
-        let Ok(text) = source::read_whole(path, &limits::INDEX, Accept::Regular) else {
+        let Ok(text) = sys::read_whole(path, &limits::INDEX, Accept::Regular) else {
             return false;
         };
         let Ok(index) = index::parse(&text) else {

@@ -73,7 +73,7 @@ impl Output {
     /// apply, as to `-o -`: nothing is replaced, the shell opened what the descriptor is.
     #[cfg(unix)]
     fn to_descriptor(target: &Path, fd: i32) -> Result<Output> {
-        let file = crate::source::inherited_descriptor(fd)
+        let file = crate::sys::inherited_descriptor(fd)
             .map_err(|e| Error::io("write the output to", target, e))?;
         let file = file.ok_or_else(|| {
             Error::refused(

@@ -38,7 +38,8 @@ use std::sync::Arc;
 use super::Sink;
 use super::temporary::{self, CutBackOnSignals, Registered};
 use crate::error::{Error, Result};
-use crate::{messages, source};
+use crate::messages;
+use crate::sys;
 
 /// The file an append grows, opened for writing, its advisory lock held until it is dropped.
 pub struct Target {
@@ -64,7 +65,7 @@ impl Target {
             let why = io::Error::other("it is not a regular file");
             return Err(Error::io(what, path, why));
         }
-        let locked = source::try_lock_exclusive(&file).map_err(|e| Error::io("lock", path, e))?;
+        let locked = sys::try_lock_exclusive(&file).map_err(|e| Error::io("lock", path, e))?;
         if !locked {
             return Err(Error::Unfinished {
                 what: format!(
@@ -77,7 +78,7 @@ impl Target {
                     .to_string(),
             });
         }
-        let id = source::file_id(&file).map_err(|e| Error::io(what, path, e))?;
+        let id = sys::file_id(&file).map_err(|e| Error::io(what, path, e))?;
         Ok(Target {
             file: Arc::new(file),
             path: path.to_path_buf(),
@@ -107,7 +108,7 @@ impl Target {
 
     /// Whether the path still names the file that was opened and locked.
     pub fn is_at_path(&self) -> bool {
-        source::path_id(&self.path) == Some(self.id)
+        sys::path_id(&self.path) == Some(self.id)
     }
 
     /// Where its journal is: `.NAME.tjoin-journal` beside it.
@@ -164,7 +165,7 @@ impl Target {
         #[cfg(unix)]
         {
             let owner = std::os::unix::fs::MetadataExt::uid(&metadata);
-            let user = source::effective_user();
+            let user = sys::effective_user();
             if ![self.owner, user, 0].contains(&owner) {
                 let why = format!(
                     "it belongs to user {owner}, but {} belongs to user {} and tjoin runs as \
@@ -218,7 +219,7 @@ impl Target {
     pub fn repair(&self, len: u64, header: Option<&[u8]>) -> Result<()> {
         let failed = |e| Error::io("repair", &self.path, e);
         if let Some(header) = header {
-            source::write_all_at(&self.file, header, 0).map_err(failed)?;
+            sys::write_all_at(&self.file, header, 0).map_err(failed)?;
         }
         self.file.set_len(len).map_err(failed)?;
         self.file.sync_data().map_err(failed)
@@ -460,7 +461,7 @@ fn open_journal(path: &Path) -> io::Result<File> {
     #[cfg(windows)]
     std::os::windows::fs::OpenOptionsExt::custom_flags(
         &mut options,
-        source::windows::FILE_FLAG_OPEN_REPARSE_POINT | source::windows::FILE_FLAG_BACKUP_SEMANTICS,
+        sys::windows::FILE_FLAG_OPEN_REPARSE_POINT | sys::windows::FILE_FLAG_BACKUP_SEMANTICS,
     );
     options.open(path)
 }
@@ -526,7 +527,7 @@ impl Growth {
             let _hold = temporary::hold_signals();
             self.header_written = true;
             let file = &self.target.file;
-            let header = source::write_all_at(file, &self.journal.new_header, 0)
+            let header = sys::write_all_at(file, &self.journal.new_header, 0)
                 .and_then(|()| file.sync_data());
             if let Err(e) = header {
                 return Err(self.abandon(Error::io("write the new header of", &path, e)));
@@ -576,7 +577,7 @@ impl Growth {
         }
         let file = &self.target.file;
         if self.header_written {
-            source::write_all_at(file, &self.journal.old_header, 0)?;
+            sys::write_all_at(file, &self.journal.old_header, 0)?;
         }
         file.set_len(self.journal.old_len)?;
         file.sync_data()?;
@@ -621,7 +622,7 @@ impl Sink for Growth {
         let mut copied = 0;
         while copied < len {
             let piece = (len - copied).min(WRITE_PIECE);
-            let done = self.write(|to| source::copy_in_kernel(file, offset + copied, piece, to))?;
+            let done = self.write(|to| sys::copy_in_kernel(file, offset + copied, piece, to))?;
             self.written += done;
             copied += done;
             if done < piece {

@@ -84,7 +84,7 @@ impl Sink for Scratch {
     }
 
     fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
-        crate::source::copy_in_kernel(file, offset, len, &self.file)
+        crate::sys::copy_in_kernel(file, offset, len, &self.file)
     }
 
     fn name(&self) -> &Path {

@@ -260,7 +260,7 @@ impl Member {
     /// Writes `bytes` at `offset`, over what is there (a header, once the sizes it gives are
     /// known).
     pub fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        crate::source::write_all_at(self.partial.as_file(), bytes, offset)
+        crate::sys::write_all_at(self.partial.as_file(), bytes, offset)
     }
 }
 
@@ -270,7 +270,7 @@ impl Sink for Member {
     }
 
     fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
-        crate::source::copy_in_kernel(file, offset, len, self.partial.as_file())
+        crate::sys::copy_in_kernel(file, offset, len, self.partial.as_file())
     }
 
     fn name(&self) -> &Path {
@@ -466,7 +466,7 @@ fn check_writable(target: &Path, destination: &Path) -> Result<()> {
     if !destination.is_file() {
         return Ok(());
     }
-    crate::source::may_write(destination).map_err(|e| not_writable(target, &e))
+    crate::sys::may_write(destination).map_err(|e| not_writable(target, &e))
 }
 
 /// Why `target` cannot be replaced, given what the system said of writing to it: a file

@@ -211,9 +211,8 @@ pub type Assigned = (String, Vec<usize>);
 /// the set's name the index's file name gives. Every tensor must be mapped, to a plain file
 /// name; tensors the map names that the job lacks are refused too.
 pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>)> {
-    let text =
-        crate::source::read_whole(path, &crate::limits::INDEX, crate::source::Accept::Stream)
-            .map_err(|e| Error::io("read the index", path, e))?;
+    let text = crate::sys::read_whole(path, &crate::limits::INDEX, crate::sys::Accept::Stream)
+        .map_err(|e| Error::io("read the index", path, e))?;
     let index = index::parse(&text).map_err(|why| {
         Error::refused(
             format!("--names-from {}: {why}", crate::messages::path(path)),
@@ -417,10 +416,10 @@ fn previous_files(
         Ok(m) if m.is_file() => {}
         _ => return Ok(found),
     }
-    let text = crate::source::read_whole(
+    let text = crate::sys::read_whole(
         &previous,
         &crate::limits::INDEX,
-        crate::source::Accept::Regular,
+        crate::sys::Accept::Regular,
     )
     .map_err(|e| Error::io("read", &previous, e))?;
     // An index that does not parse lists nothing tjoin can trust: its shards stay.

@@ -71,7 +71,7 @@ pub(super) fn remove_stale_partials(folder: &Path) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let writer = name.to_str().and_then(partial_writer);
-        if writer.is_some_and(|pid| !crate::source::process_exists(pid)) {
+        if writer.is_some_and(|pid| !crate::sys::process_exists(pid)) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -96,7 +96,7 @@ pub fn folder_of(target: &Path) -> &Path {
 
 /// A temporary file beside a target: removed when dropped and, should SIGINT, SIGTERM or
 /// SIGHUP end the process first, by the signal handler (SIGBUS too, see
-/// [`crate::source::remove_on_bus_error`]).
+/// [`crate::sys::remove_on_bus_error`]).
 pub(super) struct Temporary<F = File> {
     file: NamedTempFile<F>,
     _registered: Registered,
@@ -310,7 +310,7 @@ impl Partial {
             Partial::Unnamed(file) => {
                 handle_signals();
                 let mut registry = lock(&REGISTRY);
-                let link = |path: &Path| crate::source::link_unnamed(&file, path);
+                let link = |path: &Path| crate::sys::link_unnamed(&file, path);
                 let named = make_beside(target, Kind::Partial, link)
                     .map_err(|e| e.raw_os_error().map_or(e, io::Error::from_raw_os_error))?;
                 let registered = Registered::new(&mut registry, named.path());
@@ -351,7 +351,7 @@ impl CutBackOnSignals {
     pub(super) fn new(file: &Arc<File>, len: u64) -> CutBackOnSignals {
         handle_signals();
         lock(&GROWING).push((Arc::clone(file), len));
-        crate::source::cut_back_on_bus_error(Some((file, len)));
+        crate::sys::cut_back_on_bus_error(Some((file, len)));
         CutBackOnSignals(Arc::clone(file))
     }
 
@@ -367,7 +367,7 @@ impl Drop for CutBackOnSignals {
         let mut growing = lock(&GROWING);
         growing.retain(|(file, _)| !Arc::ptr_eq(file, &self.0));
         let last = growing.last().map(|(file, len)| (&**file, *len));
-        crate::source::cut_back_on_bus_error(last);
+        crate::sys::cut_back_on_bus_error(last);
     }
 }
 
@@ -401,7 +401,7 @@ pub(super) struct Registered(PathBuf);
 impl Registered {
     fn new(registry: &mut Vec<PathBuf>, path: &Path) -> Registered {
         registry.push(path.to_path_buf());
-        crate::source::remove_on_bus_error(registry);
+        crate::sys::remove_on_bus_error(registry);
         Registered(path.to_path_buf())
     }
 }
@@ -412,7 +412,7 @@ impl Drop for Registered {
         if let Some(at) = registry.iter().position(|path| path == &self.0) {
             registry.swap_remove(at);
         }
-        crate::source::remove_on_bus_error(&registry);
+        crate::sys::remove_on_bus_error(&registry);
     }
 }
 
@@ -432,14 +432,14 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
 /// temporary files behind. A commit in progress is let finish (or roll back) first.
 /// SIGXFSZ (a write past `ulimit -f`) no longer kills the process: the write fails with
 /// EFBIG instead, and the run reports it, naming the output, and removes its temporary
-/// files as for any failed write. SIGBUS has its own handler ([`crate::source`]).
+/// files as for any failed write. SIGBUS has its own handler ([`crate::sys`]).
 pub fn handle_signals() {
     #[cfg(unix)]
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
         static INSTALLED: std::sync::Once = std::sync::Once::new();
         INSTALLED.call_once(|| {
-            crate::source::install_bus_error_handler();
+            crate::sys::install_bus_error_handler();
             let Ok(mut signals) =
                 signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGXFSZ])
             else {

@@ -9,7 +9,7 @@
 use crate::dtype::{ByteOrder, swap_in_place};
 use crate::error::Result;
 use crate::input::Tensor;
-use crate::source;
+use crate::sys;
 
 /// How tensor `b` differs from `a`, if it does: type, shape, or the first differing element
 /// (compared by value, whatever the copies' byte orders).
@@ -38,7 +38,7 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
     // The first block is small, so that tensors differing early cost little, and read
     // without the kernel's readahead, leaving the page cache as it was for the copy, which
-    // reads these files next (`source::read_leaving_cache`), for tensors of `CLEAN_FROM`
+    // reads these files next (`sys::read_leaving_cache`), for tensors of `CLEAN_FROM`
     // bytes or more; blocks then double up to 4 MiB.
     const FIRST: u64 = 4 << 10;
     const LARGEST: u64 = 4 << 20;
@@ -62,8 +62,8 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         ba.resize(n, 0);
         bb.resize(n, 0);
         let read = match done {
-            0 if x.data_len >= CLEAN_FROM => source::read_leaving_cache,
-            _ => source::read_exact_at,
+            0 if x.data_len >= CLEAN_FROM => sys::read_leaving_cache,
+            _ => sys::read_exact_at,
         };
         read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
         read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
@@ -124,7 +124,7 @@ pub fn constant(t: &Tensor) -> Result<Option<Vec<u8>>> {
     while done < info.data_len {
         let n = block.min(info.data_len - done) as usize;
         buffer.resize(n, 0);
-        source::read_exact_at(&file, &mut buffer, info.data_offset + done)
+        sys::read_exact_at(&file, &mut buffer, info.data_offset + done)
             .map_err(|e| t.name.io_error("read", e))?;
         swap_in_place(&mut buffer, item as usize, &info.swaps);
         let value = first.get_or_insert_with(|| buffer[..item as usize].to_vec());

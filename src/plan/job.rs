@@ -22,19 +22,19 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use crate::blocks::{self, Block, Placed};
 use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
 use crate::input::{self, Input, Tensor};
-use crate::outliers::{self, Row, Split};
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
+use crate::plan::grid::{self, Block, Placed};
 use crate::plan::ranks;
 use crate::plan::reference::Reference;
+use crate::plan::rules::{self, Matcher, Treatment, shell_quote};
+use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
-use crate::rules::{self, Matcher, Treatment, shell_quote};
-use crate::spec::{self, Spec};
+use crate::report::outliers::{self, Row, Split};
 
 /// One tensor of the output and how to make it.
 pub struct TensorJob<'a> {
@@ -267,7 +267,7 @@ fn build_blocks<'a>(
     let blocks = blocks.map(|(tensor, offsets)| Block { tensor, offsets });
     let mut jobs = Vec::new();
     let mut refusals = Vec::new();
-    for (name, blocks) in blocks::by_tensor(blocks) {
+    for (name, blocks) in grid::by_tensor(blocks) {
         let dtype = &blocks[0].tensor.info.dtype;
         let cast = options.cast.filter(|_| dtype.is_floating());
         let decided = options.decide(name);
@@ -276,14 +276,14 @@ fn build_blocks<'a>(
                 let sources: Vec<&Tensor> = blocks.iter().map(|b| b.tensor).collect();
                 let keep_options = JobOptions { cast, ..*options };
                 match keep_tensor(name, &sources, &keep_options) {
-                    Ok(job) => blocks::check_kept_whole(name, &blocks)
+                    Ok(job) => grid::check_kept_whole(name, &blocks)
                         .map(|()| job)
                         .map_err(|r| vec![r]),
                     Err(Error::Refused(problems)) => Err(problems),
                     Err(damaged) => return Err(damaged),
                 }
             }
-            _ => blocks::plan_tensor(name, &blocks, cast)
+            _ => grid::plan_tensor(name, &blocks, cast)
                 .map(|placed| placed_job(name, placed))
                 .map_err(|r| vec![r])
                 .and_then(|job| check_block_joins(name, job, options.spec, cast)),
@@ -1204,7 +1204,7 @@ fn copy_first<'a>(
     // --cast converts every tensor of the output, kept ones too.
     let cast = options.cast.filter(|&to| to != &info.dtype);
     if let Some(to) = cast
-        && !crate::cast::castable(&info.dtype, to)
+        && !crate::dtype::cast::castable(&info.dtype, to)
     {
         return Err(vec![Refusal {
             headline: format!(
@@ -1215,7 +1215,7 @@ fn copy_first<'a>(
             details: Vec::new(),
             hint: Some(format!(
                 "--cast converts between {}",
-                crate::cast::CAST_TYPES
+                crate::dtype::cast::CAST_TYPES
             )),
         }]);
     }

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{index, safetensors, shape_text};
-use crate::job::TensorJob;
 use crate::limits;
 use crate::messages;
-use crate::rules::{self, Origin, Rule, shell_quote};
-use crate::source::{self, Accept};
+use crate::plan::job::TensorJob;
+use crate::plan::rules::{self, Origin, Rule, shell_quote};
+use crate::sys::{self, Accept};
 
 /// The tensor shapes of a reference header.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ impl Reference {
     /// The reference of a sharded checkpoint: its index's tensors, each shape from the header
     /// of the shard the index names for it (only the shards' headers are read).
     fn read_index(path: &Path) -> Result<Reference> {
-        let text = source::read_whole(path, &limits::INDEX, Accept::Stream)
+        let text = sys::read_whole(path, &limits::INDEX, Accept::Stream)
             .map_err(|e| Error::io("read the --like reference", path, e))?;
         let parsed = index::parse(&text).map_err(|why| {
             Error::refused(
@@ -328,7 +328,7 @@ fn read_header(path: &Path, index: Option<&Path>) -> Result<crate::format::Conte
     let name = crate::messages::path(path);
     // Opened without waiting: a FIFO (named, or listed by a --like index) is refused, not
     // waited on; the header is read in place, which a pipe cannot give.
-    let (file, metadata) = source::open_regular(path).map_err(|e| {
+    let (file, metadata) = sys::open_regular(path).map_err(|e| {
         let e = match index {
             Some(index) => std::io::Error::new(
                 e.kind(),

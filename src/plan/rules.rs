@@ -399,7 +399,7 @@ impl<'r> Matcher<'r> {
 
 /// Reads the rules file `path` (`--rules`).
 pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
-    let text = crate::source::read_text(path, &crate::limits::RULES, crate::source::Accept::Stream)
+    let text = crate::sys::read_text(path, &crate::limits::RULES, crate::sys::Accept::Stream)
         .map_err(|e| Error::io("read the rules file", path, e))?;
     parse_file(path, &text)
 }
@@ -454,7 +454,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     Err(Error::Refused(vec![Refusal {
         headline: format!(
             "the rules file {shown} has {} line{} that {} not a rule",
-            crate::outliers::thousands(count),
+            crate::report::outliers::thousands(count),
             plural(count),
             if count == 1 { "is" } else { "are" }
         ),
@@ -589,7 +589,7 @@ pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
         let more = rules.len() - SHOWN;
         lines.push(format!(
             "... and {} more rule{} that match{} no tensor",
-            crate::outliers::thousands(more),
+            crate::report::outliers::thousands(more),
             plural(more),
             if more == 1 { "es" } else { "" }
         ));
@@ -628,7 +628,7 @@ pub fn unmatched_refusal(rules: &[&Rule], names: &[&str], strict: bool) -> Refus
     Refusal {
         headline: format!(
             "{} rule{} match{} no tensor of the inputs ({why})",
-            crate::outliers::thousands(rules.len()),
+            crate::report::outliers::thousands(rules.len()),
             plural(rules.len()),
             if rules.len() == 1 { "es" } else { "" }
         ),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Refusal, Result};
 use crate::input::{Input, Tensor};
-use crate::spec::normalize_axis;
+use crate::plan::spec::normalize_axis;
 
 /// Inserts the new axis into every tensor's shape, after checking numpy.stack's rules: one
 /// shape for all (per tensor name, for files that hold several) and an axis in `[-(r+1), r]`.

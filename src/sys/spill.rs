@@ -6,7 +6,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::error::{InputRef, Result};
-use crate::source;
+use crate::sys;
 
 /// The temporary file that holds the data of inputs converted on the way in (JSON text),
 /// each at its own offset; created on first use and deleted when the process ends.
@@ -66,7 +66,7 @@ impl SpillWriter<'_> {
 
     fn flush(&mut self) -> io::Result<()> {
         let at = self.start + self.written;
-        source::write_all_at(&self.file, &self.buffer, at)?;
+        sys::write_all_at(&self.file, &self.buffer, at)?;
         self.written += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
@@ -91,9 +91,9 @@ impl SpillWriter<'_> {
         while done < self.written {
             let take = chunk.len().min((self.written - done) as usize);
             let piece = &mut chunk[..take];
-            source::read_exact_at(&self.file, piece, self.start + done)?;
+            sys::read_exact_at(&self.file, piece, self.start + done)?;
             piece.chunks_exact_mut(unit).for_each(&mut change);
-            source::write_all_at(&self.file, piece, self.start + done)?;
+            sys::write_all_at(&self.file, piece, self.start + done)?;
             done += take as u64;
         }
         Ok(())

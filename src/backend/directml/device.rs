@@ -23,7 +23,7 @@ use crate::dtype::swap_in_place;
 use crate::error::{Error, Result};
 use crate::output::Sink;
 use crate::plan::JoinPlan;
-use crate::source::Region;
+use crate::sys::Region;
 
 type Outcome<T> = std::result::Result<T, String>;
 

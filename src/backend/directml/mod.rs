@@ -139,7 +139,7 @@ impl Session {
             let regions = sources
                 .iter()
                 .zip(&job.inputs)
-                .map(|(input, p)| crate::copy::map(input, p))
+                .map(|(input, p)| crate::engine::map(input, p))
                 .collect::<Result<Vec<_>>>()?;
             for dispatch in plan.dispatches() {
                 self.gpu.dispatch(plan, job, &dispatch, &regions, out)?;

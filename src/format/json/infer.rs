@@ -5,10 +5,10 @@
 //! inference to them.
 
 use super::scan::{Fail, Number, Parsed, Scalar, quoted};
-use crate::cast::{narrow_bf16, narrow_f16};
 use crate::dtype::DType;
+use crate::dtype::cast::{narrow_bf16, narrow_f16};
 use crate::error::excerpt;
-use crate::spill::SpillWriter;
+use crate::sys::spill::SpillWriter;
 
 /// Receives the elements the walker finds, in C order.
 pub(super) trait Leaves {

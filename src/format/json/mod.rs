@@ -32,8 +32,8 @@ use crate::dtype::{ByteOrder, DType};
 use crate::error::excerpt;
 use crate::error::{Error, InputRef, Result};
 use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
-use crate::source::Region;
-use crate::spill::{Spill, SpillWriter};
+use crate::sys::Region;
+use crate::sys::spill::{Spill, SpillWriter};
 use infer::{Finished, Inferred, Leaves, Typed};
 use scan::{Fail, Parsed, Parser, quoted};
 
@@ -542,7 +542,7 @@ mod tests {
         let info = &found.info;
         let mut data = vec![0u8; info.data_len as usize];
         let file = found.file.as_ref().expect("a spilled tensor");
-        crate::source::read_exact_at(file, &mut data, info.data_offset).expect("read back");
+        crate::sys::read_exact_at(file, &mut data, info.data_offset).expect("read back");
         let elements = match &info.dtype {
             DType::Bool => data
                 .iter()

@@ -16,7 +16,7 @@ use std::io;
 
 use super::MAX_DEPTH;
 use crate::error::excerpt;
-use crate::source::Region;
+use crate::sys::Region;
 
 /// How far the scanner reads between releases of the text's pages behind it.
 const RELEASE_STEP: usize = 16 << 20;

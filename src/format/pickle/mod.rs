@@ -367,11 +367,7 @@ fn tensors(
         return Err(unreadable_error(input, name, why));
     }
     if select.is_none() {
-        notes.extend(
-            skipped
-                .iter()
-                .map(|s| format!("skipped {s}")),
-        );
+        notes.extend(skipped.iter().map(|s| format!("skipped {s}")));
     }
     // Tensors that share a storage (tied weights) are each written whole.
     let mut by_storage: HashMap<&str, Vec<&str>> = HashMap::new();
