@@ -6,11 +6,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+#[cfg(unix)]
+use std::process::Stdio;
+use std::process::{Command, Output};
 
 use safetensors::tensor::{Dtype, TensorView};
 
-use crate::util::{dir_entries, refused};
+#[cfg(unix)]
+use crate::util::dir_entries;
+use crate::util::refused;
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
@@ -240,6 +244,7 @@ fn run_with_closed(dir: &Path, args: &[&str], stdout: bool) -> Output {
     child.wait_with_output().unwrap()
 }
 
+#[cfg(unix)]
 fn plain_inputs() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_safetensors(&dir.path().join("a.safetensors"), &["x", "y"], &[2, 3]);
@@ -320,6 +325,7 @@ fn a_refusal_to_closed_streams_keeps_its_status() {
 }
 
 /// Standard output of a run that may fail.
+#[cfg(unix)]
 fn succeeds_or(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(run(dir, args).stdout).unwrap()
 }
