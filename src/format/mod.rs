@@ -606,3 +606,147 @@ pub fn byte_count(shape: &[u64], itemsize: u64) -> Option<u64> {
         .iter()
         .try_fold(itemsize, |bytes, &dim| bytes.checked_mul(dim))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A format tjoin would only read, declared as a new format's module would.
+    const TOY: Descriptor = Descriptor {
+        name: "toy",
+        extensions: &[".toy"],
+        files: "toy files",
+        magic: Some(|head| head.starts_with(b"TOY!")),
+        looks_like: None,
+        reader: Some(|_, _, _| {
+            Ok(Contents {
+                tensors: Vec::new(),
+                metadata: None,
+                notes: Vec::new(),
+                format: None,
+            })
+        }),
+        archive: None,
+        writing: Writing::ReadOnly {
+            instead: "write safetensors",
+        },
+        holds_names: true,
+        c_order_only: false,
+        reads_in_place: true,
+        cannot_grow: None,
+    };
+
+    fn headline(error: Error) -> String {
+        match error {
+            Error::Refused(refusals) => refusals[0].headline.clone(),
+            other => panic!("not a refusal: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_read_only_format_is_refused_as_an_output_from_its_descriptor_alone() {
+        let toy = Format(&TOY);
+        let path = Path::new("out.toy");
+        let refused = Format::of_output(path, Some(toy)).unwrap_err();
+        assert!(
+            headline(refused).starts_with("tjoin reads toy files but does not write them: "),
+            "the output is refused, named"
+        );
+        assert!(toy.writer(&WriteOptions::default()).is_err());
+        assert_eq!(toy.planned_output(), Format::SafeTensors);
+        assert_eq!(
+            toy.cannot_grow().as_deref(),
+            Some("tjoin reads toy files but does not write them")
+        );
+        assert!(toy.is_container());
+    }
+
+    #[test]
+    fn pytorch_outputs_are_refused_by_extension_and_by_name() {
+        for (path, forced) in [
+            ("model.pt", None),
+            ("model.pth", None),
+            ("x.npy", Some(Format::PyTorch)),
+        ] {
+            let refused = Format::of_output(Path::new(path), forced).unwrap_err();
+            assert!(headline(refused).starts_with("tjoin reads PyTorch checkpoints"));
+        }
+        assert!(Format::PyTorch.writer(&WriteOptions::default()).is_err());
+        assert!(!Format::output_names().contains(&"pt"));
+        assert_eq!(Format::PyTorch.planned_output(), Format::SafeTensors);
+    }
+
+    #[test]
+    fn every_registered_format_has_one_name_its_own_extensions_and_a_reader() {
+        let mut names = Vec::new();
+        let mut extensions: Vec<&str> = Vec::new();
+        for descriptor in REGISTERED {
+            assert!(
+                descriptor.reader.is_some() || descriptor.archive.is_some(),
+                "{} is read",
+                descriptor.name
+            );
+            assert!(descriptor.extensions.iter().all(|e| e.starts_with('.')));
+            assert!(!descriptor.extensions.is_empty());
+            names.push(descriptor.name);
+            extensions.extend(descriptor.extensions);
+        }
+        let (all_names, all_extensions) = (names.len(), extensions.len());
+        names.sort_unstable();
+        names.dedup();
+        extensions.sort_unstable();
+        extensions.dedup();
+        assert_eq!(names.len(), all_names, "names are unique");
+        assert_eq!(extensions.len(), all_extensions, "extensions are unique");
+        let rest = REGISTERED
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.archive,
+                    Some(Archive {
+                        claims: Claim::Rest,
+                        ..
+                    })
+                )
+            })
+            .count();
+        assert!(
+            rest <= 1,
+            "at most one format takes the archives no other claims"
+        );
+        assert_eq!(Format::names(), ["npy", "json", "npz", "safetensors", "pt"]);
+    }
+
+    #[test]
+    fn zip_archives_are_sniffed_as_archives_and_their_members_decide() {
+        let zip = b"PK\x03\x04\x14\x00\x00\x00\x00\x00";
+        assert_eq!(Format::of_input(Path::new("model.pt"), zip), Format::Npz);
+        let pt = |name: &str| zip::Member {
+            name: name.to_string(),
+            method: zip::STORED,
+            crc: 0,
+            compressed: 0,
+            size: 0,
+            data_start: 0,
+        };
+        let claims = |format: Format, members: &[zip::Member]| match &format.0.archive {
+            Some(Archive {
+                claims: Claim::Members(claims),
+                ..
+            }) => claims(members),
+            _ => false,
+        };
+        assert!(claims(
+            Format::PyTorch,
+            &[pt("archive/data.pkl"), pt("archive/data/0")]
+        ));
+        assert!(!claims(
+            Format::PyTorch,
+            &[pt("archive/data.pkl"), pt("x.npy")]
+        ));
+        assert!(
+            !claims(Format::Npz, &[pt("x.npy")]),
+            "an .npz claims only the rest"
+        );
+    }
+}
