@@ -83,8 +83,7 @@ impl JoinConfig {
         let sharded = sharded_output(cli)?;
         let output_format = match (&cli.output, &sharded) {
             (Some(_), Some(_)) => match forced {
-                None | Some(Format::SafeTensors) => Some(Format::SafeTensors),
-                Some(other) => {
+                Some(other) if other != Format::SafeTensors => {
                     return Err(Error::refused(
                         format!(
                             "--format {}: a folder or an index as the output is a sharded \
@@ -94,6 +93,7 @@ impl JoinConfig {
                         "drop --format, or name a file as the output",
                     ));
                 }
+                _ => Some(Format::SafeTensors),
             },
             (Some(path), None) => Some(Format::of_output(path, forced)?),
             (None, _) => forced,

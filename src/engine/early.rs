@@ -67,7 +67,9 @@ impl EarlyCopy {
         let plain = config.action == Action::Write
             && !crate::output::written_directly(target)
             && config.output.format == Some(Format::Npy)
-            && matches!(config.input_format, None | Some(Format::Npy))
+            && config
+                .input_format
+                .is_none_or(|format| format == Format::Npy)
             && rules.cast.is_none()
             && !config.stack
             && rules.tensor_rules.is_empty()

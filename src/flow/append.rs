@@ -97,19 +97,7 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
             "name the .npy file to grow first, then the inputs to append to it",
         ));
     }
-    let why = match first.format {
-        Format::Npy => None,
-        Format::Npz => Some(
-            "an .npz archive lists its members in a directory at its end, and a member cannot \
-             grow without moving everything after it",
-        ),
-        Format::SafeTensors => Some(
-            "a .safetensors header lists every tensor's byte offsets, and the tensors after a \
-             grown one would have to move (so would the data, were the header to grow)",
-        ),
-        Format::Json => Some("JSON text closes its brackets at its end"),
-        Format::PyTorch => Some("tjoin reads PyTorch checkpoints but does not write them"),
-    };
+    let why = first.format.cannot_grow();
     if let Some(why) = why {
         return Err(Error::refused(
             format!("cannot append to {name} in place: only .npy files grow in place; {why}"),

@@ -40,12 +40,13 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         }
     }
     // A dry run without an output plans as if the output were like the first input.
-    // A checkpoint is read, not written: a dry run without an output plans safetensors.
-    let format = match config.output.format.unwrap_or(inputs[0].format) {
-        Format::PyTorch => Format::SafeTensors,
-        format => format,
-    };
-    let mut writer = format.writer(&write_options(config, format, &inputs)?);
+    // A format tjoin only reads (a checkpoint) plans the output as safetensors.
+    let format = config
+        .output
+        .format
+        .unwrap_or(inputs[0].format)
+        .planned_output();
+    let mut writer = format.writer(&write_options(config, format, &inputs)?)?;
     let job = plan(config, &inputs, format, writer.as_ref(), &mut warnings)?;
     let shards = shard_plan(config, &inputs, &job, writer.as_ref(), &mut warnings)?;
     let mut engine = Engine::choose(config.engine.backend, config.engine.adapter, &job)?;

@@ -20,33 +20,126 @@ use crate::error::{Error, InputRef, Refusal, Result};
 use crate::output::{PassThrough, Sink};
 use crate::sys::spill::Spill;
 
-/// The file formats tjoin reads and writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// numpy's .npy: one tensor.
-    Npy,
-    /// numpy's .npz: a zip archive of .npy files.
-    Npz,
-    /// Hugging Face's safetensors: named tensors behind a JSON header.
-    SafeTensors,
-    /// JSON text: nested arrays, or an object with dtype, shape and data.
-    Json,
-    /// PyTorch's `torch.save` (`.pt`, `.pth`, `.bin`): a pickle read without running it,
-    /// its storages beside it (`format/pickle/`). Read, not written.
-    PyTorch,
+/// A file format: a handle on its [`Descriptor`], which says what tjoin can do with its
+/// files. Callers ask the format (`holds_names`, `read`, `writer`) rather than matching on
+/// which one it is; the constants below name the formats other stages choose themselves.
+#[derive(Clone, Copy)]
+pub struct Format(&'static Descriptor);
+
+/// What a format is and what tjoin can do with its files: how they are recognised, read and
+/// written. Each format's module declares one (`npy::FORMAT`); [`REGISTERED`] lists them.
+pub struct Descriptor {
+    /// Its name, as `--format` and `--input-format` take it and `--dry-run` prints it.
+    pub name: &'static str,
+    /// The extensions of its files, the first naming the format in messages (`.npy`).
+    pub extensions: &'static [&'static str],
+    /// What messages call its files (`PyTorch checkpoints`).
+    pub files: &'static str,
+    /// Whether a file's first bytes are this format's signature.
+    pub magic: Option<Sign>,
+    /// Whether a file's first bytes look like this format, a weaker sign than its extension
+    /// (JSON text opens with a bracket or brace).
+    pub looks_like: Option<Sign>,
+    /// Reads a file of this format that is not a ZIP archive (or any file, for formats that
+    /// are never ZIP archives).
+    pub reader: Option<FileReader>,
+    /// How this format's files are told apart and read when they are ZIP archives.
+    pub archive: Option<Archive>,
+    /// Whether and how tjoin writes this format.
+    pub writing: Writing,
+    /// Whether its files hold named tensors, several of them.
+    pub holds_names: bool,
+    /// Whether it can only hold data in C order, so the join must produce it.
+    pub c_order_only: bool,
+    /// Whether tensor data is read from the input file itself, where it lies, after its
+    /// header (JSON text is converted into the spill file as it is read instead).
+    pub reads_in_place: bool,
+    /// Why a file of this format cannot grow in place (`--append`), if it cannot.
+    pub cannot_grow: Option<&'static str>,
 }
 
-/// Every format's name, as `--format` and `--input-format` take it and as extensions spell it.
-const NAMES: &[(&str, Format)] = &[
-    ("npy", Format::Npy),
-    ("json", Format::Json),
-    ("npz", Format::Npz),
-    ("safetensors", Format::SafeTensors),
-    ("pt", Format::PyTorch),
+/// A test of a file's first bytes.
+pub type Sign = fn(&[u8]) -> bool;
+
+/// A reader of a whole file: the file, with `select` the one tensor wanted (other tensors
+/// may be left out), and the spill file for data that cannot be mapped where it lies.
+pub type FileReader = fn(Opened<'_>, Option<&str>, &mut Spill) -> Result<Contents>;
+
+/// How a format stored as a ZIP archive claims an archive and reads it. Several formats are
+/// ZIP archives (an .npz, a `torch.save` file): the first bytes say only that; the members
+/// decide which one a file is.
+pub struct Archive {
+    /// Which archives are this format's.
+    pub claims: Claim,
+    /// Why an archive this format does not claim is not one of its files.
+    pub unclaimed: &'static str,
+    /// Reads a claimed archive, its directory `members` already listed; with `select`, the
+    /// one tensor wanted.
+    pub read: fn(&File, &InputRef, Vec<zip::Member>, Option<&str>) -> Result<Contents>,
+}
+
+/// Which ZIP archives a format claims.
+pub enum Claim {
+    /// Those whose members pass this test (a `data.pkl` one folder down).
+    Members(fn(&[zip::Member]) -> bool),
+    /// Every archive no format of [`Claim::Members`] claims (an .npz, whose reader then says
+    /// what is wrong with the members it finds).
+    Rest,
+}
+
+/// Whether and how tjoin writes a format.
+pub enum Writing {
+    /// Written by this writer, built from the options of the output.
+    By(fn(&WriteOptions) -> Box<dyn Writer>),
+    /// Read, never written; the hint says what to write instead.
+    ReadOnly {
+        /// What to write instead, as a refusal's hint.
+        instead: &'static str,
+    },
+}
+
+/// Every format tjoin knows, in the order `--input-format` and `--format` list them. Adding
+/// a format is its module, with its [`Descriptor`], and one line here.
+pub const REGISTERED: &[&Descriptor] = &[
+    &npy::FORMAT,
+    &json::FORMAT,
+    &npz::FORMAT,
+    &safetensors::FORMAT,
+    &pickle::FORMAT,
 ];
 
-/// Other extensions of a format: PyTorch checkpoints' (`model.pth`, `pytorch_model.bin`).
-const MORE_EXTENSIONS: &[(&str, Format)] = &[("pth", Format::PyTorch), ("bin", Format::PyTorch)];
+#[allow(non_upper_case_globals)]
+impl Format {
+    /// numpy's .npy: one tensor.
+    pub const Npy: Format = Format(&npy::FORMAT);
+    /// numpy's .npz: a zip archive of .npy files.
+    pub const Npz: Format = Format(&npz::FORMAT);
+    /// Hugging Face's safetensors: named tensors behind a JSON header.
+    pub const SafeTensors: Format = Format(&safetensors::FORMAT);
+    /// JSON text: nested arrays, or an object with dtype, shape and data.
+    pub const Json: Format = Format(&json::FORMAT);
+    /// PyTorch's `torch.save` (`.pt`, `.pth`, `.bin`): a pickle read without running it,
+    /// its storages beside it (`format/pickle/`). Read, not written.
+    pub const PyTorch: Format = Format(&pickle::FORMAT);
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Format) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Format {}
+
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+fn registered() -> impl Iterator<Item = Format> {
+    REGISTERED.iter().map(|&descriptor| Format(descriptor))
+}
 
 /// What the writer of an output needs beyond its tensors.
 #[derive(Debug, Clone, Default)]
@@ -101,76 +194,62 @@ pub struct Opened<'a> {
 }
 
 impl Format {
+    /// What the format is and what tjoin can do with its files.
+    pub fn descriptor(self) -> &'static Descriptor {
+        self.0
+    }
+
     /// Every format's name, as `--input-format` takes them.
     pub fn names() -> Vec<&'static str> {
-        NAMES.iter().map(|(name, _)| *name).collect()
+        registered().map(Format::name).collect()
     }
 
     /// The names of the formats tjoin writes, as `--format` takes them.
     pub fn output_names() -> Vec<&'static str> {
-        NAMES
-            .iter()
-            .filter(|(_, format)| *format != Format::PyTorch)
-            .map(|(name, _)| *name)
+        registered()
+            .filter(|format| format.is_written())
+            .map(Format::name)
             .collect()
     }
 
     /// The format's short name, as `--dry-run` prints it.
     pub fn name(self) -> &'static str {
-        NAMES
-            .iter()
-            .find(|(_, format)| *format == self)
-            .map_or("?", |(name, _)| name)
+        self.0.name
     }
 
-    /// The format of the input `file` at `path`: from its first bytes when they say (the
-    /// .npy magic, a zip signature, a safetensors header), else from its extension, else
-    /// JSON when the text opens with a bracket or brace, else .npy (whose reader then says
-    /// what it found instead).
+    /// The format of the input `file` at `path`: from its first bytes when they are a
+    /// format's signature (the .npy magic, a zip signature, a safetensors header), else from
+    /// its extension, else from what the bytes look like (JSON text opens with a bracket or
+    /// brace), else .npy (whose reader then says what it found instead). A ZIP archive is
+    /// sniffed as the format that claims the archives no other claims (.npz); its members
+    /// decide when it is read ([`Format::read`]).
     pub fn of_input(path: &Path, head: &[u8]) -> Format {
-        let start = &head[..head.len().min(64)];
-        let json_like = start
-            .iter()
-            .find(|b| !b" \t\r\n".contains(b))
-            .is_some_and(|b| matches!(b, b'[' | b'{'))
-            // A safetensors header length (a u64 below 2^56) holds a zero byte; text does not.
-            && !start[..start.len().min(9)].contains(&0);
-        if start.starts_with(b"\x93NUMPY") {
-            Format::Npy
-        } else if head.starts_with(pickle::LEGACY_MAGIC) || pickle::is_tar(head) {
-            // A zip archive is told apart by its members (`Format::read`).
-            Format::PyTorch
-        } else if start.starts_with(b"PK\x03\x04") || start.starts_with(b"PK\x05\x06") {
-            Format::Npz
-        } else if start.len() >= 9 && start[8] == b'{' && !json_like {
-            // A safetensors header length is a little-endian u64: JSON text never starts one.
-            Format::SafeTensors
-        } else if let Some(format) = Format::of_extension(path) {
-            format
-        } else if json_like {
-            Format::Json
-        } else {
-            Format::Npy
-        }
+        let sign = |test: fn(&Descriptor) -> Option<Sign>| {
+            registered().find(|format| test(format.0).is_some_and(|sign| sign(head)))
+        };
+        sign(|d| d.magic)
+            .or_else(|| Format::of_extension(path))
+            .or_else(|| sign(|d| d.looks_like))
+            .unwrap_or(Format::Npy)
     }
 
     /// The format a file's extension names, if it names one.
     pub fn of_extension(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?;
-        NAMES
-            .iter()
-            .chain(MORE_EXTENSIONS)
-            .find(|(n, _)| n.eq_ignore_ascii_case(ext))
-            .map(|&(_, format)| format)
+        registered().find(|format| {
+            format
+                .0
+                .extensions
+                .iter()
+                .any(|e| e.trim_start_matches('.').eq_ignore_ascii_case(ext))
+        })
     }
 
     /// The format a `--format` / `--input-format` value names; refuses others, listing the
     /// names there are.
     pub fn from_name(name: &str, flag: &str) -> Result<Format> {
-        NAMES
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, format)| format)
+        registered()
+            .find(|format| format.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| {
                 Error::refused(
                     format!("{flag} {name}: there is no format of that name"),
@@ -180,19 +259,11 @@ impl Format {
     }
 
     /// The format to write `path` in: `forced` (`--format`) if given, else from its
-    /// extension. Standard output (`-`) has no extension, so it needs `--format`.
+    /// extension. Standard output (`-`) has no extension, so it needs `--format`. A format
+    /// tjoin only reads is refused here.
     pub fn of_output(path: &Path, forced: Option<Format>) -> Result<Format> {
-        if forced == Some(Format::PyTorch)
-            || (forced.is_none() && Format::of_extension(path) == Some(Format::PyTorch))
-        {
-            return Err(Error::refused(
-                format!(
-                    "tjoin reads PyTorch checkpoints but does not write them: {} would be one",
-                    crate::messages::path(path)
-                ),
-                "write safetensors (-o model.safetensors), which torch and transformers load \
-                 without running code from the file",
-            ));
+        if let Some(format) = forced.or_else(|| Format::of_extension(path)) {
+            format.check_written(Some(path))?;
         }
         if let Some(format) = forced {
             return Ok(format);
@@ -217,70 +288,88 @@ impl Format {
         })
     }
 
+    /// Whether tjoin writes this format.
+    pub fn is_written(self) -> bool {
+        matches!(self.0.writing, Writing::By(_))
+    }
+
+    /// Refuses a format tjoin reads but does not write, naming the output `path` when there
+    /// is one: the one place such a write is refused.
+    pub fn check_written(self, path: Option<&Path>) -> Result<()> {
+        match self.0.writing {
+            Writing::By(_) => Ok(()),
+            Writing::ReadOnly { instead } => Err(not_written(self, instead, path)),
+        }
+    }
+
+    /// The format a dry run without an output plans: the first input's, or safetensors when
+    /// tjoin does not write that one.
+    pub fn planned_output(self) -> Format {
+        if self.is_written() {
+            self
+        } else {
+            Format::SafeTensors
+        }
+    }
+
+    /// Why a file of this format cannot grow in place (`--append`), if it cannot.
+    pub fn cannot_grow(self) -> Option<String> {
+        if !self.is_written() {
+            return Some(format!(
+                "tjoin reads {} but does not write them",
+                self.0.files
+            ));
+        }
+        self.0.cannot_grow.map(str::to_string)
+    }
+
     /// Whether the format can only hold data in C order, so the join must produce it.
     pub fn needs_c_order(self) -> bool {
-        matches!(self, Format::SafeTensors | Format::Json)
+        self.0.c_order_only
     }
 
     /// The extension that names the format: `.npy`.
     pub fn extension(self) -> &'static str {
-        match self {
-            Format::Npy => ".npy",
-            Format::Npz => ".npz",
-            Format::SafeTensors => ".safetensors",
-            Format::Json => ".json",
-            Format::PyTorch => ".pt",
-        }
+        self.0.extensions.first().copied().unwrap_or("")
     }
 
     /// Whether files of this format hold named tensors, several of them.
     pub fn is_container(self) -> bool {
-        matches!(self, Format::Npz | Format::SafeTensors | Format::PyTorch)
+        self.0.holds_names
     }
 
     /// Whether tensor data is read from the input file itself, where it lies, after its
     /// header. JSON text is converted into the spill file as it is read, so the input is
     /// done with once `read` returns.
     pub fn reads_in_place(self) -> bool {
-        self != Format::Json
+        self.0.reads_in_place
     }
 
     /// Reads the tensors the file `opened` of this format declares; with `select`, only the
     /// tensor of that name (an error lists the names there are when none has it). Formats
     /// whose data cannot be mapped where it lies (JSON text) convert it into `spill`, and
-    /// their tensors name the spill file as the one their data is in.
+    /// their tensors name the spill file as the one their data is in. A ZIP archive is read
+    /// as the format its members make it ([`Claim`]), which `Contents::format` then names.
     pub fn read(
         self,
         opened: Opened<'_>,
         select: Option<&str>,
         spill: &mut Spill,
     ) -> Result<Contents> {
-        let Opened {
-            file,
-            len,
-            name,
-            head,
-        } = opened;
-        let mut contents = match self {
-            Format::Npy => Contents {
-                tensors: vec![Found {
-                    name: None,
-                    info: npy::read_header_from(file, len, name, head)?,
-                    file: None,
-                    stored_crc: None,
-                }],
-                metadata: None,
-                notes: Vec::new(),
-                format: None,
-            },
-            Format::Npz => return read_archive(self, opened, select),
-            Format::PyTorch if head.starts_with(b"PK") => {
-                return read_archive(self, opened, select);
+        let descriptor = self.0;
+        let as_archive = descriptor
+            .archive
+            .as_ref()
+            .filter(|_| descriptor.reader.is_none() || zip::is_archive(opened.head));
+        let mut contents = match (as_archive, descriptor.reader) {
+            (Some(archive), _) => read_archive(self, archive, opened, select)?,
+            (None, Some(reader)) => reader(opened, select, spill)?,
+            (None, None) => {
+                return Err(Error::refused(
+                    format!("tjoin writes {} but does not read them", descriptor.files),
+                    "name an input in another format, or drop --input-format",
+                ));
             }
-            Format::PyTorch if pickle::is_tar(head) => return Err(pickle::tar_refused(name)),
-            Format::PyTorch => return pickle::read_legacy(file, len, name, select),
-            Format::SafeTensors => safetensors::read(file, len, name)?,
-            Format::Json => json::read(file, len, name, spill)?,
         };
         if let Some(wanted) = select {
             let is_wanted = |t: &Found| t.name.as_deref() == Some(wanted);
@@ -290,52 +379,66 @@ impl Format {
                     .iter()
                     .filter_map(|t| t.name.clone())
                     .collect();
-                return Err(no_such_tensor(name, wanted, &names));
+                return Err(no_such_tensor(opened.name, wanted, &names));
             }
             contents.tensors.retain(is_wanted);
         }
         Ok(contents)
     }
 
-    /// The writer of an output in this format.
-    pub fn writer(self, options: &WriteOptions) -> Box<dyn Writer> {
-        match self {
-            Format::Npy => Box::new(npy::NpyWriter),
-            Format::Npz => Box::new(npz::NpzWriter::new(options.compress)),
-            Format::SafeTensors => Box::new(safetensors::SafeTensorsWriter {
-                metadata: options.metadata.clone(),
-            }),
-            Format::Json => Box::new(json::JsonWriter::new(options.json_form)),
-            Format::PyTorch => Box::new(Unwritable),
+    /// The writer of an output in this format; refuses a format tjoin does not write.
+    pub fn writer(self, options: &WriteOptions) -> Result<Box<dyn Writer>> {
+        match self.0.writing {
+            Writing::By(writer) => Ok(writer(options)),
+            Writing::ReadOnly { instead } => Err(not_written(self, instead, None)),
         }
     }
 }
 
-/// Reads a zip archive: an .npz, or a `torch.save` checkpoint, told apart by their members.
-fn read_archive(format: Format, opened: Opened<'_>, select: Option<&str>) -> Result<Contents> {
+/// Reads a ZIP archive `format` was asked to read, as the format its members make it: a
+/// format that claims archives by their members reads only those it claims; the format of
+/// the other archives (.npz) reads those no format claims by its members.
+fn read_archive(
+    format: Format,
+    archive: &Archive,
+    opened: Opened<'_>,
+    select: Option<&str>,
+) -> Result<Contents> {
     let Opened {
         file, len, name, ..
     } = opened;
-    let members = zip::directory(file, len).map_err(|reason| Error::Malformed {
+    let malformed = |reason: String| Error::Malformed {
         input: name.clone(),
         format: format.extension(),
         reason,
-    })?;
-    match pickle::archive_of(&members) {
-        Some(archive) => {
-            let mut contents = pickle::read_zip(file, name, &members, &archive, select)?;
-            contents.format = Some(Format::PyTorch);
-            Ok(contents)
-        }
-        None if format == Format::Npz => npz::read(members, file, name, select),
-        None => Err(Error::Malformed {
-            input: name.clone(),
-            format: ".pt",
-            reason: "it is a zip archive without a data.pkl member, which every torch.save \
-                     archive has"
-                .to_string(),
-        }),
-    }
+    };
+    let members = zip::directory(file, len).map_err(malformed)?;
+    let claims = |format: &Format| match format.0.archive.as_ref().map(|a| &a.claims) {
+        Some(Claim::Members(claims)) => claims(&members),
+        _ => false,
+    };
+    let claimant = match archive.claims {
+        Claim::Members(_) if claims(&format) => format,
+        Claim::Members(_) => return Err(malformed(archive.unclaimed.to_string())),
+        Claim::Rest => registered().find(claims).unwrap_or(format),
+    };
+    let read = claimant.0.archive.as_ref().map_or(archive.read, |a| a.read);
+    let mut contents = read(file, name, members, select)?;
+    contents.format = Some(claimant);
+    Ok(contents)
+}
+
+/// The refusal of a write in a format tjoin reads but does not write.
+fn not_written(format: Format, instead: &str, path: Option<&Path>) -> Error {
+    let files = format.0.files;
+    let headline = match path {
+        Some(path) => format!(
+            "tjoin reads {files} but does not write them: {} would be one",
+            crate::messages::path(path)
+        ),
+        None => format!("tjoin reads {files} but does not write them"),
+    };
+    Error::refused(headline, instead)
 }
 
 fn format_names() -> String {
@@ -439,21 +542,6 @@ pub trait Writer {
     }
 }
 
-/// The writer of a format tjoin reads but does not write: refuses every output.
-struct Unwritable;
-
-impl Writer for Unwritable {
-    fn check(&self, _tensors: &[OutTensor]) -> std::result::Result<(), Refusal> {
-        cannot_hold(vec![
-            "tjoin does not write PyTorch checkpoints; write safetensors instead".to_string(),
-        ])
-    }
-
-    fn start_tensor(&mut self, _sink: &mut dyn Sink, _tensor: &OutTensor) -> io::Result<()> {
-        Err(io::Error::other("tjoin does not write PyTorch checkpoints"))
-    }
-}
-
 /// The order in which a tensor's elements are laid out in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -517,4 +605,148 @@ pub fn byte_count(shape: &[u64], itemsize: u64) -> Option<u64> {
     shape
         .iter()
         .try_fold(itemsize, |bytes, &dim| bytes.checked_mul(dim))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A format tjoin would only read, declared as a new format's module would.
+    const TOY: Descriptor = Descriptor {
+        name: "toy",
+        extensions: &[".toy"],
+        files: "toy files",
+        magic: Some(|head| head.starts_with(b"TOY!")),
+        looks_like: None,
+        reader: Some(|_, _, _| {
+            Ok(Contents {
+                tensors: Vec::new(),
+                metadata: None,
+                notes: Vec::new(),
+                format: None,
+            })
+        }),
+        archive: None,
+        writing: Writing::ReadOnly {
+            instead: "write safetensors",
+        },
+        holds_names: true,
+        c_order_only: false,
+        reads_in_place: true,
+        cannot_grow: None,
+    };
+
+    fn headline(error: Error) -> String {
+        match error {
+            Error::Refused(refusals) => refusals[0].headline.clone(),
+            other => panic!("not a refusal: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_read_only_format_is_refused_as_an_output_from_its_descriptor_alone() {
+        let toy = Format(&TOY);
+        let path = Path::new("out.toy");
+        let refused = Format::of_output(path, Some(toy)).unwrap_err();
+        assert!(
+            headline(refused).starts_with("tjoin reads toy files but does not write them: "),
+            "the output is refused, named"
+        );
+        assert!(toy.writer(&WriteOptions::default()).is_err());
+        assert_eq!(toy.planned_output(), Format::SafeTensors);
+        assert_eq!(
+            toy.cannot_grow().as_deref(),
+            Some("tjoin reads toy files but does not write them")
+        );
+        assert!(toy.is_container());
+    }
+
+    #[test]
+    fn pytorch_outputs_are_refused_by_extension_and_by_name() {
+        for (path, forced) in [
+            ("model.pt", None),
+            ("model.pth", None),
+            ("x.npy", Some(Format::PyTorch)),
+        ] {
+            let refused = Format::of_output(Path::new(path), forced).unwrap_err();
+            assert!(headline(refused).starts_with("tjoin reads PyTorch checkpoints"));
+        }
+        assert!(Format::PyTorch.writer(&WriteOptions::default()).is_err());
+        assert!(!Format::output_names().contains(&"pt"));
+        assert_eq!(Format::PyTorch.planned_output(), Format::SafeTensors);
+    }
+
+    #[test]
+    fn every_registered_format_has_one_name_its_own_extensions_and_a_reader() {
+        let mut names = Vec::new();
+        let mut extensions: Vec<&str> = Vec::new();
+        for descriptor in REGISTERED {
+            assert!(
+                descriptor.reader.is_some() || descriptor.archive.is_some(),
+                "{} is read",
+                descriptor.name
+            );
+            assert!(descriptor.extensions.iter().all(|e| e.starts_with('.')));
+            assert!(!descriptor.extensions.is_empty());
+            names.push(descriptor.name);
+            extensions.extend(descriptor.extensions);
+        }
+        let (all_names, all_extensions) = (names.len(), extensions.len());
+        names.sort_unstable();
+        names.dedup();
+        extensions.sort_unstable();
+        extensions.dedup();
+        assert_eq!(names.len(), all_names, "names are unique");
+        assert_eq!(extensions.len(), all_extensions, "extensions are unique");
+        let rest = REGISTERED
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.archive,
+                    Some(Archive {
+                        claims: Claim::Rest,
+                        ..
+                    })
+                )
+            })
+            .count();
+        assert!(
+            rest <= 1,
+            "at most one format takes the archives no other claims"
+        );
+        assert_eq!(Format::names(), ["npy", "json", "npz", "safetensors", "pt"]);
+    }
+
+    #[test]
+    fn zip_archives_are_sniffed_as_archives_and_their_members_decide() {
+        let zip = b"PK\x03\x04\x14\x00\x00\x00\x00\x00";
+        assert_eq!(Format::of_input(Path::new("model.pt"), zip), Format::Npz);
+        let pt = |name: &str| zip::Member {
+            name: name.to_string(),
+            method: zip::STORED,
+            crc: 0,
+            compressed: 0,
+            size: 0,
+            data_start: 0,
+        };
+        let claims = |format: Format, members: &[zip::Member]| match &format.0.archive {
+            Some(Archive {
+                claims: Claim::Members(claims),
+                ..
+            }) => claims(members),
+            _ => false,
+        };
+        assert!(claims(
+            Format::PyTorch,
+            &[pt("archive/data.pkl"), pt("archive/data/0")]
+        ));
+        assert!(!claims(
+            Format::PyTorch,
+            &[pt("archive/data.pkl"), pt("x.npy")]
+        ));
+        assert!(
+            !claims(Format::Npz, &[pt("x.npy")]),
+            "an .npz claims only the rest"
+        );
+    }
 }

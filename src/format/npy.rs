@@ -6,8 +6,44 @@ use std::io::{self, Read};
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Refusal, Result, excerpt};
-use crate::format::{Layout, OutTensor, TensorInfo, Writer, byte_count};
+use crate::format::{
+    Contents, Descriptor, Found, Layout, Opened, OutTensor, TensorInfo, Writer, Writing, byte_count,
+};
 use crate::output::Sink;
+
+/// numpy's .npy: one tensor behind its magic and header; read and written.
+pub const FORMAT: Descriptor = Descriptor {
+    name: "npy",
+    extensions: &[".npy"],
+    files: ".npy files",
+    magic: Some(|head| head.starts_with(b"\x93NUMPY")),
+    looks_like: None,
+    reader: Some(|opened, _, _| {
+        let Opened {
+            file,
+            len,
+            name,
+            head,
+        } = opened;
+        Ok(Contents {
+            tensors: vec![Found {
+                name: None,
+                info: read_header_from(file, len, name, head)?,
+                file: None,
+                stored_crc: None,
+            }],
+            metadata: None,
+            notes: Vec::new(),
+            format: None,
+        })
+    }),
+    archive: None,
+    writing: Writing::By(|_| Box::new(NpyWriter)),
+    holds_names: false,
+    c_order_only: false,
+    reads_in_place: true,
+    cannot_grow: None,
+};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy aligns the start of the data to this many bytes.

@@ -23,8 +23,35 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
-use crate::format::{Contents, Found, OutTensor, TensorInfo, Writer, no_such_tensor, npy};
+use crate::format::{
+    Archive, Claim, Contents, Descriptor, Found, OutTensor, TensorInfo, Writer, Writing,
+    no_such_tensor, npy,
+};
 use crate::output::Sink;
+
+/// numpy's .npz: a ZIP archive of .npy members, read in place or inflated; read and
+/// written. It reads the archives no other format claims by their members.
+pub const FORMAT: Descriptor = Descriptor {
+    name: "npz",
+    extensions: &[".npz"],
+    files: ".npz archives",
+    magic: Some(zip::is_signature),
+    looks_like: None,
+    reader: None,
+    archive: Some(Archive {
+        claims: Claim::Rest,
+        unclaimed: "it is not a ZIP archive of .npy members",
+        read: |file, input, members, select| read(members, file, input, select),
+    }),
+    writing: Writing::By(|options| Box::new(NpzWriter::new(options.compress))),
+    holds_names: true,
+    c_order_only: false,
+    reads_in_place: true,
+    cannot_grow: Some(
+        "an .npz archive lists its members in a directory at its end, and a member cannot \
+         grow without moving everything after it",
+    ),
+};
 
 /// Reads each member's .npy header, the archive's directory `members` already read; with
 /// `select`, only that member (inflating only it).

@@ -29,9 +29,37 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, excerpt};
-use crate::format::{Contents, Found, Layout, OutTensor, TensorInfo, Writer, shape_text};
+use crate::format::{
+    Contents, Descriptor, Found, Layout, OutTensor, TensorInfo, Writer, Writing, shape_text,
+};
 use crate::output::Sink;
 use crate::sys::Region;
+
+/// Hugging Face's safetensors: named tensors behind a JSON header; read and written.
+pub const FORMAT: Descriptor = Descriptor {
+    name: "safetensors",
+    extensions: &[".safetensors"],
+    files: "safetensors files",
+    // A header length (a little-endian u64 below 2^56) then `{`: JSON text never starts so.
+    magic: Some(|head| {
+        head.len() >= 9 && head[8] == b'{' && !crate::format::json::looks_like(head)
+    }),
+    looks_like: None,
+    reader: Some(|opened, _, _| read(opened.file, opened.len, opened.name)),
+    archive: None,
+    writing: Writing::By(|options| {
+        Box::new(SafeTensorsWriter {
+            metadata: options.metadata.clone(),
+        })
+    }),
+    holds_names: true,
+    c_order_only: true,
+    reads_in_place: true,
+    cannot_grow: Some(
+        "a .safetensors header lists every tensor's byte offsets, and the tensors after a \
+         grown one would have to move (so would the data, were the header to grow)",
+    ),
+};
 
 /// The safetensors crate refuses longer headers (`MAX_HEADER_SIZE`).
 pub const MAX_HEADER_LEN: u64 = 100_000_000;

@@ -54,6 +54,18 @@ pub struct Member {
     pub data_start: u64,
 }
 
+/// Whether a file's first bytes are a ZIP archive's signature: its first local header, or
+/// the end record of an empty archive.
+pub fn is_signature(head: &[u8]) -> bool {
+    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+}
+
+/// Whether a file read as a format that has both a ZIP form and another (a `torch.save`
+/// checkpoint) is in its ZIP form: it starts as every ZIP record does.
+pub fn is_archive(head: &[u8]) -> bool {
+    head.starts_with(b"PK")
+}
+
 /// Reads the central directory of the archive `file` of `file_len` bytes. Errors are reasons
 /// for a message that names the file.
 pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {

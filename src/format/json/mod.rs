@@ -31,11 +31,39 @@ use std::fs::File;
 use crate::dtype::{ByteOrder, DType};
 use crate::error::excerpt;
 use crate::error::{Error, InputRef, Result};
-use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
+use crate::format::{Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count};
 use crate::sys::Region;
 use crate::sys::spill::{Spill, SpillWriter};
 use infer::{Finished, Inferred, Leaves, Typed};
 use scan::{Fail, Parsed, Parser, quoted};
+
+/// JSON text: nested arrays, or an object with dtype, shape and data; converted into the
+/// spill file as it is read, and written.
+pub const FORMAT: Descriptor = Descriptor {
+    name: "json",
+    extensions: &[".json"],
+    files: "JSON texts",
+    magic: None,
+    looks_like: Some(looks_like),
+    reader: Some(|opened, _, spill| read(opened.file, opened.len, opened.name, spill)),
+    archive: None,
+    writing: Writing::By(|options| Box::new(JsonWriter::new(options.json_form))),
+    holds_names: false,
+    c_order_only: true,
+    reads_in_place: false,
+    cannot_grow: Some("JSON text closes its brackets at its end"),
+};
+
+/// Whether a file's first bytes look like JSON text: a bracket or brace after white space,
+/// and no zero byte where a safetensors header length would have one (text has none).
+pub fn looks_like(head: &[u8]) -> bool {
+    let start = &head[..head.len().min(64)];
+    start
+        .iter()
+        .find(|b| !b" \t\r\n".contains(b))
+        .is_some_and(|b| matches!(b, b'[' | b'{'))
+        && !start[..start.len().min(9)].contains(&0)
+}
 
 /// How a JSON output is shaped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -42,12 +42,54 @@ use crate::dtype::{ByteOrder, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, excerpt};
 use crate::format::npz::StoredCrc;
 use crate::format::zip::{self, DEFLATED, Member, STORED};
-use crate::format::{Contents, Found, Layout, TensorInfo, byte_count};
+use crate::format::{
+    Archive, Claim, Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count,
+};
 
 use vm::{Fault, FaultKind, Node, Pickled, TensorRecord};
 
+/// Why a ZIP archive is not a `torch.save` checkpoint.
+const NO_DATA_PKL: &str =
+    "it is a zip archive without a data.pkl member, which every torch.save archive has";
+
+/// PyTorch's `torch.save` checkpoints: a ZIP archive with a `data.pkl` member, or the legacy
+/// form; read without running them, never written.
+pub const FORMAT: Descriptor = Descriptor {
+    name: "pt",
+    extensions: &[".pt", ".pth", ".bin"],
+    files: "PyTorch checkpoints",
+    magic: Some(|head| head.starts_with(LEGACY_MAGIC) || is_tar(head)),
+    looks_like: None,
+    reader: Some(|opened, select, _| {
+        if is_tar(opened.head) {
+            return Err(tar_refused(opened.name));
+        }
+        read_legacy(opened.file, opened.len, opened.name, select)
+    }),
+    archive: Some(Archive {
+        claims: Claim::Members(|members| archive_of(members).is_some()),
+        unclaimed: NO_DATA_PKL,
+        read: |file, input, members, select| match archive_of(&members) {
+            Some(archive) => read_zip(file, input, &members, &archive, select),
+            None => Err(Error::Malformed {
+                input: input.clone(),
+                format: ".pt",
+                reason: NO_DATA_PKL.to_string(),
+            }),
+        },
+    }),
+    writing: Writing::ReadOnly {
+        instead: "write safetensors (-o model.safetensors), which torch and transformers load \
+                  without running code from the file",
+    },
+    holds_names: true,
+    c_order_only: false,
+    reads_in_place: true,
+    cannot_grow: None,
+};
+
 /// How messages name the format.
-const FORMAT: &str = "PyTorch checkpoint";
+const CHECKPOINT: &str = "PyTorch checkpoint";
 
 /// The first bytes of a legacy checkpoint: `PROTO 2`, then `LONG1` of torch's magic number
 /// 0x1950a86a20f9469cfc6c.
@@ -509,7 +551,7 @@ fn describe(
         && layout == Layout::C;
     let stored_crc = match located.crc {
         Some((member, crc)) if whole && data_len > 0 => {
-            Some(Box::new(StoredCrc::new(member, crc, FORMAT)))
+            Some(Box::new(StoredCrc::new(member, crc, CHECKPOINT)))
         }
         _ => None,
     };
@@ -680,7 +722,7 @@ fn fault_error(input: &InputRef, member: &str, fault: &Fault) -> Error {
 fn malformed(input: &InputRef, reason: String) -> Error {
     Error::Malformed {
         input: input.clone(),
-        format: FORMAT,
+        format: CHECKPOINT,
         reason,
     }
 }
