@@ -345,11 +345,15 @@ pub struct JoinArgs {
 
     /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
     ///
-    /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
-    /// checkpoint's *.safetensors.index.json; only headers are read. As with an input index,
-    /// the shards it lists must be names in its own folder (no `..`, no absolute path).
+    /// REF is the model the shards were split from, given as inputs are: a .safetensors file,
+    /// a sharded checkpoint's index (*.safetensors.index.json, pytorch_model.bin.index.json)
+    /// or the folder holding it, or a PyTorch checkpoint (.pt, .pth, .bin); only headers are
+    /// read. As with an input index, the shards it lists must be names in its own folder (no
+    /// `..`, no absolute path). Given more than once, the references' tensors are taken
+    /// together (parts of one model), and a name two references give different shapes is
+    /// refused.
     #[arg(long, value_name = "REF", help_heading = CHECKS)]
-    pub like: Option<PathBuf>,
+    pub like: Vec<PathBuf>,
 
     /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
     ///
