@@ -394,6 +394,30 @@ mod tests {
     }
 
     #[test]
+    fn pytorch_set_indexes_are_told_by_name_and_their_shards_numbered() {
+        for name in [
+            "pytorch_model.bin.index.json",
+            "pytorch_model.bin.index.fp16.json",
+            "diffusion_pytorch_model.bin.index.json",
+        ] {
+            assert!(is_pickle_index_name(name), "{name}");
+            // Not a safetensors index: a set tjoin writes is never named so.
+            assert!(!is_index_name(name), "{name}");
+        }
+        for name in [
+            "pytorch_model.bin",
+            ".bin.index.json",
+            "pytorch_model.bin.index..json",
+            "model.safetensors.index.json",
+            "pytorch_model.bin.json",
+        ] {
+            assert!(!is_pickle_index_name(name), "{name}");
+        }
+        assert_eq!(shard_number("pytorch_model-00003-of-00004.bin"), Some(3));
+        assert_eq!(shard_number("pytorch_model.bin"), None);
+    }
+
+    #[test]
     fn the_index_is_written_as_python_dumps_it() {
         let map = vec![
             (

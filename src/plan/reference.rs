@@ -127,8 +127,8 @@ impl Reference {
             let Some(name) = tensor.name.tensor else {
                 return Err(Error::refused(
                     format!(
-                        "--like {} is a {} file, which holds one unnamed tensor: it gives no \
-                         tensor's shape by name",
+                        "--like {} holds one unnamed tensor, as every {} file does: it gives \
+                         no tensor's shape by name",
                         messages::path(path),
                         input.format.extension()
                     ),
@@ -270,9 +270,14 @@ impl Reference {
             let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
             refusals.push(Refusal {
                 headline: format!(
-                    "{} output tensor{} would not have the shape {name} gives {}",
+                    "{} output tensor{} would not have the shape {name} {} {}",
                     wrong.len(),
                     if wrong.len() == 1 { "" } else { "s" },
+                    if self.paths.len() == 1 {
+                        "gives"
+                    } else {
+                        "give"
+                    },
                     if wrong.len() == 1 { "it" } else { "them" }
                 ),
                 details: capped(wrong, SHOWN),
