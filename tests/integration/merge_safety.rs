@@ -501,6 +501,10 @@ fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
     let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
     let in_readme = command_after(&readme, "**A model-shard merge.**", true, "");
     assert!(in_help.starts_with("tjoin -a 0 --axis-for"), "{in_help}");
+    assert!(
+        in_help.contains(" --like original.safetensors "),
+        "{in_help}"
+    );
     assert_eq!(
         in_help, in_readme,
         "--help and README.md show different merge examples"
@@ -518,6 +522,11 @@ fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
         .collect();
     assert_eq!(words[0], "tjoin");
     let dir = shards("llama");
+    fs::copy(
+        dir.path().join("expected.safetensors"),
+        dir.path().join("original.safetensors"),
+    )
+    .unwrap();
     let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
     succeeds(dir.path(), &args);
     rebuilt(dir.path());
@@ -647,4 +656,57 @@ fn like_refuses_a_reference_whose_tensor_has_no_name() {
             "hint: name the model the output should match",
         ],
     );
+}
+
+/// Every `tjoin` command in `text` (after `indent`, or `$ ` for a shown prompt), its `\`
+/// continuation lines joined.
+fn commands(text: &str, indent: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let line = line.strip_prefix(indent).unwrap_or(line);
+        let line = line.strip_prefix("$ ").unwrap_or(line).trim_start();
+        if !line.starts_with("tjoin ") {
+            continue;
+        }
+        let mut command = line.to_string();
+        while command.ends_with('\\') {
+            command.pop();
+            match lines.next() {
+                Some(next) => command.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        found.push(command);
+    }
+    found
+}
+
+#[test]
+fn every_tensor_parallel_example_checks_its_shapes_with_like() {
+    let help = tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    // The man page shows every example; its roff escapes undone, its bold marks dropped.
+    let page = tjoin().args(["--generate", "man"]).output().unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    let page = page
+        .replace("\\fB", "")
+        .replace("\\fR", "")
+        .replace("\\-", "-")
+        .replace("\\*(Aq", "'")
+        .replace("\\\\", "\\");
+    let mut merges = 0;
+    for command in commands(&help, "    ")
+        .into_iter()
+        .chain(commands(&readme, ""))
+        .chain(commands(&page, ""))
+    {
+        let ranks = ["tp0.safetensors", "tp*.safetensors", "rank0/"];
+        if ranks.iter().any(|rank| command.contains(rank)) {
+            merges += 1;
+            assert!(command.contains(" --like "), "no --like: {command}");
+        }
+    }
+    assert!(merges >= 8, "only {merges} tensor-parallel examples found");
 }
