@@ -1,6 +1,8 @@
-//! `--like REF`: the shape a reference safetensors header gives each tensor (the header of
-//! the model the shards were split from, or of one with another tensor-parallel degree),
-//! read without the data, and the check that the job's output tensors have those shapes.
+//! `--like REF`: the shape a reference header gives each tensor (the header of the model the
+//! shards were split from, or of one with another tensor-parallel degree), read without the
+//! data, and the check that the job's output tensors have those shapes. A reference is given
+//! as an input is (a `.safetensors` file, an index, a folder, a PyTorch checkpoint); several
+//! `--like` flags give the union of their tensors.
 //! A refusal names the tensor, the rule that set its axis, and the axis or `--keep` that
 //! gives the reference's shape.
 
@@ -117,6 +119,13 @@ impl Reference {
     /// as an input is, headers only: the same forms, the same checks, and messages that name
     /// it as the `--like` reference. Its tensors must have names.
     fn read_as_input(path: &Path) -> Result<Vec<(String, Vec<u64>)>> {
+        // Standard input is the inputs' to read, not a reference's.
+        if path.as_os_str() == crate::error::STDIN {
+            return Err(Error::refused(
+                "--like - would read the reference from standard input, which is the inputs'",
+                "name the reference's file, index or folder",
+            ));
+        }
         let options = crate::input::OpenOptions::default();
         let mut spill = crate::sys::spill::Spill::default();
         let mut head = Vec::new();
