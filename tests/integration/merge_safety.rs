@@ -710,3 +710,16 @@ fn every_tensor_parallel_example_checks_its_shapes_with_like() {
     }
     assert!(merges >= 8, "only {merges} tensor-parallel examples found");
 }
+
+#[test]
+fn like_refuses_standard_input_which_is_the_inputs() {
+    let dir = shards("llama");
+    assert_mentions(
+        &refuses(
+            dir.path(),
+            "--rules llama.rules --like - -o m.safetensors",
+            2,
+        ),
+        &["tjoin: error: --like - would read the reference from standard input"],
+    );
+}
