@@ -72,8 +72,9 @@ pub struct JoinRules {
     pub uneven: bool,
     /// Refuse rules that match no tensor, instead of warning.
     pub strict: bool,
-    /// A safetensors file whose header gives every output tensor's expected shape.
-    pub like: Option<PathBuf>,
+    /// The references (`--like`, given once or more) whose headers give every output
+    /// tensor's expected shape.
+    pub like: Vec<PathBuf>,
     /// The output tensor's name in a single-tensor join.
     pub name: Option<String>,
     /// The element type every input is converted to.

@@ -146,7 +146,7 @@ impl InputRef {
 /// `input 2 (b.safetensors:embed.weight)` for one tensor of a file that holds several.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputRef {
-    /// Position among the inputs, from 1.
+    /// Position among the inputs, from 1; 0 for a `--like` reference.
     pub position: usize,
     /// The path as the user wrote it (shared: an input's tensors and the files it is checked
     /// by name it with one copy).
@@ -180,6 +180,18 @@ impl fmt::Display for InputRef {
     /// The path and the tensor's name are quoted ([`crate::messages`]); the name comes from
     /// the file, so it is cut like any excerpt.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Position 0 is no input: it is a `--like` reference read as inputs are
+        // (`src/plan/reference.rs`).
+        if self.position == 0 {
+            let path = crate::messages::path(&self.path);
+            return match &self.tensor {
+                Some(tensor) => {
+                    let tensor = crate::messages::name(tensor);
+                    write!(f, "the --like reference {path} (tensor {tensor})")
+                }
+                None => write!(f, "the --like reference {path}"),
+            };
+        }
         match &self.tensor {
             Some(tensor) => write!(
                 f,

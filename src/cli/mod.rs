@@ -31,7 +31,8 @@ use crate::report::progress::When;
 pub const MERGE_EXAMPLE: (&str, &str) = (
     "Merge Llama-style tensor-parallel shards (o_proj, down_proj on axis 1; norms kept once):",
     "tjoin -a 0 --axis-for '*.o_proj.weight=1' --axis-for '*.down_proj.weight=1' \\\n      \
-     --keep '*norm*' tp0.safetensors tp1.safetensors -o model.safetensors",
+     --keep '*norm*' --like original.safetensors \\\n      \
+     tp0.safetensors tp1.safetensors -o model.safetensors",
 );
 
 // The headings --help groups the flags under, as cargo and ripgrep do. clap shows them in the
@@ -65,7 +66,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "Merge sharded tensor-parallel ranks (each a folder with an index) into a sharded model:",
-        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' rank0/ rank1/ -o merged/",
+        "tjoin -a 0 --axis-for '*.o_proj.weight=1' --keep '*norm*' --like unsplit/ rank0/ rank1/ -o merged/",
     ),
     (
         "Merge shards by a model family's rules file, checked against the original's header:",
@@ -149,8 +150,9 @@ fn help_examples() -> String {
 /// order.
 ///
 /// Sharded checkpoints (Hugging Face's *.safetensors.index.json sets, diffusers' names and fp16
-/// variants too): an index, or a folder holding exactly one (or exactly one .safetensors file),
-/// is one input, whose tensors are read from the shards its weight_map names, shard by shard in
+/// variants too, and PyTorch's pytorch_model.bin.index.json sets of .bin shards): an index, or
+/// a folder holding exactly one (or exactly one .safetensors file; a safetensors checkpoint
+/// before a PyTorch set beside it), is one input, whose tensors are read from the shards its weight_map names, shard by shard in
 /// the order of their numbers, each in the order of its data; the index and the shards are
 /// checked to agree. With one input --axis may be left out: each tensor is copied, so `tjoin
 /// ckpt/ -o model.safetensors` merges a checkpoint into one file. An output that names a folder
@@ -230,7 +232,8 @@ pub enum Subcommand {}
 #[derive(Debug, clap::Args)]
 pub struct JoinArgs {
     /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, a
-    /// sharded checkpoint (its *.safetensors.index.json, or its folder), or `-` for standard input.
+    /// sharded checkpoint (its *.safetensors.index.json or pytorch_model.bin.index.json, or its
+    /// folder), or `-` for standard input.
     ///
     /// A pipe or device (`<(zcat a.npy.gz)`) is read once into a temporary file, as `-` is.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]
@@ -345,11 +348,15 @@ pub struct JoinArgs {
 
     /// Refuse output tensors whose shape differs from their namesakes' in REF's header.
     ///
-    /// REF is a .safetensors file, such as the model the shards were split from, or a sharded
-    /// checkpoint's *.safetensors.index.json; only headers are read. As with an input index,
-    /// the shards it lists must be names in its own folder (no `..`, no absolute path).
+    /// REF is the model the shards were split from, given as inputs are: a .safetensors file,
+    /// a sharded checkpoint's index (*.safetensors.index.json, pytorch_model.bin.index.json)
+    /// or the folder holding it, or a PyTorch checkpoint (.pt, .pth, .bin); only headers are
+    /// read. As with an input index, the shards it lists must be names in its own folder (no
+    /// `..`, no absolute path). Given more than once, the references' tensors are taken
+    /// together (parts of one model), and a name two references give different shapes is
+    /// refused.
     #[arg(long, value_name = "REF", help_heading = CHECKS)]
-    pub like: Option<PathBuf>,
+    pub like: Vec<PathBuf>,
 
     /// Refuse a rule (--axis-for, --keep, --rules line) that matches no tensor; else a warning.
     ///

@@ -306,7 +306,9 @@ pub(crate) fn plan<'a>(
     let rules = &config.rules;
     let matcher = crate::plan::rules::Matcher::new(&rules.tensor_rules);
     // Read before the job is built: its shapes tell constant tensors' splits.
-    let reference = rules.like.as_deref().map(Reference::read).transpose()?;
+    let reference = (!rules.like.is_empty())
+        .then(|| Reference::read(&rules.like))
+        .transpose()?;
     let options = job::JobOptions {
         cast: rules.cast.as_ref(),
         axis: rules.axis,

@@ -45,9 +45,15 @@ impl SetName {
     /// The set an index file's name belongs to: `model.safetensors.index.json`,
     /// `diffusion_pytorch_model.safetensors.index.fp16.json`; `None` for any other name.
     pub fn of_index(file_name: &str) -> Option<SetName> {
+        SetName::of_index_with(file_name, INDEX_INFIX)
+    }
+
+    /// The set an index file's name belongs to, `infix` being what the name holds after the
+    /// prefix, before an optional variant and `.json`.
+    fn of_index_with(file_name: &str, infix: &str) -> Option<SetName> {
         let stem = file_name.strip_suffix(".json")?;
-        let at = stem.rfind(INDEX_INFIX)?;
-        let (prefix, rest) = (&stem[..at], &stem[at + INDEX_INFIX.len()..]);
+        let at = stem.rfind(infix)?;
+        let (prefix, rest) = (&stem[..at], &stem[at + infix.len()..]);
         let variant = match rest {
             "" => None,
             _ => Some(
@@ -107,6 +113,18 @@ pub fn is_index_name(file_name: &str) -> bool {
     SetName::of_index(file_name).is_some()
 }
 
+/// What a PyTorch set's index file's name holds after the prefix (`pytorch_model.bin.index.json`,
+/// as transformers' `save_pretrained(safe_serialization=False)` writes it), before an optional
+/// variant and `.json`. Its shards are `torch.save` files (`pytorch_model-00001-of-00002.bin`).
+const PICKLE_INDEX_INFIX: &str = ".bin.index";
+
+/// Whether `file_name` names the index of a set of PyTorch checkpoint files
+/// (`pytorch_model.bin.index.json`, `pytorch_model.bin.index.fp16.json`). Read, never written:
+/// a set tjoin writes is a safetensors set.
+pub fn is_pickle_index_name(file_name: &str) -> bool {
+    SetName::of_index_with(file_name, PICKLE_INDEX_INFIX).is_some()
+}
+
 /// Whether `file`, a shard an index lists, is a path inside the index's folder: relative and
 /// made of names only (no `..`, `.`, root or drive). Every reader of an index goes by it: the
 /// input index (`src/input/sharded.rs`) and `--like`'s (`src/plan/reference.rs`).
@@ -120,7 +138,9 @@ pub fn is_inside_folder(file: &str) -> bool {
 
 /// The number in a shard's name (`model-00002-of-00004.safetensors`: 2), if it has one.
 pub fn shard_number(file_name: &str) -> Option<u64> {
-    let stem = file_name.strip_suffix(SHARD_EXTENSION)?;
+    let stem = file_name
+        .strip_suffix(SHARD_EXTENSION)
+        .or_else(|| file_name.strip_suffix(".bin"))?;
     let (rest, _count) = stem.rsplit_once("-of-")?;
     let (_, number) = rest.rsplit_once('-')?;
     number.parse().ok()
@@ -371,6 +391,30 @@ mod tests {
         ] {
             assert!(!model.is_shard_name(other), "{other}");
         }
+    }
+
+    #[test]
+    fn pytorch_set_indexes_are_told_by_name_and_their_shards_numbered() {
+        for name in [
+            "pytorch_model.bin.index.json",
+            "pytorch_model.bin.index.fp16.json",
+            "diffusion_pytorch_model.bin.index.json",
+        ] {
+            assert!(is_pickle_index_name(name), "{name}");
+            // Not a safetensors index: a set tjoin writes is never named so.
+            assert!(!is_index_name(name), "{name}");
+        }
+        for name in [
+            "pytorch_model.bin",
+            ".bin.index.json",
+            "pytorch_model.bin.index..json",
+            "model.safetensors.index.json",
+            "pytorch_model.bin.json",
+        ] {
+            assert!(!is_pickle_index_name(name), "{name}");
+        }
+        assert_eq!(shard_number("pytorch_model-00003-of-00004.bin"), Some(3));
+        assert_eq!(shard_number("pytorch_model.bin"), None);
     }
 
     #[test]

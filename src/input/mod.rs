@@ -393,16 +393,17 @@ impl Input {
     pub(crate) fn of_files(
         name: InputRef,
         tensors: Vec<Tensor>,
-        metadata: Option<Vec<(String, String)>>,
+        read: sharded::Read,
         shards: sharded::ShardSet,
         (index, more_watched): (Watched, Vec<Watched>),
     ) -> Input {
         Input {
             name,
             tensors: tensors.into(),
-            format: Format::SafeTensors,
+            format: read.format,
             extras: Extras {
-                metadata,
+                metadata: read.metadata,
+                notes: read.notes,
                 shards: Some(shards),
                 more_watched,
                 ..Extras::default()

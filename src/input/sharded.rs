@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
-use crate::format::{Format, no_such_tensor, safetensors};
+use crate::format::{Format, Opened, no_such_tensor, safetensors};
 use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
 use crate::limits;
 use crate::sys::spill::Spill;
@@ -40,12 +40,22 @@ pub struct ShardSet {
     pub tensor_bytes: u64,
 }
 
+/// What a set's shards were read as, and what their reader found beside the tensors.
+pub(crate) struct Read {
+    /// The shards' format: safetensors, or PyTorch for a `pytorch_model.bin.index.json`.
+    pub format: Format,
+    /// The first shard's safetensors `__metadata__`, if it has one.
+    pub metadata: Option<Vec<(String, String)>>,
+    /// What the shards' reader noted for `--dry-run`, every shard's.
+    pub notes: Vec<String>,
+}
+
 /// Whether `path` names a sharded checkpoint's index (`model.safetensors.index.json`,
-/// `diffusion_pytorch_model.safetensors.index.fp16.json`).
+/// `diffusion_pytorch_model.safetensors.index.fp16.json`, `pytorch_model.bin.index.json`).
 pub fn is_index_path(path: &Path) -> bool {
     path.file_name()
         .and_then(|name| name.to_str())
-        .is_some_and(index::is_index_name)
+        .is_some_and(|name| index::is_index_name(name) || index::is_pickle_index_name(name))
 }
 
 /// Opens the sharded checkpoint `name` names: an index or, when `is_dir`, the folder that
@@ -65,6 +75,7 @@ pub fn open(
                     ..name
                 },
                 options,
+                spill,
             )?,
             Found::File(file) => {
                 let mut head = Vec::new();
@@ -76,7 +87,7 @@ pub fn open(
             },
         }
     } else {
-        open_index(name, options)?
+        open_index(name, options, spill)?
     };
     if let Some(wanted) = selected {
         let is_wanted = |t: &Tensor| t.name.tensor.as_deref() == Some(wanted.as_str());
@@ -109,7 +120,7 @@ enum Found {
 fn in_folder(name: &InputRef) -> Result<Found> {
     let folder = &name.path;
     let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
-    let (mut indexes, mut files) = (Vec::new(), Vec::new());
+    let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
     for entry in entries {
         let entry = entry.map_err(|e| name.io_error("list", e))?;
         let file_name = entry.file_name().to_string_lossy().into_owned();
@@ -118,19 +129,29 @@ fn in_folder(name: &InputRef) -> Result<Found> {
         }
         if index::is_index_name(&file_name) {
             indexes.push(file_name);
+        } else if index::is_pickle_index_name(&file_name) {
+            pickle_indexes.push(file_name);
         } else if file_name.ends_with(".safetensors") {
             files.push(file_name);
         }
     }
     indexes.sort();
     files.sort();
+    pickle_indexes.sort();
+    // A folder that holds a safetensors checkpoint is read through it, as transformers'
+    // `from_pretrained` reads it, even when a PyTorch set (`pytorch_model.bin.index.json`)
+    // lies beside it; without one, its one PyTorch set's index.
+    if indexes.is_empty() && files.is_empty() {
+        indexes = pickle_indexes;
+    }
     let at = |file: &String| folder.join(file);
     match (indexes.as_slice(), files.as_slice()) {
         ([index], _) => Ok(Found::Index(at(index))),
         ([], [file]) => Ok(Found::File(at(file))),
         ([], []) => {
             let why = "it is a directory, and holds no sharded checkpoint (no \
-                       *.safetensors.index.json, no .safetensors file)";
+                       *.safetensors.index.json, no .safetensors file, no \
+                       pytorch_model.bin.index.json)";
             Err(name.io_error("open", io::Error::other(why)))
         }
         ([], _) => Ok(Found::Files(files.iter().map(at).collect())),
@@ -187,10 +208,16 @@ fn listing(names: &[String]) -> Vec<String> {
     lines
 }
 
-/// Reads the index `name` names, then every shard it lists, and checks that they agree.
-fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
+/// Reads the index `name` names, then every shard it lists, and checks that they agree. The
+/// shards of a `pytorch_model.bin.index.json` are PyTorch checkpoints (`format/pickle/`),
+/// those of any other index safetensors files.
+fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result<Input> {
     let index_path = name.path.clone();
-    let (index, index_stamp) = read_index(&name)?;
+    let pickle = index_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(index::is_pickle_index_name);
+    let (index, index_stamp) = read_index(&name, pickle)?;
     let folder = index_path
         .parent()
         .map(Path::to_path_buf)
@@ -228,6 +255,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
     let mut watched = Vec::with_capacity(files.len());
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
+    let mut notes = Vec::new();
     let mut paths = Vec::with_capacity(files.len());
     for file in &files {
         let path = folder.join(file);
@@ -237,7 +265,8 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
             tensor: None,
         };
         let mapped = &listed[file];
-        let (opened, stamp, contents) = read_shard(&shard, &index_text, mapped.len())?;
+        let (opened, stamp, contents) =
+            read_shard(&shard, &index_text, mapped.len(), pickle, spill)?;
         let data = if options.keeps_open(files.len()) {
             DataFile::Open(Arc::new(opened))
         } else {
@@ -255,7 +284,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
                             ..shard.clone()
                         },
                         info: found.info,
-                        file: data.clone(),
+                        file: found.file.map_or_else(|| data.clone(), DataFile::Open),
                         stored_crc: found.stored_crc,
                     });
                 }
@@ -289,6 +318,7 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         if metadata.is_none() {
             metadata = contents.metadata;
         }
+        notes.extend(contents.notes);
         watched.push(Watched::new(&shard.path, &data, stamp));
         paths.push(path);
     }
@@ -308,7 +338,17 @@ fn open_index(name: InputRef, options: OpenOptions) -> Result<Input> {
         tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
     };
     let watched = (index_watched, watched);
-    Ok(Input::of_files(name, tensors, metadata, shards, watched))
+    let format = if pickle {
+        Format::PyTorch
+    } else {
+        Format::SafeTensors
+    };
+    let read = Read {
+        format,
+        metadata,
+        notes,
+    };
+    Ok(Input::of_files(name, tensors, read, shards, watched))
 }
 
 /// The first few names, then how many more.
@@ -342,13 +382,17 @@ fn inconsistent(index: &str, problems: Vec<String>) -> Error {
 
 /// Reads and parses the index file `name` names, up to [`limits::INDEX`]; opened without
 /// waiting, so that a FIFO under an index's name is refused instead of waited on.
-fn read_index(name: &InputRef) -> Result<(Index, Stamp)> {
+fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Stamp)> {
     let (file, metadata) = sys::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
     let text = sys::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
         .map_err(|e| name.io_error("read", e))?;
     let index = index::parse(&text).map_err(|reason| Error::Malformed {
         input: name.clone(),
-        format: "safetensors index",
+        format: if pickle {
+            "PyTorch index"
+        } else {
+            "safetensors index"
+        },
         reason,
     })?;
     Ok((index, Stamp::from(&metadata)))
@@ -359,6 +403,8 @@ fn read_shard(
     shard: &InputRef,
     index: &str,
     tensors: usize,
+    pickle: bool,
+    spill: &mut Spill,
 ) -> Result<(File, Stamp, crate::format::Contents)> {
     let listed = |e: io::Error| {
         let why = format!(
@@ -371,7 +417,21 @@ fn read_shard(
     let (file, metadata) =
         sys::open_regular(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
     let stamp = Stamp::from(&metadata);
-    let contents = safetensors::read(&file, metadata.len(), shard).map_err(|e| match e {
+    let contents = if pickle {
+        let mut head = Vec::new();
+        super::read_head(&file, metadata.len(), false, &mut head)
+            .map_err(|e| shard.io_error("read the header of", listed(e)))?;
+        let opened = Opened {
+            file: &file,
+            len: metadata.len(),
+            name: shard,
+            head: &head,
+        };
+        Format::PyTorch.read(opened, None, spill)
+    } else {
+        safetensors::read(&file, metadata.len(), shard)
+    };
+    let contents = contents.map_err(|e| match e {
         Error::Malformed {
             input,
             format,

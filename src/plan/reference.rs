@@ -1,6 +1,8 @@
-//! `--like REF`: the shape a reference safetensors header gives each tensor (the header of
-//! the model the shards were split from, or of one with another tensor-parallel degree),
-//! read without the data, and the check that the job's output tensors have those shapes.
+//! `--like REF`: the shape a reference header gives each tensor (the header of the model the
+//! shards were split from, or of one with another tensor-parallel degree), read without the
+//! data, and the check that the job's output tensors have those shapes. A reference is given
+//! as an input is (a `.safetensors` file, an index, a folder, a PyTorch checkpoint); several
+//! `--like` flags give the union of their tensors.
 //! A refusal names the tensor, the rule that set its axis, and the axis or `--keep` that
 //! gives the reference's shape.
 
@@ -15,13 +17,14 @@ use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Origin, Rule, shell_quote};
 use crate::sys::{self, Accept};
 
-/// The tensor shapes of a reference header.
+/// The tensor shapes of the reference headers, all `--like` flags together.
 #[derive(Debug)]
 pub struct Reference {
-    /// The file as the user named it.
-    path: PathBuf,
-    /// Each tensor's name and shape, in the header's order.
-    tensors: Vec<(String, Vec<u64>)>,
+    /// The files as the user named them, in the order of the flags.
+    paths: Vec<PathBuf>,
+    /// Each tensor's name, shape and the reference (in `paths`) that gives it: the first
+    /// reference's tensors in its order, then each next reference's new ones.
+    tensors: Vec<(String, Vec<u64>, usize)>,
 }
 
 /// What would give a tensor the reference's shape.
@@ -37,9 +40,63 @@ enum Fix {
 const SHOWN: usize = 10;
 
 impl Reference {
-    /// Reads the header of the safetensors file `path`, or of every shard of the sharded
-    /// checkpoint whose index `path` is, and none of their data.
-    pub fn read(path: &Path) -> Result<Reference> {
+    /// Reads every reference `--like` names, headers only, and takes the union of their
+    /// tensors: a reference is a `.safetensors` file, a sharded checkpoint's index
+    /// (`*.safetensors.index.json`, `pytorch_model.bin.index.json`), a folder holding one
+    /// (or one checkpoint file), or a PyTorch checkpoint (`.pt`, `.pth`, `.bin`): whatever an
+    /// input may be whose tensors have names. A name two references give different shapes
+    /// is refused: the output cannot match both.
+    pub fn read(paths: &[PathBuf]) -> Result<Reference> {
+        let mut tensors: Vec<(String, Vec<u64>, usize)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        let mut conflicts = Vec::new();
+        for (which, path) in paths.iter().enumerate() {
+            for (name, shape) in Reference::read_one(path)? {
+                match at.get(&name) {
+                    Some(&first) => {
+                        let (_, known, from) = &tensors[first];
+                        if *known != shape {
+                            conflicts.push(format!(
+                                "{}  {} in {}, {} in {}",
+                                messages::name(&name),
+                                shape_text(known),
+                                messages::path(&paths[*from]),
+                                shape_text(&shape),
+                                messages::path(path)
+                            ));
+                        }
+                    }
+                    None => {
+                        at.insert(name.clone(), tensors.len());
+                        tensors.push((name, shape, which));
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "the --like references give {} tensor{} two shapes: the output cannot \
+                     match both",
+                    conflicts.len(),
+                    if conflicts.len() == 1 { "" } else { "s" }
+                ),
+                details: capped(conflicts, SHOWN),
+                hint: Some(
+                    "several --like flags name parts of one model (their tensors are joined); \
+                     name the references of one model only"
+                        .to_string(),
+                ),
+            }]));
+        }
+        Ok(Reference {
+            paths: paths.to_vec(),
+            tensors,
+        })
+    }
+
+    /// The tensors one reference declares, with their shapes, in its order.
+    fn read_one(path: &Path) -> Result<Vec<(String, Vec<u64>)>> {
         let file_name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -47,21 +104,55 @@ impl Reference {
         if index::is_index_name(file_name) {
             return Reference::read_index(path);
         }
-        let contents = read_header(path, None)?;
-        let tensors = contents
-            .tensors
-            .into_iter()
-            .map(|t| (t.name.unwrap_or_default(), t.info.shape.into_vec()))
-            .collect();
-        Ok(Reference {
-            path: path.into(),
-            tensors,
-        })
+        if file_name.ends_with(".safetensors") {
+            let contents = read_header(path, None)?;
+            return Ok(contents
+                .tensors
+                .into_iter()
+                .map(|t| (t.name.unwrap_or_default(), t.info.shape.into_vec()))
+                .collect());
+        }
+        Reference::read_as_input(path)
+    }
+
+    /// Any other reference (a folder, a PyTorch checkpoint or `.bin` set, an `.npz`) is read
+    /// as an input is, headers only: the same forms, the same checks, and messages that name
+    /// it as the `--like` reference. Its tensors must have names.
+    fn read_as_input(path: &Path) -> Result<Vec<(String, Vec<u64>)>> {
+        // Standard input is the inputs' to read, not a reference's.
+        if path.as_os_str() == crate::error::STDIN {
+            return Err(Error::refused(
+                "--like - would read the reference from standard input, which is the inputs'",
+                "name the reference's file, index or folder",
+            ));
+        }
+        let options = crate::input::OpenOptions::default();
+        let mut spill = crate::sys::spill::Spill::default();
+        let mut head = Vec::new();
+        let input =
+            crate::input::Input::open(0, path.into(), options, &mut spill, &mut head, None)?;
+        let mut tensors = Vec::with_capacity(input.tensors.len());
+        for tensor in input.tensors.into_vec() {
+            let Some(name) = tensor.name.tensor else {
+                return Err(Error::refused(
+                    format!(
+                        "--like {} holds one unnamed tensor, as every {} file does: it gives \
+                         no tensor's shape by name",
+                        messages::path(path),
+                        input.format.extension()
+                    ),
+                    "name the model the output should match: its .safetensors file, its \
+                     index, its folder, or its PyTorch checkpoint (.pt, .pth, .bin)",
+                ));
+            };
+            tensors.push((name.into_string(), tensor.info.shape.into_vec()));
+        }
+        Ok(tensors)
     }
 
     /// The reference of a sharded checkpoint: its index's tensors, each shape from the header
     /// of the shard the index names for it (only the shards' headers are read).
-    fn read_index(path: &Path) -> Result<Reference> {
+    fn read_index(path: &Path) -> Result<Vec<(String, Vec<u64>)>> {
         let text = sys::read_whole(path, &limits::INDEX, Accept::Stream)
             .map_err(|e| Error::io("read the --like reference", path, e))?;
         let parsed = index::parse(&text).map_err(|why| {
@@ -106,22 +197,18 @@ impl Reference {
                 shapes.insert(found.name.unwrap_or_default(), found.info.shape.into_vec());
             }
         }
-        let tensors = parsed
+        Ok(parsed
             .weight_map
             .into_iter()
             .filter_map(|(name, _)| shapes.remove(&name).map(|shape| (name, shape)))
-            .collect();
-        Ok(Reference {
-            path: path.to_path_buf(),
-            tensors,
-        })
+            .collect())
     }
 
     /// Each tensor's shape, by name.
     pub fn shapes(&self) -> HashMap<&str, &[u64]> {
         self.tensors
             .iter()
-            .map(|(name, shape)| (name.as_str(), shape.as_slice()))
+            .map(|(name, shape, _)| (name.as_str(), shape.as_slice()))
             .collect()
     }
 
@@ -130,8 +217,16 @@ impl Reference {
     /// output lacks. `rules` are the rules the job was built by; `copies` is the number of
     /// inputs.
     pub fn check(&self, job: &[TensorJob], rules: &[Rule], copies: usize) -> Result<()> {
-        let shapes = self.shapes();
-        let name = crate::messages::path(&self.path);
+        let shapes: HashMap<&str, (&[u64], usize)> = self
+            .tensors
+            .iter()
+            .map(|(name, shape, from)| (name.as_str(), (shape.as_slice(), *from)))
+            .collect();
+        // All references together, as the headlines name them; each tensor's own, in its line.
+        let name = match self.paths.as_slice() {
+            [one] => crate::messages::path(one),
+            _ => "the --like references".to_string(),
+        };
         let mut refusals = Vec::new();
         let mut wrong = Vec::new();
         let mut fixes: Vec<(Fix, &str)> = Vec::new();
@@ -141,7 +236,7 @@ impl Reference {
         let mut absent = Vec::new();
         for tensor in job {
             let out = &tensor.out;
-            let Some(&want) = shapes.get(out.name.as_str()) else {
+            let Some(&(want, from)) = shapes.get(out.name.as_str()) else {
                 absent.push(out.name.clone());
                 continue;
             };
@@ -162,9 +257,10 @@ impl Reference {
                 None => "no axis gives it".to_string(),
             };
             wrong.push(format!(
-                "{}  {} ({how}); {name} has {}: {gives}",
+                "{}  {} ({how}); {} has {}: {gives}",
                 out.name,
                 shape_text(&out.shape),
+                crate::messages::path(&self.paths[from]),
                 shape_text(want)
             ));
             if let Some(fix) = fix {
@@ -183,9 +279,14 @@ impl Reference {
             let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
             refusals.push(Refusal {
                 headline: format!(
-                    "{} output tensor{} would not have the shape {name} gives {}",
+                    "{} output tensor{} would not have the shape {name} {} {}",
                     wrong.len(),
                     if wrong.len() == 1 { "" } else { "s" },
+                    if self.paths.len() == 1 {
+                        "gives"
+                    } else {
+                        "give"
+                    },
                     if wrong.len() == 1 { "it" } else { "them" }
                 ),
                 details: capped(wrong, SHOWN),
@@ -195,15 +296,21 @@ impl Reference {
         if !absent.is_empty() {
             refusals.push(Refusal {
                 headline: format!(
-                    "{name} has no tensor of the name of {} output tensor{}, so {} shape \
+                    "{name} {} no tensor of the name of {} output tensor{}, so {} shape \
                      cannot be checked",
+                    if self.paths.len() == 1 { "has" } else { "have" },
                     absent.len(),
                     if absent.len() == 1 { "" } else { "s" },
                     if absent.len() == 1 { "its" } else { "their" }
                 ),
                 details: capped(absent, SHOWN),
                 hint: Some(format!(
-                    "name with --like the model these inputs were split from; {name} holds {}",
+                    "name with --like the model these inputs were split from; {name} {} {}",
+                    if self.paths.len() == 1 {
+                        "holds"
+                    } else {
+                        "hold"
+                    },
                     self.tensors.len()
                 )),
             });
@@ -214,16 +321,21 @@ impl Reference {
             let lacking: Vec<String> = self
                 .tensors
                 .iter()
-                .map(|(name, _)| name)
+                .map(|(name, _, _)| name)
                 .filter(|name| !output.contains(name.as_str()))
                 .cloned()
                 .collect();
             if !lacking.is_empty() {
                 refusals.push(Refusal {
                     headline: format!(
-                        "the output would lack {} tensor{} {name} holds",
+                        "the output would lack {} tensor{} {name} {}",
                         lacking.len(),
-                        if lacking.len() == 1 { "" } else { "s" }
+                        if lacking.len() == 1 { "" } else { "s" },
+                        if self.paths.len() == 1 {
+                            "holds"
+                        } else {
+                            "hold"
+                        }
                     ),
                     details: capped(lacking, SHOWN),
                     hint: Some(

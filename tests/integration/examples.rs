@@ -49,6 +49,8 @@ const BORROWED: &[(&str, &str)] = &[
     ("ckpt", "fixtures/sharded/model"),
     ("rank0", "fixtures/sharded/tp/rank0"),
     ("rank1", "fixtures/sharded/tp/rank1"),
+    // The model the ranks were split from, sharded: a --like reference given as a folder.
+    ("unsplit", "fixtures/sharded/tp/expected"),
     ("rules", "rules"),
     // A PyTorch distributed checkpoint: four ranks of a 2x2 mesh (without its expected file).
     ("checkpoint", "fixtures/dcp/mesh2x2"),

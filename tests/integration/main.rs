@@ -31,6 +31,7 @@ mod output_safety;
 mod pipelines;
 mod property;
 mod pytorch;
+mod pytorch_set;
 mod refusals;
 mod reliability;
 mod sharded;

@@ -501,6 +501,10 @@ fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
     let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
     let in_readme = command_after(&readme, "**A model-shard merge.**", true, "");
     assert!(in_help.starts_with("tjoin -a 0 --axis-for"), "{in_help}");
+    assert!(
+        in_help.contains(" --like original.safetensors "),
+        "{in_help}"
+    );
     assert_eq!(
         in_help, in_readme,
         "--help and README.md show different merge examples"
@@ -518,7 +522,204 @@ fn the_merge_example_is_the_same_in_help_and_readme_and_rebuilds_llama() {
         .collect();
     assert_eq!(words[0], "tjoin");
     let dir = shards("llama");
+    fs::copy(
+        dir.path().join("expected.safetensors"),
+        dir.path().join("original.safetensors"),
+    )
+    .unwrap();
     let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
     succeeds(dir.path(), &args);
     rebuilt(dir.path());
+}
+
+#[test]
+fn like_takes_a_folder_holding_an_index_or_one_safetensors_file() {
+    let dir = shards("llama");
+    let reshard = [
+        "expected.safetensors",
+        "-o",
+        "sharded/",
+        "--max-shard-size",
+        "1KB",
+    ];
+    crate::util::succeeds(dir.path(), &reshard);
+    fs::create_dir(dir.path().join("single")).unwrap();
+    fs::copy(
+        dir.path().join("expected.safetensors"),
+        dir.path().join("single/model.safetensors"),
+    )
+    .unwrap();
+    for folder in ["sharded", "sharded/", "single"] {
+        rebuilds(dir.path(), &format!("--rules llama.rules --like {folder}"));
+        let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+        let wrong = format!("{old} --like {folder} -o other.safetensors");
+        assert_mentions(
+            &refuses(dir.path(), &wrong, 2),
+            &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0)"],
+        );
+        assert!(!dir.path().join("other.safetensors").exists());
+    }
+}
+
+#[test]
+fn like_takes_a_pytorch_checkpoint() {
+    let dir = shards("llama");
+    let pt = Path::new(ROOT).join("fixtures/pytorch_set/llama.pt");
+    fs::copy(pt, dir.path().join("llama.pt")).unwrap();
+    rebuilds(dir.path(), "--rules llama.rules --like llama.pt");
+    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm* --like llama.pt";
+    assert_mentions(
+        &refuses(dir.path(), &format!("{old} -o other.safetensors"), 2),
+        &[
+            "tjoin: error: 2 output tensors would not have the shape llama.pt gives them",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); llama.pt has \
+             [8, 16]: axis 1 gives it",
+        ],
+    );
+}
+
+/// Writes the tensors of `dir/expected.safetensors` that `keep` selects into `dir/file`,
+/// each with the shape `reshape` gives it.
+fn part_of_expected(
+    dir: &Path,
+    file: &str,
+    keep: impl Fn(&str) -> bool,
+    reshape: impl Fn(&str, &[usize]) -> Vec<usize>,
+) {
+    let expected = fs::read(dir.join("expected.safetensors")).unwrap();
+    let model = SafeTensors::deserialize(&expected).unwrap();
+    let views: Vec<(String, TensorView)> = model
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| keep(name))
+        .map(|(name, view)| {
+            let shape = reshape(&name, view.shape());
+            let view = TensorView::new(view.dtype(), shape, view.data()).unwrap();
+            (name, view)
+        })
+        .collect();
+    fs::write(dir.join(file), safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+#[test]
+fn like_given_twice_checks_against_the_union_and_refuses_a_name_given_two_shapes() {
+    let dir = shards("llama");
+    let same = |_: &str, shape: &[usize]| shape.to_vec();
+    let first = |name: &str| name.starts_with("model.layers.0.");
+    part_of_expected(dir.path(), "layer0.safetensors", first, same);
+    part_of_expected(dir.path(), "rest.safetensors", |name| !first(name), same);
+    // Together they are the model: the merge is checked against both.
+    let both = "--like layer0.safetensors --like rest.safetensors";
+    rebuilds(dir.path(), &format!("--rules llama.rules {both}"));
+    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    assert_mentions(
+        &refuses(dir.path(), &format!("{old} {both} -o other.safetensors"), 2),
+        &[
+            "output tensors would not have the shape the --like references give them",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
+             layer0.safetensors has [8, 16]: axis 1 gives it",
+            "model.layers.1.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
+             rest.safetensors has [8, 16]: axis 1 gives it",
+        ],
+    );
+    // A name the two give different shapes: the output cannot match both.
+    let flat = |name: &str, shape: &[usize]| {
+        if name == "model.layers.0.mlp.down_proj.weight" {
+            vec![shape.iter().product()]
+        } else {
+            shape.to_vec()
+        }
+    };
+    part_of_expected(dir.path(), "flat.safetensors", |_| true, flat);
+    let words = "--rules llama.rules --like layer0.safetensors --like flat.safetensors";
+    assert_mentions(
+        &refuses(dir.path(), &format!("{words} -o other.safetensors"), 2),
+        &[
+            "tjoin: error: the --like references give 1 tensor two shapes: the output cannot \
+             match both\n  model.layers.0.mlp.down_proj.weight  [8, 16] in layer0.safetensors, \
+             [128] in flat.safetensors\n",
+            "hint: several --like flags name parts of one model",
+        ],
+    );
+    assert!(!dir.path().join("other.safetensors").exists());
+}
+
+#[test]
+fn like_refuses_a_reference_whose_tensor_has_no_name() {
+    let dir = shards("llama");
+    crate::util::write_npy(&dir.path().join("one.npy"), "<f4", &[2], false, &[0u8; 8]);
+    let words = "--rules llama.rules --like one.npy -o m.safetensors";
+    assert_mentions(
+        &refuses(dir.path(), words, 2),
+        &[
+            "tjoin: error: --like one.npy holds one unnamed tensor, as every .npy file does",
+            "hint: name the model the output should match",
+        ],
+    );
+}
+
+/// Every `tjoin` command in `text` (after `indent`, or `$ ` for a shown prompt), its `\`
+/// continuation lines joined.
+fn commands(text: &str, indent: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let line = line.strip_prefix(indent).unwrap_or(line);
+        let line = line.strip_prefix("$ ").unwrap_or(line).trim_start();
+        if !line.starts_with("tjoin ") {
+            continue;
+        }
+        let mut command = line.to_string();
+        while command.ends_with('\\') {
+            command.pop();
+            match lines.next() {
+                Some(next) => command.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        found.push(command);
+    }
+    found
+}
+
+#[test]
+fn every_tensor_parallel_example_checks_its_shapes_with_like() {
+    let help = tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    // The man page shows every example; its roff escapes undone, its bold marks dropped.
+    let page = tjoin().args(["--generate", "man"]).output().unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    let page = page
+        .replace("\\fB", "")
+        .replace("\\fR", "")
+        .replace("\\-", "-")
+        .replace("\\*(Aq", "'")
+        .replace("\\\\", "\\");
+    let mut merges = 0;
+    for command in commands(&help, "    ")
+        .into_iter()
+        .chain(commands(&readme, ""))
+        .chain(commands(&page, ""))
+    {
+        let ranks = ["tp0.safetensors", "tp*.safetensors", "rank0/"];
+        if ranks.iter().any(|rank| command.contains(rank)) {
+            merges += 1;
+            assert!(command.contains(" --like "), "no --like: {command}");
+        }
+    }
+    assert!(merges >= 8, "only {merges} tensor-parallel examples found");
+}
+
+#[test]
+fn like_refuses_standard_input_which_is_the_inputs() {
+    let dir = shards("llama");
+    assert_mentions(
+        &refuses(
+            dir.path(),
+            "--rules llama.rules --like - -o m.safetensors",
+            2,
+        ),
+        &["tjoin: error: --like - would read the reference from standard input"],
+    );
 }
