@@ -22,19 +22,19 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use crate::dtype::{DType, gcd};
-use crate::error::{Error, Refusal, Result, capped, excerpt};
-use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
+use crate::dtype::DType;
+use crate::error::{Error, Refusal, Result, excerpt};
+use crate::format::{Format, Layout, OutTensor, TensorInfo};
 use crate::input::{self, Input, Tensor};
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::grid::{self, Block, Placed};
 use crate::plan::ranks;
 use crate::plan::reference::Reference;
-use crate::plan::rules::{self, Matcher, Treatment, shell_quote};
+use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
-use crate::report::outliers::{self, Row, Split};
+use crate::report::outliers::{self, Row};
 
 mod refusals;
 use refusals::{

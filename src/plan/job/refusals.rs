@@ -2,7 +2,14 @@
 //! element runs that end inside a byte, an input that is not one tensor, and a shape other
 //! than `--expect-shape`'s; each with what differs and a flag that would settle it.
 
-use super::*;
+use super::{Constant, JobOptions, TensorJob, Told};
+use crate::dtype::{DType, gcd};
+use crate::error::{Error, Refusal, Result, capped, excerpt};
+use crate::format::shape_text;
+use crate::input::{Input, Tensor};
+use crate::plan::ranks;
+use crate::plan::rules::{self, shell_quote};
+use crate::report::outliers::{self, Row, Split};
 
 /// The refusal of tensors that are the same in every input and that no rule decides: each
 /// one with its shape and what joining it would make, and the `--keep` globs that keep them
