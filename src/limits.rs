@@ -56,6 +56,3 @@ pub const PICKLE: Limit = Limit {
     advice: "a state dict's pickle holds no tensor data and comes nowhere near it: the file \
              holds something else, such as an optimizer state of Python objects",
 };
-
-/// Every limit, for the man page: what it bounds and the limit.
-pub const ALL: [&Limit; 5] = [&INDEX, &RULES, &FILE_LIST, &JOURNAL, &PICKLE];

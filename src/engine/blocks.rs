@@ -11,7 +11,10 @@ use crate::output::Sink;
 use crate::plan::{Grid, JoinPlan};
 use crate::sys::Region;
 
-use super::{Cursors, Out, Packer, map};
+use super::cursors::Cursors;
+use super::map;
+use super::packer::Packer;
+use super::threads::Out;
 
 /// Writes the data of the grid `plan` describes, from its blocks `inputs` (in cell order).
 pub fn execute(plan: &JoinPlan, grid: &Grid, inputs: &[&Tensor], out: &mut dyn Sink) -> Result<()> {

@@ -123,7 +123,7 @@ fn strided<const N: usize>(
 mod tests {
     use super::*;
     // The engine's own: each element's offset worked out from its index.
-    use crate::engine::offset_of;
+    use crate::engine::packer::offset_of;
 
     #[test]
     fn a_walk_gives_each_element_at_its_offset_in_pieces_of_any_length() {

@@ -1,5 +1,5 @@
 //! The flows of tjoin's commands, each open -> plan -> write and commit, or report: a join
 //! (`join.rs`), and an append that grows its first input in place (`append.rs`).
 
-pub mod append;
+pub(crate) mod append;
 pub mod join;

@@ -1,7 +1,7 @@
 //! Tensor file formats: reading what a file declares about its tensors, and writing an
 //! output's headers around the data the copy engine streams. One module per format.
 
-pub mod index;
+pub(crate) mod index;
 pub mod json;
 pub mod npy;
 pub mod npz;

@@ -17,7 +17,7 @@
 //! of that axis in turn, whose rows are each a join along the next cut axis, and so on; at
 //! the last cut axis each block gives its next run. The engine walks that (`Grid`, plan data
 //! in `src/plan/runs.rs`; `src/engine/blocks.rs`) reading each block front to back, in constant
-//! memory. What this module plans (`Placed`) becomes a `TensorJob` in `src/plan/job.rs`.
+//! memory. What this module plans (`Placed`) becomes a `TensorJob` in `src/plan/job/mod.rs`.
 
 use std::collections::HashMap;
 

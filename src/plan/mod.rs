@@ -3,15 +3,15 @@
 //! every output tensor of a run under the rules (`rules`), the spec (`spec`), a reference
 //! (`reference`), stacking (`stack`) and grids of blocks (`grid`).
 
-pub mod chunks;
-pub mod compare;
-pub mod grid;
-pub mod job;
-pub mod ranks;
-pub mod reference;
+pub(crate) mod chunks;
+pub(crate) mod compare;
+pub(crate) mod grid;
+pub(crate) mod job;
+pub(crate) mod ranks;
+pub(crate) mod reference;
 pub mod rules;
-pub mod runs;
-pub mod spec;
-pub mod stack;
+pub(crate) mod runs;
+pub(crate) mod spec;
+pub(crate) mod stack;
 
 pub use runs::*;

@@ -2,11 +2,11 @@
 //! (`plan`) rendered as text (`text`) or JSON; the warnings (`warning`); progress bars and
 //! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
-pub mod outliers;
-pub mod plan;
+pub(crate) mod outliers;
+pub(crate) mod plan;
 pub mod progress;
-pub mod text;
-pub mod warning;
+pub(crate) mod text;
+pub(crate) mod warning;
 
 pub use plan::PlanReport;
 pub use warning::{Warning, Warnings};

@@ -225,13 +225,9 @@ fn parse_level(text: &str) -> Option<(u32, u32)> {
 }
 
 /// Checks the inputs against `spec` and returns the join axis counted from the front.
-/// `axis` is the user's; `None` takes the profile's default, where it has one.
-pub fn check(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Result<usize> {
-    check_with(spec, inputs, axis, None)
-}
-
-/// [`check`] for a join that converts every input to `cast` (`--cast`): element types may
-/// then differ, but each must be one the cast converts from.
+/// `axis` is the user's; `None` takes the profile's default, where it has one. With `cast`
+/// (`--cast`), every input is converted to it: element types may then differ, but each must
+/// be one the cast converts from.
 pub fn check_with(
     spec: Spec,
     inputs: &[&Tensor],
@@ -814,6 +810,11 @@ fn axes_that_work(disagree: &[usize], rank: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check of a join without `--cast`.
+    fn check(spec: Spec, inputs: &[&Tensor], axis: Option<i64>) -> Result<usize> {
+        check_with(spec, inputs, axis, None)
+    }
 
     #[test]
     fn axes_normalize_from_both_ends() {

@@ -1,0 +1,136 @@
+//! The two-thread hand-off: a packer on a second thread hands filled buffers and file ranges
+//! to this one, which writes them in order.
+
+use std::fs::File;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+
+use super::BUFFERS;
+use super::direct::write_from_map;
+use super::packer::{Packer, empty_buffer};
+use crate::dtype::DType;
+use crate::error::{Error, InputRef, Result};
+use crate::output::Sink;
+
+/// Runs `work` with a packer that writes to `out`: on this thread; or, when `threaded`, on a
+/// second thread that packs while this one writes the blocks it hands over, in order, so
+/// that the output is still written front to back through `out` (a pipe as well as a
+/// file). A failure on either side stops both, and the first failure is returned: the
+/// writer's, which stops the packer, or the packer's.
+pub(super) fn with_packer<W>(
+    dtype: &DType,
+    threaded: bool,
+    out: &mut dyn Sink,
+    work: W,
+) -> Result<()>
+where
+    W: FnOnce(&mut Packer) -> Result<()> + Send,
+{
+    if !threaded {
+        let mut packer = Packer::new(Out::Here(out), dtype);
+        work(&mut packer)?;
+        return packer.flush();
+    }
+    let (blocks, received) = mpsc::sync_channel(BUFFERS - 1);
+    let (spares, spare) = mpsc::channel();
+    for _ in 1..BUFFERS {
+        let _ = spares.send(empty_buffer(dtype));
+    }
+    std::thread::scope(|scope| {
+        let packer = scope.spawn(move || {
+            let mut packer = Packer::new(Out::Sent { blocks, spare }, dtype);
+            work(&mut packer)?;
+            packer.flush()
+        });
+        // Returning drops the channels' ends, which wakes a packer waiting on them.
+        let written = write_blocks(received, spares, out);
+        let packed = packer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        written.and(packed)
+    })
+}
+
+/// The writing side of a threaded packer: writes each block as it comes and gives the
+/// buffers back, until the packer is done or a write fails.
+pub(super) fn write_blocks(
+    blocks: Receiver<Block>,
+    spares: Sender<Vec<u8>>,
+    out: &mut dyn Sink,
+) -> Result<()> {
+    for block in blocks {
+        match block {
+            Block::Packed(buffer, len) => {
+                let written = out.write_all(&buffer[..len]);
+                written.map_err(|e| Error::io("write the output", out.name(), e))?;
+                let _ = spares.send(buffer);
+            }
+            Block::File {
+                name,
+                file,
+                offset,
+                len,
+            } => {
+                // Inside the kernel where the output allows it, else from a map.
+                let copied = out.copy_from(&file, offset, len);
+                let copied = copied.map_err(|e| Error::io("write the output", out.name(), e))?;
+                write_from_map(out, &name, &file, offset + copied, len - copied)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a threaded packer hands the writing thread.
+pub(super) enum Block {
+    /// The first bytes of a buffer, which comes back to be filled again.
+    Packed(Vec<u8>, usize),
+    /// `len` bytes of an input's file from `offset`, as they are.
+    File {
+        name: InputRef,
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+/// Where a packer's output goes.
+pub(super) enum Out<'a> {
+    /// Written on the packer's own thread.
+    Here(&'a mut dyn Sink),
+    /// Handed to the writing thread, which gives each buffer back once written.
+    Sent {
+        blocks: SyncSender<Block>,
+        spare: Receiver<Vec<u8>>,
+    },
+}
+
+impl Out<'_> {
+    /// Hands over the first `len` bytes of `buffer`, which then holds a buffer to fill again:
+    /// the same one, or, when another thread writes, one it gave back. Its length and bytes
+    /// are left as they were.
+    #[inline]
+    pub(super) fn emit(&mut self, buffer: &mut Vec<u8>, len: usize) -> Result<()> {
+        match self {
+            Out::Here(out) => {
+                let written = out.write_all(&buffer[..len]);
+                written.map_err(|e| Error::io("write the output", out.name(), e))
+            }
+            Out::Sent { blocks, spare } => {
+                let full = std::mem::take(buffer);
+                blocks
+                    .send(Block::Packed(full, len))
+                    .map_err(|_| stopped())?;
+                *buffer = spare.recv().map_err(|_| stopped())?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What a threaded packer returns when the writing thread has stopped: never reported, as
+/// the writer's own failure is.
+pub(super) fn stopped() -> Error {
+    let why = std::io::Error::other("the writing thread stopped");
+    Error::io("write the output", std::path::Path::new("-"), why)
+}
