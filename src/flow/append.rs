@@ -27,6 +27,7 @@ use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
 use crate::output::reorder::Reordered;
 use crate::plan::job::{self, TensorJob};
+use crate::plan::reference::Reference;
 use crate::report::plan::AppendReport;
 use crate::report::progress::{self, Counted, When};
 use crate::report::{PlanReport, Warnings};
@@ -42,12 +43,15 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let first = &inputs[0];
     check_target(first, &inputs, rules.axis)?;
     let mut warnings = Warnings::new(config.quiet);
-    let output = config.target();
+    let matcher = rules.matcher();
+    let reference = rules.like.as_deref().map(Reference::read).transpose()?;
+    let options = rules.job_options(&matcher, reference.as_ref(), Format::Npy);
+    let (expected, output) = (rules.expect_shape.as_deref(), config.target());
     let job = join::plan(
-        rules,
+        &options,
+        expected,
         &output,
         &inputs,
-        Format::Npy,
         &NpyWriter,
         &mut warnings,
     )?;
@@ -70,7 +74,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 return Err(interrupted(&first.name.path, &journal));
             }
             let output = Some((&*first.name.path, Format::Npy));
-            let mut report = PlanReport::new(rules, &inputs, &job, output, &engine, None);
+            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, None);
             report.output.append = Some(AppendReport {
                 bytes: added.plan.bytes,
                 offset: old_len,

@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use indicatif::ProgressBar;
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, JoinRules, OpenConfig, OutputKind, PlanForm, Target};
+use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, Target};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::{Format, OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::output::shards::{self, NewFolder, ShardPlan};
 use crate::output::{Output, OutputSet, Sink};
-use crate::plan::job::{self, TensorJob};
+use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::reference::Reference;
 use crate::plan::stack;
 use crate::report::progress::{self, Counted};
@@ -48,11 +48,16 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let metadata = inputs.first().and_then(Input::metadata);
     let mut writer = format.writer(&config.output.write_options(format, metadata)?);
     let rules = &config.rules;
+    let matcher = rules.matcher();
+    // Read before the job is built: its shapes tell constant tensors' splits.
+    let reference = rules.like.as_deref().map(Reference::read).transpose()?;
+    let options = rules.job_options(&matcher, reference.as_ref(), format);
+    let expected = rules.expect_shape.as_deref();
     let job = plan(
-        rules,
+        &options,
+        expected,
         &target,
         &inputs,
-        format,
         writer.as_ref(),
         &mut warnings,
     )?;
@@ -80,7 +85,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         }
         (_, action, shards) => {
             let output = target.path().zip(target.format);
-            let mut report = PlanReport::new(rules, &inputs, &job, output, &engine, shards);
+            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, shards);
             report.warnings = warnings.into_vec();
             let form = match action {
                 Action::DryRun(form) => form,
@@ -311,34 +316,31 @@ pub(crate) fn open_inputs(
     Ok(inputs)
 }
 
-/// Checks and plans every output tensor by `rules` into `target`, in the order `writer` lists
-/// them, and checks that the output format can hold them. An append plans its grown file here
-/// too, so that it follows the join's rules to the letter.
+/// Checks and plans every output tensor by `options` into `target`, in the order `writer` lists
+/// them, and checks that the output format can hold them and that they have the shape
+/// `--expect-shape` gives (`expected`). An append plans its grown file here too, so that it
+/// follows the join's rules to the letter.
 pub(crate) fn plan<'a>(
-    rules: &JoinRules,
+    options: &JobOptions,
+    expected: Option<&[u64]>,
     target: &Target,
     inputs: &'a [Input],
-    format: Format,
     writer: &dyn Writer,
     warnings: &mut Warnings,
 ) -> Result<Vec<TensorJob<'a>>> {
-    let matcher = rules.matcher();
-    // Read before the job is built: its shapes tell constant tensors' splits.
-    let reference = rules.like.as_deref().map(Reference::read).transpose()?;
-    let options = rules.job_options(&matcher, reference.as_ref(), format);
-    if !rules.strict {
-        for described in job::unmatched_rules(inputs, &options) {
+    if !options.strict {
+        for described in job::unmatched_rules(inputs, options) {
             warnings.push(Warning::UnmatchedRule(described));
         }
     }
     let output = target.path();
-    let job = job::build(inputs, &options)
+    let job = job::build(inputs, options)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
-    if let Some(expected) = &rules.expect_shape {
+    if let Some(expected) = expected {
         job::check_expected_shape(&job, expected)?;
     }
-    if let Some(reference) = &reference {
-        reference.check(&job, &rules.tensor_rules, inputs.len())?;
+    if let Some(reference) = options.like {
+        reference.check(&job, options.rules.rules(), inputs.len())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
     let job = if target.is_sharded() {

@@ -14,12 +14,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::backend::Engine;
-use crate::config::{JoinRules, PlanForm};
+use crate::config::PlanForm;
 use crate::error::{InputRef, Result};
 use crate::format::Format;
 use crate::input::{Input, Tensor};
 use crate::output::shards::ShardPlan;
-use crate::plan::job::TensorJob;
+use crate::plan::job::{JobOptions, TensorJob};
 use crate::plan::spec::Spec;
 use crate::report::warning::Warning;
 
@@ -259,10 +259,11 @@ fn shown(path: &Path) -> String {
 }
 
 impl PlanReport {
-    /// The report of a checked job: `output` is the output named with `-o` (none for a dry
-    /// run without one), `shards` the files of a sharded output.
+    /// The report of a checked job, planned by `rules` (what planning was given: `-a`, the
+    /// spec, the tensor rules): `output` is the output named with `-o` (none for a dry run
+    /// without one), `shards` the files of a sharded output.
     pub fn new(
-        rules: &JoinRules,
+        rules: &JobOptions,
         inputs: &[Input],
         job: &[TensorJob],
         output: Option<(&Path, Format)>,
@@ -358,7 +359,7 @@ impl TensorHeld {
 }
 
 impl TensorReport {
-    fn new(t: &TensorJob, rules: &JoinRules, engine: Option<String>) -> TensorReport {
+    fn new(t: &TensorJob, rules: &JobOptions, engine: Option<String>) -> TensorReport {
         let blocks = t.placement.as_ref().map(|placement| BlocksReport {
             blocks: t
                 .sources
@@ -376,7 +377,7 @@ impl TensorReport {
                 segments: placement.grid.segments.clone(),
             },
         });
-        let rule = t.rule.map(|at| &rules.tensor_rules[at]);
+        let rule = t.rule.map(|at| &rules.rules.rules()[at]);
         TensorReport {
             axis: (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
             blocks,
