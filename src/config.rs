@@ -38,6 +38,9 @@ use crate::plan::rules::{Matcher, Rule};
 use crate::plan::spec::Spec;
 use crate::report::progress::When;
 
+/// How a dry run prints the plan: the report stage's, named here as a command's choice.
+pub use crate::report::plan::PlanForm;
+
 /// What the command line asks for: one of tjoin's commands, each with its own flow.
 #[derive(Debug, Clone)]
 pub enum Command {
@@ -149,15 +152,6 @@ pub enum Action {
     Write,
     /// Print the plan on standard output, writing nothing.
     DryRun(PlanForm),
-}
-
-/// How a dry run prints the plan (`--dry-run[=FORM]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PlanForm {
-    /// A table for people.
-    Text,
-    /// One JSON object for scripts; a refusal is printed as one too.
-    Json,
 }
 
 /// The engine asked for.

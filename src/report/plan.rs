@@ -14,7 +14,6 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::backend::Engine;
-use crate::config::PlanForm;
 use crate::error::{InputRef, Result};
 use crate::format::Format;
 use crate::input::{Input, Tensor};
@@ -256,6 +255,15 @@ pub struct LeftAloneReport {
 /// A path as the JSON has always shown it: lossy where it is not UTF-8.
 fn shown(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// How a dry run prints the plan (`--dry-run[=FORM]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanForm {
+    /// A table for people.
+    Text,
+    /// One JSON object for scripts; a refusal is printed as one too.
+    Json,
 }
 
 impl PlanReport {
