@@ -1,19 +1,45 @@
-//! What a run is asked to do, once the command line is understood: the one input of every
-//! stage below the command line. `src/cli/config.rs` builds it from the flags (checking each flag
-//! on its own and reading `--files-from` lists); nothing below it knows the flags.
+//! What a run is asked to do, once the command line is understood. `src/cli/config.rs` builds
+//! a [`JoinConfig`] from the flags (checking each flag on its own and reading `--files-from`
+//! lists); nothing below it knows the flags.
+//!
+//! A flow receives the whole [`JoinConfig`] and nothing below the flow does: its methods hand
+//! each stage the narrow config it needs (after ripgrep's `HiArgs::matcher()`, `printer()`,
+//! `searcher()`), each derived once, here, beside the fields it reads:
+//! - [`JoinConfig::open_config`]: what opening the inputs needs ([`OpenConfig`]);
+//! - [`JoinRules::matcher`] and [`JoinRules::job_options`]: what planning needs
+//!   (`plan::job::JobOptions`);
+//! - [`OutputConfig::write_options`]: what the output format's writer needs
+//!   (`format::WriteOptions`), with the flags it has no use for refused;
+//! - [`JoinConfig::engine`]: the engine asked for ([`EngineConfig`]);
+//! - [`JoinConfig::target`]: where the output goes, and how its writing is shown ([`Target`]);
+//! - [`JoinConfig::early_copy`]: the early copy's target, when the run is one it can take
+//!   (`engine::early::EarlyTarget`).
+//!
+//! They are methods rather than a struct built once in `src/cli/config.rs`: the job options
+//! borrow the config's rules, and the write options depend on what is known only once the
+//! inputs are open (the output's format may be the first input's, and the first input's
+//! `__metadata__` is carried over).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::backend::directml::Adapter;
 use crate::dtype::DType;
-use crate::format::Format;
+use crate::engine::early::EarlyTarget;
+use crate::error::{Error, Result};
 use crate::format::index::SetName;
 use crate::format::json::JsonForm;
-use crate::plan::rules::Rule;
+use crate::format::{Format, WriteOptions};
+use crate::plan::job::JobOptions;
+use crate::plan::reference::Reference;
+use crate::plan::rules::{Matcher, Rule};
 use crate::plan::spec::Spec;
 use crate::report::progress::When;
+
+/// How a dry run prints the plan: the report stage's, named here as a command's choice.
+pub use crate::report::plan::PlanForm;
 
 /// What the command line asks for: one of tjoin's commands, each with its own flow.
 #[derive(Debug, Clone)]
@@ -129,15 +155,6 @@ pub enum Action {
     DryRun(PlanForm),
 }
 
-/// How a dry run prints the plan (`--dry-run[=FORM]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PlanForm {
-    /// A table for people.
-    Text,
-    /// One JSON object for scripts; a refusal is printed as one too.
-    Json,
-}
-
 /// The engine asked for.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EngineConfig {
@@ -145,4 +162,203 @@ pub struct EngineConfig {
     pub backend: Backend,
     /// DirectML's adapter, when one was named.
     pub adapter: Option<Adapter>,
+}
+
+/// What opening the inputs needs (`flow::join::open_inputs`).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenConfig<'c> {
+    /// The inputs in order (see [`JoinConfig::inputs`]).
+    pub paths: &'c [Arc<Path>],
+    /// Read every input in this format instead of sniffing it.
+    pub format: Option<Format>,
+    /// Take numbered inputs in the order given, unchecked.
+    pub any_order: bool,
+    /// `--stack`: insert a new axis in every input's tensors, at `axis`.
+    pub stack: bool,
+    /// The axis `--stack` inserts (`None`: the spec's default).
+    pub axis: Option<i64>,
+}
+
+/// Where the output goes, and how writing it is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'c> {
+    /// What kind of output, and its path.
+    pub kind: OutputKind<'c>,
+    /// Its format when the path or a flag says; else, for a dry run, the first input's.
+    pub format: Option<Format>,
+    /// Refuse to replace an existing file.
+    pub no_clobber: bool,
+    /// When to show a progress bar while it is written.
+    pub progress: When,
+}
+
+/// The kinds of output a run writes.
+#[derive(Debug, Clone, Copy)]
+pub enum OutputKind<'c> {
+    /// None: a dry run without `-o`.
+    None,
+    /// One file, or standard output (`-`).
+    File(&'c Path),
+    /// A sharded checkpoint.
+    Sharded {
+        /// The folder or the index `-o` names.
+        path: &'c Path,
+        /// The set to write there.
+        set: &'c ShardedOutput,
+    },
+}
+
+impl Target<'_> {
+    /// The path `-o` gave, if any: the output the messages name.
+    pub fn path(&self) -> Option<&Path> {
+        match self.kind {
+            OutputKind::None => None,
+            OutputKind::File(path) | OutputKind::Sharded { path, .. } => Some(path),
+        }
+    }
+
+    /// Whether the output is a sharded checkpoint.
+    pub fn is_sharded(&self) -> bool {
+        matches!(self.kind, OutputKind::Sharded { .. })
+    }
+}
+
+impl JoinConfig {
+    /// What opening the inputs needs.
+    pub fn open_config(&self) -> OpenConfig<'_> {
+        OpenConfig {
+            paths: &self.inputs,
+            format: self.input_format,
+            any_order: self.rules.any_order,
+            stack: self.stack,
+            axis: self.rules.axis,
+        }
+    }
+
+    /// Where the output goes. A sharded output is one only with a path (the command line
+    /// gives it none without).
+    pub fn target(&self) -> Target<'_> {
+        let output = &self.output;
+        let kind = match (output.path.as_deref(), &output.sharded) {
+            (None, _) => OutputKind::None,
+            (Some(path), None) => OutputKind::File(path),
+            (Some(path), Some(set)) => OutputKind::Sharded { path, set },
+        };
+        Target {
+            kind,
+            format: output.format,
+            no_clobber: output.no_clobber,
+            progress: self.progress,
+        }
+    }
+
+    /// The engine asked for.
+    pub fn engine(&self) -> EngineConfig {
+        self.engine
+    }
+
+    /// The early copy's target (`src/engine/early.rs`), when the run is a join the early copy
+    /// can take: written to a regular .npy file along a given axis, on the CPU, with nothing
+    /// to convert, stack, name or decide per tensor, and no input read as another format;
+    /// else `None`.
+    pub fn early_copy(&self) -> Option<EarlyTarget> {
+        let target = self.output.path.as_deref()?;
+        let rules = &self.rules;
+        let plain = self.action == Action::Write
+            && !crate::output::written_directly(target)
+            && self.output.format == Some(Format::Npy)
+            && self.input_format.is_none_or(|format| format == Format::Npy)
+            && rules.cast.is_none()
+            && !self.stack
+            && rules.tensor_rules.is_empty()
+            && rules.name.is_none()
+            && self.engine.backend == Backend::Cpu
+            && self.engine.adapter.is_none();
+        let axis = rules.axis?;
+        plain.then(|| EarlyTarget {
+            path: target.to_path_buf(),
+            no_clobber: self.output.no_clobber,
+            axis,
+        })
+    }
+}
+
+impl JoinRules {
+    /// The tensor rules, indexed for matching.
+    pub fn matcher(&self) -> Matcher<'_> {
+        Matcher::new(&self.tensor_rules)
+    }
+
+    /// The `--like` references, read (headers only), when any is given: read before the job
+    /// is built, since their shapes tell constant tensors' splits.
+    pub fn reference(&self) -> Result<Option<Reference>> {
+        (!self.like.is_empty())
+            .then(|| Reference::read(&self.like))
+            .transpose()
+    }
+
+    /// What planning needs: these rules, `matcher` (built by [`JoinRules::matcher`]), the
+    /// reference `--like` names (read by the flow: its shapes tell constant tensors' splits),
+    /// and the output's format.
+    pub fn job_options<'c>(
+        &'c self,
+        matcher: &'c Matcher<'c>,
+        like: Option<&'c Reference>,
+        output: Format,
+    ) -> JobOptions<'c> {
+        JobOptions {
+            cast: self.cast.as_ref(),
+            axis: self.axis,
+            spec: self.spec,
+            rules: matcher,
+            join_identical: self.join_identical,
+            uneven: self.uneven,
+            like,
+            strict: self.strict,
+            name: self.name.as_deref(),
+            output,
+        }
+    }
+}
+
+impl OutputConfig {
+    /// The writer's options for an output in `format` whose first input carries `metadata`,
+    /// refusing options the format has no use for.
+    pub fn write_options(
+        &self,
+        format: Format,
+        metadata: Option<&[(String, String)]>,
+    ) -> Result<WriteOptions> {
+        let misplaced = |flag: &str, kind: &str| {
+            Error::refused(
+                format!("{flag} applies to {kind} outputs only"),
+                format!("drop {flag}, or name the output with the {kind} extension"),
+            )
+        };
+        if self.compress && format != Format::Npz {
+            return Err(misplaced("--compress", ".npz"));
+        }
+        if !self.metadata.is_empty() && format != Format::SafeTensors {
+            return Err(misplaced("--metadata", ".safetensors"));
+        }
+        if self.json_form != JsonForm::default() && format != Format::Json {
+            return Err(misplaced("--json-form", ".json"));
+        }
+        let mut carried: Option<BTreeMap<String, String>> =
+            metadata.map(|pairs| pairs.iter().cloned().collect());
+        // Every shard of a sharded output has `__metadata__`, as save_torch_state_dict writes it.
+        if self.sharded.is_some() && carried.is_none() {
+            carried = Some(BTreeMap::from([("format".to_string(), "pt".to_string())]));
+        }
+        if !self.metadata.is_empty() {
+            carried
+                .get_or_insert_default()
+                .extend(self.metadata.iter().cloned());
+        }
+        Ok(WriteOptions {
+            compress: self.compress,
+            json_form: self.json_form,
+            metadata: carried,
+        })
+    }
 }

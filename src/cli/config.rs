@@ -376,7 +376,6 @@ fn path_from_bytes(bytes: &[u8], list: &Path) -> Result<Arc<Path>> {
 mod tests {
     use super::*;
     use crate::config::PlanForm;
-    use crate::engine::early::EarlyCopy;
     use clap::Parser;
 
     fn config(args: &[&str]) -> JoinConfig {
@@ -386,7 +385,7 @@ mod tests {
 
     #[test]
     fn the_early_copy_runs_only_for_plain_axis_0_joins_into_a_npy_file() {
-        let early = |args: &[&str]| EarlyCopy::for_run(&config(args)).is_some();
+        let early = |args: &[&str]| config(args).early_copy().is_some();
         assert!(early(&["-a", "0", "a.npy", "-o", "o.npy"]));
         assert!(early(&[
             "-a", "-2", "a.npy", "-o", "o.npy", "--spec", "onnx"

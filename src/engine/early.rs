@@ -17,8 +17,6 @@ use std::path::PathBuf;
 
 use indicatif::ProgressBar;
 
-use crate::backend::Backend;
-use crate::config::{Action, JoinConfig};
 use crate::dtype::DType;
 use crate::engine;
 use crate::error::{Error, Result};
@@ -31,6 +29,19 @@ use crate::report::progress::Counted;
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy
 /// to take; larger ones are better copied inside the kernel by the engine.
 pub const WHOLE_FILE_MAX: u64 = 64 << 10;
+
+/// What the early copy is given: the run's config stage decides that a run is one it can take
+/// (`JoinConfig::early_copy`: an axis-0 join into a .npy file with nothing to convert or
+/// choose per tensor), and hands it this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlyTarget {
+    /// The output file.
+    pub path: PathBuf,
+    /// Refuse to replace an existing file.
+    pub no_clobber: bool,
+    /// `--axis`, to be 0 (or minus the rank) for an input to be taken.
+    pub axis: i64,
+}
 
 /// The early copy of a run, while inputs are being opened.
 pub struct EarlyCopy {
@@ -59,31 +70,15 @@ struct Written {
 }
 
 impl EarlyCopy {
-    /// The early copy for a run, when it is an axis-0 join into a .npy file with nothing to
-    /// convert or choose per tensor; else `None`.
-    pub fn for_run(config: &JoinConfig) -> Option<EarlyCopy> {
-        let target = config.output.path.as_deref()?;
-        let rules = &config.rules;
-        let plain = config.action == Action::Write
-            && !crate::output::written_directly(target)
-            && config.output.format == Some(Format::Npy)
-            && config
-                .input_format
-                .is_none_or(|format| format == Format::Npy)
-            && rules.cast.is_none()
-            && !config.stack
-            && rules.tensor_rules.is_empty()
-            && rules.name.is_none()
-            && config.engine.backend == Backend::Cpu
-            && config.engine.adapter.is_none();
-        let axis = rules.axis?;
-        plain.then(|| EarlyCopy {
-            target: target.to_path_buf(),
-            no_clobber: config.output.no_clobber,
-            axis,
+    /// The early copy into `target`, taking inputs from the first on.
+    pub fn new(target: EarlyTarget) -> EarlyCopy {
+        EarlyCopy {
+            target: target.path,
+            no_clobber: target.no_clobber,
+            axis: target.axis,
             taking: true,
             written: None,
-        })
+        }
     }
 
     /// Whether it still takes inputs: only then are small inputs worth reading whole.
@@ -235,19 +230,11 @@ mod tests {
 
     /// An axis-0 join into `out`, a .npy file.
     fn axis_0_into(out: &Path) -> EarlyCopy {
-        let config = JoinConfig {
-            rules: crate::config::JoinRules {
-                axis: Some(0),
-                ..Default::default()
-            },
-            output: crate::config::OutputConfig {
-                path: Some(out.to_path_buf()),
-                format: Some(Format::Npy),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        EarlyCopy::for_run(&config).expect("an early copy")
+        EarlyCopy::new(EarlyTarget {
+            path: out.to_path_buf(),
+            no_clobber: false,
+            axis: 0,
+        })
     }
 
     fn float32() -> DType {

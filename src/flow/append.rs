@@ -17,43 +17,54 @@ use std::path::Path;
 
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig};
-use crate::dtype::Swaps;
+use crate::dtype::{DType, Swaps};
 use crate::error::{Error, InputRef, Result};
 use crate::flow::join;
 use crate::format::npy::{self, NpyWriter};
-use crate::format::{Format, Layout, OutTensor, TensorInfo, shape_text};
+use crate::format::{Format, Layout, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
 use crate::output::reorder::Reordered;
-use crate::plan::job::TensorJob;
+use crate::plan::job::{self, TensorJob};
 use crate::report::plan::AppendReport;
-use crate::report::progress::{self, Counted};
+use crate::report::progress::{self, Counted, When};
 use crate::report::{PlanReport, Warnings};
 use crate::sys;
 use crate::{messages, plan};
 
 /// Runs the append `config` describes: its first input is the target. Checks and plans as a
-/// join, then either prints the plan or grows the target.
+/// join, then either prints the plan or grows the target. The one function of the append that
+/// sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
-    let inputs = join::open_inputs(config, None)?;
+    let rules = &config.rules;
+    let inputs = join::open_inputs(&config.open_config(), None)?;
     let first = &inputs[0];
-    check_target(first, &inputs, config)?;
+    check_target(first, &inputs, rules.axis)?;
     let mut warnings = Warnings::new(config.quiet);
-    let job = join::plan(config, &inputs, Format::Npy, &NpyWriter, &mut warnings)?;
+    let matcher = rules.matcher();
+    let reference = rules.reference()?;
+    let options = rules.job_options(&matcher, reference.as_ref(), Format::Npy);
+    let (expected, output) = (rules.expect_shape.as_deref(), config.target());
+    let job = join::plan(
+        &options,
+        expected,
+        &output,
+        &inputs,
+        &NpyWriter,
+        &mut warnings,
+    )?;
     let grown = &job[0];
     let target = &first.tensors[0];
     check_axis(grown, target)?;
-    check_cast(config, target)?;
+    let cast = rules.cast.as_ref();
+    check_cast(cast, target)?;
     check_not_appended_to_itself(&inputs)?;
     let old_header = read_header_bytes(target)?;
-    let new_header = new_header(&old_header, grown, target, config)?;
-    let added = added_job(grown, target, config);
-    let mut engine = Engine::choose(
-        config.engine.backend,
-        config.engine.adapter,
-        std::slice::from_ref(&added),
-    )?;
+    let new_header = new_header(&old_header, grown, target, rules.axis)?;
+    let added = added_job(grown, target, cast);
+    let chosen = config.engine();
+    let mut engine = Engine::choose(chosen.backend, chosen.adapter, std::slice::from_ref(&added))?;
     let old_len = target.info.data_offset + target.info.data_len;
     match config.action {
         Action::DryRun(form) => {
@@ -62,7 +73,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 return Err(interrupted(&first.name.path, &journal));
             }
             let output = Some((&*first.name.path, Format::Npy));
-            let mut report = PlanReport::new(&config.rules, &inputs, &job, output, &engine, None);
+            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, None);
             report.output.append = Some(AppendReport {
                 bytes: added.plan.bytes,
                 offset: old_len,
@@ -76,7 +87,14 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 old: old_header,
                 new: new_header,
             };
-            grow_target(config, &inputs, &added, &mut engine, header, old_len)
+            grow_target(
+                config.progress,
+                &inputs,
+                &added,
+                &mut engine,
+                header,
+                old_len,
+            )
         }
     }
 }
@@ -88,8 +106,8 @@ struct Headers {
 }
 
 /// Refuses targets that cannot grow in place (not a `.npy` file, standard input) and an
-/// append with nothing to append.
-fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<()> {
+/// append with nothing to append. `axis` is `-a`'s, for the hint.
+fn check_target(first: &Input, inputs: &[Input], axis: Option<i64>) -> Result<()> {
     let name = &first.name;
     if name.is_stdin() {
         return Err(Error::refused(
@@ -101,7 +119,7 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
     if let Some(why) = why {
         return Err(Error::refused(
             format!("cannot append to {name} in place: only .npy files grow in place; {why}"),
-            rewrite_hint(config, inputs),
+            rewrite_hint(axis, inputs),
         ));
     }
     if inputs.len() < 2 {
@@ -116,12 +134,10 @@ fn check_target(first: &Input, inputs: &[Input], config: &JoinConfig) -> Result<
     Ok(())
 }
 
-/// A normal join of the same inputs into the target, which rewrites it whole.
-fn rewrite_hint(config: &JoinConfig, inputs: &[Input]) -> String {
-    let axis = config
-        .rules
-        .axis
-        .map_or(String::new(), |a| format!(" -a {a}"));
+/// A normal join of the same inputs into the target (along `axis`, `-a`'s), which rewrites it
+/// whole.
+fn rewrite_hint(axis: Option<i64>, inputs: &[Input]) -> String {
+    let axis = axis.map_or(String::new(), |a| format!(" -a {a}"));
     let mut names: Vec<String> = inputs.iter().take(3).map(|i| i.name.label()).collect();
     if inputs.len() > 3 {
         names.push("...".to_string());
@@ -178,9 +194,9 @@ fn check_axis(grown: &TensorJob, target: &Tensor) -> Result<()> {
 }
 
 /// `--cast` may only name the target's own type: the data the target holds is not rewritten.
-fn check_cast(config: &JoinConfig, target: &Tensor) -> Result<()> {
+fn check_cast(cast: Option<&DType>, target: &Tensor) -> Result<()> {
     let own = &target.info.dtype;
-    match &config.rules.cast {
+    match cast {
         Some(cast) if cast != own => Err(Error::refused(
             format!(
                 "--cast {cast}: {} holds {own}, and an append does not convert the data it \
@@ -232,12 +248,13 @@ fn read_header_bytes(target: &Tensor) -> Result<Vec<u8>> {
 }
 
 /// The target's header for its grown shape, of the same length, checked to read back as
-/// the same type, layout and data offset with the new shape. Refuses a header without room.
+/// the same type, layout and data offset with the new shape. Refuses a header without room,
+/// with a hint along `axis` (`-a`'s).
 fn new_header(
     old: &[u8],
     grown: &TensorJob,
     target: &Tensor,
-    config: &JoinConfig,
+    axis: Option<i64>,
 ) -> Result<Vec<u8>> {
     let shape = &grown.out.shape;
     let header = npy::reshaped_header(old, shape).filter(|header| {
@@ -263,7 +280,7 @@ fn new_header(
             format!(
                 "rewrite it once with a normal join, which leaves that room, and append in \
                  place from then on: tjoin -a {} {} ... -o {}",
-                config.rules.axis.unwrap_or(0),
+                axis.unwrap_or(0),
                 crate::messages::path(&target.name.path),
                 crate::messages::path(&target.name.path)
             ),
@@ -273,28 +290,16 @@ fn new_header(
 
 /// The job that writes the appended bytes: inputs 2 to n joined along the growth axis in the
 /// target's layout and type, which, for that axis, is the grown file's data after the
-/// target's.
-fn added_job<'a>(grown: &TensorJob<'a>, target: &Tensor, config: &JoinConfig) -> TensorJob<'a> {
+/// target's. Built by the job's constructor, as a join's tensors are; it keeps the rule that
+/// decided the grown tensor.
+fn added_job<'a>(grown: &TensorJob<'a>, target: &Tensor, cast: Option<&DType>) -> TensorJob<'a> {
     let sources: Vec<&'a Tensor> = grown.sources[1..].to_vec();
     let infos: Vec<&TensorInfo> = sources.iter().map(|t| &t.info).collect();
-    let cast = config.rules.cast.as_ref();
     let plan = plan::plan_with(&infos, grown.plan.axis, Some(target.info.layout), cast);
     debug_assert!(plan.outer <= 1 && plan.dtype == target.info.dtype);
     TensorJob {
-        out: OutTensor {
-            name: grown.out.name.clone(),
-            dtype: plan.dtype.clone(),
-            shape: plan.shape.clone(),
-            layout: plan.layout,
-            bytes: plan.bytes,
-        },
-        plan,
-        sources,
-        ranges: None,
-        parts: Default::default(),
-        placement: None,
-        kept: false,
         rule: grown.rule,
+        ..job::job(&grown.out.name, plan, sources)
     }
 }
 
@@ -317,8 +322,9 @@ fn interrupted(path: &Path, journal: &Path) -> Error {
 
 /// Locks the target, checks that it is still the file that was read and that no earlier
 /// append left its journal, then writes the new data after its end and commits it.
+/// `progress`: when to show a progress bar.
 fn grow_target(
-    config: &JoinConfig,
+    progress: When,
     inputs: &[Input],
     added: &TensorJob,
     engine: &mut Engine,
@@ -347,7 +353,7 @@ fn grow_target(
     first.check_unchanged()?;
     let new_len = old_len + added.plan.bytes;
     let mut growth = target.grow(header.old, header.new, new_len)?;
-    let progress = progress::start(added.plan.bytes, config.progress, path);
+    let progress = progress::start(added.plan.bytes, progress, path);
     let swaps = &first.tensors[0].info.swaps;
     let written = write_data(engine, added, &mut growth, swaps, &progress.bar);
     progress.finish();

@@ -4,7 +4,6 @@
 //! committed over the target when complete. Only headers are read before the plan is whole,
 //! so a refusal costs microseconds and writes nothing.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,16 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use indicatif::ProgressBar;
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, PlanForm};
+use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, Target};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
-use crate::format::json::JsonForm;
-use crate::format::{Format, OutTensor, WriteOptions, Writer};
+use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::output::shards::{self, NewFolder, ShardPlan};
 use crate::output::{Output, OutputSet, Sink};
-use crate::plan::job::{self, TensorJob};
-use crate::plan::reference::Reference;
+use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::stack;
 use crate::report::progress::{self, Counted};
 use crate::report::{PlanReport, Warning, Warnings};
@@ -29,10 +26,12 @@ use crate::sys;
 use crate::sys::spill::Spill;
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
-/// then either print the plan or write the output and commit it.
+/// then either print the plan or write the output and commit it. The one function of the
+/// join that sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
-    let mut early = EarlyCopy::for_run(config);
-    let inputs = open_inputs(config, early.as_mut())?;
+    let mut early = config.early_copy().map(EarlyCopy::new);
+    let inputs = open_inputs(&config.open_config(), early.as_mut())?;
+    let target = config.target();
     let mut warnings = Warnings::new(config.quiet);
     for input in &inputs {
         if let Some(warning) = input.shards().and_then(Warning::total_size) {
@@ -41,29 +40,47 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     }
     // A dry run without an output plans as if the output were like the first input.
     // A format tjoin only reads (a checkpoint) plans the output as safetensors.
-    let format = config
-        .output
-        .format
-        .unwrap_or(inputs[0].format)
-        .planned_output();
-    let mut writer = format.writer(&write_options(config, format, &inputs)?)?;
-    let job = plan(config, &inputs, format, writer.as_ref(), &mut warnings)?;
-    let shards = shard_plan(config, &inputs, &job, writer.as_ref(), &mut warnings)?;
-    let mut engine = Engine::choose(config.engine.backend, config.engine.adapter, &job)?;
-    let finished = match (&config.output.path, config.action) {
-        (Some(_), Action::Write) if shards.is_some() => {
-            let shards = shards.as_ref().expect("a sharded output");
-            write_shards(config, shards, &inputs, &job, writer.as_mut(), &mut engine)?
+    let format = target.format.unwrap_or(inputs[0].format).planned_output();
+    let metadata = inputs.first().and_then(Input::metadata);
+    let mut writer = format.writer(&config.output.write_options(format, metadata)?)?;
+    let rules = &config.rules;
+    let matcher = rules.matcher();
+    let reference = rules.reference()?;
+    let options = rules.job_options(&matcher, reference.as_ref(), format);
+    let expected = rules.expect_shape.as_deref();
+    let job = plan(
+        &options,
+        expected,
+        &target,
+        &inputs,
+        writer.as_ref(),
+        &mut warnings,
+    )?;
+    let named = rules.name.is_some();
+    let shards = shard_plan(
+        &target,
+        named,
+        &inputs,
+        &job,
+        writer.as_ref(),
+        &mut warnings,
+    )?;
+    let chosen = config.engine();
+    let mut engine = Engine::choose(chosen.backend, chosen.adapter, &job)?;
+    let finished = match (target.kind, config.action, shards.as_ref()) {
+        // A sharded target has its shard plan.
+        (OutputKind::Sharded { .. }, Action::Write, Some(shards)) => {
+            let (writer, engine) = (writer.as_mut(), &mut engine);
+            write_shards(&target, shards, &inputs, &job, writer, engine)?
         }
-        (Some(path), Action::Write) => {
+        (OutputKind::File(path), Action::Write, _) => {
             let early = early.and_then(|early| early.fits(&inputs, &job));
             let (writer, engine) = (writer.as_mut(), &mut engine);
-            write_checked(config, path, &inputs, &job, writer, engine, early)?
+            write_checked(&target, path, &inputs, &job, writer, engine, early)?
         }
-        (_, action) => {
-            let output = config.output.path.as_deref().zip(config.output.format);
-            let (rules, shards) = (&config.rules, shards.as_ref());
-            let mut report = PlanReport::new(rules, &inputs, &job, output, &engine, shards);
+        (_, action, shards) => {
+            let output = target.path().zip(target.format);
+            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, shards);
             report.warnings = warnings.into_vec();
             let form = match action {
                 Action::DryRun(form) => form,
@@ -111,17 +128,19 @@ impl Finished {
 /// The shards of a sharded output, their tensors in the order each file lists them: the job's
 /// (the first input's) order split by huggingface_hub's rule, each shard then in the writer's
 /// order. Warns of a single-file checkpoint that loaders would read instead of the new set.
+/// `named`: `--name` names the tensor.
 fn shard_plan(
-    config: &JoinConfig,
+    target: &Target,
+    named: bool,
     inputs: &[Input],
     job: &[TensorJob],
     writer: &dyn Writer,
     warnings: &mut Warnings,
 ) -> Result<Option<ShardPlan>> {
-    let Some(sharded) = &config.output.sharded else {
+    let OutputKind::Sharded { path, set: sharded } = target.kind else {
         return Ok(None);
     };
-    check_named(config, inputs)?;
+    check_named(path, &sharded.folder, named, inputs)?;
     let name = sharded.name.clone().unwrap_or_else(|| {
         let index = inputs[0].shards();
         index.map(|s| s.name.clone()).unwrap_or_default()
@@ -142,7 +161,7 @@ fn shard_plan(
         let order = writer.order(&described);
         file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
     }
-    if config.output.no_clobber {
+    if target.no_clobber {
         plan.check_no_clobber()?;
     }
     if let Some(file) = plan.shadowing_file() {
@@ -154,16 +173,15 @@ fn shard_plan(
 /// Refuses a sharded output (a folder, or an index) for tensors that have no names (.npy and
 /// JSON files each hold one, unnamed) when `--name` gives none either: a checkpoint's files
 /// are found by their tensors' names, and `-o existing_dir` was most likely meant as a file in
-/// that folder.
-fn check_named(config: &JoinConfig, inputs: &[Input]) -> Result<()> {
-    let named = inputs.iter().any(|i| i.format.is_container());
-    if named || config.rules.name.is_some() {
+/// that folder. `output` is the path given, `folder` the set's, `named`: `--name` names the
+/// tensor.
+fn check_named(output: &Path, folder: &Path, named: bool, inputs: &[Input]) -> Result<()> {
+    let containers = inputs.iter().any(|i| i.format.is_container());
+    if containers || named {
         return Ok(());
     }
-    let output = config.output.path.as_deref().unwrap_or(Path::new(""));
     // A file in the folder, when there is one to write it in.
-    let folder = config.output.sharded.as_ref().map(|s| s.folder.as_path());
-    let file = match folder.filter(|f| f.is_dir()) {
+    let file = match Some(folder).filter(|f| f.is_dir()) {
         Some(folder) => folder.join("out.npy"),
         None => Path::new("out.npy").to_path_buf(),
     };
@@ -187,7 +205,7 @@ fn check_named(config: &JoinConfig, inputs: &[Input]) -> Result<()> {
 /// the previous set's shards the new index does not list. On any failure the folder is left
 /// as it was, and a folder this run created is removed again.
 fn write_shards(
-    config: &JoinConfig,
+    target: &Target,
     shards: &ShardPlan,
     inputs: &[Input],
     job: &[TensorJob],
@@ -195,9 +213,9 @@ fn write_shards(
     engine: &mut Engine,
 ) -> Result<Finished> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, config.progress, &shards.folder);
+    let progress = progress::start(total, target.progress, &shards.folder);
     let folder = shards.prepare_folder()?;
-    let mut set = shards.members(config.output.no_clobber)?;
+    let mut set = shards.members(target.no_clobber)?;
     let mut written = Ok(());
     for (file, member) in shards.files.iter().zip(set.members_mut()) {
         written = write(job, &file.tensors, writer, engine, member, &progress.bar);
@@ -224,11 +242,11 @@ fn write_shards(
 /// with `--stack`, inserts the new axis. An append (`src/flow/append.rs`) opens its inputs here
 /// too.
 pub(crate) fn open_inputs(
-    config: &JoinConfig,
+    config: &OpenConfig,
     mut early: Option<&mut EarlyCopy>,
 ) -> Result<Vec<Input>> {
-    let paths = &config.inputs;
-    if !config.rules.any_order {
+    let paths = config.paths;
+    if !config.any_order {
         crate::plan::ranks::check_order(paths)?;
     }
     let open_files = sys::raise_open_file_limit();
@@ -251,7 +269,7 @@ pub(crate) fn open_inputs(
         let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
         let opened = paths.iter().enumerate().map(|(index, path)| {
             let options = OpenOptions {
-                format: config.input_format,
+                format: config.format,
                 keep_open: keep_open.saturating_sub(held),
                 read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
             };
@@ -288,62 +306,45 @@ pub(crate) fn open_inputs(
     // The files of a distributed checkpoint are one input, whose tensors are blocks.
     let mut inputs = input::dcp::gather(inputs)?;
     if config.stack {
-        stack::insert_axis(&mut inputs, config.rules.axis)?;
+        stack::insert_axis(&mut inputs, config.axis)?;
     }
     Ok(inputs)
 }
 
-/// Checks and plans every output tensor, in the order `writer` lists them, and checks that
-/// the output format can hold them. An append plans its grown file here too, so that it
+/// Checks and plans every output tensor by `options` into `target`, in the order `writer` lists
+/// them, and checks that the output format can hold them and that they have the shape
+/// `--expect-shape` gives (`expected`). An append plans its grown file here too, so that it
 /// follows the join's rules to the letter.
 pub(crate) fn plan<'a>(
-    config: &JoinConfig,
+    options: &JobOptions,
+    expected: Option<&[u64]>,
+    target: &Target,
     inputs: &'a [Input],
-    format: Format,
     writer: &dyn Writer,
     warnings: &mut Warnings,
 ) -> Result<Vec<TensorJob<'a>>> {
-    let rules = &config.rules;
-    let matcher = crate::plan::rules::Matcher::new(&rules.tensor_rules);
-    // Read before the job is built: its shapes tell constant tensors' splits.
-    let reference = (!rules.like.is_empty())
-        .then(|| Reference::read(&rules.like))
-        .transpose()?;
-    let options = job::JobOptions {
-        cast: rules.cast.as_ref(),
-        axis: rules.axis,
-        spec: rules.spec,
-        rules: &matcher,
-        join_identical: rules.join_identical,
-        uneven: rules.uneven,
-        like: reference.as_ref(),
-        strict: rules.strict,
-        name: rules.name.as_deref(),
-        output: format,
-    };
-    if !rules.strict {
-        for described in job::unmatched_rules(inputs, &options) {
+    if !options.strict {
+        for described in job::unmatched_rules(inputs, options) {
             warnings.push(Warning::UnmatchedRule(described));
         }
     }
-    let output = config.output.path.as_deref();
-    let job = job::build(inputs, &options)
+    let output = target.path();
+    let job = job::build(inputs, options)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
-    if let Some(expected) = &rules.expect_shape {
+    if let Some(expected) = expected {
         job::check_expected_shape(&job, expected)?;
     }
-    if let Some(reference) = &reference {
-        reference.check(&job, &rules.tensor_rules, inputs.len())?;
+    if let Some(reference) = options.like {
+        reference.check(&job, options.rules.rules(), inputs.len())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if config.output.sharded.is_some() {
+    let job = if target.is_sharded() {
         job
     } else {
         in_writer_order(job, writer)
     };
     writer.check(&described(&job)).map_err(|mut refusal| {
-        let target = config.output.path.as_deref();
-        let target = crate::messages::path(target.unwrap_or(Path::new("the output")));
+        let target = crate::messages::path(output.unwrap_or(Path::new("the output")));
         refusal.headline = format!("cannot write {target}: {}", refusal.headline);
         Error::Refused(vec![refusal])
     })?;
@@ -356,9 +357,9 @@ fn described(job: &[TensorJob]) -> Vec<OutTensor> {
 }
 
 /// Writes the output under a temporary name (or completes the early copy's), with progress,
-/// and checks every input unchanged.
+/// and checks every input unchanged. `path` is `target`'s file.
 fn write_checked(
-    config: &JoinConfig,
+    target: &Target,
     path: &Path,
     inputs: &[Input],
     job: &[TensorJob],
@@ -367,7 +368,7 @@ fn write_checked(
     early: Option<early::Fitted>,
 ) -> Result<Finished> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, config.progress, path);
+    let progress = progress::start(total, target.progress, path);
     let output = if let Some(early) = early {
         // The inputs it took were read whole, header and data in one read: nothing to
         // re-check.
@@ -381,7 +382,7 @@ fn write_checked(
         }
         output
     } else {
-        let mut output = Output::create(path, config.output.no_clobber)?;
+        let mut output = Output::create(path, target.no_clobber)?;
         let all: Vec<usize> = (0..job.len()).collect();
         let written = write(job, &all, writer, engine, &mut output, &progress.bar);
         progress.finish();
@@ -394,45 +395,6 @@ fn write_checked(
     Ok(Finished {
         output: Complete::One(output),
         progress,
-    })
-}
-
-/// The writer's options from the configuration, refusing options the output format has no
-/// use for.
-fn write_options(config: &JoinConfig, format: Format, inputs: &[Input]) -> Result<WriteOptions> {
-    let options = &config.output;
-    let misplaced = |flag: &str, kind: &str| {
-        Error::refused(
-            format!("{flag} applies to {kind} outputs only"),
-            format!("drop {flag}, or name the output with the {kind} extension"),
-        )
-    };
-    if options.compress && format != Format::Npz {
-        return Err(misplaced("--compress", ".npz"));
-    }
-    if !options.metadata.is_empty() && format != Format::SafeTensors {
-        return Err(misplaced("--metadata", ".safetensors"));
-    }
-    if options.json_form != JsonForm::default() && format != Format::Json {
-        return Err(misplaced("--json-form", ".json"));
-    }
-    let mut metadata: Option<BTreeMap<String, String>> = inputs
-        .first()
-        .and_then(Input::metadata)
-        .map(|pairs| pairs.iter().cloned().collect());
-    // Every shard of a sharded output has `__metadata__`, as save_torch_state_dict writes it.
-    if options.sharded.is_some() && metadata.is_none() {
-        metadata = Some(BTreeMap::from([("format".to_string(), "pt".to_string())]));
-    }
-    if !options.metadata.is_empty() {
-        metadata
-            .get_or_insert_default()
-            .extend(options.metadata.iter().cloned());
-    }
-    Ok(WriteOptions {
-        compress: options.compress,
-        json_form: options.json_form,
-        metadata,
     })
 }
 

@@ -14,12 +14,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::backend::Engine;
-use crate::config::{JoinRules, PlanForm};
 use crate::error::{InputRef, Result};
 use crate::format::Format;
 use crate::input::{Input, Tensor};
 use crate::output::shards::ShardPlan;
-use crate::plan::job::TensorJob;
+use crate::plan::job::{JobOptions, TensorJob};
 use crate::plan::spec::Spec;
 use crate::report::warning::Warning;
 
@@ -258,11 +257,21 @@ fn shown(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// How a dry run prints the plan (`--dry-run[=FORM]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanForm {
+    /// A table for people.
+    Text,
+    /// One JSON object for scripts; a refusal is printed as one too.
+    Json,
+}
+
 impl PlanReport {
-    /// The report of a checked job: `output` is the output named with `-o` (none for a dry
-    /// run without one), `shards` the files of a sharded output.
+    /// The report of a checked job, planned by `rules` (what planning was given: `-a`, the
+    /// spec, the tensor rules): `output` is the output named with `-o` (none for a dry run
+    /// without one), `shards` the files of a sharded output.
     pub fn new(
-        rules: &JoinRules,
+        rules: &JobOptions,
         inputs: &[Input],
         job: &[TensorJob],
         output: Option<(&Path, Format)>,
@@ -358,7 +367,7 @@ impl TensorHeld {
 }
 
 impl TensorReport {
-    fn new(t: &TensorJob, rules: &JoinRules, engine: Option<String>) -> TensorReport {
+    fn new(t: &TensorJob, rules: &JobOptions, engine: Option<String>) -> TensorReport {
         let blocks = t.placement.as_ref().map(|placement| BlocksReport {
             blocks: t
                 .sources
@@ -376,7 +385,7 @@ impl TensorReport {
                 segments: placement.grid.segments.clone(),
             },
         });
-        let rule = t.rule.map(|at| &rules.tensor_rules[at]);
+        let rule = t.rule.map(|at| &rules.rules.rules()[at]);
         TensorReport {
             axis: (!t.kept && t.placement.is_none()).then_some(t.plan.axis),
             blocks,
