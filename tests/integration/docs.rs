@@ -1,5 +1,6 @@
-//! The documents say what the code is: README.md's layout names every source file. And the
-//! files stay a size a reader can hold: none over 900 lines.
+//! The documents say what the code is: README.md's layout names every source file, and every
+//! path into the repository that README.md and docs/ name exists. And the files stay a size a
+//! reader can hold: none over 900 lines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -111,5 +112,89 @@ fn no_source_file_is_over_900_lines() {
         back_under.is_empty(),
         "{back_under:?} are no longer over {MOST_LINES} lines (or are gone): take them off \
          STILL_OVER in tests/integration/docs.rs"
+    );
+}
+
+/// The folders of the repository whose paths the documents name.
+const TREE: [&str; 11] = [
+    "src/",
+    "tests/",
+    "tools/",
+    "examples/",
+    "benches/",
+    "fuzz/",
+    "fixtures/",
+    "docs/",
+    "man/",
+    "completions/",
+    ".ci/",
+];
+
+/// Every path into the repository's folders (`src/spec/mod.rs`, `src/format/`) that `text`
+/// names, without a sentence's closing punctuation. A path that continues another
+/// (`/usr/share/man/man1/tjoin.1`) is the reader's, not the repository's.
+fn paths_named(text: &str) -> Vec<String> {
+    let part = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let mut found = Vec::new();
+    for (at, _) in text.char_indices() {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| part(c) || c == '~') {
+            continue;
+        }
+        let rest = &text[at..];
+        if !TREE.iter().any(|folder| rest.starts_with(folder)) {
+            continue;
+        }
+        let end = rest.find(|c: char| !part(c)).unwrap_or(rest.len());
+        // A glob (`src/format/*.rs`) names its folder.
+        let path = if rest[end..].starts_with('*') {
+            &rest[..=rest[..end].rfind('/').unwrap_or(0)]
+        } else {
+            rest[..end].trim_end_matches(['.', ','])
+        };
+        found.push(path.to_string());
+    }
+    found
+}
+
+#[test]
+fn every_path_the_documents_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut documents = vec![root.join("README.md")];
+    documents.extend(files_under(root, "docs").iter().map(|file| root.join(file)));
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for document in &documents {
+        let text = fs::read_to_string(document).unwrap();
+        for path in paths_named(&text) {
+            checked += 1;
+            if !root.join(&path).exists() {
+                let name = document.strip_prefix(root).unwrap().display().to_string();
+                missing.push(format!("{name}: {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the documents name paths that do not exist: {missing:#?}"
+    );
+    // The scan finds what it should: README's layout alone names over 40 files.
+    assert!(checked > 40, "only {checked} paths found");
+}
+
+#[test]
+fn paths_are_read_as_a_reader_would() {
+    let text = "See `src/spec/mod.rs`, then src/format/. Globs: src/format/*.rs; \
+                install man/tjoin.1 /usr/share/man/man1/tjoin.1 ~/.config/fish/completions/x \
+                (tests/integration/docs.rs) and xsrc/not.rs.";
+    assert_eq!(
+        paths_named(text),
+        [
+            "src/spec/mod.rs",
+            "src/format/",
+            "src/format/",
+            "man/tjoin.1",
+            "tests/integration/docs.rs",
+        ]
     );
 }
