@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::cursors::Cursors;
 use super::direct::{shrunk_or, write_from_map, write_in_pieces};
 use super::gather::Walk;
-use super::threads::{Block, Out, stopped};
+use super::threads::{Block, Out, stopped, with_out};
 use super::{BUFFER, DIRECT_RUN, READ_INPUT, RELEASE_BUDGET, SMALL_INPUT, changes, map};
 use crate::dtype::cast;
 use crate::dtype::{DType, swap_in_place};
@@ -15,8 +15,34 @@ use crate::error::{Error, InputRef, Result};
 use crate::format::Layout;
 use crate::format::npz::StoredCrc;
 use crate::input::Tensor;
+use crate::output::Sink;
 use crate::plan::{Gather, InputPlan, JoinPlan};
 use crate::sys::{self, Region};
+
+/// Runs `work` with a packer that writes to `out`: on this thread; or, when `threaded`, on a
+/// second thread that packs while this one writes the blocks it hands over, in order
+/// (`threads::with_out`). A failure on either side stops both, and the first failure is
+/// returned: the writer's, which stops the packer, or the packer's.
+pub(super) fn with_packer<W>(
+    dtype: &DType,
+    threaded: bool,
+    out: &mut dyn Sink,
+    work: W,
+) -> Result<()>
+where
+    W: FnOnce(&mut Packer) -> Result<()> + Send,
+{
+    with_out(
+        threaded,
+        out,
+        || empty_buffer(dtype),
+        |out| {
+            let mut packer = Packer::new(out, dtype);
+            work(&mut packer)?;
+            packer.flush()
+        },
+    )
+}
 
 /// The output and the buffer that packs small runs.
 pub(super) struct Packer<'a> {
