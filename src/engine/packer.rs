@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cursors::Cursors;
 use super::direct::{shrunk_or, write_from_map, write_in_pieces};
-use super::gather::Walk;
+use super::gather::{Walk, offset_of};
 use super::threads::{Block, Out, stopped, with_out};
 use super::{BUFFER, DIRECT_RUN, READ_INPUT, RELEASE_BUDGET, SMALL_INPUT, changes, map};
 use crate::dtype::cast;
@@ -542,14 +542,4 @@ pub(super) fn strided_copy_n<const N: usize>(
         let piece: &[u8; N] = piece[..N].try_into().expect("a chunk holds a run");
         dst[at..at + N].copy_from_slice(piece);
     }
-}
-
-/// The byte offset of the `index`-th element (in C order) of a block with these dims.
-pub(super) fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
-    let mut offset = 0;
-    for (&dim, &stride) in dims.iter().zip(strides).rev() {
-        offset += (index % dim) * stride;
-        index /= dim;
-    }
-    offset
 }
