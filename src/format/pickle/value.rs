@@ -1,7 +1,8 @@
-//! The values a pickle builds, shared by the machine ([`super::vm`]) and the globals it may
-//! call ([`super::globals`]): the arena's nodes and their `Id`s, storages and tensor records,
-//! the globals and torch dtypes a node may hold, and the fault a step may end in. Only data
-//! and the names of data: nothing here runs a pickle or decides what a global builds.
+//! The values a pickle builds, shared by the machine (`vm.rs`) and the globals it may call
+//! (`globals.rs`), which import this file (it imports neither): the arena's nodes and their
+//! `Id`s, storages and tensor records, the globals and torch dtypes a node may hold, and the
+//! fault a step may end in. Only data and the names of data: nothing here runs a pickle or
+//! decides what a global builds.
 
 use crate::dtype::DType;
 
