@@ -119,11 +119,19 @@ fn strided<const N: usize>(
     }
 }
 
+/// The byte offset of the `index`-th element (in C order) of a block with these dims.
+pub(super) fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
+    let mut offset = 0;
+    for (&dim, &stride) in dims.iter().zip(strides).rev() {
+        offset += (index % dim) * stride;
+        index /= dim;
+    }
+    offset
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    // The engine's own: each element's offset worked out from its index.
-    use crate::engine::packer::offset_of;
 
     #[test]
     fn a_walk_gives_each_element_at_its_offset_in_pieces_of_any_length() {

@@ -53,7 +53,7 @@ use crate::output::{Scratch, Sink};
 use crate::plan::{InputPlan, JoinPlan};
 use crate::sys::Region;
 use cursors::Cursors;
-use threads::with_packer;
+use packer::with_packer;
 
 /// Size of the reused output buffer.
 const BUFFER: usize = 1 << 20;

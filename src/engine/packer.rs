@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::cursors::Cursors;
 use super::direct::{shrunk_or, write_from_map, write_in_pieces};
-use super::gather::Walk;
-use super::threads::{Block, Out, stopped};
+use super::gather::{Walk, offset_of};
+use super::threads::{Block, Out, stopped, with_out};
 use super::{BUFFER, DIRECT_RUN, READ_INPUT, RELEASE_BUDGET, SMALL_INPUT, changes, map};
 use crate::dtype::cast;
 use crate::dtype::{DType, swap_in_place};
@@ -15,8 +15,34 @@ use crate::error::{Error, InputRef, Result};
 use crate::format::Layout;
 use crate::format::npz::StoredCrc;
 use crate::input::Tensor;
+use crate::output::Sink;
 use crate::plan::{Gather, InputPlan, JoinPlan};
 use crate::sys::{self, Region};
+
+/// Runs `work` with a packer that writes to `out`: on this thread; or, when `threaded`, on a
+/// second thread that packs while this one writes the blocks it hands over, in order
+/// (`threads::with_out`). A failure on either side stops both, and the first failure is
+/// returned: the writer's, which stops the packer, or the packer's.
+pub(super) fn with_packer<W>(
+    dtype: &DType,
+    threaded: bool,
+    out: &mut dyn Sink,
+    work: W,
+) -> Result<()>
+where
+    W: FnOnce(&mut Packer) -> Result<()> + Send,
+{
+    with_out(
+        threaded,
+        out,
+        || empty_buffer(dtype),
+        |out| {
+            let mut packer = Packer::new(out, dtype);
+            work(&mut packer)?;
+            packer.flush()
+        },
+    )
+}
 
 /// The output and the buffer that packs small runs.
 pub(super) struct Packer<'a> {
@@ -516,14 +542,4 @@ pub(super) fn strided_copy_n<const N: usize>(
         let piece: &[u8; N] = piece[..N].try_into().expect("a chunk holds a run");
         dst[at..at + N].copy_from_slice(piece);
     }
-}
-
-/// The byte offset of the `index`-th element (in C order) of a block with these dims.
-pub(super) fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
-    let mut offset = 0;
-    for (&dim, &stride) in dims.iter().zip(strides).rev() {
-        offset += (index % dim) * stride;
-        index /= dim;
-    }
-    offset
 }

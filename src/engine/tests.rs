@@ -1,6 +1,7 @@
 //! Unit tests of the copy engine: every copy path, the threads and the packer's helpers.
 
-use super::packer::{offset_of, strided_copy};
+use super::gather::offset_of;
+use super::packer::strided_copy;
 use super::*;
 use crate::format::Layout;
 use crate::input::{Input, OpenOptions};

@@ -1,5 +1,5 @@
-//! The two-thread hand-off: a packer on a second thread hands filled buffers and file ranges
-//! to this one, which writes them in order.
+//! The two-thread hand-off: a producer (the packer) on a second thread hands filled buffers
+//! and file ranges to this one, which writes them in order. Knows nothing of the packer.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -7,51 +7,49 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
 use super::BUFFERS;
 use super::direct::write_from_map;
-use super::packer::{Packer, empty_buffer};
-use crate::dtype::DType;
 use crate::error::{Error, InputRef, Result};
 use crate::output::Sink;
 
-/// Runs `work` with a packer that writes to `out`: on this thread; or, when `threaded`, on a
-/// second thread that packs while this one writes the blocks it hands over, in order, so
-/// that the output is still written front to back through `out` (a pipe as well as a
-/// file). A failure on either side stops both, and the first failure is returned: the
-/// writer's, which stops the packer, or the packer's.
-pub(super) fn with_packer<W>(
-    dtype: &DType,
+/// Runs `work` with an `Out` that writes to `out`: on this thread; or, when `threaded`, on a
+/// second thread that produces blocks while this one writes them, in order, so that the
+/// output is still written front to back through `out` (a pipe as well as a file). `spare`
+/// makes the buffers handed to the second thread to fill. A failure on either side stops
+/// both, and the first failure is returned: the writer's, which stops the other thread, or
+/// the other thread's.
+pub(super) fn with_out<W>(
     threaded: bool,
     out: &mut dyn Sink,
+    spare: impl Fn() -> Vec<u8>,
     work: W,
 ) -> Result<()>
 where
-    W: FnOnce(&mut Packer) -> Result<()> + Send,
+    W: FnOnce(Out<'_>) -> Result<()> + Send,
 {
     if !threaded {
-        let mut packer = Packer::new(Out::Here(out), dtype);
-        work(&mut packer)?;
-        return packer.flush();
+        return work(Out::Here(out));
     }
     let (blocks, received) = mpsc::sync_channel(BUFFERS - 1);
-    let (spares, spare) = mpsc::channel();
+    let (spares, spare_rx) = mpsc::channel();
     for _ in 1..BUFFERS {
-        let _ = spares.send(empty_buffer(dtype));
+        let _ = spares.send(spare());
     }
     std::thread::scope(|scope| {
-        let packer = scope.spawn(move || {
-            let mut packer = Packer::new(Out::Sent { blocks, spare }, dtype);
-            work(&mut packer)?;
-            packer.flush()
+        let producer = scope.spawn(move || {
+            work(Out::Sent {
+                blocks,
+                spare: spare_rx,
+            })
         });
-        // Returning drops the channels' ends, which wakes a packer waiting on them.
+        // Returning drops the channels' ends, which wakes a producer waiting on them.
         let written = write_blocks(received, spares, out);
-        let packed = packer
+        let produced = producer
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        written.and(packed)
+        written.and(produced)
     })
 }
 
-/// The writing side of a threaded packer: writes each block as it comes and gives the
+/// The writing side of the hand-off: writes each block as it comes and gives the
 /// buffers back, until the packer is done or a write fails.
 pub(super) fn write_blocks(
     blocks: Receiver<Block>,
@@ -81,7 +79,7 @@ pub(super) fn write_blocks(
     Ok(())
 }
 
-/// What a threaded packer hands the writing thread.
+/// What a producing thread hands the writing thread.
 pub(super) enum Block {
     /// The first bytes of a buffer, which comes back to be filled again.
     Packed(Vec<u8>, usize),
@@ -94,7 +92,7 @@ pub(super) enum Block {
     },
 }
 
-/// Where a packer's output goes.
+/// Where a producer's (the packer's) output goes.
 pub(super) enum Out<'a> {
     /// Written on the packer's own thread.
     Here(&'a mut dyn Sink),
@@ -128,7 +126,7 @@ impl Out<'_> {
     }
 }
 
-/// What a threaded packer returns when the writing thread has stopped: never reported, as
+/// What a producing thread returns when the writing thread has stopped: never reported, as
 /// the writer's own failure is.
 pub(super) fn stopped() -> Error {
     let why = std::io::Error::other("the writing thread stopped");

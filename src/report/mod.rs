@@ -10,3 +10,27 @@ pub(crate) mod warning;
 
 pub use plan::PlanReport;
 pub use warning::{Warning, Warnings};
+
+use crate::error::Result;
+use plan::PlanForm;
+
+/// Choosing a renderer lives here, above both: `plan` builds the report and knows nothing of
+/// its text, `text` renders it.
+impl PlanReport {
+    /// The report in `form`.
+    pub fn render(&self, form: PlanForm) -> String {
+        match form {
+            PlanForm::Text => text::render(self),
+            PlanForm::Json => self.json(),
+        }
+    }
+
+    /// Prints the report in `form` on standard output: the text through the gate that quotes
+    /// what acts on a terminal, the JSON exactly.
+    pub fn print(&self, form: PlanForm) -> Result<()> {
+        match form {
+            PlanForm::Text => crate::messages::print(&self.render(form)),
+            PlanForm::Json => crate::messages::print_exact(&self.render(form)),
+        }
+    }
+}

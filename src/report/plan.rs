@@ -1,7 +1,8 @@
 //! The plan of a checked job as one typed report, built once from the plan and rendered twice
 //! (as hyperfine's `src/export/` renders one result): as text for people ([`super::text`],
-//! `--dry-run`) and as JSON for scripts ([`PlanReport::json`], `--dry-run=json`). Nothing here
-//! reads data.
+//! `--dry-run`) and as JSON for scripts ([`PlanReport::json`], `--dry-run=json`); `report`
+//! itself chooses between them (`PlanReport::render`, `PlanReport::print`), so that this file
+//! knows nothing of the text. Nothing here reads data.
 //!
 //! The JSON is serde's rendering of these types, field by field in the order they are
 //! declared; they are declared in alphabetical order, which is the order the JSON has always
@@ -14,7 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::backend::Engine;
-use crate::error::{InputRef, Result};
+use crate::error::InputRef;
 use crate::format::Format;
 use crate::input::{Input, Tensor};
 use crate::output::shards::ShardPlan;
@@ -312,23 +313,6 @@ impl PlanReport {
         // Serializing types of numbers, strings, options and vectors cannot fail.
         let json = serde_json::to_string(self).unwrap_or_default();
         format!("{json}\n")
-    }
-
-    /// The report in `form`.
-    pub fn render(&self, form: PlanForm) -> String {
-        match form {
-            PlanForm::Text => super::text::render(self),
-            PlanForm::Json => self.json(),
-        }
-    }
-
-    /// Prints the report in `form` on standard output: the text through the gate that quotes
-    /// what acts on a terminal, the JSON exactly.
-    pub fn print(&self, form: PlanForm) -> Result<()> {
-        match form {
-            PlanForm::Text => crate::messages::print(&self.render(form)),
-            PlanForm::Json => crate::messages::print_exact(&self.render(form)),
-        }
     }
 }
 

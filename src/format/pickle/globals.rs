@@ -1,249 +1,13 @@
 //! The globals a checkpoint's pickle may name, and what "calling" each builds. This is the
 //! allowlist of torch's `_weights_only_unpickler._get_allowed_globals`, less what only code
 //! could use (user-allowed globals, numpy rebuilders), and every entry is data: a name is
-//! never imported, a function never run.
+//! never imported, a function never run. The globals and the values they build are
+//! `super::value`'s types; a call reads its arguments from the arena of nodes it is given.
 
-use crate::dtype::DType;
-
-use super::vm::{Id, Machine, Node, Storage, TensorRecord, kind_of};
-
-type Step<T> = Result<T, super::vm::FaultKind>;
-
-fn damaged<T>(what: impl Into<String>) -> Step<T> {
-    Err(super::vm::FaultKind::Damaged(what.into()))
-}
-
-fn refused<T>(what: impl Into<String>) -> Step<T> {
-    Err(super::vm::FaultKind::Refused(what.into()))
-}
-
-/// A global the pickle may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Global {
-    /// `collections.OrderedDict`: what `state_dict()` returns.
-    OrderedDict,
-    /// `collections.Counter`: a dict.
-    Counter,
-    /// `builtins.set`.
-    Set,
-    /// `builtins.bytearray`.
-    ByteArray,
-    /// `builtins.complex`.
-    Complex,
-    /// `_codecs.encode`: how protocol 2 pickles a `bytes` value (`encode(text, 'latin1')`).
-    Encode,
-    /// `torch.Size`: a tuple of ints.
-    Size,
-    /// `torch.device`: a device's name.
-    Device,
-    /// `torch.Tensor`, the class: named by `_rebuild_from_type_v2`.
-    TensorClass,
-    /// `torch.nn.parameter.Parameter`, the class.
-    Parameter,
-    /// A dtype: `torch.float32`.
-    Dtype(TorchDtype),
-    /// A storage class: `torch.FloatStorage` (`None`: `torch.UntypedStorage`).
-    StorageClass(Option<TorchDtype>),
-    /// A quantization scheme (`torch.per_tensor_affine`): only quantized tensors use one.
-    QScheme,
-    /// `torch.serialization._get_layout`: only sparse tensors use one.
-    Layout,
-    /// One of `torch._utils`' rebuild functions, or `torch._tensor._rebuild_from_type_v2`.
-    Rebuild(Rebuild),
-}
-
-/// The functions that rebuild a tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rebuild {
-    /// `_rebuild_tensor(storage, offset, size, stride)`.
-    Tensor,
-    /// `_rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata])`.
-    TensorV2,
-    /// `_rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype[, metadata])`.
-    TensorV3,
-    /// `_rebuild_parameter(data, requires_grad, hooks)`.
-    Parameter,
-    /// `_rebuild_parameter_with_state(data, requires_grad, hooks, state)`.
-    ParameterWithState,
-    /// `_rebuild_from_type_v2(func, new_type, args, state)`: a tensor with Python attributes.
-    FromTypeV2,
-    /// `_rebuild_device_tensor_from_cpu_tensor(data, dtype, device, requires_grad)`.
-    DeviceFromCpu,
-    /// `_rebuild_qtensor`: a quantized tensor.
-    Quantized,
-    /// `_rebuild_sparse_tensor`: a sparse tensor.
-    Sparse,
-    /// `_rebuild_meta_tensor_no_storage`: a tensor without data.
-    Meta,
-    /// `_rebuild_wrapper_subclass`: a tensor subclass (a nested or a DTensor's local tensor).
-    WrapperSubclass,
-    /// `_rebuild_device_tensor_from_numpy`: needs numpy's globals, which are refused.
-    DeviceFromNumpy,
-}
-
-impl Global {
-    /// Its full name, as the pickle spells it.
-    pub fn path(self) -> String {
-        match self {
-            Global::OrderedDict => "collections.OrderedDict".to_string(),
-            Global::Counter => "collections.Counter".to_string(),
-            Global::Set => "builtins.set".to_string(),
-            Global::ByteArray => "builtins.bytearray".to_string(),
-            Global::Complex => "builtins.complex".to_string(),
-            Global::Encode => "_codecs.encode".to_string(),
-            Global::Size => "torch.Size".to_string(),
-            Global::Device => "torch.device".to_string(),
-            Global::TensorClass => "torch.Tensor".to_string(),
-            Global::Parameter => "torch.nn.parameter.Parameter".to_string(),
-            Global::Dtype(dtype) => format!("torch.{}", dtype.name()),
-            Global::StorageClass(Some(dtype)) => format!("torch.{}", dtype.storage_name()),
-            Global::StorageClass(None) => "torch.UntypedStorage".to_string(),
-            Global::QScheme => "a torch quantization scheme".to_string(),
-            Global::Layout => "torch.serialization._get_layout".to_string(),
-            Global::Rebuild(rebuild) => {
-                let name = match rebuild {
-                    Rebuild::Tensor => "_rebuild_tensor",
-                    Rebuild::TensorV2 => "_rebuild_tensor_v2",
-                    Rebuild::TensorV3 => "_rebuild_tensor_v3",
-                    Rebuild::Parameter => "_rebuild_parameter",
-                    Rebuild::ParameterWithState => "_rebuild_parameter_with_state",
-                    Rebuild::FromTypeV2 => return "torch._tensor._rebuild_from_type_v2".into(),
-                    Rebuild::DeviceFromCpu => "_rebuild_device_tensor_from_cpu_tensor",
-                    Rebuild::Quantized => "_rebuild_qtensor",
-                    Rebuild::Sparse => "_rebuild_sparse_tensor",
-                    Rebuild::Meta => "_rebuild_meta_tensor_no_storage",
-                    Rebuild::WrapperSubclass => "_rebuild_wrapper_subclass",
-                    Rebuild::DeviceFromNumpy => "_rebuild_device_tensor_from_numpy",
-                };
-                format!("torch._utils.{name}")
-            }
-        }
-    }
-}
-
-/// Every element type torch has a name for, as `str(dtype)` spells it without `torch.`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TorchDtype(u8);
-
-/// torch's dtypes: the name, the legacy storage class (if any), the element's bytes (0 for
-/// sub-byte types), and tjoin's type (if it has one).
-const DTYPES: &[(&str, Option<&str>, u64, Option<DType>)] = &[
-    ("float32", Some("FloatStorage"), 4, Some(DType::Float32)),
-    ("float64", Some("DoubleStorage"), 8, Some(DType::Float64)),
-    ("float16", Some("HalfStorage"), 2, Some(DType::Float16)),
-    (
-        "bfloat16",
-        Some("BFloat16Storage"),
-        2,
-        Some(DType::BFloat16),
-    ),
-    ("int64", Some("LongStorage"), 8, Some(DType::Int64)),
-    ("int32", Some("IntStorage"), 4, Some(DType::Int32)),
-    ("int16", Some("ShortStorage"), 2, Some(DType::Int16)),
-    ("int8", Some("CharStorage"), 1, Some(DType::Int8)),
-    ("uint8", Some("ByteStorage"), 1, Some(DType::UInt8)),
-    ("bool", Some("BoolStorage"), 1, Some(DType::Bool)),
-    (
-        "complex64",
-        Some("ComplexFloatStorage"),
-        8,
-        Some(DType::Complex64),
-    ),
-    (
-        "complex128",
-        Some("ComplexDoubleStorage"),
-        16,
-        Some(DType::Complex128),
-    ),
-    ("uint16", None, 2, Some(DType::UInt16)),
-    ("uint32", None, 4, Some(DType::UInt32)),
-    ("uint64", None, 8, Some(DType::UInt64)),
-    ("float8_e4m3fn", None, 1, Some(DType::Float8E4M3)),
-    ("float8_e5m2", None, 1, Some(DType::Float8E5M2)),
-    ("float8_e4m3fnuz", None, 1, Some(DType::Float8E4M3Fnuz)),
-    ("float8_e5m2fnuz", None, 1, Some(DType::Float8E5M2Fnuz)),
-    ("float8_e8m0fnu", None, 1, Some(DType::Float8E8M0)),
-    ("complex32", None, 4, None),
-    ("float4_e2m1fn_x2", None, 1, None),
-    ("qint8", Some("QInt8Storage"), 1, None),
-    ("quint8", Some("QUInt8Storage"), 1, None),
-    ("qint32", Some("QInt32Storage"), 4, None),
-    ("quint4x2", Some("QUInt4x2Storage"), 1, None),
-    ("quint2x4", Some("QUInt2x4Storage"), 1, None),
-    ("bits1x8", None, 1, None),
-    ("bits2x4", None, 1, None),
-    ("bits4x2", None, 1, None),
-    ("bits8", None, 1, None),
-    ("bits16", None, 2, None),
-    ("uint1", None, 0, None),
-    ("uint2", None, 0, None),
-    ("uint3", None, 0, None),
-    ("uint4", None, 0, None),
-    ("uint5", None, 0, None),
-    ("uint6", None, 0, None),
-    ("uint7", None, 0, None),
-    ("int1", None, 0, None),
-    ("int2", None, 0, None),
-    ("int3", None, 0, None),
-    ("int4", None, 0, None),
-    ("int5", None, 0, None),
-    ("int6", None, 0, None),
-    ("int7", None, 0, None),
-];
-
-impl TorchDtype {
-    fn entry(self) -> &'static (&'static str, Option<&'static str>, u64, Option<DType>) {
-        &DTYPES[usize::from(self.0)]
-    }
-
-    /// torch's name for it: `float32`.
-    pub fn name(self) -> &'static str {
-        self.entry().0
-    }
-
-    /// Its legacy storage class: `FloatStorage`.
-    pub fn storage_name(self) -> &'static str {
-        self.entry().1.unwrap_or("UntypedStorage")
-    }
-
-    /// Bytes per element (0 for types of fewer bits than a byte).
-    pub fn itemsize(self) -> u64 {
-        self.entry().2
-    }
-
-    /// tjoin's type for it, if it has one (quantized and sub-byte types have none).
-    pub fn dtype(self) -> Option<DType> {
-        self.entry().3.clone()
-    }
-
-    /// The dtype of this name (`float32`, or an alias such as `float`).
-    pub fn from_name(name: &str) -> Option<TorchDtype> {
-        let canonical = match name {
-            "float" => "float32",
-            "double" => "float64",
-            "half" => "float16",
-            "long" => "int64",
-            "int" => "int32",
-            "short" => "int16",
-            "cfloat" => "complex64",
-            "cdouble" => "complex128",
-            "chalf" => "complex32",
-            other => other,
-        };
-        DTYPES
-            .iter()
-            .position(|(n, ..)| *n == canonical)
-            .map(|i| TorchDtype(i as u8))
-    }
-
-    /// The dtype whose legacy storage class is `name` (`FloatStorage`).
-    pub fn from_storage_name(name: &str) -> Option<TorchDtype> {
-        DTYPES
-            .iter()
-            .position(|(_, storage, ..)| *storage == Some(name))
-            .map(|i| TorchDtype(i as u8))
-    }
-}
+use super::value::{
+    Arena, Global, Id, Node, Rebuild, Step, Storage, TensorRecord, TorchDtype, damaged, kind_of,
+    refused,
+};
 
 /// Modules whose names are refused with the reason that they run code.
 const CODE_MODULES: &[&str] = &[
@@ -371,16 +135,11 @@ impl Call {
 }
 
 /// What calling `global` with `args` builds.
-pub(super) fn call(
-    machine: &mut Machine<'_>,
-    global: Global,
-    args: &[Id],
-    how: Call,
-) -> Step<Node> {
+pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> Step<Node> {
     let path = global.path();
     let arg = |i: usize| -> Step<&Node> {
         match args.get(i) {
-            Some(&id) => Ok(machine.node(id)),
+            Some(&id) => Ok(nodes.node(id)),
             None => damaged(format!(
                 "{path} is called with {} arguments, too few",
                 args.len()
@@ -390,7 +149,7 @@ pub(super) fn call(
     match global {
         Global::OrderedDict | Global::Counter => match args {
             [] => Ok(Node::Dict(Vec::new())),
-            [items] => match machine.node(*items) {
+            [items] => match nodes.node(*items) {
                 Node::Dict(entries) => Ok(Node::Dict(entries.clone())),
                 Node::List(items) if items.is_empty() => Ok(Node::Dict(Vec::new())),
                 other => refused(format!(
@@ -402,7 +161,7 @@ pub(super) fn call(
         },
         Global::Set => match args {
             [] => Ok(Node::Set(Vec::new())),
-            [items] => match machine.node(*items) {
+            [items] => match nodes.node(*items) {
                 Node::List(items) | Node::Tuple(items) | Node::Set(items) => {
                     Ok(Node::Set(items.clone()))
                 }
@@ -412,7 +171,7 @@ pub(super) fn call(
         },
         Global::ByteArray => match args {
             [] => Ok(Node::Bytes(Box::new([]))),
-            [bytes] => match machine.node(*bytes) {
+            [bytes] => match nodes.node(*bytes) {
                 Node::Bytes(bytes) => Ok(Node::Bytes(bytes.clone())),
                 other => refused(format!("{path} is called with {}", kind_of(other))),
             },
@@ -424,8 +183,8 @@ pub(super) fn call(
                 Node::Int(v) => Some(v as f64),
                 _ => None,
             };
-            let re = args.first().map_or(Some(0.0), |&a| part(machine.node(a)));
-            let im = args.get(1).map_or(Some(0.0), |&a| part(machine.node(a)));
+            let re = args.first().map_or(Some(0.0), |&a| part(nodes.node(a)));
+            let im = args.get(1).map_or(Some(0.0), |&a| part(nodes.node(a)));
             match (re, im) {
                 (Some(re), Some(im)) if args.len() <= 2 => Ok(Node::Complex(re, im)),
                 _ => refused(format!(
@@ -438,7 +197,7 @@ pub(super) fn call(
             let Node::Str(text) = arg(0)? else {
                 return refused(format!("{path} is called on something other than a string"));
             };
-            let encoding = match args.get(1).map(|&a| machine.node(a)) {
+            let encoding = match args.get(1).map(|&a| nodes.node(a)) {
                 Some(Node::Str(e)) => e.to_ascii_lowercase().replace('-', ""),
                 None => "utf8".to_string(),
                 Some(_) => {
@@ -465,7 +224,7 @@ pub(super) fn call(
         }
         Global::Size => match args {
             [] => Ok(Node::Tuple(Vec::new())),
-            [dims] => match machine.node(*dims) {
+            [dims] => match nodes.node(*dims) {
                 Node::Tuple(dims) | Node::List(dims) => Ok(Node::Tuple(dims.clone())),
                 other => refused(format!("{path} is called with {}", kind_of(other))),
             },
@@ -476,7 +235,7 @@ pub(super) fn call(
                 Node::Str(name) => name.to_string(),
                 other => return refused(format!("{path} is called with {}", kind_of(other))),
             };
-            match args.get(1).map(|&a| machine.node(a)) {
+            match args.get(1).map(|&a| nodes.node(a)) {
                 None => Ok(Node::Str(name.into())),
                 Some(Node::Int(index)) => Ok(Node::Str(format!("{name}:{index}").into())),
                 Some(other) => refused(format!("{path} is given {} as an index", kind_of(other))),
@@ -489,7 +248,7 @@ pub(super) fn call(
                 kind_of(other)
             )),
         },
-        Global::Rebuild(rebuild) => call_rebuild(machine, rebuild, args, &path),
+        Global::Rebuild(rebuild) => call_rebuild(nodes, rebuild, args, &path),
         // `_get_layout('torch.sparse_coo')`: only a sparse tensor names a layout.
         Global::Layout => Ok(Node::Unreadable(SPARSE.into())),
         Global::TensorClass
@@ -510,17 +269,12 @@ pub(super) fn call(
     }
 }
 
-fn call_rebuild(
-    machine: &mut Machine<'_>,
-    rebuild: Rebuild,
-    args: &[Id],
-    path: &str,
-) -> Step<Node> {
+fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> Step<Node> {
     let unreadable = |what: &str| Ok(Node::Unreadable(what.into()));
     match rebuild {
-        Rebuild::Tensor | Rebuild::TensorV2 => tensor(machine, args, None, path),
+        Rebuild::Tensor | Rebuild::TensorV2 => tensor(nodes, args, None, path),
         Rebuild::TensorV3 => {
-            let dtype = match args.get(6).map(|&a| machine.node(a)) {
+            let dtype = match args.get(6).map(|&a| nodes.node(a)) {
                 Some(Node::Global(Global::Dtype(dtype))) => *dtype,
                 Some(other) => {
                     return refused(format!(
@@ -530,15 +284,15 @@ fn call_rebuild(
                 }
                 None => return damaged(format!("{path} is called without a dtype")),
             };
-            tensor(machine, args, Some(dtype), path)
+            tensor(nodes, args, Some(dtype), path)
         }
         Rebuild::Parameter | Rebuild::ParameterWithState | Rebuild::DeviceFromCpu => {
-            match args.first().map(|&a| machine.node(a)) {
+            match args.first().map(|&a| nodes.node(a)) {
                 Some(node @ (Node::Tensor(_) | Node::Unreadable(_))) => {
                     let node = node.clone();
                     if rebuild == Rebuild::DeviceFromCpu
                         && let (Node::Tensor(t), Some(Node::Global(Global::Dtype(d)))) =
-                            (&node, args.get(1).map(|&a| machine.node(a)))
+                            (&node, args.get(1).map(|&a| nodes.node(a)))
                         && t.dtype != *d
                     {
                         return refused(format!(
@@ -564,7 +318,7 @@ fn call_rebuild(
             else {
                 return damaged(format!("{path} is called with {} arguments", args.len()));
             };
-            match machine.node(new_type) {
+            match nodes.node(new_type) {
                 Node::Global(Global::TensorClass | Global::Parameter) => {}
                 other => {
                     return refused(format!(
@@ -574,19 +328,19 @@ fn call_rebuild(
                     ));
                 }
             }
-            let Node::Global(Global::Rebuild(inner_rebuild)) = *machine.node(func) else {
+            let Node::Global(Global::Rebuild(inner_rebuild)) = *nodes.node(func) else {
                 return refused(format!(
                     "{path} rebuilds its tensor with {}, not one of torch's rebuild functions",
-                    kind_of(machine.node(func))
+                    kind_of(nodes.node(func))
                 ));
             };
-            let Node::Tuple(inner_args) = machine.node(inner).clone() else {
+            let Node::Tuple(inner_args) = nodes.node(inner).clone() else {
                 return damaged(format!("{path} is given arguments that are not a tuple"));
             };
             if inner_rebuild == Rebuild::FromTypeV2 {
                 return refused(format!("{path} calls itself"));
             }
-            call_rebuild(machine, inner_rebuild, &inner_args, path)
+            call_rebuild(nodes, inner_rebuild, &inner_args, path)
         }
         Rebuild::Quantized => unreadable(
             "a quantized tensor, which safetensors and numpy have no type for; dequantize it \
@@ -608,19 +362,14 @@ fn call_rebuild(
 
 /// A tensor record from `(storage, offset, size, stride, ...)`; `dtype` given by
 /// `_rebuild_tensor_v3`, else the storage class's.
-fn tensor(
-    machine: &mut Machine<'_>,
-    args: &[Id],
-    dtype: Option<TorchDtype>,
-    path: &str,
-) -> Step<Node> {
+fn tensor(nodes: &[Node], args: &[Id], dtype: Option<TorchDtype>, path: &str) -> Step<Node> {
     if args.len() < 4 {
         return damaged(format!(
             "{path} is called with {} arguments, too few",
             args.len()
         ));
     }
-    let storage = match machine.node(args[0]) {
+    let storage = match nodes.node(args[0]) {
         Node::Storage(storage) => (**storage).clone(),
         other => {
             return refused(format!(
@@ -629,7 +378,7 @@ fn tensor(
             ));
         }
     };
-    let offset = match machine.node(args[1]) {
+    let offset = match nodes.node(args[1]) {
         Node::Int(v) => u64::try_from(*v)
             .or_else(|_| damaged(format!("{path} is given the storage offset {v}")))?,
         other => {
@@ -639,8 +388,8 @@ fn tensor(
             ));
         }
     };
-    let shape = dims(machine, args[2], path, "size")?;
-    let stride = dims(machine, args[3], path, "stride")?;
+    let shape = dims(nodes, args[2], path, "size")?;
+    let stride = dims(nodes, args[3], path, "stride")?;
     if shape.len() != stride.len() {
         return damaged(format!(
             "{path} is given {} sizes and {} strides",
@@ -675,11 +424,11 @@ fn tensor(
 }
 
 /// A size or stride: a tuple (or `torch.Size`) of whole numbers.
-fn dims(machine: &Machine<'_>, id: Id, path: &str, what: &str) -> Step<Vec<u64>> {
-    let Node::Tuple(items) = machine.node(id) else {
+fn dims(nodes: &[Node], id: Id, path: &str, what: &str) -> Step<Vec<u64>> {
+    let Node::Tuple(items) = nodes.node(id) else {
         return damaged(format!(
             "{path} is given {} as its {what}",
-            kind_of(machine.node(id))
+            kind_of(nodes.node(id))
         ));
     };
     if items.len() > crate::format::MAX_RANK {
@@ -691,7 +440,7 @@ fn dims(machine: &Machine<'_>, id: Id, path: &str, what: &str) -> Step<Vec<u64>>
     }
     items
         .iter()
-        .map(|&item| match machine.node(item) {
+        .map(|&item| match nodes.node(item) {
             Node::Int(v) => u64::try_from(*v)
                 .or_else(|_| refused(format!("{path} is given the {what} {v}, below zero"))),
             other => damaged(format!("{path} is given {} in its {what}", kind_of(other))),
@@ -702,14 +451,14 @@ fn dims(machine: &Machine<'_>, id: Id, path: &str, what: &str) -> Step<Vec<u64>>
 const SPARSE: &str = "a sparse tensor; save it dense (tensor.to_dense()) to read it with tjoin";
 
 /// What `BINPERSID` loads: `('storage', TYPE, KEY, LOCATION, NUMEL[, VIEW])`.
-pub(super) fn persistent_load(machine: &Machine<'_>, pid: Id) -> Step<Storage> {
-    let Node::Tuple(fields) = machine.node(pid) else {
+pub(super) fn persistent_load(nodes: &[Node], pid: Id) -> Step<Storage> {
+    let Node::Tuple(fields) = nodes.node(pid) else {
         return refused(format!(
             "the persistent ID is {}, where torch.save writes a tuple naming a storage",
-            kind_of(machine.node(pid))
+            kind_of(nodes.node(pid))
         ));
     };
-    let field = |i: usize| fields.get(i).map(|&id| machine.node(id));
+    let field = |i: usize| fields.get(i).map(|&id| nodes.node(id));
     let is_storage = match field(0) {
         Some(Node::Str(s)) => &**s == "storage",
         Some(Node::Bytes(b)) => &**b == b"storage",
@@ -764,7 +513,7 @@ pub(super) fn persistent_load(machine: &Machine<'_>, pid: Id) -> Step<Storage> {
         Some(Node::Tuple(view)) => {
             let ints: Vec<Option<u64>> = view
                 .iter()
-                .map(|&v| match machine.node(v) {
+                .map(|&v| match nodes.node(v) {
                     Node::Int(i) => u64::try_from(*i).ok(),
                     _ => None,
                 })

@@ -5,8 +5,8 @@
 //! bytes lie beside it. tjoin runs the pickle on a machine of its own ([`vm`]) that mirrors
 //! torch's `torch/_weights_only_unpickler.py`: the same opcodes (and the data opcodes of
 //! protocols 3 to 5, which `torch.save(pickle_protocol=4)` writes), and an allowlist of
-//! globals ([`globals`]) in which each entry only builds data: `_rebuild_tensor_v2` gives a
-//! record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. Nothing is
+//! globals ([`globals`]) in which each entry only builds data ([`value`]): `_rebuild_tensor_v2`
+//! gives a record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. Nothing is
 //! imported or called; any other global (`os.system`, `builtins.eval`) is refused by name.
 //!
 //! Why a machine of its own: tjoin must refuse, by name and byte, whatever it does not
@@ -33,6 +33,7 @@
 
 pub mod globals;
 pub mod state;
+pub mod value;
 pub mod vm;
 
 use std::collections::HashMap;
@@ -46,7 +47,8 @@ use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count,
 };
 
-use vm::{Fault, FaultKind, Node, Pickled, TensorRecord};
+use value::{FaultKind, Node, TensorRecord};
+use vm::{Fault, Pickled};
 
 /// Why a ZIP archive is not a `torch.save` checkpoint.
 const NO_DATA_PKL: &str =
@@ -159,7 +161,7 @@ pub fn read_zip(
             }
         }
     };
-    let locate = |storage: &vm::Storage, unit: u64| -> Result<Located> {
+    let locate = |storage: &value::Storage, unit: u64| -> Result<Located> {
         let name = format!("{archive}/data/{}", storage.key);
         let Some(member) = by_name.get(name.as_str()) else {
             return Err(malformed(
@@ -316,7 +318,7 @@ pub fn read_legacy(
             }
         }
     }
-    let locate = |storage: &vm::Storage, _unit: u64| -> Result<Located> {
+    let locate = |storage: &value::Storage, _unit: u64| -> Result<Located> {
         match places.get(&*storage.key) {
             Some(&start) => Ok(Located { start, crc: None }),
             None => Err(malformed(
@@ -333,7 +335,7 @@ pub fn read_legacy(
     tensors(holdings, input, select, ByteOrder::Little, locate)
 }
 
-fn keys_node(keys: &Pickled, id: vm::Id) -> Option<String> {
+fn keys_node(keys: &Pickled, id: value::Id) -> Option<String> {
     match keys.node(id) {
         Node::Str(key) => Some(key.to_string()),
         Node::Int(key) => Some(key.to_string()),
@@ -389,7 +391,7 @@ fn tensors(
     input: &InputRef,
     select: Option<&str>,
     order: ByteOrder,
-    locate: impl Fn(&vm::Storage, u64) -> Result<Located>,
+    locate: impl Fn(&value::Storage, u64) -> Result<Located>,
 ) -> Result<Contents> {
     let state::Holdings {
         tensors: records,
@@ -474,7 +476,7 @@ fn describe(
     input: &InputRef,
     record: &TensorRecord,
     order: ByteOrder,
-    locate: &impl Fn(&vm::Storage, u64) -> Result<Located>,
+    locate: &impl Fn(&value::Storage, u64) -> Result<Located>,
 ) -> Result<Found> {
     let unsupported = |reason: String| Error::Unsupported {
         input: input.clone(),

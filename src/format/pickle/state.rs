@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 
-use super::vm::{Id, Node, Pickled, TensorRecord, kind_of};
+use super::value::{Id, Node, TensorRecord, kind_of};
+use super::vm::Pickled;
 
 /// The deepest nesting of dicts, lists and tuples the walk follows. A checkpoint nests a
 /// few levels (`{"model": {"state_dict": ...}}`, an optimizer's `state.0.exp_avg`); a cycle

@@ -1,9 +1,9 @@
 //! The restricted machine on pickles assembled opcode by opcode: what torch.save writes, and
 //! what a hostile file might hold instead.
 
-use super::globals::TorchDtype;
 use super::state::{self, MAX_DEPTH};
-use super::vm::{self, FaultKind, LIMITS, Limits, Node};
+use super::value::{FaultKind, Node, TorchDtype};
+use super::vm::{self, LIMITS, Limits};
 use super::*;
 
 /// A pickle assembled by hand.

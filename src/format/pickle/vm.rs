@@ -1,6 +1,8 @@
 //! The restricted pickle machine: opcodes in, a graph of data nodes out. Nothing is imported,
-//! looked up by name or called: a global is one of the [`Global`]s below or a refusal, and
-//! "calling" one builds a node (a dict, a tuple, a tensor record) from its arguments.
+//! looked up by name or called: a global is one that [`super::globals`] allows or a refusal,
+//! and "calling" one builds a node (a dict, a tuple, a tensor record) from its arguments. The
+//! nodes and the other values it holds ([`Global`](super::value::Global) among them) are in
+//! [`super::value`].
 //!
 //! Nodes live in one arena and the stack and memo hold their indexes, so that a container
 //! put in the memo and filled later (`EMPTY_DICT`, `BINPUT`, `SETITEMS`: how every dict is
@@ -9,7 +11,8 @@
 
 use std::collections::HashMap;
 
-use super::globals::{self, Call, Global};
+use super::globals::{self, Call};
+use super::value::{FaultKind, Id, Node, Step, damaged, kind_of, refused};
 
 /// Bounds on what one pickle may make the machine do. Each is a refusal when passed.
 #[derive(Debug, Clone, Copy)]
@@ -37,82 +40,6 @@ pub const LIMITS: Limits = Limits {
     string: 64 << 20,
 };
 
-/// An index into the arena of nodes.
-pub type Id = u32;
-
-/// One value the pickle builds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Node {
-    /// Python's `None`.
-    None,
-    /// `True` or `False`.
-    Bool(bool),
-    /// An integer that fits in 128 bits.
-    Int(i128),
-    /// An integer too large for 128 bits (its bytes are not kept).
-    BigInt,
-    /// A float.
-    Float(f64),
-    /// A complex number (`builtins.complex`).
-    Complex(f64, f64),
-    /// A text string.
-    Str(Box<str>),
-    /// A byte string.
-    Bytes(Box<[u8]>),
-    /// A tuple.
-    Tuple(Vec<Id>),
-    /// A list.
-    List(Vec<Id>),
-    /// A dict (or `collections.OrderedDict`, `collections.Counter`), its entries in the order
-    /// they were set; a key set twice keeps both here and the later wins when it is read.
-    Dict(Vec<(Id, Id)>),
-    /// A set or frozenset.
-    Set(Vec<Id>),
-    /// One of the allowed globals, not yet called.
-    Global(Global),
-    /// A tensor's storage, as a persistent ID names it.
-    Storage(Box<Storage>),
-    /// A tensor: a view of a storage.
-    Tensor(Box<TensorRecord>),
-    /// Something a checkpoint may hold but tjoin cannot read (a quantized or sparse tensor),
-    /// and why: refused if it is asked for, noted if it is skipped.
-    Unreadable(Box<str>),
-}
-
-/// A storage as its persistent ID `('storage', TYPE, KEY, LOCATION, NUMEL[, VIEW])` names it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Storage {
-    /// The element type of the storage class (`torch.FloatStorage`), or `None` for
-    /// `torch.UntypedStorage`, whose elements are bytes.
-    pub dtype: Option<globals::TorchDtype>,
-    /// Its key: the name of its member `data/KEY` (the ZIP form) or its place among the
-    /// storages after the pickle (the legacy form).
-    pub key: Box<str>,
-    /// The device it was saved from (`cpu`, `cuda:0`).
-    pub location: Box<str>,
-    /// How many elements it holds (bytes, for an untyped storage).
-    pub numel: u64,
-    /// For a legacy storage view: where it starts in its storage, in elements (else 0).
-    pub view_offset: u64,
-    /// The elements a tensor may reach from `view_offset` (`numel` but for a legacy view).
-    pub view_numel: u64,
-}
-
-/// What `torch._utils._rebuild_tensor_v2` and its kin are given: a view of a storage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TensorRecord {
-    /// The storage its elements are in.
-    pub storage: Storage,
-    /// Its element type.
-    pub dtype: globals::TorchDtype,
-    /// Where its first element is in the storage, in elements.
-    pub offset: u64,
-    /// Its shape.
-    pub shape: Vec<u64>,
-    /// Its strides, in elements.
-    pub stride: Vec<u64>,
-}
-
 /// Why the machine stopped: the opcode at fault, where it is, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
@@ -122,19 +49,6 @@ pub struct Fault {
     pub opcode: Option<u8>,
     /// What is wrong, and whether it is damage or a refusal.
     pub kind: FaultKind,
-}
-
-/// Damage (the pickle is cut short or inconsistent) or a refusal (it asks for something a
-/// checkpoint never needs, or more than the limits allow).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FaultKind {
-    /// The pickle is damaged: what is wrong.
-    Damaged(String),
-    /// The pickle asks for something tjoin does not do: what, and what would work.
-    Refused(String),
-    /// The pickle ends before it is complete (damage too, but a reader that gave the
-    /// machine only the first part of a file may give it more).
-    CutShort(String),
 }
 
 impl Fault {
@@ -153,16 +67,6 @@ impl Fault {
     pub fn is_damage(&self) -> bool {
         !matches!(self.kind, FaultKind::Refused(_))
     }
-}
-
-type Step<T> = Result<T, FaultKind>;
-
-fn damaged<T>(what: impl Into<String>) -> Step<T> {
-    Err(FaultKind::Damaged(what.into()))
-}
-
-fn refused<T>(what: impl Into<String>) -> Step<T> {
-    Err(FaultKind::Refused(what.into()))
 }
 
 /// The result of a pickle: its arena of nodes and the root node.
@@ -184,11 +88,11 @@ impl Pickled {
 }
 
 /// The machine's state while it runs.
-pub(super) struct Machine<'a> {
+struct Machine<'a> {
     bytes: &'a [u8],
     pos: usize,
     limits: Limits,
-    pub(super) nodes: Vec<Node>,
+    nodes: Vec<Node>,
     stack: Vec<Id>,
     marks: Vec<usize>,
     memo: HashMap<u32, Id>,
@@ -603,7 +507,7 @@ impl<'a> Machine<'a> {
             }
             BINPERSID => {
                 let pid = self.pop()?;
-                let storage = globals::persistent_load(self, pid)?;
+                let storage = globals::persistent_load(&self.nodes, pid)?;
                 self.push(Node::Storage(Box::new(storage)))?;
             }
             b'I' | b'L' | b'F' | b'S' | b'V' | b'g' | b'p' | b'P' | b'i' | b'o' => {
@@ -636,12 +540,12 @@ impl<'a> Machine<'a> {
     }
 
     /// The node at `id`.
-    pub(super) fn node(&self, id: Id) -> &Node {
+    fn node(&self, id: Id) -> &Node {
         &self.nodes[id as usize]
     }
 
     /// Adds a node to the arena.
-    pub(super) fn add(&mut self, node: Node) -> Step<Id> {
+    fn add(&mut self, node: Node) -> Step<Id> {
         if self.nodes.len() >= self.limits.nodes {
             return refused(format!(
                 "the pickle makes more than {} values, tjoin's limit; no checkpoint needs that \
@@ -819,7 +723,7 @@ impl<'a> Machine<'a> {
                 kind_of(self.node(args))
             ));
         };
-        globals::call(self, global, &args, Call::from_opcode(op))
+        globals::call(&self.nodes, global, &args, Call::from_opcode(op))
     }
 
     /// `BUILD`: sets the state of `target`. Dicts take attributes (a state dict's
@@ -860,25 +764,4 @@ fn long(bytes: &[u8]) -> Node {
     let mut wide = [fill; 16];
     wide[..bytes.len()].copy_from_slice(bytes);
     Node::Int(i128::from_le_bytes(wide))
-}
-
-/// What a node is, for messages: `a list`, `the global torch.Size`.
-pub fn kind_of(node: &Node) -> String {
-    match node {
-        Node::None => "None".to_string(),
-        Node::Bool(_) => "a bool".to_string(),
-        Node::Int(_) | Node::BigInt => "an int".to_string(),
-        Node::Float(_) => "a float".to_string(),
-        Node::Complex(..) => "a complex number".to_string(),
-        Node::Str(_) => "a string".to_string(),
-        Node::Bytes(_) => "bytes".to_string(),
-        Node::Tuple(_) => "a tuple".to_string(),
-        Node::List(_) => "a list".to_string(),
-        Node::Dict(_) => "a dict".to_string(),
-        Node::Set(_) => "a set".to_string(),
-        Node::Global(global) => format!("the global {}", global.path()),
-        Node::Storage(_) => "a storage".to_string(),
-        Node::Tensor(_) => "a tensor".to_string(),
-        Node::Unreadable(what) => what.to_string(),
-    }
 }
