@@ -335,7 +335,8 @@ pub(crate) fn plan<'a>(
         job::check_expected_shape(&job, expected)?;
     }
     if let Some(reference) = options.like {
-        reference.check(&job, options.rules.rules(), inputs.len())?;
+        let checked: Vec<_> = job.iter().map(|t| t.checked(inputs.len())).collect();
+        reference.check(&checked, options.rules.rules())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
     let job = if target.is_sharded() {
