@@ -30,7 +30,7 @@ use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::grid::{self, Block, Placed};
 use crate::plan::ranks;
-use crate::plan::reference::{Checked, Reference};
+use crate::plan::reference::Reference;
 use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
@@ -63,36 +63,6 @@ pub struct TensorJob<'a> {
     /// For a tensor made from blocks (`src/plan/grid.rs`), where they go; when they are cut on
     /// several axes the engine walks their grid instead of `plan`'s rounds.
     pub placement: Option<Placement>,
-}
-
-impl TensorJob<'_> {
-    /// What `--like`'s check reads of it; `copies` is the number of inputs (a kept tensor's
-    /// job holds only the first).
-    pub fn checked(&self, copies: usize) -> Checked<'_> {
-        let inputs: Vec<Vec<u64>> = if self.kept {
-            vec![self.sources[0].info.shape.to_vec(); copies]
-        } else if let Some(ranges) = &self.ranges {
-            self.sources
-                .iter()
-                .zip(ranges)
-                .map(|(s, range)| {
-                    let mut shape = s.info.shape.to_vec();
-                    shape[self.plan.axis] = range.end - range.start;
-                    shape
-                })
-                .collect()
-        } else {
-            self.sources.iter().map(|s| s.info.shape.to_vec()).collect()
-        };
-        Checked {
-            name: &self.out.name,
-            shape: &self.out.shape,
-            axis: self.plan.axis,
-            kept: self.kept,
-            rule: self.rule,
-            inputs,
-        }
-    }
 }
 
 /// What the command line says about the job beyond its inputs.

@@ -1,6 +1,7 @@
 //! The refusals a job makes: replicated, undecidable, identical-joined and uneven tensors,
 //! element runs that end inside a byte, an input that is not one tensor, and a shape other
-//! than `--expect-shape`'s; each with what differs and a flag that would settle it.
+//! than `--expect-shape`'s; each with what differs and a flag that would settle it. Also what
+//! `--like`'s check reads of a tensor's job (`TensorJob::checked`).
 
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
@@ -8,6 +9,7 @@ use crate::error::{Error, Refusal, Result, capped, excerpt};
 use crate::format::shape_text;
 use crate::input::{Input, Tensor};
 use crate::plan::ranks;
+use crate::plan::reference::Checked;
 use crate::plan::rules::{self, shell_quote};
 use crate::report::outliers::{self, Row, Split};
 
@@ -80,6 +82,36 @@ pub(super) fn replicated_refusal(
             "keep one copy with {keeps} (or `GLOB = keep` lines in a --rules file); if the \
              pieces are meant to be joined, add --join-identical"
         )),
+    }
+}
+
+impl TensorJob<'_> {
+    /// What `--like`'s check reads of it; `copies` is the number of inputs (a kept tensor's
+    /// job holds only the first).
+    pub fn checked(&self, copies: usize) -> Checked<'_> {
+        let inputs: Vec<Vec<u64>> = if self.kept {
+            vec![self.sources[0].info.shape.to_vec(); copies]
+        } else if let Some(ranges) = &self.ranges {
+            self.sources
+                .iter()
+                .zip(ranges)
+                .map(|(s, range)| {
+                    let mut shape = s.info.shape.to_vec();
+                    shape[self.plan.axis] = range.end - range.start;
+                    shape
+                })
+                .collect()
+        } else {
+            self.sources.iter().map(|s| s.info.shape.to_vec()).collect()
+        };
+        Checked {
+            name: &self.out.name,
+            shape: &self.out.shape,
+            axis: self.plan.axis,
+            kept: self.kept,
+            rule: self.rule,
+            inputs,
+        }
     }
 }
 
