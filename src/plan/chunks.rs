@@ -21,8 +21,9 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::error::{Error, Refusal, Result, excerpt};
+use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
+use crate::messages::excerpt;
 use crate::plan::compare;
 use crate::plan::rules::text::{shell_quote, suggest_globs};
 

@@ -329,6 +329,7 @@ impl PlanReport {
             PlanForm::Text => crate::messages::print(&self.render(form)),
             PlanForm::Json => crate::messages::print_exact(&self.render(form)),
         }
+        .map_err(|e| crate::error::Error::io("write", std::path::Path::new("standard output"), e))
     }
 }
 

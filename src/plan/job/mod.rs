@@ -23,9 +23,10 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result, excerpt};
+use crate::error::{Error, Refusal, Result};
 use crate::format::{Format, Layout, OutTensor, TensorInfo};
 use crate::input::{self, Input, Tensor};
+use crate::messages::excerpt;
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::grid::{self, Block, Placed};

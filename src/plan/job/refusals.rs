@@ -5,9 +5,10 @@
 
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
-use crate::error::{Error, Refusal, Result, capped, excerpt};
+use crate::error::{Error, Refusal, Result, capped};
 use crate::format::shape_text;
 use crate::input::{Input, Tensor};
+use crate::messages::excerpt;
 use crate::plan::ranks;
 use crate::plan::reference::Checked;
 use crate::plan::rules::{self, shell_quote};
@@ -61,7 +62,7 @@ pub(super) fn replicated_refusal(
         // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
         // terminal); a long one is cut, and shown quoted.
         .map(
-            |(glob, _)| match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+            |(glob, _)| match glob.chars().nth(crate::messages::EXCERPT_CHARS) {
                 None => format!("--keep {}", shell_quote(glob)),
                 Some(_) => format!("--keep {}", shell_quote(&excerpt(glob))),
             },
@@ -131,7 +132,7 @@ pub(super) fn suggested_flags(
         // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
         // terminal); a long one is cut, and shown quoted.
         .map(|(glob, _)| {
-            let glob = match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+            let glob = match glob.chars().nth(crate::messages::EXCERPT_CHARS) {
                 None => glob.to_string(),
                 Some(_) => excerpt(glob).into_owned(),
             };

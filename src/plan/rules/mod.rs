@@ -572,7 +572,7 @@ pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
                 .glob
                 .chars()
                 .filter(|&c| c != '*')
-                .take(crate::error::EXCERPT_CHARS)
+                .take(crate::messages::EXCERPT_CHARS)
                 .collect();
             let closest = names.iter().min_by_key(|name| {
                 let distance = distance_within(&literal, name);

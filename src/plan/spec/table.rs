@@ -3,8 +3,8 @@
 //! out, a reference input and a count of the rest.
 
 use crate::dtype::DType;
-use crate::error::excerpt;
 use crate::input::Tensor;
+use crate::messages::excerpt;
 use crate::report::outliers::{self, Row};
 
 /// A caret under one cell of the inputs table, with a note after it.
