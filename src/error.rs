@@ -257,7 +257,7 @@ fn display_refusals(refusals: &[Refusal]) -> String {
     if refusals.len() > REFUSALS_SHOWN {
         texts.push(format!(
             "... and {} more refusals (--dry-run=json lists every one)",
-            crate::report::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
+            crate::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
         ));
     }
     texts.join(&format!("\n{PREFIX}"))

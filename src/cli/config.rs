@@ -336,7 +336,7 @@ fn read_entries(
                      list: check that it is \
                      a list of paths, one a line (NUL-terminated with --null)",
                     entries + 1,
-                    crate::report::outliers::thousands(limits::FILE_LIST_ENTRY)
+                    crate::outliers::thousands(limits::FILE_LIST_ENTRY)
                 );
                 return Err(failed(std::io::Error::other(why)));
             }

@@ -2,7 +2,6 @@
 //! (`plan`) rendered as text (`text`) or JSON; the warnings (`warning`); progress bars and
 //! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
-pub(crate) mod outliers;
 pub(crate) mod plan;
 pub mod progress;
 pub(crate) mod text;

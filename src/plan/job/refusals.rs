@@ -9,10 +9,10 @@ use crate::error::{Error, Refusal, Result, capped};
 use crate::format::shape_text;
 use crate::input::{Input, Tensor};
 use crate::messages::excerpt;
+use crate::outliers::{self, Row, Split};
 use crate::plan::ranks;
 use crate::plan::reference::Checked;
 use crate::plan::rules::{self, shell_quote};
-use crate::report::outliers::{self, Row, Split};
 
 /// The refusal of tensors that are the same in every input and that no rule decides: each
 /// one with its shape and what joining it would make, and the `--keep` globs that keep them

@@ -456,7 +456,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
     Err(Error::Refused(vec![Refusal {
         headline: format!(
             "the rules file {shown} has {} line{} that {} not a rule",
-            crate::report::outliers::thousands(count),
+            crate::outliers::thousands(count),
             plural(count),
             if count == 1 { "is" } else { "are" }
         ),
@@ -591,7 +591,7 @@ pub fn describe_unmatched(rules: &[&Rule], names: &[&str]) -> Vec<String> {
         let more = rules.len() - SHOWN;
         lines.push(format!(
             "... and {} more rule{} that match{} no tensor",
-            crate::report::outliers::thousands(more),
+            crate::outliers::thousands(more),
             plural(more),
             if more == 1 { "es" } else { "" }
         ));
@@ -630,7 +630,7 @@ pub fn unmatched_refusal(rules: &[&Rule], names: &[&str], strict: bool) -> Refus
     Refusal {
         headline: format!(
             "{} rule{} match{} no tensor of the inputs ({why})",
-            crate::report::outliers::thousands(rules.len()),
+            crate::outliers::thousands(rules.len()),
             plural(rules.len()),
             if rules.len() == 1 { "es" } else { "" }
         ),

@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::input::Tensor;
 use crate::messages::excerpt;
-use crate::report::outliers::{self, Row};
+use crate::outliers::{self, Row};
 
 /// A caret under one cell of the inputs table, with a note after it.
 pub(super) struct Mark {
