@@ -19,8 +19,8 @@ use crate::format::Format;
 use crate::format::index::SetName;
 use crate::limits;
 use crate::output::STDOUT;
+use crate::output::progress::When;
 use crate::plan::rules::{self, Rule};
-use crate::report::progress::When;
 use crate::sys::{self, Accept};
 
 impl Command {

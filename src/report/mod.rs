@@ -3,7 +3,6 @@
 //! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
 pub(crate) mod plan;
-pub mod progress;
 pub(crate) mod text;
 pub(crate) mod warning;
 
