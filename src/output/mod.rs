@@ -19,7 +19,6 @@ use std::path::Path;
 
 pub use file::{Output, written_directly};
 pub use set::{Member, OutputSet};
-pub use temporary::folder_of;
 pub use temporary::{handle_signals, on_signal};
 
 use crate::error::{Error, Result};
