@@ -55,7 +55,7 @@ pub fn print(text: &str) -> io::Result<()> {
 
 /// Writes `text` on standard output as it is and flushes it: the `--dry-run=json` plan, a
 /// refusal as JSON (exact JSON, which escapes controls itself). The caller turns a failure
-/// into an I/O error naming standard output (`crate::report::plan`); `main` ends a broken
+/// into an I/O error naming standard output (the plan report); `main` ends a broken
 /// pipe (the reader, such as `head`, went away) quietly with status 1 and reports any other.
 pub fn print_exact(text: &str) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
