@@ -32,11 +32,11 @@ use crate::error::{Error, Result};
 use crate::format::index::SetName;
 use crate::format::json::JsonForm;
 use crate::format::{Format, WriteOptions};
+pub use crate::output::progress::When;
 use crate::plan::job::JobOptions;
 use crate::plan::reference::Reference;
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::spec::Spec;
-use crate::report::progress::When;
 
 /// How a dry run prints the plan: the report stage's, named here as a command's choice.
 pub use crate::report::plan::PlanForm;

@@ -210,25 +210,6 @@ impl fmt::Display for InputRef {
     }
 }
 
-/// How many characters of a file's own text a message quotes at most.
-pub const EXCERPT_CHARS: usize = 100;
-
-/// `text`, a piece of an input quoted in a message (a header, a name, a number), with what
-/// would act on a terminal escaped ([`crate::messages::quote`]) and cut to [`EXCERPT_CHARS`]
-/// characters with a note of how much was left out: a hostile file must not turn one error
-/// into megabytes of output.
-pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
-    let text = crate::messages::quote(text);
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        None => text,
-        Some((cut, _)) => std::borrow::Cow::Owned(format!(
-            "{}... ({} more bytes)",
-            &text[..cut],
-            text.len() - cut
-        )),
-    }
-}
-
 /// A broken join rule, as a person reads it: a headline, the inputs involved (one line each,
 /// with carets under the offending sizes), and a hint at the fix when one exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,8 +242,6 @@ impl fmt::Display for Refusal {
 /// What every error message starts with.
 pub const PREFIX: &str = "tjoin: error: ";
 
-/// What every warning starts with; warnings go to standard error, and `-q` silences them.
-pub const WARNING: &str = "tjoin: warning: ";
 /// The most refusals an error shows: one odd shard of a model refuses each of its hundreds
 /// of tensors, and the first few say what is wrong (`--dry-run=json` holds every one).
 const REFUSALS_SHOWN: usize = 5;
@@ -278,7 +257,7 @@ fn display_refusals(refusals: &[Refusal]) -> String {
     if refusals.len() > REFUSALS_SHOWN {
         texts.push(format!(
             "... and {} more refusals (--dry-run=json lists every one)",
-            crate::report::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
+            crate::outliers::thousands(refusals.len() - REFUSALS_SHOWN)
         ));
     }
     texts.join(&format!("\n{PREFIX}"))
@@ -370,6 +349,7 @@ pub fn to_json(error: &Error) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::{EXCERPT_CHARS, excerpt};
 
     #[test]
     fn a_damaged_file_is_named_with_its_position_and_a_hint() {

@@ -20,6 +20,7 @@ pub mod format;
 pub(crate) mod input;
 pub(crate) mod limits;
 pub mod messages;
+pub(crate) mod outliers;
 pub(crate) mod output;
 pub mod plan;
 pub mod report;

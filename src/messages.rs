@@ -23,7 +23,8 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
-use crate::error::{Error, Result, WARNING};
+/// What every warning starts with; warnings go to standard error, and `-q` silences them.
+pub const WARNING: &str = "tjoin: warning: ";
 
 /// Writes `text` and a newline on standard error, for a person: a warning, a summary, a note.
 /// Each of its lines is quoted ([`lines`]). Whatever standard error does with it (closed, a
@@ -34,7 +35,7 @@ pub fn eprintln(text: impl fmt::Display) {
 }
 
 /// [`eprintln`] for text already quoted line by line whose escape sequences are tjoin's own:
-/// an error [`crate::error::render`] coloured.
+/// an error that `error::render` coloured.
 pub fn eprintln_styled(text: &str) {
     // One write of the whole text, so that the lines of two threads never mix.
     let text = format!("{text}\n");
@@ -48,20 +49,19 @@ pub fn warn(text: impl fmt::Display) {
 
 /// Writes the text `--dry-run` plan on standard output, each line quoted ([`lines`]), as
 /// [`print_exact`] writes.
-pub fn print(text: &str) -> Result<()> {
+pub fn print(text: &str) -> io::Result<()> {
     print_exact(&lines(text))
 }
 
 /// Writes `text` on standard output as it is and flushes it: the `--dry-run=json` plan, a
-/// refusal as JSON (exact JSON, which escapes controls itself). A failure is an I/O error
-/// naming standard output; `main` ends a broken pipe (the reader, such as `head`, went away)
-/// quietly with status 1 and reports any other.
-pub fn print_exact(text: &str) -> Result<()> {
+/// refusal as JSON (exact JSON, which escapes controls itself). The caller turns a failure
+/// into an I/O error naming standard output (the plan report); `main` ends a broken
+/// pipe (the reader, such as `head`, went away) quietly with status 1 and reports any other.
+pub fn print_exact(text: &str) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|e| Error::io("write", Path::new("standard output"), e))
 }
 
 /// Whether `c` acts on a terminal or on how the text around it is shown, rather than showing
@@ -119,7 +119,26 @@ pub fn path(path: &Path) -> String {
 /// A name taken from a file (a tensor, a shard, a key) as a message shows it: quoted, and cut
 /// to an excerpt so that a hostile file cannot turn one message into megabytes.
 pub fn name(name: &str) -> String {
-    crate::error::excerpt(name).into_owned()
+    excerpt(name).into_owned()
+}
+
+/// How many characters of a file's own text a message quotes at most.
+pub const EXCERPT_CHARS: usize = 100;
+
+/// `text`, a piece of an input quoted in a message (a header, a name, a number), with what
+/// would act on a terminal escaped ([`quote`]) and cut to [`EXCERPT_CHARS`]
+/// characters with a note of how much was left out: a hostile file must not turn one error
+/// into megabytes of output.
+pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = quote(text);
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => text,
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}... ({} more bytes)",
+            &text[..cut],
+            text.len() - cut
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use tjoin::config::{JoinConfig, JoinRules, OutputConfig};
 use tjoin::format::Format;
-use tjoin::report::progress::When;
+use tjoin::config::When;
 
 /// One folder per process, its files rewritten for each input.
 pub fn folder() -> &'static PathBuf {

@@ -19,8 +19,8 @@ use crate::format::Format;
 use crate::format::index::SetName;
 use crate::limits;
 use crate::output::STDOUT;
+use crate::output::progress::When;
 use crate::plan::rules::{self, Rule};
-use crate::report::progress::When;
 use crate::sys::{self, Accept};
 
 impl Command {
@@ -160,7 +160,7 @@ fn sharded_output(cli: &JoinArgs) -> Result<Option<ShardedOutput>> {
     let file_name = path.and_then(Path::file_name).and_then(|n| n.to_str());
     let from_index = file_name.filter(|_| !trailing).and_then(SetName::of_index);
     let folder = match (path, &from_index) {
-        (Some(path), Some(_)) => Some(crate::output::folder_of(path).to_path_buf()),
+        (Some(path), Some(_)) => Some(crate::sys::folder_of(path).to_path_buf()),
         // A folder named like a file (`out.npy/`) is refused as the target it was meant as.
         (Some(path), None)
             if trailing || (path.is_dir() && Format::of_extension(path).is_none()) =>
@@ -336,7 +336,7 @@ fn read_entries(
                      list: check that it is \
                      a list of paths, one a line (NUL-terminated with --null)",
                     entries + 1,
-                    crate::report::outliers::thousands(limits::FILE_LIST_ENTRY)
+                    crate::outliers::thousands(limits::FILE_LIST_ENTRY)
                 );
                 return Err(failed(std::io::Error::other(why)));
             }

@@ -286,7 +286,7 @@ fn append_section(roff: &mut Roff) {
 fn limits_section(roff: &mut Roff) {
     use crate::format::pickle::vm as pickle;
     use crate::limits;
-    let bytes = |n: u64| crate::report::outliers::thousands(n as usize);
+    let bytes = |n: u64| crate::outliers::thousands(n as usize);
     roff.control("SH", ["LIMITS"]);
     roff.text([roman(
         "tjoin reads these files to their end, and refuses one longer than its limit (a regular \

@@ -21,9 +21,9 @@ use crate::config::PlanForm;
 use crate::dtype::cast::CAST_TYPES;
 use crate::format::Format;
 use crate::format::json::JsonForm;
+use crate::output::progress::When;
 use crate::plan::rules::AxisRule;
 use crate::plan::spec::Spec;
-use crate::report::progress::When;
 
 /// The model-merge example, as `--help`, the man page and README.md show it (a test keeps
 /// README's the same): right for Llama-style tensor-parallel shards, as `rules/llama.rules`

@@ -22,9 +22,9 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::format::{Format, Layout, npy};
 use crate::input::Input;
+use crate::output::progress::Counted;
 use crate::output::{Output, Sink};
 use crate::plan::job::TensorJob;
-use crate::report::progress::Counted;
 
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy
 /// to take; larger ones are better copied inside the kernel by the engine.

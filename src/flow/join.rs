@@ -16,11 +16,11 @@ use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
+use crate::output::progress::{self, Counted};
 use crate::output::shards::{self, NewFolder, ShardPlan};
 use crate::output::{Output, OutputSet, Sink};
 use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::stack;
-use crate::report::progress::{self, Counted};
 use crate::report::{PlanReport, Warning, Warnings};
 use crate::sys;
 use crate::sys::spill::Spill;
@@ -335,7 +335,8 @@ pub(crate) fn plan<'a>(
         job::check_expected_shape(&job, expected)?;
     }
     if let Some(reference) = options.like {
-        reference.check(&job, options.rules.rules(), inputs.len())?;
+        let checked: Vec<_> = job.iter().map(|t| t.checked(inputs.len())).collect();
+        reference.check(&checked, options.rules.rules())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
     let job = if target.is_sharded() {

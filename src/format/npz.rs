@@ -21,12 +21,13 @@ use std::sync::Arc;
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
-use crate::error::{Error, InputRef, Refusal, Result, excerpt};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, OutTensor, TensorInfo, Writer, Writing,
     no_such_tensor, npy,
 };
+use crate::messages::excerpt;
 use crate::output::Sink;
 
 /// numpy's .npz: a ZIP archive of .npy members, read in place or inflated; read and

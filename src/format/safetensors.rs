@@ -28,10 +28,11 @@ use std::io::{self, Read};
 use serde::de::{Deserializer, MapAccess, Visitor};
 
 use crate::dtype::{ByteOrder, DType, Swaps};
-use crate::error::{Error, InputRef, Refusal, Result, excerpt};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::{
     Contents, Descriptor, Found, Layout, OutTensor, TensorInfo, Writer, Writing, shape_text,
 };
+use crate::messages::excerpt;
 use crate::output::Sink;
 use crate::sys::Region;
 

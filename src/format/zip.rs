@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
-use crate::error::excerpt;
+use crate::messages::excerpt;
 
 const LOCAL_HEADER: u32 = 0x0403_4b50;
 const CENTRAL_HEADER: u32 = 0x0201_4b50;

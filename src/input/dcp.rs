@@ -11,9 +11,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::error::{Error, InputRef, Refusal, Result, capped, excerpt};
+use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::Format;
 use crate::input::{Extras, Input, OpenOptions, Tensor};
+use crate::messages::excerpt;
 use crate::sys::spill::Spill;
 
 /// The `__metadata__` key that holds the blocks' offsets.

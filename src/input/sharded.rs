@@ -490,7 +490,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
             crate::messages::path(&index)
         ),
         None => {
-            let folder = crate::output::folder_of(files[0]);
+            let folder = crate::sys::folder_of(files[0]);
             format!(
                 "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
                  the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
@@ -509,7 +509,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
 /// An index beside the first file whose weight map lists every one of `files`, if there is
 /// one.
 fn index_listing(files: &[&Path]) -> Option<PathBuf> {
-    let folder = crate::output::folder_of(files[0]);
+    let folder = crate::sys::folder_of(files[0]);
     let names: Vec<&str> = files
         .iter()
         .map(|f| f.file_name().and_then(|n| n.to_str()))

@@ -412,7 +412,7 @@ pub fn journal_path(target: &Path) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
     name.push(target.file_name().unwrap_or_default());
     name.push(".tjoin-journal");
-    temporary::folder_of(target).join(name)
+    crate::sys::folder_of(target).join(name)
 }
 
 /// Creates the journal (never over one that exists: an earlier append's is the caller's to
@@ -439,7 +439,7 @@ fn write_journal(path: &Path, journal: &Journal) -> Result<()> {
 /// a power loss.
 fn sync_folder(path: &Path) -> io::Result<()> {
     #[cfg(unix)]
-    return File::open(temporary::folder_of(path))?.sync_all();
+    return File::open(crate::sys::folder_of(path))?.sync_all();
     #[cfg(not(unix))]
     {
         let _ = path;

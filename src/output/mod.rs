@@ -7,6 +7,7 @@
 
 mod file;
 pub mod grow;
+pub mod progress;
 pub(crate) mod reorder;
 mod set;
 pub mod shards;
@@ -18,7 +19,6 @@ use std::path::Path;
 
 pub use file::{Output, written_directly};
 pub use set::{Member, OutputSet};
-pub use temporary::folder_of;
 pub use temporary::{handle_signals, on_signal};
 
 use crate::error::{Error, Result};

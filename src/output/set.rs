@@ -150,7 +150,7 @@ impl OutputSet {
         if let Some(why) = twice {
             return Err(refuse(target, ErrorKind::InvalidInput, why.to_string()));
         }
-        let folder = temporary::folder_of(&destination);
+        let folder = crate::sys::folder_of(&destination);
         if !self.cleaned.iter().any(|f| f == folder) {
             temporary::remove_stale_partials(folder);
             self.cleaned.push(folder.to_path_buf());
@@ -430,7 +430,7 @@ fn check_target(target: &Path, destination: &Path, no_clobber: bool) -> Result<(
         let why = "it exists, and --no-clobber forbids replacing it".to_string();
         return Err(refuse(target, ErrorKind::AlreadyExists, why));
     }
-    let folder = temporary::folder_of(destination);
+    let folder = crate::sys::folder_of(destination);
     if !folder.is_dir() {
         let why = format!(
             "its folder {} does not exist",
@@ -451,7 +451,7 @@ fn follow_links(target: &Path) -> io::Result<PathBuf> {
         match path.symlink_metadata() {
             Ok(metadata) if metadata.file_type().is_symlink() => {
                 let points_to = fs::read_link(&path)?;
-                path = temporary::folder_of(&path).join(points_to);
+                path = crate::sys::folder_of(&path).join(points_to);
             }
             _ => return Ok(path),
         }
@@ -494,7 +494,7 @@ fn folder_refused(target: &Path, destination: &Path, e: io::Error) -> Error {
     let why = format!(
         "{e}: its folder {} is not writable, and tjoin writes the new file there before it \
          renames it into place; make the folder writable or name an output elsewhere",
-        crate::messages::path(temporary::folder_of(destination))
+        crate::messages::path(crate::sys::folder_of(destination))
     );
     refuse(target, ErrorKind::PermissionDenied, why)
 }

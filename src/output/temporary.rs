@@ -41,7 +41,7 @@ fn make_beside<F>(
         .prefix(&prefix)
         .suffix(suffix)
         .rand_bytes(RANDOM_LEN)
-        .make_in(folder_of(target), create)
+        .make_in(crate::sys::folder_of(target), create)
 }
 
 const PARTIAL_SUFFIX: &str = ".tjoin-partial";
@@ -84,14 +84,6 @@ fn partial_writer(name: &str) -> Option<u32> {
     let (_, pid) = rest.rsplit_once('.')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     (random.len() == RANDOM_LEN && digits(pid)).then(|| pid.parse().ok())?
-}
-
-/// The folder a target is in (`.` for a bare name).
-pub fn folder_of(target: &Path) -> &Path {
-    match target.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    }
 }
 
 /// A temporary file beside a target: removed when dropped and, should SIGINT, SIGTERM or
@@ -279,7 +271,7 @@ impl Partial {
                 .read(true)
                 .write(true)
                 .custom_flags(libc::O_TMPFILE)
-                .open(folder_of(target));
+                .open(crate::sys::folder_of(target));
             // EOPNOTSUPP, EISDIR (kernels before 3.11) or EINVAL where the file system has no
             // unnamed files; any other refusal, the named file meets again and reports.
             if let Ok(file) = unnamed {

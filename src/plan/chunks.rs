@@ -21,10 +21,11 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::error::{Error, Refusal, Result, excerpt};
+use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
+use crate::messages::excerpt;
 use crate::plan::compare;
-use crate::plan::rules::shell_quote;
+use crate::plan::rules::text::{shell_quote, suggest_globs};
 
 /// The most parts a `chunks` rule may name: enough for any fused projection.
 pub const MOST_CHUNKS: usize = 64;
@@ -440,7 +441,7 @@ pub fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
             Kind::GateUp | Kind::Gated(_) => "chunks 2",
             Kind::Several => "chunks P:Q:R",
         };
-        for (glob, _) in crate::plan::rules::suggest_globs(targets, names) {
+        for (glob, _) in suggest_globs(targets, names) {
             let glob = excerpt(&glob);
             flags.push(format!(
                 "--axis-for {} or --axis-for {}",

@@ -22,9 +22,10 @@
 use std::collections::HashMap;
 
 use crate::dtype::DType;
-use crate::error::{Refusal, capped, excerpt};
+use crate::error::{Refusal, capped};
 use crate::format::{Layout, TensorInfo, shape_text};
 use crate::input::Tensor;
+use crate::messages::excerpt;
 use crate::plan::{self, Grid, InputPlan, JoinPlan, Placement};
 
 /// A tensor planned from its blocks: how the engine makes it, from which blocks, placed how.

@@ -13,7 +13,6 @@ use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{index, safetensors, shape_text};
 use crate::limits;
 use crate::messages;
-use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Origin, Rule, shell_quote};
 use crate::sys::{self, Accept};
 
@@ -214,9 +213,8 @@ impl Reference {
 
     /// Refuses every output tensor of `job` whose shape differs from the reference's, or that
     /// the reference lacks, and (when the job has several tensors) every reference tensor the
-    /// output lacks. `rules` are the rules the job was built by; `copies` is the number of
-    /// inputs.
-    pub fn check(&self, job: &[TensorJob], rules: &[Rule], copies: usize) -> Result<()> {
+    /// output lacks. `rules` are the rules the job was built by.
+    pub fn check(&self, job: &[Checked], rules: &[Rule]) -> Result<()> {
         let shapes: HashMap<&str, (&[u64], usize)> = self
             .tensors
             .iter()
@@ -235,22 +233,21 @@ impl Reference {
         let mut overriding: Vec<String> = Vec::new();
         let mut absent = Vec::new();
         for tensor in job {
-            let out = &tensor.out;
-            let Some(&(want, from)) = shapes.get(out.name.as_str()) else {
-                absent.push(out.name.clone());
+            let Some(&(want, from)) = shapes.get(tensor.name) else {
+                absent.push(tensor.name.to_string());
                 continue;
             };
-            if out.shape == want {
+            if tensor.shape == want {
                 continue;
             }
             let how = match (tensor.kept, tensor.rule) {
                 (true, Some(at)) => format!("kept by {}", rules[at]),
                 (false, Some(at)) => {
-                    format!("joined along axis {} by {}", tensor.plan.axis, rules[at])
+                    format!("joined along axis {} by {}", tensor.axis, rules[at])
                 }
-                (_, None) => format!("joined along axis {}", tensor.plan.axis),
+                (_, None) => format!("joined along axis {}", tensor.axis),
             };
-            let fix = fix_for(tensor, want, copies);
+            let fix = fix_for(tensor, want);
             let gives = match fix {
                 Some(Fix::Axis(axis)) => format!("axis {axis} gives it"),
                 Some(Fix::Keep) => "keeping one copy gives it".to_string(),
@@ -258,13 +255,13 @@ impl Reference {
             };
             wrong.push(format!(
                 "{}  {} ({how}); {} has {}: {gives}",
-                out.name,
-                shape_text(&out.shape),
+                tensor.name,
+                shape_text(tensor.shape),
                 crate::messages::path(&self.paths[from]),
                 shape_text(want)
             ));
             if let Some(fix) = fix {
-                fixes.push((fix, out.name.as_str()));
+                fixes.push((fix, tensor.name));
                 if let (Fix::Axis(_), Some(at)) = (fix, tensor.rule)
                     && matches!(rules[at].origin, Origin::KeepFlag | Origin::AxisForFlag)
                 {
@@ -276,7 +273,7 @@ impl Reference {
             }
         }
         if !wrong.is_empty() {
-            let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
+            let names: Vec<&str> = job.iter().map(|t| t.name).collect();
             refusals.push(Refusal {
                 headline: format!(
                     "{} output tensor{} would not have the shape {name} {} {}",
@@ -316,8 +313,7 @@ impl Reference {
             });
         }
         if job.len() > 1 {
-            let output: std::collections::HashSet<&str> =
-                job.iter().map(|t| t.out.name.as_str()).collect();
+            let output: std::collections::HashSet<&str> = job.iter().map(|t| t.name).collect();
             let lacking: Vec<String> = self
                 .tensors
                 .iter()
@@ -354,31 +350,30 @@ impl Reference {
     }
 }
 
+/// What `Reference::check` reads of one output tensor of a job: built by the job
+/// (`TensorJob::checked`), so that the reference knows nothing of how jobs are made.
+#[derive(Debug, Clone)]
+pub struct Checked<'a> {
+    /// The output tensor's name.
+    pub name: &'a str,
+    /// The output tensor's shape.
+    pub shape: &'a [u64],
+    /// The axis it is joined along.
+    pub axis: usize,
+    /// Copied from the first input by `--keep` rather than joined.
+    pub kept: bool,
+    /// The position in the rules of the rule that decided it; `None` when none did.
+    pub rule: Option<usize>,
+    /// What each input gives of it: its shape, or its range's shape in a chunked join; a kept
+    /// tensor's first input's shape once per input.
+    pub inputs: Vec<Vec<u64>>,
+}
+
 /// The axis along which joining the tensor's inputs gives `want`, or keeping one copy when
-/// every input already has it; `copies` is the number of inputs (a kept tensor's job holds
-/// only the first).
-fn fix_for(tensor: &TensorJob, want: &[u64], copies: usize) -> Option<Fix> {
-    let sliced: Vec<Vec<u64>> = match &tensor.ranges {
-        Some(ranges) => tensor
-            .sources
-            .iter()
-            .zip(ranges)
-            .map(|(s, range)| {
-                let mut shape = s.info.shape.to_vec();
-                shape[tensor.plan.axis] = range.end - range.start;
-                shape
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    let shapes: Vec<&[u64]> = if tensor.kept {
-        vec![&*tensor.sources[0].info.shape; copies]
-    } else if tensor.ranges.is_some() {
-        sliced.iter().map(Vec::as_slice).collect()
-    } else {
-        tensor.sources.iter().map(|s| &*s.info.shape).collect()
-    };
-    if shapes.iter().all(|&shape| shape == want) {
+/// every input already has it.
+fn fix_for(tensor: &Checked, want: &[u64]) -> Option<Fix> {
+    let shapes = &tensor.inputs;
+    if shapes.iter().all(|shape| shape.as_slice() == want) {
         return Some(Fix::Keep);
     }
     (0..want.len())

@@ -2,9 +2,7 @@
 //! (`plan`) rendered as text (`text`) or JSON; the warnings (`warning`); progress bars and
 //! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
-pub(crate) mod outliers;
 pub(crate) mod plan;
-pub mod progress;
 pub(crate) mod text;
 pub(crate) mod warning;
 
@@ -32,5 +30,6 @@ impl PlanReport {
             PlanForm::Text => crate::messages::print(&self.render(form)),
             PlanForm::Json => crate::messages::print_exact(&self.render(form)),
         }
+        .map_err(|e| crate::error::Error::io("write", std::path::Path::new("standard output"), e))
     }
 }

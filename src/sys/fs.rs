@@ -112,3 +112,11 @@ pub fn path_id(path: &std::path::Path) -> Option<(u64, u64)> {
         windows::file_id(&file).ok()
     }
 }
+
+/// The folder a target is in (`.` for a bare name).
+pub fn folder_of(target: &std::path::Path) -> &std::path::Path {
+    match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    }
+}

@@ -126,7 +126,7 @@ impl Limit {
             io::ErrorKind::FileTooLarge,
             format!(
                 "it is longer than {} bytes, the most tjoin reads of {}; {}",
-                crate::report::outliers::thousands(self.bytes as usize),
+                crate::outliers::thousands(self.bytes as usize),
                 self.of,
                 self.advice
             ),

@@ -7,7 +7,7 @@
 use super::scan::{Fail, Number, Parsed, Scalar, quoted};
 use crate::dtype::DType;
 use crate::dtype::cast::{narrow_bf16, narrow_f16};
-use crate::error::excerpt;
+use crate::messages::excerpt;
 use crate::sys::spill::SpillWriter;
 
 /// Receives the elements the walker finds, in C order.

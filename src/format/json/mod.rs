@@ -29,9 +29,9 @@ pub use write::JsonWriter;
 use std::fs::File;
 
 use crate::dtype::{ByteOrder, DType};
-use crate::error::excerpt;
 use crate::error::{Error, InputRef, Result};
 use crate::format::{Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count};
+use crate::messages::excerpt;
 use crate::sys::Region;
 use crate::sys::spill::{Spill, SpillWriter};
 use infer::{Finished, Inferred, Leaves, Typed};

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::io;
 
 use super::MAX_DEPTH;
-use crate::error::excerpt;
+use crate::messages::excerpt;
 use crate::sys::Region;
 
 /// How far the scanner reads between releases of the text's pages behind it.

@@ -74,7 +74,7 @@ pub fn resolve(module: &str, name: &str) -> Step<Global> {
         return Ok(global);
     }
     let path = format!("{module}.{name}");
-    let shown = crate::error::excerpt(&path);
+    let shown = crate::messages::excerpt(&path);
     if module.starts_with("torch.distributed") {
         return refused(format!(
             "the pickle holds {shown}, a distributed tensor (DTensor): tjoin reads the tensors \
@@ -218,7 +218,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
                 "utf8" => Ok(Node::Bytes(text.as_bytes().into())),
                 _ => refused(format!(
                     "{path} is asked for the encoding {}; a pickle of bytes uses latin1",
-                    crate::error::excerpt(&encoding)
+                    crate::messages::excerpt(&encoding)
                 )),
             }
         }

@@ -40,12 +40,13 @@ use std::collections::HashMap;
 use std::fs::File;
 
 use crate::dtype::{ByteOrder, Swaps};
-use crate::error::{Error, InputRef, Refusal, Result, excerpt};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::npz::StoredCrc;
 use crate::format::zip::{self, DEFLATED, Member, STORED};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count,
 };
+use crate::messages::excerpt;
 
 use value::{FaultKind, Node, TensorRecord};
 use vm::{Fault, Pickled};

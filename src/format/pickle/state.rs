@@ -59,7 +59,7 @@ fn walk(
         return Err(format!(
             "its dicts and lists nest more than {MAX_DEPTH} deep (at `{}`), which no \
              checkpoint does; it may hold itself",
-            crate::error::excerpt(prefix)
+            crate::messages::excerpt(prefix)
         ));
     }
     let entries: Vec<(String, Id)> = match pickled.node(id) {
@@ -110,7 +110,7 @@ fn walk(
                     return Err(format!(
                         "two of its tensors are both named `{}` once nested names are joined \
                          with dots",
-                        crate::error::excerpt(&name)
+                        crate::messages::excerpt(&name)
                     ));
                 }
                 seen.insert(name.clone(), out.tensors.len());
@@ -122,7 +122,7 @@ fn walk(
             }
             other => out.skipped.push(format!(
                 "`{}`, not a tensor: {}",
-                crate::error::excerpt(&name),
+                crate::messages::excerpt(&name),
                 describe(other)
             )),
         }
@@ -134,7 +134,7 @@ fn in_prefix(prefix: &str) -> String {
     if prefix.is_empty() {
         String::new()
     } else {
-        format!("in `{}`, ", crate::error::excerpt(prefix))
+        format!("in `{}`, ", crate::messages::excerpt(prefix))
     }
 }
 
@@ -170,7 +170,7 @@ fn describe(node: &Node) -> String {
         Node::Int(v) => format!("an int, {v}"),
         Node::Float(v) => format!("a float, {v}"),
         Node::Bool(v) => format!("a bool, {}", if *v { "True" } else { "False" }),
-        Node::Str(s) => format!("a string, `{}`", crate::error::excerpt(s)),
+        Node::Str(s) => format!("a string, `{}`", crate::messages::excerpt(s)),
         Node::Dict(entries) => format!("a dict of {} values, none a tensor", entries.len()),
         Node::List(items) => format!("a list of {} values, none a tensor", items.len()),
         Node::Tuple(items) => format!("a tuple of {} values, none a tensor", items.len()),

@@ -23,9 +23,11 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use crate::dtype::DType;
-use crate::error::{Error, Refusal, Result, excerpt};
+use crate::error::{Error, Refusal, Result};
 use crate::format::{Format, Layout, OutTensor, TensorInfo};
 use crate::input::{self, Input, Tensor};
+use crate::messages::excerpt;
+use crate::outliers::{self, Row};
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::grid::{self, Block, Placed};
@@ -34,7 +36,6 @@ use crate::plan::reference::Reference;
 use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
-use crate::report::outliers::{self, Row};
 
 mod refusals;
 use refusals::{

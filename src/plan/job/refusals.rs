@@ -1,15 +1,18 @@
 //! The refusals a job makes: replicated, undecidable, identical-joined and uneven tensors,
 //! element runs that end inside a byte, an input that is not one tensor, and a shape other
-//! than `--expect-shape`'s; each with what differs and a flag that would settle it.
+//! than `--expect-shape`'s; each with what differs and a flag that would settle it. Also what
+//! `--like`'s check reads of a tensor's job (`TensorJob::checked`).
 
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
-use crate::error::{Error, Refusal, Result, capped, excerpt};
+use crate::error::{Error, Refusal, Result, capped};
 use crate::format::shape_text;
 use crate::input::{Input, Tensor};
+use crate::messages::excerpt;
+use crate::outliers::{self, Row, Split};
 use crate::plan::ranks;
+use crate::plan::reference::Checked;
 use crate::plan::rules::{self, shell_quote};
-use crate::report::outliers::{self, Row, Split};
 
 /// The refusal of tensors that are the same in every input and that no rule decides: each
 /// one with its shape and what joining it would make, and the `--keep` globs that keep them
@@ -59,7 +62,7 @@ pub(super) fn replicated_refusal(
         // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
         // terminal); a long one is cut, and shown quoted.
         .map(
-            |(glob, _)| match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+            |(glob, _)| match glob.chars().nth(crate::messages::EXCERPT_CHARS) {
                 None => format!("--keep {}", shell_quote(glob)),
                 Some(_) => format!("--keep {}", shell_quote(&excerpt(glob))),
             },
@@ -83,6 +86,36 @@ pub(super) fn replicated_refusal(
     }
 }
 
+impl TensorJob<'_> {
+    /// What `--like`'s check reads of it; `copies` is the number of inputs (a kept tensor's
+    /// job holds only the first).
+    pub fn checked(&self, copies: usize) -> Checked<'_> {
+        let inputs: Vec<Vec<u64>> = if self.kept {
+            vec![self.sources[0].info.shape.to_vec(); copies]
+        } else if let Some(ranges) = &self.ranges {
+            self.sources
+                .iter()
+                .zip(ranges)
+                .map(|(s, range)| {
+                    let mut shape = s.info.shape.to_vec();
+                    shape[self.plan.axis] = range.end - range.start;
+                    shape
+                })
+                .collect()
+        } else {
+            self.sources.iter().map(|s| s.info.shape.to_vec()).collect()
+        };
+        Checked {
+            name: &self.out.name,
+            shape: &self.out.shape,
+            axis: self.plan.axis,
+            kept: self.kept,
+            rule: self.rule,
+            inputs,
+        }
+    }
+}
+
 /// How many items a refusal lists before "... and N more".
 const SHOWN: usize = 10;
 
@@ -99,7 +132,7 @@ pub(super) fn suggested_flags(
         // Whole, a glob pastes back into a shell as it is (shell_quote escapes what acts on a
         // terminal); a long one is cut, and shown quoted.
         .map(|(glob, _)| {
-            let glob = match glob.chars().nth(crate::error::EXCERPT_CHARS) {
+            let glob = match glob.chars().nth(crate::messages::EXCERPT_CHARS) {
                 None => glob.to_string(),
                 Some(_) => excerpt(glob).into_owned(),
             };

@@ -1,7 +1,7 @@
 //! The join rules of `docs/rules.md`, one profile per column of its rules table, checked on
 //! the inputs' headers before any byte is written. Every refusal names the offending inputs,
 //! the dimension and the sizes, cites the spec in its own terms, and hints at what would work;
-//! among many inputs, the odd ones out (`crate::report::outliers`) lead the headline and the list.
+//! among many inputs, the odd ones out (`crate::outliers`) lead the headline and the list.
 
 mod table;
 
@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::dtype::cast;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
-use crate::report::outliers;
+use crate::outliers;
 use table::{Column, Mark, dtype_marks, table};
 
 /// One column of the rules table in `docs/rules.md` (and one row of its DirectML feature-level

@@ -3,9 +3,9 @@
 //! out, a reference input and a count of the rest.
 
 use crate::dtype::DType;
-use crate::error::excerpt;
 use crate::input::Tensor;
-use crate::report::outliers::{self, Row};
+use crate::messages::excerpt;
+use crate::outliers::{self, Row};
 
 /// A caret under one cell of the inputs table, with a note after it.
 pub(super) struct Mark {
