@@ -395,9 +395,10 @@ fn batch(
     size
 }
 
-/// `--axis-for NAME=AXIS` for each tensor, the adapter and the output format.
+/// `--axis-for NAME=AXIS` for each tensor, the adapter and the output format, and
+/// `--uneven`: the random sizes along each axis are no checkpoint's split, and meant.
 fn batch_args(tensors: &[Tensor], adapter: &str, format: &str) -> Vec<String> {
-    let mut args = vec!["-a".to_string(), "0".to_string()];
+    let mut args = vec!["-a".to_string(), "0".to_string(), "--uneven".to_string()];
     for tensor in tensors {
         args.push(format!("--axis-for={}={}", tensor.name, tensor.axis));
     }
