@@ -15,6 +15,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use clap::Parser as _;
 use tjoin::cli::Cli;
@@ -76,10 +77,14 @@ fn compare(case: &Path, out: &Path, name: &str) -> Result<(usize, String), Strin
         tjoin(&all)?;
         fs::read(&output).map_err(|e| format!("{}: {e}", output.display()))
     };
+    let start = Instant::now();
     let dml = run("directml", &args, &format!("dml.{ext}"))
         .map_err(|why| format!("{name} ({joins} joins): DirectML failed: {why}"))?;
+    let dml_time = start.elapsed();
+    let start = Instant::now();
     let cpu = run("cpu", &cpu_args, &format!("cpu.{ext}"))
         .map_err(|why| format!("{name} ({joins} joins): the CPU engine failed: {why}"))?;
+    let cpu_time = start.elapsed();
     if dml != cpu {
         let at = dml.iter().zip(&cpu).position(|(a, b)| a != b);
         let at = at.unwrap_or(dml.len().min(cpu.len()));
@@ -90,7 +95,12 @@ fn compare(case: &Path, out: &Path, name: &str) -> Result<(usize, String), Strin
             cpu.len()
         ));
     }
-    let said = format!("{name} ({joins} joins, .{ext}, {} bytes)", cpu.len());
+    let said = format!(
+        "{name} ({joins} joins, .{ext}, {} bytes; DirectML {:.1} s, CPU {:.1} s)",
+        cpu.len(),
+        dml_time.as_secs_f64(),
+        cpu_time.as_secs_f64()
+    );
     Ok((joins, said))
 }
 
