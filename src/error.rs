@@ -309,24 +309,30 @@ pub fn render(error: &Error, color: bool) -> String {
         .join("\n")
 }
 
+impl Error {
+    /// The error as one refusal: its message the headline, its own hint (after the message)
+    /// the refusal's hint.
+    pub fn as_refusal(&self) -> Refusal {
+        let text = self.to_string();
+        let (headline, hint) = match text.split_once("\nhint: ") {
+            Some((headline, hint)) => (headline.to_string(), Some(hint.to_string())),
+            None => (text, None),
+        };
+        Refusal {
+            headline,
+            details: Vec::new(),
+            hint,
+        }
+    }
+}
+
 /// An error as one JSON object, for `--dry-run=json`: scripts that asked for the plan as JSON
 /// get the refusal in the same form. `exit_code` is the process's; each refusal has its
 /// headline, the lines about the inputs (`details`) and the hint, when there is one.
 pub fn to_json(error: &Error) -> serde_json::Value {
     let refusals: Vec<Refusal> = match error {
         Error::Refused(refusals) | Error::Inconsistent(refusals) => refusals.clone(),
-        other => {
-            let text = other.to_string();
-            let (headline, hint) = match text.split_once("\nhint: ") {
-                Some((headline, hint)) => (headline.to_string(), Some(hint.to_string())),
-                None => (text, None),
-            };
-            vec![Refusal {
-                headline,
-                details: Vec::new(),
-                hint,
-            }]
-        }
+        other => vec![other.as_refusal()],
     };
     let refusals: Vec<serde_json::Value> = refusals
         .iter()

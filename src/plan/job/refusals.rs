@@ -371,18 +371,7 @@ pub(super) fn about(name: Option<&str>, error: Error) -> Vec<Refusal> {
             .collect(),
         // A refusal's parts are one line each (its Display quotes them): the error's own
         // hint, after its message, becomes the refusal's.
-        other => {
-            let text = other.to_string();
-            let (headline, hint) = match text.split_once("\nhint: ") {
-                Some((headline, hint)) => (headline.to_string(), Some(hint.to_string())),
-                None => (text, None),
-            };
-            vec![Refusal {
-                headline,
-                details: Vec::new(),
-                hint,
-            }]
-        }
+        other => vec![other.as_refusal()],
     }
 }
 
