@@ -438,6 +438,32 @@ struct Recovery {
     done: Vec<String>,
 }
 
+impl Recovery {
+    /// A recovery that cuts a file of `len` bytes back to `keep`, after writing `header` if
+    /// one is given; `done` gains the cut, when there is one.
+    fn new(
+        len: u64,
+        keep: u64,
+        header: Option<Vec<u8>>,
+        holds: TensorInfo,
+        mut done: Vec<String>,
+    ) -> Recovery {
+        if len > keep {
+            done.push(format!(
+                "removed {} bytes after the end of its data",
+                len - keep
+            ));
+        }
+        Recovery {
+            len,
+            keep,
+            header,
+            holds,
+            done,
+        }
+    }
+}
+
 /// Decides what `--recover` does to `target`, and checks that it may, without writing
 /// anything: a journal is acted on only if it agrees with itself and with the file
 /// ([`from_journal`]); one cut short while it was written, only if the file ends where its
@@ -484,19 +510,7 @@ fn recovery(target: &Target) -> Result<Recovery> {
     }
     let info = npy::read_header_past_end(target.file(), len, &name)?;
     let keep = info.data_offset + info.data_len;
-    if len > keep {
-        done.push(format!(
-            "removed {} bytes after the end of its data",
-            len - keep
-        ));
-    }
-    Ok(Recovery {
-        len,
-        keep,
-        header: None,
-        holds: info,
-        done,
-    })
+    Ok(Recovery::new(len, keep, None, info, done))
 }
 
 /// Checks the journal of an append to `target` (now `len` bytes long) against itself and the
@@ -603,19 +617,7 @@ fn from_journal(
         );
         (journal.old_len, Some(old_header.clone()), old)
     };
-    if len > keep {
-        done.push(format!(
-            "removed {} bytes after the end of its data",
-            len - keep
-        ));
-    }
-    Ok(Recovery {
-        len,
-        keep,
-        header,
-        holds,
-        done,
-    })
+    Ok(Recovery::new(len, keep, header, holds, done))
 }
 
 /// Whether `new` is `old` grown along its growth axis (0 in C order, the last in Fortran
