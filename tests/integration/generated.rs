@@ -102,30 +102,11 @@ fn the_man_page_lists_the_fields_of_the_json_plan() {
     }
 }
 
-/// What the checked-in bash script offers after `words` (the last one being completed).
+/// What the checked-in bash script offers after `words` (the last one being completed), as
+/// when Tab is pressed after them ([`bash_completes_line`]).
 #[cfg(unix)]
 fn bash_completions(words: &[&str]) -> Vec<String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(Kind::Bash.path());
-    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
-    let (cur, prev) = (words[words.len() - 1], words[words.len() - 2]);
-    let program = format!(
-        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; _tjoin tjoin '{cur}' '{prev}'; \
-         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-        script.display(),
-        quoted.join(" "),
-        words.len() - 1
-    );
-    let output = std::process::Command::new("bash")
-        .args(["-c", &program])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let offered = String::from_utf8(output.stdout).unwrap();
-    offered
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
+    bash_completes_line(&words.join(" "))
 }
 
 #[cfg(unix)]
