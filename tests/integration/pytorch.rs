@@ -89,6 +89,17 @@ fn a_bare_tensor_reads_as_one_unnamed_tensor() {
     succeeds(dir.path(), &[&fixture("bare.pt"), "-o", "out.npy"]);
     let bytes = fs::read(dir.path().join("out.npy")).unwrap();
     assert!(bytes.ends_with(&[0, 0, 1, 0, 2, 0, 3, 0]), "{bytes:?}");
+    // Into a format of named tensors it is one tensor, named as a .npy's would be, not a
+    // checkpoint that lacks its own unnamed tensor.
+    succeeds(dir.path(), &[&fixture("bare.pt"), "-o", "out.safetensors"]);
+    let bytes = fs::read(dir.path().join("out.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let names: Vec<String> = file.names().into_iter().map(str::to_string).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert_eq!(
+        file.tensor(&names[0]).unwrap().data(),
+        [0, 0, 1, 0, 2, 0, 3, 0]
+    );
 }
 
 #[test]

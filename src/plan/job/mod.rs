@@ -182,12 +182,16 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
 }
 
 /// Whether every input and the output hold named tensors, each joined with its namesakes.
+/// A container format can hold one unnamed tensor (a `torch.save` of a bare tensor): such an
+/// input is a single tensor, as a `.npy` is.
 fn whole_files(inputs: &[Input], options: &JobOptions) -> bool {
     options.output.is_container()
         && !inputs.is_empty()
-        && inputs
-            .iter()
-            .all(|i| i.format.is_container() && i.selected().is_none())
+        && inputs.iter().all(|i| {
+            i.format.is_container()
+                && i.selected().is_none()
+                && i.tensors.iter().all(|t| t.name.tensor.is_some())
+        })
 }
 
 /// The names the tensor rules are matched against: every tensor of the inputs in a
