@@ -102,8 +102,8 @@ const FAMILIES: &[Family] = &[
         rules: "vllm.rules",
         // 4 query and 2 key-value heads.
         flags: &["--axis-for", "*.qkv_proj.*=0 chunks 4:2:2"],
-        // More ranks than key-value heads: no rule joins [q_r; k_(r/2); v_(r/2)] yet.
-        flags_at_4: &["--axis-for", "*.qkv_proj.*=0 chunks 4:2:2"],
+        // More ranks than key-value heads: each rank holds [q_r; k_(r/2); v_(r/2)].
+        flags_at_4: &["--axis-for", "*.qkv_proj.*=0 chunks 4:2:2 replicas 1:2:2"],
     },
 ];
 
@@ -137,11 +137,6 @@ impl Family {
         args.extend(flags.iter().map(|f| f.to_string()));
         args.extend(["--like".to_string(), self.expected()]);
         args
-    }
-
-    /// Whether the split into `ranks` is one the shipped rules can merge.
-    fn mergeable(&self, ranks: usize) -> bool {
-        !(self.name == "vllm" && ranks == 4)
     }
 }
 
@@ -193,9 +188,6 @@ fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
     let mut merges = 0;
     for family in FAMILIES {
         for n in [2, 4] {
-            if !family.mergeable(n) {
-                continue;
-            }
             let mut args = family.args(n);
             args.extend(ranks(family, n));
             let (_dir, out) = merged(&args);
@@ -203,19 +195,46 @@ fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
             merges += 1;
         }
     }
-    assert_eq!(merges, 21);
+    assert_eq!(merges, 22);
 }
 
 #[test]
-fn vllm_ranks_holding_replicated_key_value_heads_in_a_fused_qkv_are_refused_with_like() {
-    // 4 ranks, 2 key-value heads: rank r holds [q_r; k_(r/2); v_(r/2)]. Part-wise, k and v
-    // come out twice their size; `replicas` applies to whole pieces. --like sees the shape.
+fn a_fused_qkv_holding_replicated_key_value_heads_needs_its_replicas_and_checks_them() {
+    // 4 ranks, 2 key-value heads: rank r holds [q_r; k_(r/2); v_(r/2)].
     let family = FAMILIES.iter().find(|f| f.name == "vllm").unwrap();
-    let mut args = family.args(4);
+    // Without `replicas 1:2:2`, k and v come out twice their size: --like refuses.
+    let mut args = family.args(2);
     args.extend(ranks(family, 4));
     let stderr = refuses(&args);
     assert!(
         stderr.contains("self_attn.qkv_proj.weight  [96, 32]"),
+        "{stderr}"
+    );
+    // Ranks 1 and 2 swapped (--any-order lets the names pass): the groups' k and v differ.
+    let mut args = family.args(4);
+    let mut swapped = ranks(family, 4);
+    swapped.swap(1, 2);
+    args.push("--any-order".to_string());
+    args.extend(swapped);
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains(
+            "its rule says `chunks 4:2:2 replicas 1:2:2`, but the inputs of a group do not hold \
+             the same part"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("its part 8..16 along axis 0 differs"),
+        "{stderr}"
+    );
+    // A count of inputs that a group does not divide.
+    let mut args = family.args(4);
+    args.extend(ranks(family, 4).into_iter().take(3));
+    args.push("--uneven".to_string());
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains("there are 3 inputs, not a multiple of 2"),
         "{stderr}"
     );
 }
@@ -233,9 +252,6 @@ fn order_in_hint(stderr: &str) -> Vec<String> {
 fn ranks_given_out_of_order_are_refused_and_the_hint_gives_the_order_that_merges() {
     for family in FAMILIES {
         for n in [2, 4] {
-            if !family.mergeable(n) {
-                continue;
-            }
             let mut given = ranks(family, n);
             given.swap(0, 1);
             let mut args = family.args(n);
