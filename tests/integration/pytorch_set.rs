@@ -131,3 +131,79 @@ fn a_bin_set_is_a_like_reference_and_its_shards_are_planned_from_their_pickles()
         &["pytorch_model.bin.index.json  pt  13 tensors", "3 shards"],
     );
 }
+
+/// `fixtures/pytorch/NAME`.
+fn pytorch_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/pytorch")
+        .join(name)
+}
+
+#[test]
+fn a_folder_holding_one_pytorch_file_is_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = fs::read(pytorch_fixture("views.expected.safetensors")).unwrap();
+    let converts = |folder: &str| {
+        succeeds(dir.path(), &[folder, "-o", "m.safetensors"]);
+        let written = fs::read(dir.path().join("m.safetensors")).unwrap();
+        assert!(written == expected, "{folder}: not save_file's bytes");
+        fs::remove_file(dir.path().join("m.safetensors")).unwrap();
+    };
+    // A model folder as save_pretrained wrote it before safetensors: the weights in
+    // pytorch_model.bin beside config.json; and a folder holding one torch.save file.
+    for (folder, file) in [("gpt2", "pytorch_model.bin"), ("run", "last.pt")] {
+        fs::create_dir(dir.path().join(folder)).unwrap();
+        fs::copy(
+            pytorch_fixture("views.pt"),
+            dir.path().join(folder).join(file),
+        )
+        .unwrap();
+        fs::write(dir.path().join(folder).join("config.json"), "{}").unwrap();
+        converts(folder);
+        let plan = String::from_utf8(succeeds(dir.path(), &[folder, "--dry-run"])).unwrap();
+        assert_mentions(&plan, &[file]);
+    }
+    // A Trainer's checkpoint folder: the model's file is the one from_pretrained reads, not
+    // the optimizer's or the training arguments'.
+    for other in ["optimizer.pt", "rng_state.pth", "training_args.bin"] {
+        fs::copy(
+            pytorch_fixture("bare.pt"),
+            dir.path().join("gpt2").join(other),
+        )
+        .unwrap();
+    }
+    converts("gpt2");
+    // Without a file so named, several are refused, listed, and none is read.
+    fs::rename(
+        dir.path().join("gpt2/pytorch_model.bin"),
+        dir.path().join("gpt2/weights.bin"),
+    )
+    .unwrap();
+    let stderr = refused(dir.path(), &["gpt2", "-o", "m.safetensors"], 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "(gpt2) is a folder with no index and 4 PyTorch checkpoint files",
+            "optimizer.pt",
+            "weights.bin",
+            "name the file to read instead of the folder",
+        ],
+    );
+    assert!(!dir.path().join("m.safetensors").exists());
+    // A safetensors checkpoint beside a PyTorch file is read, as from_pretrained reads it.
+    fs::copy(
+        fixture("expected/model.safetensors"),
+        dir.path().join("run/model.safetensors"),
+    )
+    .unwrap();
+    succeeds(dir.path(), &["run", "-o", "m.safetensors"]);
+    let written = fs::read(dir.path().join("m.safetensors")).unwrap();
+    assert!(written == fs::read(fixture("expected/model.safetensors")).unwrap());
+    // A folder with no checkpoint at all says what it looked for.
+    fs::create_dir(dir.path().join("empty")).unwrap();
+    let stderr = refused(dir.path(), &["empty", "-o", "x.safetensors"], 1);
+    assert_mentions(
+        &stderr,
+        &["holds no checkpoint", "no .bin, .pt or .pth file"],
+    );
+}
