@@ -2,7 +2,9 @@
 //! transformers' `save_pretrained(safe_serialization=False)` writes them) read as one input,
 //! as a safetensors index is, with the same checks. fixtures/pytorch_set/ holds the tensors of
 //! fixtures/sharded/expected/model.safetensors (written by `make_pytorch_set_fixtures.py`),
-//! so the outputs must be that file and the huggingface_hub split of it, byte for byte.
+//! so the outputs must be that file and the huggingface_hub split of it, byte for byte;
+//! fixtures/transformers/ is a set transformers' own `save_pretrained` wrote, with the outputs
+//! huggingface_hub and safetensors make of it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -130,6 +132,28 @@ fn a_bin_set_is_a_like_reference_and_its_shards_are_planned_from_their_pickles()
         &plan,
         &["pytorch_model.bin.index.json  pt  13 tensors", "3 shards"],
     );
+}
+
+/// fixtures/transformers/: a tiny Llama written by transformers' own
+/// `save_pretrained(safe_serialization=False)` (4 `.bin` shards, the index, config.json), and
+/// what huggingface_hub's `save_torch_state_dict` and safetensors' `save_file` make of
+/// `torch.load` of it (`make_transformers_fixtures.py`).
+#[test]
+fn a_set_save_pretrained_wrote_converts_as_huggingface_hub_and_save_file_write_it() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/transformers");
+    let model = fixtures.join("llama");
+    let index = model.join(INDEX).to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    succeeds(
+        dir.path(),
+        &[&index, "-o", "converted/", "--max-shard-size", "6000"],
+    );
+    assert_same_folder(&dir.path().join("converted"), &fixtures.join("expected"));
+    // Its folder, config.json and all, is the set; into one file, save_file's bytes.
+    let folder = model.to_string_lossy().into_owned();
+    succeeds(dir.path(), &[&folder, "-o", "model.safetensors"]);
+    let written = fs::read(dir.path().join("model.safetensors")).unwrap();
+    assert!(written == fs::read(fixtures.join("expected.safetensors")).unwrap());
 }
 
 /// `fixtures/pytorch/NAME`.
