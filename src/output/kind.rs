@@ -20,8 +20,9 @@
 use std::path::{Path, PathBuf};
 
 use super::shards::{self, NewFolder, ShardPlan, ShardedOutput};
-use super::{Output, OutputSet, Sink};
+use super::{Output, OutputSet};
 use crate::error::{Error, Result};
+use crate::format::Sink;
 use crate::format::index::SetName;
 use crate::format::{OutTensor, Writer};
 
