@@ -1,8 +1,9 @@
 //! The join command's flow: open the inputs and read their headers, check the join rules
-//! and plan every output tensor, then either report the plan (`--dry-run`) or write the
-//! output's framing and stream the data with the chosen engine into a temporary file that is
-//! committed over the target when complete. Only headers are read before the plan is whole,
-//! so a refusal costs microseconds and writes nothing.
+//! and plan every output tensor, plan the output's files by its kind, then either report the
+//! plan (`--dry-run`) or write each file's framing and stream the data with the chosen engine
+//! into temporary files that are committed over the targets when complete
+//! (`src/output/kind.rs`: the same steps for every kind of output). Only headers are read
+//! before the plan is whole, so a refusal costs microseconds and writes nothing.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,9 +27,11 @@ use crate::sys::spill::Spill;
 /// then either print the plan or write the output and commit it. The one function of the
 /// join that sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
-    let mut early = config.early_copy().map(EarlyCopy::new);
-    let inputs = open_inputs(&config.open_config(), early.as_mut())?;
+    let open = config.open_config();
     let target = config.target();
+    let chosen = config.engine();
+    let mut early = config.early_copy().map(EarlyCopy::new);
+    let inputs = open_inputs(&open, early.as_mut())?;
     let mut warnings = Warnings::new(config.quiet);
     for input in &inputs {
         if let Some(warning) = input.shards().and_then(Warning::total_size) {
@@ -63,7 +66,6 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(file) = planned.shadowing_file() {
         warnings.push(Warning::Shadowing { file });
     }
-    let chosen = config.engine();
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, &job)?;
     let form = match config.action {
         Action::Write if planned.writes() => None,
