@@ -46,11 +46,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let matcher = rules.matcher();
     let reference = rules.reference()?;
     let options = rules.job_options(&matcher, reference.as_ref(), Format::Npy);
-    let (expected, output) = (rules.expect_shape.as_deref(), config.target());
+    let expected = rules.expect_shape.as_deref();
     let job = join::plan(
         &options,
         expected,
-        &output,
+        config.target().kind,
         &inputs,
         &NpyWriter,
         &mut warnings,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, OpenConfig, PlanForm, Target, When};
+use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, When};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::{OutTensor, Writer};
@@ -51,7 +51,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let job = plan(
         &options,
         expected,
-        &target,
+        target.kind,
         &inputs,
         writer.as_ref(),
         &mut warnings,
@@ -189,14 +189,14 @@ pub(crate) fn open_inputs(
     Ok(inputs)
 }
 
-/// Checks and plans every output tensor by `options` into `target`, in the order `writer` lists
-/// them, and checks that the output format can hold them and that they have the shape
+/// Checks and plans every output tensor by `options` into an output of `kind`, in the order
+/// `writer` lists them when the kind writes them so, and checks that the output format can hold them and that they have the shape
 /// `--expect-shape` gives (`expected`). An append plans its grown file here too, so that it
 /// follows the join's rules to the letter.
 pub(crate) fn plan<'a>(
     options: &JobOptions,
     expected: Option<&[u64]>,
-    target: &Target,
+    kind: OutputKind,
     inputs: &'a [Input],
     writer: &dyn Writer,
     warnings: &mut Warnings,
@@ -206,7 +206,7 @@ pub(crate) fn plan<'a>(
             warnings.push(Warning::UnmatchedRule(described));
         }
     }
-    let output = target.kind.path();
+    let output = kind.path();
     let job = job::build(inputs, options)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = expected {
@@ -217,7 +217,7 @@ pub(crate) fn plan<'a>(
         reference.check(&checked, options.rules.rules())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if target.kind.in_writer_order() {
+    let job = if kind.in_writer_order() {
         in_writer_order(job, writer)
     } else {
         job
