@@ -345,13 +345,47 @@ fn a_rule_removed_from_a_family_file_never_writes_a_wrong_model() {
     assert!(refusals > 200, "only {refusals} refusals");
 }
 
+/// The `--axis-for` flags a refusal's hint suggests, as arguments.
+fn axis_flags_in_hint(stderr: &str) -> Vec<String> {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    let mut flags = Vec::new();
+    for rest in hint.split("--axis-for '").skip(1) {
+        let rule = rest.split('\'').next().unwrap();
+        flags.extend(["--axis-for".to_string(), rule.to_string()]);
+    }
+    flags
+}
+
 #[test]
-fn more_ranks_than_key_value_heads_without_replicas_is_refused_with_like() {
-    for family in FAMILIES.iter().filter(|f| f.flags_at_4 == KV_REPLICAS) {
-        let mut args = family.args(2);
-        args.extend(ranks(family, 4));
-        let stderr = refuses(&args);
-        assert!(stderr.contains("k_proj.weight  [32, 32]"), "{stderr}");
+fn more_ranks_than_key_value_heads_without_replicas_is_refused_and_the_hint_merges() {
+    // 4 ranks, 2 key-value heads: ranks 0-1 hold head 0, ranks 2-3 head 1. Without
+    // `replicas 2` each head would come out twice; the bytes show it, with or without --like.
+    let kv_replicated = ["llama", "mistral", "qwen2", "mixtral"];
+    for family in FAMILIES.iter().filter(|f| kv_replicated.contains(&f.name)) {
+        let rules = path(&Path::new(ROOT).join("rules").join(family.rules));
+        for like in [false, true] {
+            let mut args = vec!["--rules".to_string(), rules.clone()];
+            if like {
+                args.extend(["--like".to_string(), family.expected()]);
+            }
+            args.extend(ranks(family, 4));
+            let stderr = refuses(&args);
+            assert!(
+                stderr.contains("the same in each group of 2 consecutive inputs; joined by"),
+                "{}: {stderr}",
+                family.name
+            );
+            // The hint's rules merge the original.
+            let mut args = family.args(2);
+            args.extend(axis_flags_in_hint(&stderr));
+            assert!(
+                args.iter().any(|a| a.ends_with("=0 replicas 2")),
+                "{stderr}"
+            );
+            args.extend(ranks(family, 4));
+            let (_dir, out) = merged(&args);
+            is_original(family, &out, "with the hint's rules");
+        }
     }
 }
 

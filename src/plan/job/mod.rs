@@ -377,6 +377,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     let sibling = |name: &str| by_name[0].get(name).map(|t| t.info.shape.to_vec());
     let mut undecidable: Vec<Constant> = Vec::new();
     let mut identical_joined: Vec<(&str, &Tensor, usize)> = Vec::new();
+    let mut grouped: Vec<chunks::Grouped> = Vec::new();
     let mut uneven: Vec<String> = Vec::new();
     // A merge of checkpoints (files of several tensors each, with tensor rules or a --like
     // reference), not a dataset's shards (`day1.npz day2.npz`, of any sizes): only there are
@@ -436,6 +437,21 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             {
                 identical_joined.push((name, sources[0], at));
                 continue;
+            }
+            if !options.join_identical && parts.replicas == 1 && parts.part_replicas.is_empty() {
+                if let Some(k) = chunks::replica_groups(&sources) {
+                    let rule = &options.rules.rules()[at];
+                    let flag = rule.origin == crate::plan::rules::Origin::AxisForFlag;
+                    let (name, rule) = (name.to_string(), rule.to_string());
+                    grouped.push(chunks::Grouped {
+                        name,
+                        axis,
+                        k,
+                        rule,
+                        flag,
+                    });
+                    continue;
+                }
             }
             match chunks::representatives(name, &sources, &parts) {
                 Ok(pieces) => plan_tensor(name, pieces, Some(axis), &parts, options, true),
@@ -503,6 +519,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             &names,
             options,
         ));
+    }
+    if !grouped.is_empty() {
+        refusals.push(chunks::grouped_refusal(&grouped, &names));
     }
     if !uneven.is_empty() {
         refusals.push(uneven_refusal(uneven));
