@@ -252,10 +252,10 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
     let parts = options.parts(decided);
     let none = |_: &str| None;
     if let Some(fused) = fused_unstated(&name, &sources, axis, &parts, options, &none) {
-        return Err(Error::Refused(vec![chunks::unstated_refusal(
+        return Err(Error::Refused(chunks::unstated_refusals(
             &[fused],
             &[&name],
-        )]));
+        )));
     }
     let sources = chunks::representatives(&name, &sources, &parts)?;
     // One tensor: its refusals need no name to tell them apart.
@@ -507,7 +507,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }
     if !fused.is_empty() {
-        refusals.push(chunks::unstated_refusal(&fused, &names));
+        refusals.extend(chunks::unstated_refusals(&fused, &names));
     }
     if !undecidable.is_empty() {
         refusals.push(undecidable_refusal(&undecidable, inputs, &names, options));
@@ -665,7 +665,8 @@ fn plan_tensor<'a>(
         .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
     if let chunks::Fused::Chunks(shares) = &parts.fused {
-        let slices = chunks::chunked(name, &sources, axis, shares, &parts.part_replicas)?;
+        let (reps, together) = (&parts.part_replicas, options.join_identical);
+        let slices = chunks::chunked(name, &sources, axis, shares, reps, together)?;
         let cut: Vec<plan::Source> = slices
             .iter()
             .map(|(t, range)| plan::Source {
