@@ -304,7 +304,8 @@ pub(crate) fn open_inputs(
         ));
     }
     // The files of a distributed checkpoint are one input, whose tensors are blocks.
-    let mut inputs = input::dcp::gather(inputs)?;
+    let inputs = input::dcp::gather(inputs)?;
+    let mut inputs = input::dtensor::gather(inputs)?;
     if config.stack {
         stack::insert_axis(&mut inputs, config.axis)?;
     }
