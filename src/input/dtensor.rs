@@ -19,12 +19,14 @@
 //! (`src/input/dcp.rs`, `src/plan/grid.rs`), whose tiling check also holds here.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::pickle::dtensor::{Distributed, Spread};
 use crate::format::{Format, shape_text};
-use crate::input::{Extras, Input, Tensor};
+use crate::input::{Extras, Input, OpenOptions, Tensor};
 use crate::messages::excerpt;
+use crate::sys::spill::Spill;
 
 /// Whether `input` is one rank's file of DTensors.
 fn is_rank_file(input: &Input) -> bool {
@@ -64,6 +66,67 @@ pub fn gather(inputs: Vec<Input>) -> Result<Vec<Input>> {
     }
     let name = inputs[0].name.clone();
     Ok(vec![combine(name, inputs)?])
+}
+
+/// Whether a file's name is a `torch.save` rank file's: `.pt`, `.pth` or `.bin`, with `rank`
+/// and a number in it (`model_world_size_2_rank_0.pt`, `rank1.pt`).
+pub fn is_rank_file_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let pickle = [".pt", ".pth", ".bin"].iter().any(|e| lower.ends_with(e));
+    pickle
+        && lower.rfind("rank").is_some_and(|at| {
+            let rest = lower[at + 4..].trim_start_matches(['_', '-']);
+            rest.starts_with(|c: char| c.is_ascii_digit())
+        })
+}
+
+/// Opens the rank files of a folder (those [`is_rank_file_name`] picks) as one input;
+/// refuses when one of them holds no DTensor.
+pub fn open_folder(
+    name: &InputRef,
+    files: &[PathBuf],
+    options: OpenOptions,
+    spill: &mut Spill,
+) -> Result<Input> {
+    let each = OpenOptions {
+        keep_open: usize::from(options.keeps_open(files.len())),
+        ..options
+    };
+    let mut opened = Vec::with_capacity(files.len());
+    for path in files {
+        let mut head = Vec::new();
+        opened.push(Input::open(
+            name.position,
+            path.as_path().into(),
+            each,
+            spill,
+            &mut head,
+            None,
+        )?);
+    }
+    let others: Vec<String> = opened
+        .iter()
+        .filter(|i| !is_rank_file(i))
+        .map(|i| crate::messages::path(&i.name.path))
+        .collect();
+    if !others.is_empty() {
+        return Err(Error::Refused(vec![Refusal {
+            headline: format!(
+                "{name} holds {} files named like ranks' files, and {} of them hold{} no \
+                 DTensor: tjoin cannot tell how they fit together",
+                opened.len(),
+                others.len(),
+                if others.len() == 1 { "s" } else { "" }
+            ),
+            details: capped(others, 10),
+            hint: Some(
+                "name the files themselves to join them along an axis, or move the files \
+                 that are not DTensor rank files out of the folder"
+                    .to_string(),
+            ),
+        }]));
+    }
+    combine(name.clone(), opened)
 }
 
 /// `(N, R)` of a name like `model_world_size_N_rank_R.pt` (verl's), or `R` of `rank_R`, or

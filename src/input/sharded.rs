@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, Opened, no_such_tensor, safetensors};
-use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
+use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp, dtensor};
 use crate::limits;
 use crate::sys::spill::Spill;
 use crate::sys::{self, Accept};
@@ -81,6 +81,7 @@ pub fn open(
                 let mut head = Vec::new();
                 Input::open(name.position, file.into(), options, spill, &mut head, None)?
             }
+            Found::RankFiles(files) => dtensor::open_folder(&name, &files, options, spill)?,
             Found::Files(files) => match dcp::open_folder(&name, &files, options, spill)? {
                 Some(checkpoint) => checkpoint,
                 None => return Err(several_files(&name, &files)),
@@ -113,6 +114,9 @@ enum Found {
     Index(PathBuf),
     File(PathBuf),
     Files(Vec<PathBuf>),
+    /// `torch.save` files with a rank in their names (`model_world_size_2_rank_0.pt`), of a
+    /// folder without safetensors files or index: DTensor rank files.
+    RankFiles(Vec<PathBuf>),
 }
 
 /// Finds the checkpoint in the folder `name` names; refuses a folder with several indexes,
@@ -121,6 +125,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
     let folder = &name.path;
     let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
     let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rank_files = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| name.io_error("list", e))?;
         let file_name = entry.file_name().to_string_lossy().into_owned();
@@ -133,6 +138,8 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             pickle_indexes.push(file_name);
         } else if file_name.ends_with(".safetensors") {
             files.push(file_name);
+        } else if dtensor::is_rank_file_name(&file_name) {
+            rank_files.push(file_name);
         }
     }
     indexes.sort();
@@ -145,6 +152,10 @@ fn in_folder(name: &InputRef) -> Result<Found> {
         indexes = pickle_indexes;
     }
     let at = |file: &String| folder.join(file);
+    if indexes.is_empty() && files.is_empty() && !rank_files.is_empty() {
+        rank_files.sort();
+        return Ok(Found::RankFiles(rank_files.iter().map(at).collect()));
+    }
     match (indexes.as_slice(), files.as_slice()) {
         ([index], _) => Ok(Found::Index(at(index))),
         ([], [file]) => Ok(Found::File(at(file))),
