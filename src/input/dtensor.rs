@@ -18,7 +18,7 @@
 //! The input's tensors and offsets then take the path of a distributed checkpoint's blocks
 //! (`src/input/dcp.rs`, `src/plan/grid.rs`), whose tiling check also holds here.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
@@ -88,6 +88,47 @@ pub fn open_folder(
     options: OpenOptions,
     spill: &mut Spill,
 ) -> Result<Input> {
+    // verl's folder holds `model_`, `optim_` and `extra_state_` files of every rank: one
+    // set is one state dict. The model's is read when there are several; other mixtures are
+    // refused.
+    let mut sets: BTreeMap<String, Vec<&PathBuf>> = BTreeMap::new();
+    for path in files {
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        sets.entry(set_pattern(&file_name)).or_default().push(path);
+    }
+    let mut note = None;
+    let files: Vec<&PathBuf> = if sets.len() == 1 {
+        files.iter().collect()
+    } else {
+        let models: Vec<&String> = sets.keys().filter(|p| p.starts_with("model")).collect();
+        let [chosen] = models.as_slice() else {
+            return Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "{name} holds {} sets of rank files, and tjoin cannot tell which one to \
+                     read",
+                    sets.len()
+                ),
+                details: capped(sets.keys().map(|p| excerpt(p).into()).collect(), 10),
+                hint: Some(
+                    "name the files of one set (e.g. with a glob: folder/model_*_rank_*.pt)"
+                        .to_string(),
+                ),
+            }]));
+        };
+        let chosen = (*chosen).clone();
+        let others: Vec<String> = sets
+            .keys()
+            .filter(|p| **p != chosen)
+            .map(|p| format!("`{}`", excerpt(p)))
+            .collect();
+        note = Some(format!(
+            "the folder holds several sets of rank files: read `{}`, the model's; left \
+             out {} (name those files to read them)",
+            excerpt(&chosen),
+            capped(others, 5).join(", ")
+        ));
+        sets.remove(&chosen).unwrap_or_default()
+    };
     let each = OpenOptions {
         keep_open: usize::from(options.keeps_open(files.len())),
         ..options
@@ -126,7 +167,38 @@ pub fn open_folder(
             ),
         }]));
     }
-    combine(name.clone(), opened)
+    let mut input = combine(name.clone(), opened)?;
+    if let Some(note) = note {
+        input
+            .extras
+            .get_or_insert_with(Box::default)
+            .notes
+            .insert(0, note);
+    }
+    Ok(input)
+}
+
+/// A rank file's name with its rank number replaced by `*`: the name of its set.
+fn set_pattern(file_name: &str) -> String {
+    let lower = file_name.to_ascii_lowercase();
+    let Some(at) = lower.rfind("rank") else {
+        return file_name.to_string();
+    };
+    let digits_from = at
+        + 4
+        + lower[at + 4..]
+            .chars()
+            .take_while(|c| matches!(c, '_' | '-'))
+            .count();
+    let digits = lower[digits_from..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .count();
+    format!(
+        "{}*{}",
+        &file_name[..digits_from],
+        &file_name[digits_from + digits..]
+    )
 }
 
 /// `(N, R)` of a name like `model_world_size_N_rank_R.pt` (verl's), or `R` of `rank_R`, or
@@ -575,6 +647,19 @@ mod tests {
             &[1, 0],
         ));
         assert_eq!(whole, (vec![], vec![]));
+    }
+
+    #[test]
+    fn rank_files_are_told_and_grouped_by_name() {
+        assert!(is_rank_file_name("model_world_size_4_rank_12.pt"));
+        assert!(is_rank_file_name("Rank-3.bin"));
+        assert!(!is_rank_file_name("model_world_size_4_rank_1.safetensors"));
+        assert!(!is_rank_file_name("ranked.pt"));
+        assert_eq!(
+            set_pattern("optim_world_size_4_rank_12.pt"),
+            "optim_world_size_4_rank_*.pt"
+        );
+        assert_eq!(set_pattern("rank-3.bin"), "rank-*.bin");
     }
 
     #[test]

@@ -196,3 +196,45 @@ fn a_dry_run_shows_the_blocks_and_the_replicas_kept_once() {
         &["tensor `grid` matches --keep but is not the same in every input"],
     );
 }
+
+#[test]
+fn a_folder_with_several_sets_reads_the_models_or_refuses() {
+    // verl's folder: model_, optim_ and extra_state_ files of every rank.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("actor");
+    fs::create_dir(&folder).unwrap();
+    for file in rank_files("fsdp2_ws2") {
+        let file = PathBuf::from(file);
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        fs::copy(&file, folder.join(&name)).unwrap();
+        fs::copy(&file, folder.join(name.replace("model_", "optim_"))).unwrap();
+    }
+    let text = String::from_utf8(succeeds(dir.path(), &["actor", "--dry-run"])).unwrap();
+    assert_mentions(
+        &text,
+        &[
+            "read `model_world_size_2_rank_*.pt`, the model's; left out \
+             `optim_world_size_2_rank_*.pt`",
+        ],
+    );
+    succeeds(dir.path(), &["actor", "-o", "out.safetensors"]);
+    assert!(fs::read(dir.path().join("out.safetensors")).unwrap() == expected("fsdp2_ws2"));
+    for name in dir_entries(&folder) {
+        if name.starts_with("model_") {
+            fs::rename(
+                folder.join(&name),
+                folder.join(name.replace("model_", "ema_")),
+            )
+            .unwrap();
+        }
+    }
+    let stderr = refused(dir.path(), &["actor", "-o", "out2.safetensors"], 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "holds 2 sets of rank files",
+            "ema_world_size_2_rank_*.pt",
+            "hint: ",
+        ],
+    );
+}
