@@ -301,3 +301,97 @@ fn missing(owner: &str, field: &str, found: Option<&Node>) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::state;
+    use super::super::vm::{self, LIMITS};
+    use super::*;
+
+    /// The pickle of a rank file of fixtures/dtensor/ (stored uncompressed, as torch.save
+    /// stores every member).
+    fn data_pkl(case: &str, file: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/fixtures/dtensor/{case}/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        let handle = std::fs::File::open(&path).unwrap();
+        let members = crate::format::zip::directory(&handle, bytes.len() as u64).unwrap();
+        let pkl = members
+            .iter()
+            .find(|m| m.name.ends_with("/data.pkl"))
+            .unwrap();
+        let start = pkl.data_start as usize;
+        bytes[start..start + pkl.size as usize].to_vec()
+    }
+
+    #[test]
+    fn a_rank_files_dtensors_give_their_blocks_placements_and_mesh_place() {
+        let bytes = data_pkl("mesh2x2", "model_world_size_4_rank_3.pt");
+        let pickled = vm::run(&bytes, LIMITS).unwrap();
+        let held = state::holdings(&pickled).unwrap();
+        let names: Vec<&str> = held
+            .tensors
+            .iter()
+            .map(|(n, _)| n.as_deref().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "grid",
+                "cols",
+                "nested",
+                "bf16",
+                "everywhere",
+                "zero_d",
+                "plain"
+            ]
+        );
+        // Every value but the plain tensor is a DTensor; the mesh's own rank map (a tensor
+        // inside the DeviceMesh) is not a tensor of the state dict.
+        assert_eq!(held.distributed.len(), 6);
+        let (at, grid) = &held.distributed[0];
+        assert_eq!(*at, 0);
+        assert_eq!(
+            *grid,
+            Distributed {
+                shape: vec![5, 3],
+                placements: vec![Spread::Shard(0), Spread::Shard(1)],
+                mesh: vec![2, 2],
+                coordinate: vec![1, 1],
+                rank: 3,
+            }
+        );
+        assert_eq!(held.tensors[0].1.shape, [2, 1]);
+        let (_, zero_d) = &held.distributed[5];
+        assert_eq!(zero_d.shape, Vec::<u64>::new());
+        assert_eq!(zero_d.placements, [Spread::Replicate, Spread::Replicate]);
+    }
+
+    #[test]
+    fn a_partial_placement_is_an_unreadable_tensor_naming_it() {
+        let bytes = data_pkl("bad_partial", "model_world_size_2_rank_1.pt");
+        let held = state::holdings(&vm::run(&bytes, LIMITS).unwrap()).unwrap();
+        let (name, why) = &held.unreadable[0];
+        assert_eq!(name, "sum");
+        assert!(why.contains("Partial placement"), "{why}");
+        assert_eq!(held.tensors.len(), 4);
+    }
+
+    #[test]
+    fn damaged_dtensor_pickles_never_panic() {
+        // Every byte of the pickle changed in turn, to a few values: a fault, a refusal, an
+        // unreadable tensor or a different value, never a panic.
+        let bytes = data_pkl("fsdp2_ws2", "model_world_size_2_rank_0.pt");
+        for at in 0..bytes.len() {
+            for value in [0u8, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] = value;
+                if let Ok(pickled) = vm::run(&damaged, LIMITS) {
+                    let _ = state::holdings(&pickled);
+                }
+            }
+        }
+    }
+}
