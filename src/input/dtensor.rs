@@ -595,6 +595,11 @@ fn refused(name: &InputRef, files: usize, problems: Vec<String>) -> Error {
     }])
 }
 
+/// Whether `input` is the rank files of DTensors made one input by [`gather`].
+pub fn is_rank_set(input: &Input) -> bool {
+    input.format == Format::PyTorch && input.offsets().is_some()
+}
+
 /// The copies of blocks several ranks hold, each with the place of the copy kept.
 pub fn replicas(input: &Input) -> &[(usize, Tensor)] {
     input.extras.as_ref().map_or(&[], |e| e.replicas.as_slice())

@@ -71,15 +71,25 @@ fn a_folder_of_rank_files_is_one_input_in_any_order() {
     }
     succeeds(dir.path(), &["checkpoint", "-o", "out.safetensors"]);
     assert!(fs::read(dir.path().join("out.safetensors")).unwrap() == expected("fsdp2_ws4"));
-    // Named in another order, the ranks' own records place the blocks (the names' order is
-    // checked unless --any-order says it is not the ranks').
+    // Named in another order (as a shell lists rank_10 before rank_2), the ranks' own
+    // records place the blocks.
     let mut reversed = rank_files("fsdp2_ws4");
     reversed.reverse();
-    assert_mentions(
-        &refusal(&reversed, &[]),
-        &["not given in the numbers' order"],
+    assert!(consolidated(&reversed, &[]) == expected("fsdp2_ws4"));
+    // Other numbered inputs out of order are still refused.
+    let dir = tempfile::tempdir().unwrap();
+    let mut npys = Vec::new();
+    for i in [1, 0] {
+        let name = format!("rank_{i}.npy");
+        crate::util::write_npy(&dir.path().join(&name), "<f4", &[1], false, &[0; 4]);
+        npys.push(name);
+    }
+    let stderr = refused(
+        dir.path(),
+        &[&npys[0], &npys[1], "-a", "0", "-o", "out.npy"],
+        2,
     );
-    assert!(consolidated(&reversed, &["--any-order"]) == expected("fsdp2_ws4"));
+    assert_mentions(&stderr, &["not given in the numbers' order"]);
 }
 
 #[test]
