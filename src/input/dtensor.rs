@@ -28,6 +28,9 @@ use crate::input::{Extras, Input, OpenOptions, Tensor};
 use crate::messages::excerpt;
 use crate::sys::spill::Spill;
 
+/// The most ranks a set of rank files may have.
+const MAX_WORLD: u64 = 1 << 24;
+
 /// Whether `input` is one rank's file of DTensors.
 fn is_rank_file(input: &Input) -> bool {
     input
@@ -279,7 +282,7 @@ fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
         for (_, layout) in layouts {
             world = world.max(layout.mesh.iter().product());
         }
-        world = world.max(rank + 1);
+        world = world.max(rank.saturating_add(1));
         ranks.push(rank);
     }
     if named_world.len() > 1 {
@@ -290,6 +293,13 @@ fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
     }
     if let Some(&named) = named_world.last() {
         world = world.max(named);
+    }
+    if world > MAX_WORLD {
+        problems.push(format!(
+            "the files' names or records give a world of {world} ranks, more than tjoin reads \
+             ({MAX_WORLD}): a file is damaged, or its name's numbers are not ranks"
+        ));
+        return Err(refused(&name, files.len(), problems));
     }
     let mut by_rank: HashMap<u64, usize> = HashMap::new();
     for (at, &rank) in ranks.iter().enumerate() {

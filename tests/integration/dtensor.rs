@@ -248,3 +248,28 @@ fn a_folder_with_several_sets_reads_the_models_or_refuses() {
         ],
     );
 }
+
+#[test]
+fn a_world_size_past_the_limit_is_refused_not_counted() {
+    // A name whose world size is absurd: refused at once, never a loop over its ranks.
+    let dir = tempfile::tempdir().unwrap();
+    let files = rank_files("fsdp2_ws2");
+    for (rank, file) in files.iter().enumerate() {
+        let name = format!("model_world_size_99999999999_rank_{rank}.pt");
+        fs::copy(file, dir.path().join(name)).unwrap();
+    }
+    let stderr = refused(
+        dir.path(),
+        &[
+            "model_world_size_99999999999_rank_0.pt",
+            "model_world_size_99999999999_rank_1.pt",
+            "-o",
+            "out.safetensors",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["give a world of 99999999999 ranks, more than tjoin reads"],
+    );
+}
