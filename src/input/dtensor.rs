@@ -414,15 +414,22 @@ fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
     if !problems.is_empty() {
         return Err(refused(&name, files.len(), problems));
     }
-    let notes = if replicas.is_empty() {
-        Vec::new()
-    } else {
-        vec![format!(
+    let world_from = match named_world.is_empty() {
+        true => "its meshes",
+        false => "the files' names",
+    };
+    let mut notes = vec![format!(
+        "DTensor rank files of ranks 0 to {} (a world of {world}, by {world_from}): each \
+         block is placed by its DTensor's placements and the mesh coordinate its file records",
+        world - 1
+    )];
+    if !replicas.is_empty() {
+        notes.push(format!(
             "{} copies of blocks that several ranks hold (replicated, or plain tensors every \
              rank saved) are compared with the copy kept, which is written once",
             replicas.len()
-        )]
-    };
+        ));
+    }
     for file in files {
         watched.extend(file.into_watched());
     }

@@ -197,6 +197,9 @@ fn a_dry_run_shows_the_blocks_and_the_replicas_kept_once() {
             "zero_d      blocks whole               float32   []",
             "    [3:5, 2:3]  input 4 (",
             "copies of blocks that several ranks hold",
+            "DTensor rank files of ranks 0 to 3 (a world of 4, by the files' names): each \
+             block is placed by its DTensor's placements and the mesh coordinate its file \
+             records",
         ],
     );
     // --keep keeps a replicated tensor (its copies compared); a sharded one is refused.
