@@ -158,6 +158,7 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
     let built = if let [checkpoint] = inputs
         && let Some(blocks) = input::dcp::blocks(checkpoint)
     {
+        compare::replicas(checkpoint)?;
         build_blocks(blocks, options)
     } else if whole_files(inputs, options) {
         build_whole(inputs, options)
