@@ -208,3 +208,34 @@ fn hf_rank_files_read_through_an_index_are_placed_by_their_offsets() {
         &["the full shapes are inferred from the blocks", "--like"],
     );
 }
+
+#[test]
+fn cast_like_and_a_sharded_output_work_on_the_default_form() {
+    // --cast converts the floating-point tensors only.
+    let text = dry_run(&[&fixture("ranks2"), "--cast", "float64"]);
+    assert_mentions(
+        &text,
+        &[
+            "layers.0.ids          blocks 2 on axis 0  int64    [7]",
+            "embed.weight          blocks 2 on axis 0  float64  [5, 4]",
+            "mask                  blocks 2 on axis 1  bool     [2, 5]",
+        ],
+    );
+    // --like checks every output shape against a reference.
+    let reference = fixture("ranks2.model.expected.safetensors");
+    let out = consolidated(&fixture("ranks2"), &["--like", &reference]);
+    assert!(out == expected("ranks2.model.expected.safetensors"));
+    // A sharded output: several files and their index.
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("mesh2x2");
+    succeeds(
+        dir.path(),
+        &[&input, "-o", "out/", "--max-shard-size", "100"],
+    );
+    let files = crate::util::dir_entries(&dir.path().join("out"));
+    assert!(
+        files.contains(&"model.safetensors.index.json".to_string()),
+        "{files:?}"
+    );
+    assert!(files.len() > 2, "{files:?}");
+}
