@@ -697,6 +697,31 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_full_shape_must_be_reached_exactly() {
+        let tensors = tensors(&[&[3, 4], &[2, 4]]);
+        let offsets: [&[u64]; 2] = [&[0, 0], &[3, 0]];
+        let blocks: Vec<Block> = tensors
+            .iter()
+            .zip(offsets)
+            .map(|(tensor, offsets)| Block { tensor, offsets })
+            .collect();
+        let headline = |full: &[u64]| match plan_tensor("w", &blocks, None, Some(full)) {
+            Ok(placed) => Ok(placed.plan.shape),
+            Err(refusal) => Err(refusal.headline),
+        };
+        assert_eq!(headline(&[5, 4]), Ok(vec![5, 4]));
+        let short = headline(&[6, 4]).unwrap_err();
+        assert!(short.contains("no block covers [5:6, 0:4]"), "{short}");
+        let past = headline(&[5, 3]).unwrap_err();
+        assert!(past.contains("its blocks cover [0:5, 3:4]"), "{past}");
+        let rank = headline(&[20]).unwrap_err();
+        assert!(
+            rank.contains("of rank 1, but its blocks have rank 2"),
+            "{rank}"
+        );
+    }
+
+    #[test]
     fn empty_blocks_must_lie_within_what_the_others_tile() {
         let past = shape_of(&[&[2, 4], &[0, 4]], &[&[0, 0], &[5, 0]]).unwrap_err();
         assert!(past.contains("no block covers [2:5, 0:4]"), "{past}");

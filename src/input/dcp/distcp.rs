@@ -110,6 +110,13 @@ pub fn open(
             continue;
         };
         recorded.insert(out_name.clone(), tensor.size.clone());
+        if tensor.chunks.is_empty() {
+            problems.push(format!(
+                "`{}`: {METADATA} lists no chunk of it, so no file holds its {} elements",
+                excerpt(&entry.fqn),
+                shape_text(&tensor.size)
+            ));
+        }
         for chunk in &tensor.chunks {
             match files.block(&entry.fqn, tensor, chunk, &metadata)? {
                 Ok(found) => {
