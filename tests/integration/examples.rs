@@ -54,6 +54,9 @@ const BORROWED: &[(&str, &str)] = &[
     ("rules", "rules"),
     // A PyTorch distributed checkpoint: four ranks of a 2x2 mesh (without its expected file).
     ("checkpoint", "fixtures/dcp/mesh2x2"),
+    // DCP's default form: a .metadata and two .distcp files; Megatron-Core's torch_dist.
+    ("step-1000", "fixtures/dcp_default/ranks2"),
+    ("iter_0000010", "fixtures/dcp_default/megatron"),
 ];
 
 /// What a document says an output file holds.
