@@ -435,6 +435,8 @@ def timed(command, out):
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
     suffix = paths[0].suffix if paths[0].suffix != ".json" else ".npy"
+    if paths[0].name == ".metadata":
+        suffix = ".safetensors"
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
