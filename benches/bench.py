@@ -121,6 +121,54 @@ else:
     save_file(torch.load(src, weights_only=True), out, metadata={"format": "pt"})
 """
 
+# PyTorch's own way from DCP's default format to a safetensors file: dcp_to_torch_save, then
+# save_file of the model's tensors (named without `model.`, as tjoin names them by default).
+TORCH_DCP_TO_SAFETENSORS_PY = """
+import os, sys, tempfile, torch
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+folder, out = sys.argv[1], sys.argv[2]
+with tempfile.TemporaryDirectory(dir=os.path.dirname(out)) as tmp:
+    full = os.path.join(tmp, "full.pt")
+    dcp_to_torch_save(folder, full)
+    model = torch.load(full, weights_only=True)["model"]
+save_file({k: v.contiguous() for k, v in model.items()}, out, metadata={"format": "pt"})
+"""
+
+# Writes DCP's default format as torch.distributed.checkpoint.save does it, on 4 gloo ranks
+# of a 2x2 mesh; each rank builds only its own blocks (DTensor.from_local), so memory stays at
+# one rank's share.
+DCP_DEFAULT_WRITE_PY = """
+import os, sys, torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+
+def block(seed, shape, dtype):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
+
+def main(rank, folder, cols):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29791")
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    mesh = init_device_mesh("cpu", (2, 2))
+    r, c = rank // 2, rank % 2
+    state = {}
+    def put(name, local, shape, places):
+        stride = torch.empty(shape, device="meta").stride()
+        state[name] = DTensor.from_local(local, mesh, places, run_check=False, shape=torch.Size(shape), stride=stride)
+    for layer in range(16):
+        p = f"layers.{layer}"
+        put(f"{p}.mlp.weight", block(layer * 16 + rank, (2048, cols // 2), torch.float16), (4096, cols), [Shard(0), Shard(1)])
+        put(f"{p}.attn.weight", block(layer * 16 + 4 + rank, (512, cols), torch.float32), (2048, cols), [Shard(0), Shard(0)])
+        put(f"{p}.norm.weight", block(layer * 16 + 8 + rank, (cols // 4,), torch.float32), (cols,), [Shard(0), Shard(0)])
+    dcp.save({"model": state}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(sys.argv[1], int(sys.argv[2])), nprocs=4, join=True)
+"""
+
 # The shard limit of both checkpoint scenarios: 1 GiB makes 4 shards.
 SHARD_LIMIT = 300_000_000
 
@@ -285,6 +333,15 @@ def scenario_inputs(name, scale, folder):
         return 0, paths, []
     if name == "dcp_consolidate":
         return 0, dcp_ranks(folder / "ranks", scale), []
+    if name == "dcp_default":
+        ckpt = folder / "ckpt"
+        cols = max(8, int(4096 * scale) // 8 * 8)
+        # A file, not `-c`: the spawned ranks import the script's main module.
+        script = folder / "write_dcp.py"
+        script.write_text(DCP_DEFAULT_WRITE_PY)
+        subprocess.run([sys.executable, str(script), str(ckpt), str(cols)], check=True,
+                       stderr=subprocess.DEVNULL)
+        return 0, [ckpt / ".metadata", *sorted(ckpt.glob("*.distcp"))], []
     raise SystemExit(f"unknown scenario {name}")
 
 
@@ -432,9 +489,20 @@ def timed(command, out):
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
     suffix = paths[0].suffix if paths[0].suffix != ".json" else ".npy"
+    if paths[0].name == ".metadata":
+        suffix = ".safetensors"
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
+    if paths[0].name == ".metadata":
+        # DCP's default format: its folder into one file; cat copies the .distcp files.
+        ckpt = paths[0].parent
+        torch_out = folder / "out_torch.safetensors"
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files[1:]], out["cat"]),
+            "tjoin": ([str(TJOIN), str(ckpt), "-o", str(out["tjoin"])], out["tjoin"]),
+            "torch": ([py, "-c", TORCH_DCP_TO_SAFETENSORS_PY, str(ckpt), str(torch_out)], torch_out),
+        }
     if paths[0].name.startswith("shard-00001-model-"):
         # Consolidate a distributed checkpoint's rank files (their folder) into one file.
         ranks = paths[0].parent
@@ -567,8 +635,11 @@ def check_output(axis, paths, out, runs):
         from safetensors import safe_open
         command, reference = runs["torch"]
         subprocess.run(command, check=True)
+        ref_file = reference
+        if reference.suffix != ".safetensors":
+            ref_file = reference / "model-00001-of-00001.safetensors"
         with safe_open(str(out), framework="np") as ours, \
-                safe_open(str(reference / "model-00001-of-00001.safetensors"), framework="np") as theirs:
+                safe_open(str(ref_file), framework="np") as theirs:
             if sorted(ours.keys()) != sorted(theirs.keys()):
                 raise SystemExit("tjoin's output holds other tensors than torch's")
             for key in ours.keys():
@@ -734,7 +805,7 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

@@ -57,3 +57,10 @@ for case in ../fixtures/dcp/*/; do
     done; } > "corpus/dcp/$(basename "$case")"
 done
 echo "corpus/dcp: $(ls corpus/dcp | wc -l) seeds"
+# DCP's default form: every .metadata of fixtures/dcp_default (the target reads it beside the
+# rank files of ranks2/).
+mkdir -p corpus/dcp_metadata
+for f in ../fixtures/dcp_default/*/.metadata; do
+  cp "$f" "corpus/dcp_metadata/$(basename "$(dirname "$f")").metadata"
+done
+echo "corpus/dcp_metadata: $(ls corpus/dcp_metadata | wc -l) seeds"

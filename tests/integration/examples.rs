@@ -72,6 +72,9 @@ const BORROWED: &[(&str, &str)] = &[
         "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_3.pt",
     ),
     ("actor", "fixtures/dtensor/fsdp2_ws4"),
+    // DCP's default form: a .metadata and two .distcp files; Megatron-Core's torch_dist.
+    ("step-1000", "fixtures/dcp_default/ranks2"),
+    ("iter_0000010", "fixtures/dcp_default/megatron"),
 ];
 
 /// What a document says an output file holds.

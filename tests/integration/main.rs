@@ -8,6 +8,7 @@ mod append_crashes;
 mod append_journal;
 mod containers;
 mod dcp;
+mod dcp_default;
 mod directml;
 mod docs;
 mod dtensor;
