@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod generate;
+pub mod split;
 
 use std::path::PathBuf;
 
@@ -201,6 +202,7 @@ fn help_examples() -> String {
     disable_help_flag = true,
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
     subcommand_negates_reqs = true
 )]
 pub struct Cli {
@@ -221,11 +223,14 @@ pub struct Cli {
     pub command: Option<Subcommand>,
 }
 
-/// tjoin's subcommands, each with its own flags and flow; none yet. A subcommand is a variant
-/// here (`Split(SplitArgs)`), an arm in `Command::from_cli` (`src/cli/config.rs`) that turns
-/// it into a `config::Command`, and that command's flow, which `crate::run` dispatches to.
+/// tjoin's subcommands, each with its own flags and flow. A subcommand is a variant here, an
+/// arm in `Command::from_cli` (`src/cli/config.rs`) that turns it into a `config::Command`,
+/// and that command's flow, which `crate::run` dispatches to.
 #[derive(Debug, clap::Subcommand)]
-pub enum Subcommand {}
+pub enum Subcommand {
+    /// Split one input into several outputs along an axis: the inverse of a join.
+    Split(split::SplitArgs),
+}
 
 /// The flags and inputs of a join (and of `--append` and `--recover`), as clap parses them.
 /// The headings --help groups them under follow their order here.

@@ -410,8 +410,8 @@ fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<Tens
 }
 
 /// Streams the tensors `order` lists (indexes into the job) into `sink` with `engine`, framed
-/// by the output format's `writer`.
-fn write(
+/// by the output format's `writer`. A split (`src/flow/split.rs`) writes each output here.
+pub(crate) fn write(
     job: &[TensorJob],
     order: &[usize],
     writer: &mut dyn Writer,
