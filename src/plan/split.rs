@@ -72,8 +72,8 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
         match shares(name, &label(tensor), &tensor.info, options, &sibling) {
             Ok((axis, shares)) => {
                 for (output, share) in shares.into_iter().enumerate() {
-                    let layout = output_layout(&tensor.info, options.formats[output]);
-                    jobs[output].push(tensor_job(name, tensor, axis, share, layout));
+                    let format = options.formats[output];
+                    jobs[output].push(tensor_job(name, tensor, axis, share, format));
                 }
             }
             Err(refusal) => refusals.push(refusal),
@@ -95,10 +95,12 @@ fn label(tensor: &Tensor) -> String {
     }
 }
 
-/// The layout an output tensor is written in: the input's, so that joining the outputs gives
-/// it back, unless the output format holds C order only.
-fn output_layout(info: &TensorInfo, format: Format) -> Layout {
-    if format.needs_c_order() || info.shape.len() < 2 {
+/// The layout an output tensor of `shape` is written in: the input's, as numpy.save writes a
+/// slice of it (Fortran order only when it is not C-contiguous too: it has two axes longer
+/// than 1 and no empty one), unless the output format holds C order only.
+fn output_layout(info: &TensorInfo, shape: &[u64], format: Format) -> Layout {
+    let long_axes = shape.iter().filter(|&&d| d > 1).count();
+    if format.needs_c_order() || shape.contains(&0) || long_axes < 2 {
         Layout::C
     } else {
         info.layout
@@ -111,7 +113,7 @@ fn tensor_job<'a>(
     tensor: &'a Tensor,
     axis: usize,
     share: Share,
-    layout: Layout,
+    format: Format,
 ) -> TensorJob<'a> {
     let info = &tensor.info;
     let (ranges, kept) = match share {
@@ -130,6 +132,9 @@ fn tensor_job<'a>(
             range: range.clone(),
         })
         .collect();
+    let mut shape = info.shape.to_vec();
+    shape[axis] = ranges.iter().map(|r| r.end - r.start).sum();
+    let layout = output_layout(info, &shape, format);
     let plan = plan::plan_sources(&sources, axis, Some(layout), None);
     let sources = vec![tensor; ranges.len()];
     TensorJob {
