@@ -29,10 +29,11 @@ use crate::backend::directml::Adapter;
 use crate::dtype::DType;
 use crate::engine::early::EarlyTarget;
 use crate::error::{Error, Result};
-use crate::format::index::SetName;
 use crate::format::json::JsonForm;
 use crate::format::{Format, WriteOptions};
+pub use crate::output::kind::OutputKind;
 pub use crate::output::progress::When;
+pub use crate::output::shards::ShardedOutput;
 use crate::plan::job::JobOptions;
 use crate::plan::reference::Reference;
 use crate::plan::rules::{Matcher, Rule};
@@ -131,20 +132,6 @@ pub struct OutputConfig {
     pub sharded: Option<ShardedOutput>,
 }
 
-/// A sharded checkpoint to write: safetensors shards and their index, in one folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardedOutput {
-    /// The folder the set is written in (created when it does not exist).
-    pub folder: PathBuf,
-    /// The set's name when the output (an index) or `--prefix` gives it; else the first
-    /// input's index's, or `model`.
-    pub name: Option<SetName>,
-    /// The most bytes of tensor data in one shard (`--max-shard-size`).
-    pub max_shard_size: u64,
-    /// `--names-from`: the index whose weight_map assigns each tensor its file.
-    pub names_from: Option<PathBuf>,
-}
-
 /// huggingface_hub's default `max_shard_size`: 5 GB.
 pub const DEFAULT_MAX_SHARD_SIZE: u64 = 5_000_000_000;
 
@@ -193,37 +180,6 @@ pub struct Target<'c> {
     pub no_clobber: bool,
     /// When to show a progress bar while it is written.
     pub progress: When,
-}
-
-/// The kinds of output a run writes.
-#[derive(Debug, Clone, Copy)]
-pub enum OutputKind<'c> {
-    /// None: a dry run without `-o`.
-    None,
-    /// One file, or standard output (`-`).
-    File(&'c Path),
-    /// A sharded checkpoint.
-    Sharded {
-        /// The folder or the index `-o` names.
-        path: &'c Path,
-        /// The set to write there.
-        set: &'c ShardedOutput,
-    },
-}
-
-impl Target<'_> {
-    /// The path `-o` gave, if any: the output the messages name.
-    pub fn path(&self) -> Option<&Path> {
-        match self.kind {
-            OutputKind::None => None,
-            OutputKind::File(path) | OutputKind::Sharded { path, .. } => Some(path),
-        }
-    }
-
-    /// Whether the output is a sharded checkpoint.
-    pub fn is_sharded(&self) -> bool {
-        matches!(self.kind, OutputKind::Sharded { .. })
-    }
 }
 
 impl JoinConfig {

@@ -25,6 +25,7 @@ use crate::format::{Format, Layout, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
 use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
+use crate::output::kind::Description;
 use crate::output::progress::{self, Counted, When};
 use crate::output::reorder::Reordered;
 use crate::plan::job::{self, TensorJob};
@@ -72,8 +73,8 @@ pub fn run(config: &JoinConfig) -> Result<()> {
             if journal.exists() {
                 return Err(interrupted(&first.name.path, &journal));
             }
-            let output = Some((&*first.name.path, Format::Npy));
-            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, None);
+            let output = (Description::File(&first.name.path), Some(Format::Npy));
+            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
             report.output.append = Some(AppendReport {
                 bytes: added.plan.bytes,
                 offset: old_len,

@@ -8,17 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use indicatif::ProgressBar;
-
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, Target};
+use crate::config::{Action, JoinConfig, OpenConfig, PlanForm, Target, When};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
+use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
-use crate::output::shards::{self, NewFolder, ShardPlan};
-use crate::output::{Output, OutputSet, Sink};
 use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::stack;
 use crate::report::{PlanReport, Warning, Warnings};
@@ -56,41 +53,45 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         writer.as_ref(),
         &mut warnings,
     )?;
-    let named = rules.name.is_some();
-    let shards = shard_plan(
-        &target,
-        named,
-        &inputs,
-        &job,
-        writer.as_ref(),
-        &mut warnings,
-    )?;
+    let tensors = Tensors {
+        described: &described(&job),
+        named: rules.name.is_some() || inputs.iter().any(|i| i.format.is_container()),
+        set_name: inputs[0].shards().map(|set| &set.name),
+        no_clobber: target.no_clobber,
+    };
+    let planned = target.kind.plan(&tensors, writer.as_ref())?;
+    if let Some(file) = planned.shadowing_file() {
+        warnings.push(Warning::Shadowing { file });
+    }
     let chosen = config.engine();
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, &job)?;
-    let finished = match (target.kind, config.action, shards.as_ref()) {
-        // A sharded target has its shard plan.
-        (OutputKind::Sharded { .. }, Action::Write, Some(shards)) => {
-            let (writer, engine) = (writer.as_mut(), &mut engine);
-            write_shards(&target, shards, &inputs, &job, writer, engine)?
-        }
-        (OutputKind::File(path), Action::Write, _) => {
-            let early = early.and_then(|early| early.fits(&inputs, &job));
-            let (writer, engine) = (writer.as_mut(), &mut engine);
-            write_checked(&target, path, &inputs, &job, writer, engine, early)?
-        }
-        (_, action, shards) => {
-            let output = target.path().zip(target.format);
-            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine, shards);
-            report.warnings = warnings.into_vec();
-            let form = match action {
-                Action::DryRun(form) => form,
-                // A write needs -o (clap requires it without --dry-run); without one, the
-                // plan as text.
-                Action::Write => PlanForm::Text,
-            };
-            return report.print(form);
-        }
+    let form = match config.action {
+        Action::Write if planned.writes() => None,
+        Action::DryRun(form) => Some(form),
+        // A write needs -o (clap requires it without --dry-run); without one, the plan as
+        // text.
+        Action::Write => Some(PlanForm::Text),
     };
+    if let Some(form) = form {
+        let output = (planned.describe(), target.format);
+        let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
+        report.warnings = warnings.into_vec();
+        return report.print(form);
+    }
+    // The early copy writes one file, the one a file output plans.
+    let one_file = matches!(planned.describe(), Description::File(_));
+    let early = early.filter(|_| one_file);
+    let early = early.and_then(|early| early.fits(&inputs, &job));
+    let writer = writer.as_mut();
+    let finished = write(
+        &planned,
+        &inputs,
+        &job,
+        writer,
+        &mut engine,
+        early,
+        target.progress,
+    )?;
     // The output may replace one of the inputs, which Windows refuses while the input is
     // mapped or open: every map and handle of the inputs goes before the commit.
     drop((engine, job));
@@ -100,142 +101,17 @@ pub fn run(config: &JoinConfig) -> Result<()> {
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.
 struct Finished {
-    output: Complete,
+    output: Written,
     progress: progress::Progress,
-}
-
-enum Complete {
-    One(Output),
-    /// A sharded output, and the folder made for it, which the commit keeps.
-    Set(OutputSet, NewFolder),
 }
 
 impl Finished {
     /// Puts the output in place, then prints the summary.
     fn commit(self) -> Result<()> {
-        match self.output {
-            Complete::One(output) => output.commit()?,
-            Complete::Set(set, folder) => {
-                set.commit()?;
-                folder.keep();
-            }
-        }
+        self.output.commit()?;
         self.progress.summary();
         Ok(())
     }
-}
-
-/// The shards of a sharded output, their tensors in the order each file lists them: the job's
-/// (the first input's) order split by huggingface_hub's rule, each shard then in the writer's
-/// order. Warns of a single-file checkpoint that loaders would read instead of the new set.
-/// `named`: `--name` names the tensor.
-fn shard_plan(
-    target: &Target,
-    named: bool,
-    inputs: &[Input],
-    job: &[TensorJob],
-    writer: &dyn Writer,
-    warnings: &mut Warnings,
-) -> Result<Option<ShardPlan>> {
-    let OutputKind::Sharded { path, set: sharded } = target.kind else {
-        return Ok(None);
-    };
-    check_named(path, &sharded.folder, named, inputs)?;
-    let name = sharded.name.clone().unwrap_or_else(|| {
-        let index = inputs[0].shards();
-        index.map(|s| s.name.clone()).unwrap_or_default()
-    });
-    let sizes: Vec<u64> = job.iter().map(|t| t.out.bytes).collect();
-    let (folder, max) = (&sharded.folder, sharded.max_shard_size);
-    let mut plan = match &sharded.names_from {
-        Some(index) => {
-            let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
-            let (from_index, files) = shards::names_from(index, &names)?;
-            let name = sharded.name.clone().unwrap_or(from_index);
-            ShardPlan::assigned(folder, name, max, &sizes, files, true)?
-        }
-        None => ShardPlan::new(folder, name, max, &sizes)?,
-    };
-    for file in &mut plan.files {
-        let described: Vec<OutTensor> = file.tensors.iter().map(|&t| job[t].out.clone()).collect();
-        let order = writer.order(&described);
-        file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
-    }
-    if target.no_clobber {
-        plan.check_no_clobber()?;
-    }
-    if let Some(file) = plan.shadowing_file() {
-        warnings.push(Warning::Shadowing { file });
-    }
-    Ok(Some(plan))
-}
-
-/// Refuses a sharded output (a folder, or an index) for tensors that have no names (.npy and
-/// JSON files each hold one, unnamed) when `--name` gives none either: a checkpoint's files
-/// are found by their tensors' names, and `-o existing_dir` was most likely meant as a file in
-/// that folder. `output` is the path given, `folder` the set's, `named`: `--name` names the
-/// tensor.
-fn check_named(output: &Path, folder: &Path, named: bool, inputs: &[Input]) -> Result<()> {
-    let containers = inputs.iter().any(|i| i.format.is_container());
-    if containers || named {
-        return Ok(());
-    }
-    // A file in the folder, when there is one to write it in.
-    let file = match Some(folder).filter(|f| f.is_dir()) {
-        Some(folder) => folder.join("out.npy"),
-        None => Path::new("out.npy").to_path_buf(),
-    };
-    Err(Error::refused(
-        format!(
-            "-o {}: a folder or an index as the output is a sharded checkpoint of named \
-             tensors, but the inputs' tensors have no names (.npy and JSON files hold one \
-             unnamed tensor each)",
-            crate::messages::path(output)
-        ),
-        format!(
-            "name a file to write, such as -o {}, or name the tensor with --name to write it \
-             as a safetensors checkpoint in the folder",
-            crate::messages::path(&file)
-        ),
-    ))
-}
-
-/// Writes every shard of a sharded output and its index under temporary names and checks
-/// every input unchanged; the commit puts them in place together (the index last), removing
-/// the previous set's shards the new index does not list. On any failure the folder is left
-/// as it was, and a folder this run created is removed again.
-fn write_shards(
-    target: &Target,
-    shards: &ShardPlan,
-    inputs: &[Input],
-    job: &[TensorJob],
-    writer: &mut dyn Writer,
-    engine: &mut Engine,
-) -> Result<Finished> {
-    let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, target.progress, &shards.folder);
-    let folder = shards.prepare_folder()?;
-    let mut set = shards.members(target.no_clobber)?;
-    let mut written = Ok(());
-    for (file, member) in shards.files.iter().zip(set.members_mut()) {
-        written = write(job, &file.tensors, writer, engine, member, &progress.bar);
-        if written.is_err() {
-            break;
-        }
-    }
-    progress.finish();
-    written?;
-    if shards.index.is_some() {
-        let names: Vec<&str> = job.iter().map(|t| t.out.name.as_str()).collect();
-        shards::write_index(&mut set, &shards.index_text(&names))?;
-    }
-    for input in inputs {
-        input.check_unchanged()?;
-    }
-    Ok(Finished {
-        output: Complete::Set(set, folder),
-        progress,
-    })
 }
 
 /// Opens every input and reads its headers, handing each to the early copy if there is one;
@@ -328,7 +204,7 @@ pub(crate) fn plan<'a>(
             warnings.push(Warning::UnmatchedRule(described));
         }
     }
-    let output = target.path();
+    let output = target.kind.path();
     let job = job::build(inputs, options)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = expected {
@@ -339,10 +215,10 @@ pub(crate) fn plan<'a>(
         reference.check(&checked, options.rules.rules())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if target.is_sharded() {
-        job
-    } else {
+    let job = if target.kind.in_writer_order() {
         in_writer_order(job, writer)
+    } else {
+        job
     };
     writer.check(&described(&job)).map_err(|mut refusal| {
         let target = crate::messages::path(output.unwrap_or(Path::new("the output")));
@@ -357,46 +233,44 @@ fn described(job: &[TensorJob]) -> Vec<OutTensor> {
     job.iter().map(|t| t.out.clone()).collect()
 }
 
-/// Writes the output under a temporary name (or completes the early copy's), with progress,
-/// and checks every input unchanged. `path` is `target`'s file.
-fn write_checked(
-    target: &Target,
-    path: &Path,
+/// Writes every file of the planned output (or completes the early copy's file) with
+/// `engine`, showing progress as `when` says, and checks every input unchanged: nothing is in
+/// place until the commit.
+fn write(
+    planned: &Planned,
     inputs: &[Input],
     job: &[TensorJob],
     writer: &mut dyn Writer,
     engine: &mut Engine,
     early: Option<early::Fitted>,
+    when: When,
 ) -> Result<Finished> {
     let total = job.iter().map(|t| t.plan.bytes).sum();
-    let progress = progress::start(total, target.progress, path);
-    let output = if let Some(early) = early {
+    let progress = progress::start(total, when, planned.shown_as());
+    let bar = &progress.bar;
+    let (written, taken) = match early {
         // The inputs it took were read whole, header and data in one read: nothing to
         // re-check.
-        let taken = early.inputs();
-        progress.bar.inc(early.bytes());
-        let output = early.finish(&job[0], &progress.bar);
-        progress.finish();
-        let output = output?;
-        for input in &inputs[taken..] {
-            input.check_unchanged()?;
+        Some(early) => {
+            let taken = early.inputs();
+            bar.inc(early.bytes());
+            (early.finish(&job[0], bar).map(Written::from), taken)
         }
-        output
-    } else {
-        let mut output = Output::create(path, target.no_clobber)?;
-        let all: Vec<usize> = (0..job.len()).collect();
-        let written = write(job, &all, writer, engine, &mut output, &progress.bar);
-        progress.finish();
-        written?;
-        for input in inputs {
-            input.check_unchanged()?;
+        None => {
+            let described = described(job);
+            let written = planned.write(writer, &described, &mut |index, sink| {
+                let mut counted = Counted { inner: sink, bar };
+                engine.execute(index, &job[index], &mut counted)
+            });
+            (written, 0)
         }
-        output
     };
-    Ok(Finished {
-        output: Complete::One(output),
-        progress,
-    })
+    progress.finish();
+    let output = written?;
+    for input in &inputs[taken..] {
+        input.check_unchanged()?;
+    }
+    Ok(Finished { output, progress })
 }
 
 /// The job's tensors in the order the output format lists them.
@@ -407,38 +281,4 @@ fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<Tens
         .into_iter()
         .filter_map(|index| slots.get_mut(index).and_then(Option::take))
         .collect()
-}
-
-/// Streams the tensors `order` lists (indexes into the job) into `sink` with `engine`, framed
-/// by the output format's `writer`. A split (`src/flow/split.rs`) writes each output here.
-pub(crate) fn write(
-    job: &[TensorJob],
-    order: &[usize],
-    writer: &mut dyn Writer,
-    engine: &mut Engine,
-    sink: &mut dyn Sink,
-    bar: &ProgressBar,
-) -> Result<()> {
-    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
-    let described: Vec<OutTensor> = order.iter().map(|&t| job[t].out.clone()).collect();
-    writer
-        .start(sink, &described)
-        .map_err(|e| failed(e, sink))?;
-    for &index in order {
-        let tensor = &job[index];
-        writer
-            .start_tensor(sink, &tensor.out)
-            .map_err(|e| failed(e, sink))?;
-        let mut data = writer.data_sink(sink);
-        let mut counted = Counted {
-            inner: data.as_mut(),
-            bar,
-        };
-        engine.execute(index, tensor, &mut counted)?;
-        drop(data);
-        writer
-            .end_tensor(sink, &tensor.out)
-            .map_err(|e| failed(e, sink))?;
-    }
-    writer.finish(sink).map_err(|e| failed(e, sink))
 }

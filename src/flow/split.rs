@@ -10,8 +10,8 @@ use crate::backend::{Backend, Engine};
 use crate::config::{Action, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
 use crate::format::{Format, OutTensor, Writer};
-use crate::output::OutputSet;
-use crate::output::progress;
+use crate::output::progress::{self, Counted};
+use crate::output::{OutputSet, Sink};
 use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
 use crate::plan::split::{self, SplitOptions};
@@ -96,16 +96,36 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     Ok(())
 }
 
-/// Writes one output's tensors (in its writer's order) into `sink`, on the CPU engine.
+/// Writes one output's tensors (in its writer's order) into `sink`, framed by the output
+/// format's `writer`, their data by the CPU engine.
 fn write_output(
     jobs: &[TensorJob],
     writer: &mut dyn Writer,
-    sink: &mut dyn crate::output::Sink,
+    sink: &mut dyn Sink,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
     let mut engine = Engine::choose(Backend::Cpu, None, jobs)?;
-    let order: Vec<usize> = (0..jobs.len()).collect();
-    super::join::write(jobs, &order, writer, &mut engine, sink, bar)
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    writer
+        .start(sink, &described)
+        .map_err(|e| failed(e, sink))?;
+    for (index, tensor) in jobs.iter().enumerate() {
+        writer
+            .start_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+        let mut data = writer.data_sink(sink);
+        let mut counted = Counted {
+            inner: data.as_mut(),
+            bar,
+        };
+        engine.execute(index, tensor, &mut counted)?;
+        drop(data);
+        writer
+            .end_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+    }
+    writer.finish(sink).map_err(|e| failed(e, sink))
 }
 
 /// The job's tensors in the order the output format lists them.

@@ -7,6 +7,7 @@
 
 mod file;
 pub mod grow;
+pub mod kind;
 pub mod progress;
 pub(crate) mod reorder;
 mod set;

@@ -24,6 +24,20 @@ use crate::format::index::{self, SetName};
 use crate::messages;
 use crate::output::{Member, OutputSet};
 
+/// A sharded checkpoint to write: safetensors shards and their index, in one folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardedOutput {
+    /// The folder the set is written in (created when it does not exist).
+    pub folder: PathBuf,
+    /// The set's name when the output (an index) or `--prefix` gives it; else the first
+    /// input's index's, or `model`.
+    pub name: Option<SetName>,
+    /// The most bytes of tensor data in one shard (`--max-shard-size`).
+    pub max_shard_size: u64,
+    /// `--names-from`: the index whose weight_map assigns each tensor its file.
+    pub names_from: Option<PathBuf>,
+}
+
 /// The files of a sharded output, planned before anything is written.
 #[derive(Debug, Clone)]
 pub struct ShardPlan {

@@ -18,6 +18,7 @@ use crate::backend::Engine;
 use crate::error::InputRef;
 use crate::format::Format;
 use crate::input::{Input, Tensor};
+use crate::output::kind::Description;
 use crate::output::shards::ShardPlan;
 use crate::plan::job::{JobOptions, TensorJob};
 use crate::plan::spec::Spec;
@@ -269,17 +270,22 @@ pub enum PlanForm {
 
 impl PlanReport {
     /// The report of a checked job, planned by `rules` (what planning was given: `-a`, the
-    /// spec, the tensor rules): `output` is the output named with `-o` (none for a dry run
-    /// without one), `shards` the files of a sharded output.
+    /// spec, the tensor rules): `output` is the output its kind describes (none for a dry
+    /// run without `-o`) and its format, when `-o` or `--format` says it.
     pub fn new(
         rules: &JobOptions,
         inputs: &[Input],
         job: &[TensorJob],
-        output: Option<(&Path, Format)>,
+        output: (Description, Option<Format>),
         engine: &Engine,
-        shards: Option<&ShardPlan>,
     ) -> PlanReport {
         let spec = rules.spec;
+        let (described, format) = output;
+        let output = described.path().zip(format);
+        let shards = match described {
+            Description::Sharded { shards, .. } => Some(shards),
+            Description::None | Description::File(_) => None,
+        };
         PlanReport {
             axis_given: rules.axis,
             backend: engine.note.clone(),

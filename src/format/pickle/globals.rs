@@ -4,9 +4,10 @@
 //! never imported, a function never run. The globals and the values they build are
 //! `super::value`'s types; a call reads its arguments from the arena of nodes it is given.
 
+use super::classes::DataClass;
 use super::value::{
-    Arena, Global, Id, Node, Rebuild, Step, Storage, TensorRecord, TorchDtype, damaged, kind_of,
-    refused,
+    Arena, Global, Id, Node, Object, Rebuild, Step, Storage, TensorRecord, TorchDtype, damaged,
+    kind_of, refused,
 };
 
 /// Modules whose names are refused with the reason that they run code.
@@ -39,7 +40,14 @@ pub fn resolve(module: &str, name: &str) -> Step<Global> {
         "__builtin__" => "builtins",
         other => other,
     };
+    if let Some(class) = DataClass::resolve(module, name) {
+        return Ok(Global::Class(class));
+    }
     let global = match (module, name) {
+        ("copyreg" | "copy_reg", "_reconstructor") => Some(Global::Reconstructor),
+        ("copyreg" | "copy_reg", "__newobj__") => Some(Global::NewObjFn),
+        ("copyreg" | "copy_reg", "__newobj_ex__") => Some(Global::NewObjExFn),
+        ("builtins", "object") => Some(Global::ObjectClass),
         ("collections", "OrderedDict") => Some(Global::OrderedDict),
         ("collections", "Counter") => Some(Global::Counter),
         ("builtins", "set") => Some(Global::Set),
@@ -249,12 +257,48 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             )),
         },
         Global::Rebuild(rebuild) => call_rebuild(nodes, rebuild, args, &path),
+        Global::Class(class) => Ok(object(class, args, Vec::new())),
+        Global::NewObjFn => match args.split_first() {
+            Some((&class, rest)) => new_object(nodes, class, rest, None, &path),
+            None => damaged(format!("{path} is called without a class")),
+        },
+        Global::NewObjExFn => match args {
+            [class, args, kwargs] => {
+                let Node::Tuple(args) = nodes.node(*args) else {
+                    return damaged(format!("{path} is given arguments that are not a tuple"));
+                };
+                new_object(nodes, *class, args, Some(*kwargs), &path)
+            }
+            _ => damaged(format!("{path} is called with {} arguments", args.len())),
+        },
+        Global::Reconstructor => match args {
+            // `_reconstructor(cls, object, None)`: `object.__new__(cls)`.
+            [class, base, state] => {
+                if nodes.node(*base) != &Node::Global(Global::ObjectClass) {
+                    return refused(format!(
+                        "{path} creates an instance from {}, where tjoin reads only \
+                         builtins.object",
+                        kind_of(nodes.node(*base))
+                    ));
+                }
+                if nodes.node(*state) != &Node::None {
+                    return refused(format!(
+                        "{path} is given {} to create an instance from, where tjoin reads \
+                         only None",
+                        kind_of(nodes.node(*state))
+                    ));
+                }
+                new_object(nodes, *class, &[], None, &path)
+            }
+            _ => damaged(format!("{path} is called with {} arguments", args.len())),
+        },
         // `_get_layout('torch.sparse_coo')`: only a sparse tensor names a layout.
         Global::Layout => Ok(Node::Unreadable(SPARSE.into())),
         Global::TensorClass
         | Global::Parameter
         | Global::Dtype(_)
         | Global::StorageClass(_)
+        | Global::ObjectClass
         | Global::QScheme => refused(format!(
             "the pickle calls {path} with {} (by {}), which torch.save never writes",
             match args.len() {
@@ -267,6 +311,44 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             }
         )),
     }
+}
+
+/// A record of an instance of `class`.
+fn object(class: DataClass, args: &[Id], kwargs: Vec<(Id, Id)>) -> Node {
+    Node::Object(Box::new(Object {
+        class,
+        args: args.to_vec(),
+        kwargs,
+        state: None,
+    }))
+}
+
+/// What `NEWOBJ_EX` (and `copyreg.__newobj__`, `__newobj_ex__`) create: an instance of an
+/// allowed class, `kwargs` a dict if given.
+pub(super) fn new_object(
+    nodes: &[Node],
+    class: Id,
+    args: &[Id],
+    kwargs: Option<Id>,
+    path: &str,
+) -> Step<Node> {
+    let Node::Global(Global::Class(class)) = *nodes.node(class) else {
+        return refused(format!(
+            "{path} creates an instance of {}, which is not one of the data classes tjoin reads",
+            kind_of(nodes.node(class))
+        ));
+    };
+    let kwargs = match kwargs.map(|id| nodes.node(id)) {
+        None => Vec::new(),
+        Some(Node::Dict(entries)) => entries.clone(),
+        Some(other) => {
+            return damaged(format!(
+                "{path} is given {} as keyword arguments, not a dict",
+                kind_of(other)
+            ));
+        }
+    };
+    Ok(object(class, args, kwargs))
 }
 
 fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> Step<Node> {

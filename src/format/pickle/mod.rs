@@ -6,7 +6,9 @@
 //! torch's `torch/_weights_only_unpickler.py`: the same opcodes (and the data opcodes of
 //! protocols 3 to 5, which `torch.save(pickle_protocol=4)` writes), and an allowlist of
 //! globals ([`globals`]) in which each entry only builds data ([`value`]): `_rebuild_tensor_v2`
-//! gives a record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. Nothing is
+//! gives a record of a storage key, dtype, offset, shape and strides, `OrderedDict` a dict. An
+//! instance of a listed data class ([`classes`]: a DTensor's placements, DCP's metadata) is
+//! recorded as its class, arguments and state, for the reader of its format to read. Nothing is
 //! imported or called; any other global (`os.system`, `builtins.eval`) is refused by name.
 //!
 //! Why a machine of its own: tjoin must refuse, by name and byte, whatever it does not
@@ -31,6 +33,7 @@
 //!   each storage as a little-endian u64 element count and its bytes.
 //! - TAR (torch before 0.4): refused, naming it.
 
+pub mod classes;
 pub mod globals;
 pub mod state;
 pub mod value;

@@ -1,8 +1,9 @@
 //! The restricted machine on pickles assembled opcode by opcode: what torch.save writes, and
 //! what a hostile file might hold instead.
 
+use super::classes::DataClass;
 use super::state::{self, MAX_DEPTH};
-use super::value::{FaultKind, Node, TorchDtype};
+use super::value::{FaultKind, Global, Node, Object, TorchDtype};
 use super::vm::{self, LIMITS, Limits};
 use super::*;
 
@@ -524,7 +525,7 @@ fn a_pickle_cut_short_says_so() {
 
 #[test]
 fn text_protocol_opcodes_and_buffers_are_refused() {
-    for op in [b'I', b'S', b'P', b'i', b'o', 0x82, 0x92, 0x97] {
+    for op in [b'I', b'S', b'P', b'i', b'o', 0x82, 0x97] {
         let (_, text) = refusal(&[0x80, 2, op, b'.']);
         assert!(text.contains("at byte 2"), "{text}");
     }
@@ -605,4 +606,274 @@ proptest::proptest! {
             let _ = state::holdings(&pickled);
         }
     }
+}
+
+/// The object at the root of a pickle that ran.
+fn root_object(pickled: &vm::Pickled) -> &Object {
+    match pickled.node(pickled.root) {
+        Node::Object(object) => object,
+        other => panic!("not an object: {other:?}"),
+    }
+}
+
+const PLACEMENTS: &str = "torch.distributed.tensor.placement_types";
+
+#[test]
+fn a_dataclass_is_an_inert_record_of_its_class_and_state() {
+    // `Shard(dim=1)` as torch.save writes it: NEWOBJ of the class with no arguments, then
+    // BUILD with its attributes.
+    let bytes = P::default()
+        .proto(2)
+        .global(PLACEMENTS, "Shard")
+        .op(b')')
+        .op(0x81)
+        .op(b'}')
+        .str("dim")
+        .int(1)
+        .op(b's')
+        .op(b'b')
+        .stop();
+    let pickled = run(&bytes).unwrap();
+    let shard = root_object(&pickled);
+    assert_eq!(shard.class, DataClass::Shard);
+    assert_eq!(shard.field(&*pickled.nodes, "dim"), Some(&Node::Int(1)));
+    assert_eq!(shard.field(&*pickled.nodes, "split_factor"), None);
+    // Its state is data: a walk of it as a state dict notes it and finds no tensor.
+    let held = state::holdings(
+        &run(&state_dict(|p| {
+            p.str("s").bytes(&bytes[2..bytes.len() - 1])
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(held.tensors.is_empty());
+    assert_eq!(
+        held.skipped,
+        [format!(
+            "`s`, not a tensor: an object of class {PLACEMENTS}.Shard"
+        )]
+    );
+}
+
+#[test]
+fn a_slotted_dataclass_reads_its_fields_from_the_slots_state() {
+    // `object.__getstate__` of a class with `__slots__`: `(None, {slot: value})`; with a
+    // `__dict__` as well, `({attr: value}, {slot: value})`.
+    let bytes = P::default()
+        .proto(2)
+        .global(PLACEMENTS, "_StridedShard")
+        .op(b')')
+        .op(0x81)
+        .op(b'N')
+        .op(b'(')
+        .str("dim")
+        .int(2)
+        .str("split_factor")
+        .int(4)
+        .op(b'd')
+        .op(0x86)
+        .op(b'b')
+        .stop();
+    let pickled = run(&bytes).unwrap();
+    let strided = root_object(&pickled);
+    assert_eq!(strided.class, DataClass::StridedShard);
+    assert_eq!(strided.field(&*pickled.nodes, "dim"), Some(&Node::Int(2)));
+    assert_eq!(
+        strided.field(&*pickled.nodes, "split_factor"),
+        Some(&Node::Int(4))
+    );
+    // A frozen slotted dataclass's `__getstate__` is its fields' values, in order.
+    let bytes = P::default()
+        .proto(2)
+        .global(PLACEMENTS, "_StridedShard")
+        .op(b')')
+        .op(0x81)
+        .op(b']')
+        .op(b'(')
+        .int(0)
+        .int(3)
+        .op(b'e')
+        .op(b'b')
+        .stop();
+    let pickled = run(&bytes).unwrap();
+    let strided = root_object(&pickled);
+    assert_eq!(strided.field(&*pickled.nodes, "dim"), Some(&Node::Int(0)));
+    assert_eq!(
+        strided.field(&*pickled.nodes, "split_factor"),
+        Some(&Node::Int(3))
+    );
+}
+
+#[test]
+fn a_named_tuple_reads_its_fields_from_its_arguments() {
+    // `TensorMeta(torch.Size([4, 6]), (6, 1), torch.float32)`, as NEWOBJ.
+    let bytes = P::default()
+        .proto(2)
+        .global("torch.distributed.tensor._dtensor_spec", "TensorMeta")
+        .global("torch", "Size")
+        .int(4)
+        .int(6)
+        .op(0x86)
+        .op(0x85)
+        .op(b'R')
+        .int(6)
+        .int(1)
+        .op(0x86)
+        .global("torch", "float32")
+        .op(0x87)
+        .op(0x81)
+        .stop();
+    let pickled = run(&bytes).unwrap();
+    let meta = root_object(&pickled);
+    assert_eq!(meta.class, DataClass::TensorMeta);
+    let Some(Node::Tuple(shape)) = meta.field(&*pickled.nodes, "shape") else {
+        panic!("{meta:?}");
+    };
+    assert_eq!(shape.len(), 2);
+    assert!(matches!(
+        meta.field(&*pickled.nodes, "dtype"),
+        Some(Node::Global(Global::Dtype(d))) if d.name() == "float32"
+    ));
+}
+
+#[test]
+fn an_enum_is_its_class_and_its_value() {
+    // `_MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT`: REDUCE of the class with its value.
+    let bytes = P::default()
+        .proto(2)
+        .global(
+            "torch.distributed.checkpoint.metadata",
+            "_MEM_FORMAT_ENCODING",
+        )
+        .int(0)
+        .op(0x85)
+        .op(b'R')
+        .stop();
+    let pickled = run(&bytes).unwrap();
+    let value = root_object(&pickled);
+    assert_eq!(value.class, DataClass::MemFormatEncoding);
+    assert_eq!(value.arg(&*pickled.nodes, 0), Some(&Node::Int(0)));
+    assert_eq!(value.state, None);
+}
+
+#[test]
+fn copyreg_and_newobj_ex_create_the_same_records() {
+    // Protocol 1's `copyreg._reconstructor(cls, object, None)`, then BUILD.
+    let reconstructed = P::default()
+        .proto(2)
+        .global("copy_reg", "_reconstructor")
+        .global(PLACEMENTS, "Shard")
+        .global("__builtin__", "object")
+        .op(b'N')
+        .op(0x87)
+        .op(b'R')
+        .op(b'}')
+        .str("dim")
+        .int(3)
+        .op(b's')
+        .op(b'b')
+        .stop();
+    // `copyreg.__newobj__(cls)` spelled as a call.
+    let newobj = P::default()
+        .proto(2)
+        .global("copyreg", "__newobj__")
+        .global(PLACEMENTS, "Shard")
+        .op(0x85)
+        .op(b'R')
+        .op(b'}')
+        .str("dim")
+        .int(3)
+        .op(b's')
+        .op(b'b')
+        .stop();
+    // NEWOBJ_EX with keyword arguments.
+    let newobj_ex = P::default()
+        .proto(4)
+        .global(PLACEMENTS, "Shard")
+        .op(b')')
+        .op(b'}')
+        .str("dim")
+        .int(3)
+        .op(b's')
+        .op(0x92)
+        .stop();
+    for bytes in [reconstructed, newobj, newobj_ex] {
+        let pickled = run(&bytes).unwrap();
+        let shard = root_object(&pickled);
+        assert_eq!(shard.class, DataClass::Shard);
+        assert_eq!(shard.field(&*pickled.nodes, "dim"), Some(&Node::Int(3)));
+    }
+}
+
+#[test]
+fn classes_outside_the_list_are_refused_by_name_and_records_stay_inert() {
+    let (at, why) = refusal(
+        &P::default()
+            .proto(2)
+            .global("mymodule", "TrainingConfig")
+            .op(b')')
+            .op(0x81)
+            .stop(),
+    );
+    assert_eq!(at, 2);
+    assert!(why.contains("mymodule.TrainingConfig"), "{why}");
+    // NEWOBJ_EX, copyreg's spellings and _reconstructor create only listed classes.
+    let (_, why) = refusal(
+        &P::default()
+            .proto(4)
+            .global("collections", "OrderedDict")
+            .op(b')')
+            .op(b'}')
+            .op(0x92)
+            .stop(),
+    );
+    assert!(
+        why.contains("NEWOBJ_EX") && why.contains("collections.OrderedDict"),
+        "{why}"
+    );
+    let (_, why) = refusal(
+        &P::default()
+            .proto(2)
+            .global("copyreg", "__newobj__")
+            .global("torch", "Size")
+            .op(0x85)
+            .op(b'R')
+            .stop(),
+    );
+    assert!(why.contains("torch.Size"), "{why}");
+    let (_, why) = refusal(
+        &P::default()
+            .proto(2)
+            .global("copyreg", "_reconstructor")
+            .global(PLACEMENTS, "Shard")
+            .global("builtins", "object")
+            .int(1)
+            .op(0x87)
+            .op(b'R')
+            .stop(),
+    );
+    assert!(why.contains("an int"), "{why}");
+    // `object` itself is never called, and a record's state is set once.
+    let (_, why) = refusal(
+        &P::default()
+            .proto(2)
+            .global("builtins", "object")
+            .op(b')')
+            .op(b'R')
+            .stop(),
+    );
+    assert!(why.contains("builtins.object"), "{why}");
+    let (_, why) = refusal(
+        &P::default()
+            .proto(2)
+            .global(PLACEMENTS, "Replicate")
+            .op(b')')
+            .op(0x81)
+            .op(b'}')
+            .op(b'b')
+            .op(b'}')
+            .op(b'b')
+            .stop(),
+    );
+    assert!(why.contains("twice"), "{why}");
 }

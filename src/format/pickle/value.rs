@@ -4,6 +4,7 @@
 //! fault a step may end in. Only data and the names of data: nothing here runs a pickle or
 //! decides what a global builds.
 
+use super::classes::DataClass;
 use crate::dtype::DType;
 
 /// An index into the arena of nodes.
@@ -43,6 +44,8 @@ pub enum Node {
     Storage(Box<Storage>),
     /// A tensor: a view of a storage.
     Tensor(Box<TensorRecord>),
+    /// An instance of one of the allowed data classes ([`DataClass`]), recorded, not built.
+    Object(Box<Object>),
     /// Something a checkpoint may hold but tjoin cannot read (a quantized or sparse tensor),
     /// and why: refused if it is asked for, noted if it is skipped.
     Unreadable(Box<str>),
@@ -80,6 +83,88 @@ pub struct TensorRecord {
     pub shape: Vec<u64>,
     /// Its strides, in elements.
     pub stride: Vec<u64>,
+}
+
+/// An instance of an allowed data class as the pickle describes it: the class, what it is
+/// created with and the state `BUILD` gives it. No method of the class runs: a reader that
+/// knows the class reads its fields ([`Object::field`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// Its class.
+    pub class: DataClass,
+    /// The positional arguments it is created with (an enum's value, a named tuple's fields).
+    pub args: Vec<Id>,
+    /// The keyword arguments it is created with (`NEWOBJ_EX`), as a dict's entries.
+    pub kwargs: Vec<(Id, Id)>,
+    /// What `BUILD` gave it: a dict of attributes, `(dict or None, slots dict)`, or what the
+    /// class's `__getstate__` returns (a tuple, a list); `None` before `BUILD`.
+    pub state: Option<Id>,
+}
+
+impl Object {
+    /// The field `name`: from its state (attributes, then slots, then a positional state
+    /// by the class's field names), else its keyword arguments, else its positional
+    /// arguments by the class's field names. `None` if it has no such field.
+    pub fn field<'a, A: Arena + ?Sized>(&self, nodes: &'a A, name: &str) -> Option<&'a Node> {
+        let in_dict = |id: Id| -> Option<&'a Node> {
+            let Node::Dict(entries) = nodes.node(id) else {
+                return None;
+            };
+            // A key set twice: the later wins, as in Python.
+            entries
+                .iter()
+                .rev()
+                .find(|&&(key, _)| matches!(nodes.node(key), Node::Str(k) if &**k == name))
+                .map(|&(_, value)| nodes.node(value))
+        };
+        let position = self.class.fields().iter().position(|f| *f == name);
+        if let Some(state) = self.state {
+            match nodes.node(state) {
+                Node::Dict(_) => {
+                    if let Some(value) = in_dict(state) {
+                        return Some(value);
+                    }
+                }
+                Node::Tuple(parts) if is_slotted(nodes, parts) => {
+                    if let Some(value) = in_dict(parts[1]).or_else(|| in_dict(parts[0])) {
+                        return Some(value);
+                    }
+                }
+                Node::Tuple(items) | Node::List(items) => {
+                    if let Some(&id) = position.and_then(|i| items.get(i)) {
+                        return Some(nodes.node(id));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let keyword = self
+            .kwargs
+            .iter()
+            .rev()
+            .find(|&&(key, _)| matches!(nodes.node(key), Node::Str(k) if &**k == name));
+        if let Some(&(_, value)) = keyword {
+            return Some(nodes.node(value));
+        }
+        position
+            .and_then(|i| self.args.get(i))
+            .map(|&id| nodes.node(id))
+    }
+
+    /// Its `i`th positional argument: an enum's value is the first.
+    pub fn arg<'a, A: Arena + ?Sized>(&self, nodes: &'a A, i: usize) -> Option<&'a Node> {
+        self.args.get(i).map(|&id| nodes.node(id))
+    }
+}
+
+/// Whether a tuple state is `(dict or None, slots dict)`, what `object.__getstate__` gives
+/// an instance with `__slots__`.
+fn is_slotted<A: Arena + ?Sized>(nodes: &A, parts: &[Id]) -> bool {
+    matches!(
+        parts,
+        [dict, slots] if matches!(nodes.node(*dict), Node::None | Node::Dict(_))
+            && matches!(nodes.node(*slots), Node::Dict(_))
+    )
 }
 
 /// The arena of nodes, indexed by `Id`: the machine's while it runs, a `Pickled`'s after.
@@ -150,6 +235,16 @@ pub enum Global {
     Layout,
     /// One of `torch._utils`' rebuild functions, or `torch._tensor._rebuild_from_type_v2`.
     Rebuild(Rebuild),
+    /// One of the allowed data classes: calling it records an [`Object`].
+    Class(DataClass),
+    /// `builtins.object`: the base `copyreg._reconstructor` names; not called itself.
+    ObjectClass,
+    /// `copyreg._reconstructor(cls, base, state)`: how protocols 0 and 1 create an instance.
+    Reconstructor,
+    /// `copyreg.__newobj__(cls, *args)`: `NEWOBJ` spelled as a call.
+    NewObjFn,
+    /// `copyreg.__newobj_ex__(cls, args, kwargs)`: `NEWOBJ_EX` spelled as a call.
+    NewObjExFn,
 }
 
 /// The functions that rebuild a tensor.
@@ -200,6 +295,11 @@ impl Global {
             Global::StorageClass(None) => "torch.UntypedStorage".to_string(),
             Global::QScheme => "a torch quantization scheme".to_string(),
             Global::Layout => "torch.serialization._get_layout".to_string(),
+            Global::Class(class) => class.path(),
+            Global::ObjectClass => "builtins.object".to_string(),
+            Global::Reconstructor => "copyreg._reconstructor".to_string(),
+            Global::NewObjFn => "copyreg.__newobj__".to_string(),
+            Global::NewObjExFn => "copyreg.__newobj_ex__".to_string(),
             Global::Rebuild(rebuild) => {
                 let name = match rebuild {
                     Rebuild::Tensor => "_rebuild_tensor",
@@ -362,6 +462,7 @@ pub fn kind_of(node: &Node) -> String {
         Node::Global(global) => format!("the global {}", global.path()),
         Node::Storage(_) => "a storage".to_string(),
         Node::Tensor(_) => "a tensor".to_string(),
+        Node::Object(object) => format!("an object of class {}", object.class.path()),
         Node::Unreadable(what) => what.to_string(),
     }
 }

@@ -203,6 +203,7 @@ const BINBYTES8: u8 = 0x8e;
 const EMPTY_SET: u8 = 0x8f;
 const ADDITEMS: u8 = 0x90;
 const FROZENSET: u8 = 0x91;
+const NEWOBJ_EX: u8 = 0x92;
 const STACK_GLOBAL: u8 = 0x93;
 const MEMOIZE: u8 = 0x94;
 const FRAME: u8 = 0x95;
@@ -522,11 +523,19 @@ impl<'a> Machine<'a> {
                      checkpoint never needs",
                 );
             }
-            0x92 => {
-                return refused(
-                    "NEWOBJ_EX creates objects with keyword arguments, which a checkpoint \
-                     never needs",
-                );
+            NEWOBJ_EX => {
+                let kwargs = self.pop()?;
+                let args = self.pop()?;
+                let class = self.pop()?;
+                let Node::Tuple(args) = self.node(args).clone() else {
+                    return damaged(format!(
+                        "NEWOBJ_EX gives the arguments {}, not a tuple",
+                        kind_of(self.node(args))
+                    ));
+                };
+                let node =
+                    globals::new_object(&self.nodes, class, &args, Some(kwargs), "NEWOBJ_EX")?;
+                self.push(node)?;
             }
             0x97 | 0x98 => {
                 return refused(
@@ -726,14 +735,27 @@ impl<'a> Machine<'a> {
         globals::call(&self.nodes, global, &args, Call::from_opcode(op))
     }
 
-    /// `BUILD`: sets the state of `target`. Dicts take attributes (a state dict's
-    /// `_metadata`), tensors and parameters Python attributes: neither changes the data, so
-    /// the state is dropped. Anything else is refused.
+    /// `BUILD`: sets the state of `target`. An object of a data class records it (once).
+    /// Dicts take attributes (a state dict's `_metadata`), tensors and parameters Python
+    /// attributes: neither changes the data, so the state is dropped. Anything else is
+    /// refused.
     fn build(&mut self, target: Id, state: Id) -> Step<()> {
-        match (self.node(target), self.node(state)) {
-            (Node::Dict(_) | Node::Tensor(_) | Node::Unreadable(_), _) => Ok(()),
-            (other, _) => refused(format!(
-                "BUILD sets the state of {}, which only dicts and tensors take",
+        match &mut self.nodes[target as usize] {
+            Node::Dict(_) | Node::Tensor(_) | Node::Unreadable(_) => Ok(()),
+            Node::Object(object) => match object.state {
+                None => {
+                    object.state = Some(state);
+                    Ok(())
+                }
+                Some(_) => refused(format!(
+                    "BUILD sets the state of an object of class {} twice, which pickle never \
+                     writes",
+                    object.class.path()
+                )),
+            },
+            other => refused(format!(
+                "BUILD sets the state of {}, which only dicts, tensors and objects of data \
+                 classes take",
                 kind_of(other)
             )),
         }

@@ -1,0 +1,124 @@
+//! The classes whose instances a pickle may hold as data: one list, each entry with the file
+//! format that needs it. An instance of one (built by `NEWOBJ`, `NEWOBJ_EX`, `REDUCE` of the
+//! class, `copyreg._reconstructor` or `copyreg.__newobj__`, then `BUILD` with its state)
+//! becomes an inert [`Object`](super::value::Object) node: the class, its arguments and its
+//! state, recorded. Nothing is imported and no method runs (no `__init__`, `__setstate__` or
+//! `__new__`); the readers that know the class read its fields. A class not listed here is
+//! refused by name, as every global is.
+
+/// A class whose instances are data to tjoin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataClass {
+    /// `DTensorSpec(mesh, placements, tensor_meta, ...)`, a dataclass: FSDP2 / DTensor rank
+    /// files (`torch.save` of a state dict of DTensors).
+    DTensorSpec,
+    /// `TensorMeta(shape, stride, dtype)`, a named tuple: the global shape of a DTensor (FSDP2
+    /// / DTensor rank files).
+    TensorMeta,
+    /// `ShardOrderEntry(tensor_dim, mesh_dims)`, a named tuple of a `DTensorSpec` (FSDP2 /
+    /// DTensor rank files; not read).
+    ShardOrderEntry,
+    /// `Shard(dim)`: a placement (FSDP2 / DTensor rank files).
+    Shard,
+    /// `_StridedShard(dim, split_factor)`: a placement (FSDP2 / DTensor rank files; refused
+    /// when read).
+    StridedShard,
+    /// `Replicate()`: a placement (FSDP2 / DTensor rank files).
+    Replicate,
+    /// `Partial(reduce_op)`: a placement of values still to be reduced (FSDP2 / DTensor rank
+    /// files; refused when read).
+    Partial,
+    /// `DeviceMesh`: the mesh of a DTensor (FSDP2 / DTensor rank files; read for the rank's
+    /// coordinate only).
+    DeviceMesh,
+    /// `_MeshLayout`: part of a `DeviceMesh` (FSDP2 / DTensor rank files; not read).
+    MeshLayout,
+    /// `_FlatLayout`: part of a `DeviceMesh` (FSDP2 / DTensor rank files; not read).
+    FlatLayout,
+    /// `_MEM_FORMAT_ENCODING`, an enum of a DCP `.metadata` file's `TensorProperties`.
+    MemFormatEncoding,
+}
+
+/// Every class, for [`DataClass::resolve`].
+const ALL: &[DataClass] = &[
+    DataClass::DTensorSpec,
+    DataClass::TensorMeta,
+    DataClass::ShardOrderEntry,
+    DataClass::Shard,
+    DataClass::StridedShard,
+    DataClass::Replicate,
+    DataClass::Partial,
+    DataClass::DeviceMesh,
+    DataClass::MeshLayout,
+    DataClass::FlatLayout,
+    DataClass::MemFormatEncoding,
+];
+
+const DTENSOR_SPEC: &str = "torch.distributed.tensor._dtensor_spec";
+const PLACEMENTS: &str = "torch.distributed.tensor.placement_types";
+const MESH_LAYOUT: &str = "torch.distributed._mesh_layout";
+
+impl DataClass {
+    /// The module and name the pickle spells, and the names of the fields its positional
+    /// arguments (a named tuple's) or positional state (a frozen slotted dataclass's, a
+    /// `__getstate__` tuple's) give, in order.
+    fn spec(self) -> (&'static str, &'static str, &'static [&'static str]) {
+        match self {
+            DataClass::DTensorSpec => (DTENSOR_SPEC, "DTensorSpec", &[]),
+            DataClass::TensorMeta => (DTENSOR_SPEC, "TensorMeta", &["shape", "stride", "dtype"]),
+            DataClass::ShardOrderEntry => (
+                DTENSOR_SPEC,
+                "ShardOrderEntry",
+                &["tensor_dim", "mesh_dims"],
+            ),
+            DataClass::Shard => (PLACEMENTS, "Shard", &["dim"]),
+            DataClass::StridedShard => (PLACEMENTS, "_StridedShard", &["dim", "split_factor"]),
+            DataClass::Replicate => (PLACEMENTS, "Replicate", &[]),
+            DataClass::Partial => (PLACEMENTS, "Partial", &["reduce_op"]),
+            DataClass::DeviceMesh => ("torch.distributed.device_mesh", "DeviceMesh", &[]),
+            DataClass::MeshLayout => (MESH_LAYOUT, "_MeshLayout", &[]),
+            DataClass::FlatLayout => (MESH_LAYOUT, "_FlatLayout", &[]),
+            DataClass::MemFormatEncoding => (
+                "torch.distributed.checkpoint.metadata",
+                "_MEM_FORMAT_ENCODING",
+                &[],
+            ),
+        }
+    }
+
+    /// The class `module.name`, if it is listed.
+    pub fn resolve(module: &str, name: &str) -> Option<DataClass> {
+        ALL.iter().copied().find(|class| {
+            let (m, n, _) = class.spec();
+            m == module && n == name
+        })
+    }
+
+    /// Its full name, as the pickle spells it.
+    pub fn path(self) -> String {
+        let (module, name, _) = self.spec();
+        format!("{module}.{name}")
+    }
+
+    /// The names of the fields its positional arguments or positional state give, in order.
+    pub fn fields(self) -> &'static [&'static str] {
+        self.spec().2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_is_listed_once_and_resolves_to_itself() {
+        for (i, &class) in ALL.iter().enumerate() {
+            let (module, name, _) = class.spec();
+            assert_eq!(DataClass::resolve(module, name), Some(class));
+            assert!(
+                ALL[..i].iter().all(|c| c.path() != class.path()),
+                "{class:?}"
+            );
+        }
+    }
+}

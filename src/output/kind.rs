@@ -1,0 +1,391 @@
+//! The kinds of output a run writes, each through the same four steps:
+//!
+//! 1. **plan** ([`OutputKind::plan`]): which files, which of the job's tensors go in each and in
+//!    what order, and what is checked before anything is written (no-clobber, links, a
+//!    previous set in the folder). The result is a [`Planned`] output: the same shape for
+//!    every kind, a list of [`PlannedFile`]s;
+//! 2. **write** ([`Planned::write`]): every planned file becomes a member of one
+//!    [`OutputSet`] (or, for one file written where it is, standard output or a device, an
+//!    [`Output`]), and each file's tensors are written into it, framed by the format's
+//!    writer; the data itself comes from the caller (the engine), tensor by tensor;
+//! 3. **commit** ([`Written::commit`]): all the files or none (`src/output/set.rs`);
+//! 4. **describe** ([`Planned::describe`]): what the typed plan report shows of the output.
+//!
+//! A flow (`src/flow/join.rs`) goes through the steps without knowing the kind. A new kind
+//! (the split command's several files, each a slice of the input) is a variant of
+//! [`OutputKind`] whose `plan` lists its files, and, if the report shows more of it than its
+//! path, a variant of [`Description`]; writing and committing its files are the steps every
+//! kind shares.
+
+use std::path::{Path, PathBuf};
+
+use super::shards::{self, NewFolder, ShardPlan, ShardedOutput};
+use super::{Output, OutputSet, Sink};
+use crate::error::{Error, Result};
+use crate::format::index::SetName;
+use crate::format::{OutTensor, Writer};
+
+/// The kinds of output a run writes.
+#[derive(Debug, Clone, Copy)]
+pub enum OutputKind<'c> {
+    /// None: a dry run without `-o`.
+    None,
+    /// One file, or standard output (`-`).
+    File(&'c Path),
+    /// A sharded checkpoint.
+    Sharded {
+        /// The folder or the index `-o` names.
+        path: &'c Path,
+        /// The set to write there.
+        set: &'c ShardedOutput,
+    },
+}
+
+/// What an output kind's plan is told of the job it writes.
+pub struct Tensors<'a> {
+    /// The job's output tensors, in the job's order, as the writer sees them.
+    pub described: &'a [OutTensor],
+    /// Whether the tensors have names of their own: an input holds named tensors, or
+    /// `--name` names the one tensor.
+    pub named: bool,
+    /// The set name of the first input, when it is a sharded checkpoint.
+    pub set_name: Option<&'a SetName>,
+    /// Refuse to replace an existing file.
+    pub no_clobber: bool,
+}
+
+/// An output planned: its files, each with its tensors, and what the commit changes.
+#[derive(Debug)]
+pub struct Planned {
+    /// What `-o` names, if anything.
+    path: Option<PathBuf>,
+    /// What the output is shown as in messages and progress: the file, or the set's folder.
+    shown_as: PathBuf,
+    /// The files, in the order they are written and committed.
+    files: Vec<PlannedFile>,
+    no_clobber: bool,
+    how: How,
+}
+
+/// One file of a planned output.
+#[derive(Debug, Clone)]
+pub struct PlannedFile {
+    /// Where it goes.
+    pub target: PathBuf,
+    /// Its tensors, as indexes into the job, in the order they are written.
+    pub tensors: Vec<usize>,
+}
+
+/// What is particular to a kind once its files are planned.
+#[derive(Debug)]
+enum How {
+    /// Nothing is written.
+    Nothing,
+    /// One file, replaced atomically, or written where it is (standard output, a device).
+    File,
+    /// A sharded checkpoint: its plan, and its index's text, written last.
+    Sharded(Box<ShardPlan>, Option<String>),
+}
+
+/// What the plan report shows of an output.
+#[derive(Debug, Clone, Copy)]
+pub enum Description<'p> {
+    /// No output: a dry run without `-o`.
+    None,
+    /// One file, or standard output.
+    File(&'p Path),
+    /// A sharded checkpoint, named by `path` (the folder or the index `-o` gives).
+    Sharded {
+        /// What `-o` names.
+        path: &'p Path,
+        /// Its files.
+        shards: &'p ShardPlan,
+    },
+}
+
+impl Description<'_> {
+    /// The path `-o` gave, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match *self {
+            Description::None => None,
+            Description::File(path) | Description::Sharded { path, .. } => Some(path),
+        }
+    }
+}
+
+impl<'c> OutputKind<'c> {
+    /// The path `-o` gave, if any: the output the messages name.
+    pub fn path(&self) -> Option<&'c Path> {
+        match *self {
+            OutputKind::None => None,
+            OutputKind::File(path) | OutputKind::Sharded { path, .. } => Some(path),
+        }
+    }
+
+    /// Whether the job lists its tensors in the writer's order: so for one file, where the
+    /// report's order is the file's. A sharded output splits the job in its own order first,
+    /// then puts each shard in the writer's order.
+    pub fn in_writer_order(&self) -> bool {
+        !matches!(self, OutputKind::Sharded { .. })
+    }
+
+    /// Plans the output's files for the job `tensors` describes (in the job's order, which
+    /// is the writer's when [`OutputKind::in_writer_order`]), each in the order `writer`
+    /// writes its tensors, and checks what can be checked before anything is written.
+    pub fn plan(&self, tensors: &Tensors, writer: &dyn Writer) -> Result<Planned> {
+        let no_clobber = tensors.no_clobber;
+        match *self {
+            OutputKind::None => Ok(Planned {
+                path: None,
+                shown_as: PathBuf::from("the output"),
+                files: Vec::new(),
+                no_clobber,
+                how: How::Nothing,
+            }),
+            OutputKind::File(path) => Ok(Planned {
+                path: Some(path.to_path_buf()),
+                shown_as: path.to_path_buf(),
+                files: vec![PlannedFile {
+                    target: path.to_path_buf(),
+                    tensors: (0..tensors.described.len()).collect(),
+                }],
+                no_clobber,
+                how: How::File,
+            }),
+            OutputKind::Sharded { path, set } => plan_sharded(path, set, tensors, writer),
+        }
+    }
+}
+
+/// The shards of a sharded output, their tensors in the order each file lists them: the job's
+/// (the first input's) order split by huggingface_hub's rule, each shard then in the writer's
+/// order.
+fn plan_sharded(
+    path: &Path,
+    sharded: &ShardedOutput,
+    tensors: &Tensors,
+    writer: &dyn Writer,
+) -> Result<Planned> {
+    check_named(path, &sharded.folder, tensors.named)?;
+    let job = tensors.described;
+    let name = sharded
+        .name
+        .clone()
+        .unwrap_or_else(|| tensors.set_name.cloned().unwrap_or_default());
+    let sizes: Vec<u64> = job.iter().map(|t| t.bytes).collect();
+    let (folder, max) = (&sharded.folder, sharded.max_shard_size);
+    let names: Vec<&str> = job.iter().map(|t| t.name.as_str()).collect();
+    let mut plan = match &sharded.names_from {
+        Some(index) => {
+            let (from_index, files) = shards::names_from(index, &names)?;
+            let name = sharded.name.clone().unwrap_or(from_index);
+            ShardPlan::assigned(folder, name, max, &sizes, files, true)?
+        }
+        None => ShardPlan::new(folder, name, max, &sizes)?,
+    };
+    for file in &mut plan.files {
+        let described: Vec<OutTensor> = file.tensors.iter().map(|&t| job[t].clone()).collect();
+        let order = writer.order(&described);
+        file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
+    }
+    if tensors.no_clobber {
+        plan.check_no_clobber()?;
+    }
+    let files = plan
+        .files
+        .iter()
+        .map(|file| PlannedFile {
+            target: plan.folder.join(&file.name),
+            tensors: file.tensors.clone(),
+        })
+        .collect();
+    let index = plan.index.is_some().then(|| plan.index_text(&names));
+    Ok(Planned {
+        path: Some(path.to_path_buf()),
+        shown_as: plan.folder.clone(),
+        files,
+        no_clobber: tensors.no_clobber,
+        how: How::Sharded(Box::new(plan), index),
+    })
+}
+
+/// Refuses a sharded output (a folder, or an index) for tensors that have no names (.npy and
+/// JSON files each hold one, unnamed) when `--name` gives none either: a checkpoint's files
+/// are found by their tensors' names, and `-o existing_dir` was most likely meant as a file in
+/// that folder. `output` is the path given, `folder` the set's.
+fn check_named(output: &Path, folder: &Path, named: bool) -> Result<()> {
+    if named {
+        return Ok(());
+    }
+    // A file in the folder, when there is one to write it in.
+    let file = match Some(folder).filter(|f| f.is_dir()) {
+        Some(folder) => folder.join("out.npy"),
+        None => Path::new("out.npy").to_path_buf(),
+    };
+    Err(Error::refused(
+        format!(
+            "-o {}: a folder or an index as the output is a sharded checkpoint of named \
+             tensors, but the inputs' tensors have no names (.npy and JSON files hold one \
+             unnamed tensor each)",
+            crate::messages::path(output)
+        ),
+        format!(
+            "name a file to write, such as -o {}, or name the tensor with --name to write it \
+             as a safetensors checkpoint in the folder",
+            crate::messages::path(&file)
+        ),
+    ))
+}
+
+impl Planned {
+    /// Whether the output has files to write (a dry run without `-o` has none).
+    pub fn writes(&self) -> bool {
+        !matches!(self.how, How::Nothing)
+    }
+
+    /// The files, in the order they are written and committed.
+    pub fn files(&self) -> &[PlannedFile] {
+        &self.files
+    }
+
+    /// What the output is shown as in messages and the progress bar: the file (`-` for
+    /// standard output), or the folder of a set.
+    pub fn shown_as(&self) -> &Path {
+        &self.shown_as
+    }
+
+    /// A file left beside the output that a loader may read instead of it: a single-file
+    /// checkpoint of the same name beside a new index. It is not the output's to remove, so
+    /// it stays; the caller warns.
+    pub fn shadowing_file(&self) -> Option<PathBuf> {
+        match &self.how {
+            How::Sharded(plan, _) => plan.shadowing_file(),
+            How::Nothing | How::File => None,
+        }
+    }
+
+    /// What the plan report shows of it.
+    pub fn describe(&self) -> Description<'_> {
+        match (&self.how, self.path.as_deref()) {
+            (How::Sharded(shards, _), Some(path)) => Description::Sharded { path, shards },
+            (How::File, Some(path)) => Description::File(path),
+            (How::Nothing, _) | (_, None) => Description::None,
+        }
+    }
+
+    /// Writes every planned file: each file's tensors (`described`, the whole job as the
+    /// writer sees it), framed by `writer`, their data written by `data(index, sink)`; then
+    /// what the kind adds once the data is written (a sharded checkpoint's index). Nothing is
+    /// in place until [`Written::commit`]; dropping the result removes every new file.
+    pub fn write(
+        &self,
+        writer: &mut dyn Writer,
+        described: &[OutTensor],
+        data: &mut dyn FnMut(usize, &mut dyn Sink) -> Result<()>,
+    ) -> Result<Written> {
+        let mut written = self.open()?;
+        let sinks: Vec<&mut dyn Sink> = match &mut written {
+            Written::One(output) => vec![output as &mut dyn Sink],
+            Written::Set(set, _) => set
+                .members_mut()
+                .iter_mut()
+                .map(|member| member as &mut dyn Sink)
+                .collect(),
+        };
+        for (file, sink) in self.files.iter().zip(sinks) {
+            write_file(&file.tensors, described, writer, sink, data)?;
+        }
+        if let (How::Sharded(..), Some(text), Written::Set(set, _)) =
+            (&self.how, self.index(), &mut written)
+        {
+            shards::write_index(set, text)?;
+        }
+        Ok(written)
+    }
+
+    /// The text of a sharded checkpoint's index, if the output has one.
+    fn index(&self) -> Option<&str> {
+        match &self.how {
+            How::Sharded(_, index) => index.as_deref(),
+            How::Nothing | How::File => None,
+        }
+    }
+
+    /// Creates the output's files, empty, under temporary names: one file (or standard
+    /// output), or the members of a set (its shards, then its index) in a folder made for it
+    /// if need be.
+    fn open(&self) -> Result<Written> {
+        match &self.how {
+            How::Nothing => Err(Error::refused(
+                "there is no output to write",
+                "name one with -o, or ask for the plan with --dry-run",
+            )),
+            How::File => Ok(Written::One(Output::create(
+                &self.shown_as,
+                self.no_clobber,
+            )?)),
+            How::Sharded(plan, _) => {
+                let folder = plan.prepare_folder()?;
+                let set = plan.members(self.no_clobber)?;
+                Ok(Written::Set(set, folder))
+            }
+        }
+    }
+}
+
+/// Writes the tensors `order` lists (indexes into `described`, the job) into `sink`, framed by
+/// the output format's `writer`, their data by `data`.
+fn write_file(
+    order: &[usize],
+    described: &[OutTensor],
+    writer: &mut dyn Writer,
+    sink: &mut dyn Sink,
+    data: &mut dyn FnMut(usize, &mut dyn Sink) -> Result<()>,
+) -> Result<()> {
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let listed: Vec<OutTensor> = order.iter().map(|&t| described[t].clone()).collect();
+    writer.start(sink, &listed).map_err(|e| failed(e, sink))?;
+    for &index in order {
+        let tensor = &described[index];
+        writer
+            .start_tensor(sink, tensor)
+            .map_err(|e| failed(e, sink))?;
+        let mut data_sink = writer.data_sink(sink);
+        data(index, data_sink.as_mut())?;
+        drop(data_sink);
+        writer
+            .end_tensor(sink, tensor)
+            .map_err(|e| failed(e, sink))?;
+    }
+    writer.finish(sink).map_err(|e| failed(e, sink))
+}
+
+/// An output whose files are all written: only its commit remains.
+pub enum Written {
+    /// One file, or standard output.
+    One(Output),
+    /// Several files committed together, and the folder made for them, which the commit
+    /// keeps.
+    Set(OutputSet, NewFolder),
+}
+
+impl From<Output> for Written {
+    /// One file written by other means (the early copy).
+    fn from(output: Output) -> Written {
+        Written::One(output)
+    }
+}
+
+impl Written {
+    /// Puts every file in place, or none.
+    pub fn commit(self) -> Result<()> {
+        match self {
+            Written::One(output) => output.commit(),
+            Written::Set(set, folder) => {
+                set.commit()?;
+                folder.keep();
+                Ok(())
+            }
+        }
+    }
+}
