@@ -72,6 +72,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --ranks 'Cut into N tensor-parallel ranks by the tensor rules (--rules, --axis-for, --keep)'
             cand -o 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order'
             cand --output 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order'
+            cand --max-shard-size 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB)'
             cand --format 'The outputs'' format (npy, json, npz, safetensors); overrides their extensions'
             cand --input-format 'Read the input in this format instead of guessing from its content and name'
             cand --json-form 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data'

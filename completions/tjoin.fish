@@ -105,6 +105,7 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l parts -d 'Cut into
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l sizes -d 'Cut into parts of these sizes along the axis (they must add up to its length): 900,100' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l ranks -d 'Cut into N tensor-parallel ranks by the tensor rules (--rules, --axis-for, --keep)' -r
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s o -l output -d 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order' -r -F
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l max-shard-size -d 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB)' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l format -d 'The outputs\' format (npy, json, npz, safetensors); overrides their extensions' -r -f -a "npy\t''
 json\t''
 npz\t''

@@ -342,6 +342,9 @@ pub struct SplitConfig {
     pub outputs: Vec<PathBuf>,
     /// What every output's writer is told (`path` and `sharded` unused).
     pub output: OutputConfig,
+    /// The most tensor bytes per shard of an output that names a folder (`DIR/`), which is
+    /// a sharded checkpoint (`--max-shard-size`).
+    pub max_shard_size: u64,
     /// Write the outputs, or only report the plan.
     pub action: Action,
     /// When to show a progress bar (`Never` when asked to be quiet).
@@ -364,6 +367,14 @@ pub enum Cut {
     /// Into tensor-parallel ranks by the tensor rules: each tensor along its rule's axis, in
     /// equal pieces (`chunks` and `replicas` in reverse), `keep` tensors whole to every rank.
     Ranks(u64),
+}
+
+impl SplitConfig {
+    /// Whether the output `path` is a sharded checkpoint: it names a folder (`tp{rank}/`).
+    pub fn sharded(&self, path: &Path) -> bool {
+        let text = path.as_os_str().to_string_lossy();
+        text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
+    }
 }
 
 impl Cut {

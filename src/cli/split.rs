@@ -8,7 +8,9 @@ use std::sync::Arc;
 use clap::ValueHint;
 
 use super::{Offering, parse_key_value};
-use crate::config::{Action, Cut, OutputConfig, PlanForm, SplitConfig, When};
+use crate::config::{
+    Action, Cut, DEFAULT_MAX_SHARD_SIZE, OutputConfig, PlanForm, SplitConfig, When,
+};
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::format::json::JsonForm;
@@ -62,6 +64,11 @@ pub struct SplitArgs {
     /// {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order.
     #[arg(short, long, value_name = "OUTPUT", required = true, value_hint = ValueHint::AnyPath)]
     pub output: Vec<PathBuf>,
+
+    /// The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a
+    /// sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_size, value_hint = ValueHint::Other)]
+    pub max_shard_size: Option<u64>,
 
     /// The outputs' format (npy, json, npz, safetensors); overrides their extensions.
     #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::output_names), hide_possible_values = true)]
@@ -156,6 +163,24 @@ impl SplitConfig {
         }
         let outputs = outputs(&args.output, cut.outputs())?;
         let forced = super::config::format_flag(&args.format, "--format")?;
+        let folders = outputs.iter().filter(|p| {
+            let text = p.to_string_lossy();
+            text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
+        });
+        let folders = folders.count();
+        if args.max_shard_size.is_some() && folders == 0 {
+            return Err(Error::refused(
+                "--max-shard-size applies to outputs that name a folder (a sharded checkpoint)",
+                "end the output's name with / (-o 'tp{rank}/'), or drop --max-shard-size",
+            ));
+        }
+        if folders > 0 && forced.is_some_and(|f| f != Format::SafeTensors) {
+            return Err(Error::refused(
+                "--format: an output that names a folder is a sharded checkpoint, written in \
+                 safetensors",
+                "drop --format, or name files as the outputs",
+            ));
+        }
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
             input_format: super::config::format_flag(&args.input_format, "--input-format")?,
@@ -172,6 +197,7 @@ impl SplitConfig {
                 metadata: args.metadata.clone(),
                 sharded: None,
             },
+            max_shard_size: args.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
             action: args.dry_run.map_or(Action::Write, Action::DryRun),
             progress: if args.quiet {
                 When::Never

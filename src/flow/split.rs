@@ -4,18 +4,35 @@
 //! under a temporary name and commit them together: a failure or an interrupt leaves none of
 //! them, a success all.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::backend::{Backend, Engine};
 use crate::config::{Action, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
 use crate::format::{Format, OutTensor, Writer};
 use crate::output::progress::{self, Counted};
+use crate::output::shards::{ShardPlan, ShardedOutput};
 use crate::output::{OutputSet, Sink};
 use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
 use crate::plan::split::{self, SplitOptions};
 use crate::report::SplitReport;
+
+/// One output of a split, planned: its tensors and the files they go in.
+struct Planned<'a> {
+    /// Its tensors, in the input's order (a file's) or the job's (a sharded set's).
+    jobs: Vec<TensorJob<'a>>,
+    /// Its format, and its writer.
+    format: Format,
+    writer: Box<dyn Writer>,
+    /// The files it writes: each path with its tensors (indexes into `jobs`) in the order
+    /// the file lists them. One for a file; the shards for a sharded checkpoint.
+    files: Vec<(PathBuf, Vec<usize>)>,
+    /// A sharded checkpoint's index: its path and text, written after the shards.
+    index: Option<(PathBuf, String)>,
+    /// The previous set's shards a sharded checkpoint's commit removes.
+    removes: Vec<PathBuf>,
+}
 
 /// Runs the split `config` describes.
 pub fn run(config: &SplitConfig) -> Result<()> {
@@ -31,7 +48,10 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let formats = config
         .outputs
         .iter()
-        .map(|path| Format::of_output(path, config.output.format))
+        .map(|path| match config.sharded(path) {
+            true => Ok(Format::SafeTensors),
+            false => Format::of_output(path, config.output.format),
+        })
         .collect::<Result<Vec<Format>>>()?;
     let matcher = Matcher::new(&config.tensor_rules);
     check_rules_match(input, &matcher)?;
@@ -42,53 +62,42 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         formats: &formats,
     };
     let jobs = split::build(input, &options)?;
-    let metadata = input.metadata();
-    let mut writers = Vec::with_capacity(formats.len());
-    let mut ordered = Vec::with_capacity(formats.len());
+    let mut planned = Vec::with_capacity(formats.len());
     for ((path, &format), jobs) in config.outputs.iter().zip(&formats).zip(jobs) {
-        let writer = format.writer(&config.output.write_options(format, metadata)?)?;
-        let jobs = in_writer_order(jobs, writer.as_ref());
-        let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
-        writer.check(&described).map_err(|mut refusal| {
-            let target = crate::messages::path(path);
-            refusal.headline = format!("cannot write {target}: {}", refusal.headline);
-            Error::Refused(vec![refusal])
-        })?;
-        writers.push(writer);
-        ordered.push(jobs);
+        planned.push(plan_output(config, input, path, format, jobs)?);
     }
     if let Action::DryRun(form) = config.action {
-        let outputs: Vec<(String, &'static str)> = config
-            .outputs
-            .iter()
-            .zip(&formats)
-            .map(|(path, format)| (path.display().to_string(), format.name()))
-            .collect();
-        return SplitReport::new(input, &outputs, &ordered).print(form);
+        return report(input, &planned).print(form);
     }
+    let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
     if config.output.no_clobber {
-        check_no_clobber(&config.outputs)?;
+        check_no_clobber(&paths)?;
     }
-    let total = ordered.iter().flatten().map(|t| t.plan.bytes).sum();
+    let total = planned
+        .iter()
+        .flat_map(|p| &p.jobs)
+        .map(|t| t.plan.bytes)
+        .sum();
     let progress = progress::start(total, config.progress, &config.outputs[0]);
-    let folders = Folders::make(&config.outputs)?;
+    let folders = Folders::make(config)?;
     let mut set = OutputSet::new(config.output.no_clobber);
-    for path in &config.outputs {
+    if config.outputs.iter().any(|path| config.sharded(path)) {
+        // A sharded checkpoint's files are written in its folder, never through a link.
+        set = set.without_links();
+    }
+    for path in &paths {
         set.add(path)?;
     }
-    let mut written = Ok(());
-    for ((member, jobs), writer) in set.members_mut().iter_mut().zip(&ordered).zip(&mut writers) {
-        written = write_output(jobs, writer.as_mut(), member, &progress.bar);
-        if written.is_err() {
-            break;
-        }
+    for path in planned.iter().flat_map(|p| &p.removes) {
+        set.remove_at_commit(path)?;
     }
+    let written = write_all(&mut planned, &mut set, &progress.bar);
     progress.finish();
     written?;
     input.check_unchanged()?;
     // An output may replace the input, which Windows refuses while the input is mapped or
     // open: every map and handle goes before the commit.
-    drop(ordered);
+    drop(planned);
     drop(inputs);
     set.commit()?;
     folders.keep();
@@ -96,15 +105,136 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     Ok(())
 }
 
+/// Plans the output `path` in `format` of the tensors `jobs`: a file, its tensors in the
+/// writer's order, or a sharded checkpoint (`DIR/`), its tensors in shards of at most
+/// `--max-shard-size` in the input's order, each shard in the writer's order.
+fn plan_output<'a>(
+    config: &SplitConfig,
+    input: &crate::input::Input,
+    path: &Path,
+    format: Format,
+    jobs: Vec<TensorJob<'a>>,
+) -> Result<Planned<'a>> {
+    let sharded = config.sharded(path);
+    let mut options = config.output.clone();
+    if sharded {
+        options.sharded = Some(ShardedOutput {
+            folder: path.to_path_buf(),
+            name: None,
+            max_shard_size: config.max_shard_size,
+            names_from: None,
+        });
+    }
+    let writer = format.writer(&options.write_options(format, input.metadata())?)?;
+    let jobs = if sharded {
+        jobs
+    } else {
+        in_writer_order(jobs, writer.as_ref())
+    };
+    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    writer.check(&described).map_err(|mut refusal| {
+        let target = crate::messages::path(path);
+        refusal.headline = format!("cannot write {target}: {}", refusal.headline);
+        Error::Refused(vec![refusal])
+    })?;
+    if !sharded {
+        let files = vec![(path.to_path_buf(), (0..jobs.len()).collect())];
+        return Ok(Planned {
+            jobs,
+            format,
+            writer,
+            files,
+            index: None,
+            removes: Vec::new(),
+        });
+    }
+    let name = input.shards().map(|s| s.name.clone()).unwrap_or_default();
+    let sizes: Vec<u64> = jobs.iter().map(|t| t.out.bytes).collect();
+    let plan = ShardPlan::new(path, name, config.max_shard_size, &sizes)?;
+    if config.output.no_clobber {
+        plan.check_no_clobber()?;
+    }
+    let files = plan
+        .files
+        .iter()
+        .map(|file| {
+            let listed: Vec<OutTensor> =
+                file.tensors.iter().map(|&t| described[t].clone()).collect();
+            let order = writer.order(&listed);
+            let tensors = order.into_iter().map(|at| file.tensors[at]).collect();
+            (plan.folder.join(&file.name), tensors)
+        })
+        .collect();
+    let names: Vec<&str> = described.iter().map(|t| t.name.as_str()).collect();
+    let index = plan
+        .index
+        .as_ref()
+        .map(|index| (plan.folder.join(index), plan.index_text(&names)));
+    Ok(Planned {
+        jobs,
+        format,
+        writer,
+        files,
+        index,
+        removes: plan.removes.clone(),
+    })
+}
+
+/// Every file an output writes: its files, then its index.
+fn output_files<'p>(planned: &'p Planned) -> impl Iterator<Item = &'p PathBuf> {
+    let files = planned.files.iter().map(|(path, _)| path);
+    files.chain(planned.index.as_ref().map(|(path, _)| path))
+}
+
+/// The plan report: every file of every output, with its tensors.
+fn report(input: &crate::input::Input, planned: &[Planned]) -> SplitReport {
+    let mut files = Vec::new();
+    for output in planned {
+        let format = output.format.name();
+        for (path, tensors) in &output.files {
+            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
+            files.push((path.display().to_string(), format, jobs));
+        }
+        if let Some((path, _)) = &output.index {
+            files.push((path.display().to_string(), "index", Vec::new()));
+        }
+    }
+    SplitReport::new(input, &files)
+}
+
+/// Writes every file of every output into its member of `set`, in the order they were added.
+fn write_all(
+    planned: &mut [Planned],
+    set: &mut OutputSet,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let mut members = set.members_mut().iter_mut();
+    for output in planned {
+        for (_, tensors) in &output.files {
+            let member = members.next().expect("a member per file");
+            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
+            write_output(&jobs, output.writer.as_mut(), member, bar)?;
+        }
+        if let Some((path, text)) = &output.index {
+            let member = members.next().expect("a member for the index");
+            member
+                .write_all(text.as_bytes())
+                .map_err(|e| Error::io("write the output", path, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes one output's tensors (in its writer's order) into `sink`, framed by the output
 /// format's `writer`, their data by the CPU engine.
 fn write_output(
-    jobs: &[TensorJob],
+    jobs: &[&TensorJob],
     writer: &mut dyn Writer,
     sink: &mut dyn Sink,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
-    let mut engine = Engine::choose(Backend::Cpu, None, jobs)?;
+    // The CPU engine plans nothing per tensor, so the job it is chosen for does not matter.
+    let mut engine = Engine::choose(Backend::Cpu, None, &[])?;
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
     let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
     writer
@@ -166,7 +296,7 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
 }
 
 /// Refuses, before anything is written, outputs that exist (`--no-clobber`), naming each.
-fn check_no_clobber(outputs: &[PathBuf]) -> Result<()> {
+fn check_no_clobber(outputs: &[&PathBuf]) -> Result<()> {
     let existing: Vec<String> = outputs
         .iter()
         .filter(|path| path.symlink_metadata().is_ok())
@@ -192,12 +322,17 @@ fn check_no_clobber(outputs: &[PathBuf]) -> Result<()> {
 struct Folders(Vec<PathBuf>);
 
 impl Folders {
-    /// Makes the missing folders the outputs are in, one level deep: a folder whose own
-    /// folder does not exist is refused, as a typo is more likely than a wish for a tree.
-    fn make(outputs: &[PathBuf]) -> Result<Folders> {
+    /// Makes the missing folders the outputs are in (a sharded checkpoint's is its own
+    /// path), one level deep: a folder whose own folder does not exist is refused, as a typo
+    /// is more likely than a wish for a tree.
+    fn make(config: &SplitConfig) -> Result<Folders> {
         let mut made = Folders(Vec::new());
-        for path in outputs {
-            let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) else {
+        for path in &config.outputs {
+            let folder = match config.sharded(path) {
+                true => Some(path.as_path()),
+                false => path.parent(),
+            };
+            let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
                 continue;
             };
             if folder.is_dir() || made.0.iter().any(|m| m == folder) {

@@ -25,7 +25,7 @@ pub struct SplitReport {
     pub outputs: Vec<SplitOutputReport>,
 }
 
-/// One output of a split.
+/// One file a split writes (a sharded checkpoint's shards and index are each one).
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitOutputReport {
     /// Its path, as the command line gives it (or the template makes it).
@@ -56,18 +56,14 @@ pub struct SplitTensorReport {
 }
 
 impl SplitReport {
-    /// The report of splitting `input` into `outputs`, each with its path and format.
-    pub fn new(
-        input: &Input,
-        outputs: &[(String, &'static str)],
-        jobs: &[Vec<TensorJob>],
-    ) -> SplitReport {
-        let outputs: Vec<SplitOutputReport> = outputs
+    /// The report of splitting `input` into `files`, each with its path, its format
+    /// (`index` for a sharded checkpoint's index) and its tensors in the file's order.
+    pub fn new(input: &Input, files: &[(String, &'static str, Vec<&TensorJob>)]) -> SplitReport {
+        let outputs: Vec<SplitOutputReport> = files
             .iter()
-            .zip(jobs)
-            .map(|((path, format), tensors)| {
+            .map(|(path, format, tensors)| {
                 let tensors: Vec<SplitTensorReport> =
-                    tensors.iter().map(SplitTensorReport::new).collect();
+                    tensors.iter().map(|t| SplitTensorReport::new(t)).collect();
                 SplitOutputReport {
                     path: path.clone(),
                     format,
@@ -105,7 +101,7 @@ impl SplitReport {
 
     fn text(&self) -> String {
         let mut text = format!(
-            "dry run: nothing written; {} ({}) splits into {} outputs, {} bytes of data\n",
+            "dry run: nothing written; {} ({}) splits into {} files, {} bytes of data\n",
             quote(&self.input),
             self.format,
             self.outputs.len(),

@@ -254,7 +254,7 @@ fn the_dry_run_lists_every_output_its_tensors_slices_and_bytes() {
     assert_mentions(
         &text,
         &[
-            "dry run: nothing written; x.npy (npy) splits into 3 outputs, 120 bytes of data",
+            "dry run: nothing written; x.npy (npy) splits into 3 files, 120 bytes of data",
             "p0.npy (npy, 48 bytes):",
             "arr_0  float32  [4, 3]  [0:4, :]  48 bytes",
             "arr_0  float32  [3, 3]  [7:10, :]  36 bytes",
@@ -453,6 +453,108 @@ fn refusals_come_before_anything_is_written() {
     assert_mentions(
         &stderr,
         &["lm_head.weight` of m.safetensors [32, 8]: no rule says which axis"],
+    );
+}
+
+/// `-o 'tp{rank}/'` writes each rank as a sharded checkpoint (shards of at most
+/// --max-shard-size, and their index), and a sharded checkpoint is an input like any.
+#[test]
+fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
+    let dir = copy_of(&fixtures().join("merge/llama"));
+    let dir = dir.path();
+    let rules = fixtures().join("../rules/llama.rules");
+    let rules = rules.to_str().unwrap();
+    let split = [
+        "split",
+        "--ranks",
+        "2",
+        "--rules",
+        rules,
+        "expected.safetensors",
+        "-o",
+        "tp{rank}/",
+        "--max-shard-size",
+        "600",
+    ];
+    succeeds(dir, &split);
+    for rank in 0..2 {
+        let folder = dir.join(format!("tp{rank}"));
+        assert_eq!(
+            dir_entries(&folder),
+            [
+                "model-00001-of-00004.safetensors",
+                "model-00002-of-00004.safetensors",
+                "model-00003-of-00004.safetensors",
+                "model-00004-of-00004.safetensors",
+                "model.safetensors.index.json"
+            ]
+        );
+        // Merged into one file, each rank is the merge fixture's shard.
+        let merged = format!("m{rank}.safetensors");
+        succeeds(dir, &[&format!("tp{rank}/"), "-o", &merged]);
+        assert_eq!(
+            fs::read(dir.join(&merged)).unwrap(),
+            fs::read(dir.join(format!("tp{rank}.safetensors"))).unwrap()
+        );
+    }
+    // The sharded ranks join back; and a sharded input splits as its merged file does.
+    succeeds(
+        dir,
+        &["--rules", rules, "tp0/", "tp1/", "-o", "back.safetensors"],
+    );
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("expected.safetensors")).unwrap()
+    );
+    let split = [
+        "split",
+        "-a",
+        "0",
+        "--parts",
+        "2",
+        "tp0/",
+        "-o",
+        "half{part}.safetensors",
+        "--keep",
+        "*norm*",
+    ];
+    succeeds(dir, &split);
+    succeeds(
+        dir,
+        &[
+            "-a",
+            "0",
+            "--keep",
+            "*norm*",
+            "half0.safetensors",
+            "half1.safetensors",
+            "-o",
+            "whole.safetensors",
+        ],
+    );
+    assert_eq!(
+        fs::read(dir.join("whole.safetensors")).unwrap(),
+        fs::read(dir.join("m0.safetensors")).unwrap()
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            "m0.safetensors",
+            "-o",
+            "p{part}.npy",
+            "--max-shard-size",
+            "1GB",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["--max-shard-size applies to outputs that name a folder"],
     );
 }
 
