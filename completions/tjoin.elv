@@ -89,6 +89,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --allow-unmatched 'Accept --rules lines that match no tensor of the input (refused by default)'
             cand -q 'Print nothing but errors (no progress bar)'
             cand --quiet 'Print nothing but errors (no progress bar)'
+            cand -h 'Print help'
+            cand --help 'Print help'
         }
         &'tjoin;help'= {
             cand split 'Split one input into several outputs along an axis: the inverse of a join'

@@ -131,5 +131,6 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s n -l no-clobber -d
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l compress -d 'Deflate the members of .npz outputs, as numpy.savez_compressed does'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l allow-unmatched -d 'Accept --rules lines that match no tensor of the input (refused by default)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s q -l quiet -d 'Print nothing but errors (no progress bar)'
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s h -l help -d 'Print help'
 complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split help" -f -a "split" -d 'Split one input into several outputs along an axis: the inverse of a join'
 complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -229,6 +229,51 @@ fn subcommands_section(roff: &mut Roff) {
          value. To join a file whose name is a subcommand's as the first argument, name it with \
          its folder, ./NAME, or put an option before it (tjoin -a 0 NAME ...)."
     ))]);
+    for sub in Cli::command().get_subcommands() {
+        subcommand(roff, sub);
+    }
+}
+
+/// A subcommand's description and options, as its --help gives them.
+fn subcommand(roff: &mut Roff, sub: &clap::Command) {
+    roff.control("SS", [format!("tjoin {}", sub.get_name()).as_str()]);
+    let about = sub.get_long_about().or(sub.get_about());
+    for (at, paragraph) in about
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+        .split("\n\n")
+        .enumerate()
+    {
+        if at > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(paragraph.replace('\n', " "))]);
+    }
+    for arg in sub.get_arguments().filter(|arg| !arg.is_hide_set()) {
+        let values: Vec<String> = arg
+            .get_value_names()
+            .unwrap_or_default()
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        let mut flag = match (arg.get_short(), arg.get_long()) {
+            (Some(short), Some(long)) => format!("-{short}, --{long}"),
+            (None, Some(long)) => format!("--{long}"),
+            (Some(short), None) => format!("-{short}"),
+            (None, None) => values.join(" "),
+        };
+        if arg.get_long().is_some() && arg.get_action().takes_values() {
+            flag.push_str(&format!(" {}", values.join(" ")));
+        }
+        let help = arg.get_long_help().or(arg.get_help());
+        roff.control("TP", []);
+        roff.text([bold(flag)]);
+        roff.text([roman(
+            help.map(|h| h.to_string())
+                .unwrap_or_default()
+                .replace('\n', " "),
+        )]);
+    }
 }
 
 /// What --append does, and the crash-safety contract of an append (`src/output/grow.rs`

@@ -16,19 +16,7 @@ use crate::format::Format;
 use crate::format::json::JsonForm;
 use crate::plan::rules::{self, AxisRule};
 
-/// Split one input into several outputs along an axis: the inverse of a join.
-///
-/// Every tensor of the input (or the one FILE:NAME names) is cut along its axis: into N parts
-/// as numpy.array_split cuts (--parts N: the first len % N parts one longer; --exact refuses
-/// uneven parts), into parts of the sizes given (--sizes), or into tensor-parallel ranks by a
-/// model family's rules (--ranks N --rules FILE: each tensor along its rule's axis in N equal
-/// pieces, `keep` tensors whole to every rank, `chunks` and `replicas` in reverse). Every
-/// check is made before anything is written, and the outputs are written under temporary
-/// names and put in place together: a failure or an interrupt leaves none of them, a success
-/// all. Each output keeps the input's memory order (C order in safetensors and JSON) and
-/// writes little-endian elements. Joining the outputs back gives the input:
-/// `tjoin -a AXIS part-*.npy -o x.npy` for parts (when the input is little-endian),
-/// `tjoin --rules FILE tp*/model.safetensors -o model.safetensors` for ranks.
+/// The flags of `tjoin split`; its --help text is `Subcommand::Split`'s doc comment.
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct SplitArgs {
@@ -124,6 +112,10 @@ pub struct SplitArgs {
     /// Print nothing but errors (no progress bar).
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Print help.
+    #[arg(short, long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 }
 
 /// The examples `tjoin split --help` ends with.

@@ -19,7 +19,7 @@ use crate::plan::split::{self, SplitOptions};
 use crate::report::SplitReport;
 
 /// One output of a split, planned: its tensors and the files they go in.
-struct Planned<'a> {
+struct PlannedOutput<'a> {
     /// Its tensors, in the input's order (a file's) or the job's (a sharded set's).
     jobs: Vec<TensorJob<'a>>,
     /// Its format, and its writer.
@@ -48,9 +48,12 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let formats = config
         .outputs
         .iter()
-        .map(|path| match config.sharded(path) {
-            true => Ok(Format::SafeTensors),
-            false => Format::of_output(path, config.output.format),
+        .map(|path| {
+            if config.sharded(path) {
+                Ok(Format::SafeTensors)
+            } else {
+                Format::of_output(path, config.output.format)
+            }
         })
         .collect::<Result<Vec<Format>>>()?;
     let matcher = Matcher::new(&config.tensor_rules);
@@ -114,7 +117,7 @@ fn plan_output<'a>(
     path: &Path,
     format: Format,
     jobs: Vec<TensorJob<'a>>,
-) -> Result<Planned<'a>> {
+) -> Result<PlannedOutput<'a>> {
     let sharded = config.sharded(path);
     let mut options = config.output.clone();
     if sharded {
@@ -139,7 +142,7 @@ fn plan_output<'a>(
     })?;
     if !sharded {
         let files = vec![(path.to_path_buf(), (0..jobs.len()).collect())];
-        return Ok(Planned {
+        return Ok(PlannedOutput {
             jobs,
             format,
             writer,
@@ -170,7 +173,7 @@ fn plan_output<'a>(
         .index
         .as_ref()
         .map(|index| (plan.folder.join(index), plan.index_text(&names)));
-    Ok(Planned {
+    Ok(PlannedOutput {
         jobs,
         format,
         writer,
@@ -181,13 +184,13 @@ fn plan_output<'a>(
 }
 
 /// Every file an output writes: its files, then its index.
-fn output_files<'p>(planned: &'p Planned) -> impl Iterator<Item = &'p PathBuf> {
+fn output_files<'p>(planned: &'p PlannedOutput) -> impl Iterator<Item = &'p PathBuf> {
     let files = planned.files.iter().map(|(path, _)| path);
     files.chain(planned.index.as_ref().map(|(path, _)| path))
 }
 
 /// The plan report: every file of every output, with its tensors.
-fn report(input: &crate::input::Input, planned: &[Planned]) -> SplitReport {
+fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport {
     let mut files = Vec::new();
     for output in planned {
         let format = output.format.name();
@@ -204,7 +207,7 @@ fn report(input: &crate::input::Input, planned: &[Planned]) -> SplitReport {
 
 /// Writes every file of every output into its member of `set`, in the order they were added.
 fn write_all(
-    planned: &mut [Planned],
+    planned: &mut [PlannedOutput],
     set: &mut OutputSet,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
@@ -328,9 +331,10 @@ impl Folders {
     fn make(config: &SplitConfig) -> Result<Folders> {
         let mut made = Folders(Vec::new());
         for path in &config.outputs {
-            let folder = match config.sharded(path) {
-                true => Some(path.as_path()),
-                false => path.parent(),
+            let folder = if config.sharded(path) {
+                Some(path.as_path())
+            } else {
+                path.parent()
             };
             let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
                 continue;
