@@ -6,7 +6,7 @@ pub mod directml;
 
 use crate::engine;
 use crate::error::{Error, Refusal, Result};
-use crate::output::Sink;
+use crate::format::Sink;
 use crate::plan::job::TensorJob;
 use directml::Adapter;
 use directml::plan::{self as dml, DmlPlan};

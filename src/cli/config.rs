@@ -18,9 +18,9 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::format::index::SetName;
 use crate::limits;
-use crate::output::STDOUT;
 use crate::output::progress::When;
 use crate::plan::rules::{self, Rule};
+use crate::sys::STDOUT;
 use crate::sys::{self, Accept};
 
 impl Command {

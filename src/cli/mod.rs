@@ -153,7 +153,8 @@ fn help_examples() -> String {
 /// Sharded checkpoints (Hugging Face's *.safetensors.index.json sets, diffusers' names and fp16
 /// variants too, and PyTorch's pytorch_model.bin.index.json sets of .bin shards): an index, or
 /// a folder holding exactly one (or exactly one .safetensors file; a safetensors checkpoint
-/// before a PyTorch set beside it), is one input, whose tensors are read from the shards its weight_map names, shard by shard in
+/// before a PyTorch set beside it; without either, its one .bin, .pt or .pth file, or of
+/// several its pytorch_model.bin), is one input, whose tensors are read from the shards its weight_map names, shard by shard in
 /// the order of their numbers, each in the order of its data; the index and the shards are
 /// checked to agree. With one input --axis may be left out: each tensor is copied, so `tjoin
 /// ckpt/ -o model.safetensors` merges a checkpoint into one file. An output that names a folder

@@ -213,10 +213,7 @@ fn parse_sizes(text: &str) -> std::result::Result<Vec<u64>, String> {
 /// The `count` outputs `given` names: a template's expansions, or the paths in order. Refuses
 /// standard output, a count that differs, and two outputs that are the same file.
 fn outputs(given: &[PathBuf], count: u64) -> Result<Vec<PathBuf>> {
-    if let Some(stdout) = given
-        .iter()
-        .find(|p| p.as_os_str() == crate::output::STDOUT)
-    {
+    if let Some(stdout) = given.iter().find(|p| p.as_os_str() == crate::sys::STDOUT) {
         return Err(Error::refused(
             format!(
                 "-o {}: a split writes several files, not standard output",

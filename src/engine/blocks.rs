@@ -6,8 +6,8 @@
 //! page releases, so memory stays bounded whatever the tensor's size.
 
 use crate::error::Result;
+use crate::format::Sink;
 use crate::input::Tensor;
-use crate::output::Sink;
 use crate::plan::{Grid, JoinPlan};
 use crate::sys::Region;
 

@@ -4,7 +4,7 @@ use std::fs::File;
 
 use super::{BUFFER, RELEASE_BUDGET};
 use crate::error::{Error, InputRef, Result};
-use crate::output::Sink;
+use crate::format::Sink;
 use crate::sys::{self, Region};
 
 /// Writes `len` bytes of `file` from `offset` to `out` from a map of them, in pieces,

@@ -20,10 +20,11 @@ use indicatif::ProgressBar;
 use crate::dtype::DType;
 use crate::engine;
 use crate::error::{Error, Result};
+use crate::format::Sink;
 use crate::format::{Format, Layout, npy};
 use crate::input::Input;
+use crate::output::Output;
 use crate::output::progress::Counted;
-use crate::output::{Output, Sink};
 use crate::plan::job::TensorJob;
 
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy

@@ -47,9 +47,10 @@ use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::Result;
+use crate::format::Sink;
 use crate::format::TensorInfo;
 use crate::input::{DataFile, Tensor};
-use crate::output::{Scratch, Sink};
+use crate::output::Scratch;
 use crate::plan::{InputPlan, JoinPlan};
 use crate::sys::Region;
 use cursors::Cursors;

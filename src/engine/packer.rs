@@ -13,9 +13,9 @@ use crate::dtype::cast;
 use crate::dtype::{DType, swap_in_place};
 use crate::error::{Error, InputRef, Result};
 use crate::format::Layout;
+use crate::format::Sink;
 use crate::format::npz::StoredCrc;
 use crate::input::Tensor;
-use crate::output::Sink;
 use crate::plan::{Gather, InputPlan, JoinPlan};
 use crate::sys::{self, Region};
 

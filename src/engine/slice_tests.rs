@@ -10,8 +10,9 @@ use super::tests::{FORCE_THREADS, stored_npz};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::Layout;
+use crate::format::Sink;
 use crate::input::{Input, OpenOptions, Tensor};
-use crate::output::{Scratch, Sink};
+use crate::output::Scratch;
 use crate::plan::{self, Source};
 use crate::sys::spill::Spill;
 

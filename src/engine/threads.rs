@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use super::BUFFERS;
 use super::direct::write_from_map;
 use crate::error::{Error, InputRef, Result};
-use crate::output::Sink;
+use crate::format::Sink;
 
 /// Runs `work` with an `Out` that writes to `out`: on this thread; or, when `threaded`, on a
 /// second thread that produces blocks while this one writes them, in order, so that the

@@ -20,10 +20,10 @@ use crate::config::{Action, JoinConfig};
 use crate::dtype::{DType, Swaps};
 use crate::error::{Error, InputRef, Result};
 use crate::flow::join;
+use crate::format::Sink;
 use crate::format::npy::{self, NpyWriter};
 use crate::format::{Format, Layout, TensorInfo, shape_text};
 use crate::input::{Input, Tensor};
-use crate::output::Sink;
 use crate::output::grow::{self, Journaled, Target};
 use crate::output::kind::Description;
 use crate::output::progress::{self, Counted, When};
@@ -46,11 +46,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let matcher = rules.matcher();
     let reference = rules.reference()?;
     let options = rules.job_options(&matcher, reference.as_ref(), Format::Npy);
-    let (expected, output) = (rules.expect_shape.as_deref(), config.target());
+    let expected = rules.expect_shape.as_deref();
     let job = join::plan(
         &options,
         expected,
-        &output,
+        config.target().kind,
         &inputs,
         &NpyWriter,
         &mut warnings,

@@ -1,15 +1,16 @@
 //! The join command's flow: open the inputs and read their headers, check the join rules
-//! and plan every output tensor, then either report the plan (`--dry-run`) or write the
-//! output's framing and stream the data with the chosen engine into a temporary file that is
-//! committed over the target when complete. Only headers are read before the plan is whole,
-//! so a refusal costs microseconds and writes nothing.
+//! and plan every output tensor, plan the output's files by its kind, then either report the
+//! plan (`--dry-run`) or write each file's framing and stream the data with the chosen engine
+//! into temporary files that are committed over the targets when complete
+//! (`src/output/kind.rs`: the same steps for every kind of output). Only headers are read
+//! before the plan is whole, so a refusal costs microseconds and writes nothing.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, OpenConfig, PlanForm, Target, When};
+use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, When};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::{OutTensor, Writer};
@@ -26,9 +27,11 @@ use crate::sys::spill::Spill;
 /// then either print the plan or write the output and commit it. The one function of the
 /// join that sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
-    let mut early = config.early_copy().map(EarlyCopy::new);
-    let inputs = open_inputs(&config.open_config(), early.as_mut())?;
+    let open = config.open_config();
     let target = config.target();
+    let chosen = config.engine();
+    let mut early = config.early_copy().map(EarlyCopy::new);
+    let inputs = open_inputs(&open, early.as_mut())?;
     let mut warnings = Warnings::new(config.quiet);
     for input in &inputs {
         if let Some(warning) = input.shards().and_then(Warning::total_size) {
@@ -48,7 +51,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let job = plan(
         &options,
         expected,
-        &target,
+        target.kind,
         &inputs,
         writer.as_ref(),
         &mut warnings,
@@ -63,7 +66,6 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(file) = planned.shadowing_file() {
         warnings.push(Warning::Shadowing { file });
     }
-    let chosen = config.engine();
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, &job)?;
     let form = match config.action {
         Action::Write if planned.writes() => None,
@@ -187,14 +189,14 @@ pub(crate) fn open_inputs(
     Ok(inputs)
 }
 
-/// Checks and plans every output tensor by `options` into `target`, in the order `writer` lists
-/// them, and checks that the output format can hold them and that they have the shape
+/// Checks and plans every output tensor by `options` into an output of `kind`, in the order
+/// `writer` lists them when the kind writes them so, and checks that the output format can hold them and that they have the shape
 /// `--expect-shape` gives (`expected`). An append plans its grown file here too, so that it
 /// follows the join's rules to the letter.
 pub(crate) fn plan<'a>(
     options: &JobOptions,
     expected: Option<&[u64]>,
-    target: &Target,
+    kind: OutputKind,
     inputs: &'a [Input],
     writer: &dyn Writer,
     warnings: &mut Warnings,
@@ -204,7 +206,7 @@ pub(crate) fn plan<'a>(
             warnings.push(Warning::UnmatchedRule(described));
         }
     }
-    let output = target.kind.path();
+    let output = kind.path();
     let job = job::build(inputs, options)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = expected {
@@ -215,7 +217,7 @@ pub(crate) fn plan<'a>(
         reference.check(&checked, options.rules.rules())?;
     }
     // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if target.kind.in_writer_order() {
+    let job = if kind.in_writer_order() {
         in_writer_order(job, writer)
     } else {
         job

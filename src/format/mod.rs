@@ -7,6 +7,7 @@ pub mod npy;
 pub mod npz;
 pub mod pickle;
 pub mod safetensors;
+mod sink;
 pub mod zip;
 
 use std::collections::BTreeMap;
@@ -17,8 +18,10 @@ use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
-use crate::output::{PassThrough, Sink};
+
 use crate::sys::spill::Spill;
+
+pub use sink::{PassThrough, Sink};
 
 /// A file format: a handle on its [`Descriptor`], which says what tjoin can do with its
 /// files. Callers ask the format (`holds_names`, `read`, `writer`) rather than matching on
@@ -268,7 +271,7 @@ impl Format {
         if let Some(format) = forced {
             return Ok(format);
         }
-        if path.as_os_str() == crate::output::STDOUT {
+        if path.as_os_str() == crate::sys::STDOUT {
             return Err(Error::refused(
                 "writing to standard output (-o -) needs --format".to_string(),
                 format!("add --format with one of: {}", format_names()),

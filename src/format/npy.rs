@@ -6,11 +6,11 @@ use std::io::{self, Read};
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, InputRef, Refusal, Result};
+use crate::format::Sink;
 use crate::format::{
     Contents, Descriptor, Found, Layout, Opened, OutTensor, TensorInfo, Writer, Writing, byte_count,
 };
 use crate::messages::excerpt;
-use crate::output::Sink;
 
 /// numpy's .npy: one tensor behind its magic and header; read and written.
 pub const FORMAT: Descriptor = Descriptor {

@@ -22,13 +22,13 @@ use std::sync::Arc;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::error::{Error, InputRef, Refusal, Result};
+use crate::format::Sink;
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, OutTensor, TensorInfo, Writer, Writing,
     no_such_tensor, npy,
 };
 use crate::messages::excerpt;
-use crate::output::Sink;
 
 /// numpy's .npz: a ZIP archive of .npy members, read in place or inflated; read and
 /// written. It reads the archives no other format claims by their members.
@@ -455,7 +455,7 @@ impl Writer for NpzWriter {
     fn data_sink<'a>(&'a mut self, sink: &'a mut dyn Sink) -> Box<dyn Sink + 'a> {
         match &mut self.current {
             Some(state) => Box::new(MemberSink { state, sink }),
-            None => Box::new(crate::output::PassThrough(sink)),
+            None => Box::new(super::PassThrough(sink)),
         }
     }
 

@@ -1,5 +1,6 @@
 //! A sharded checkpoint as one input: a Hugging Face `*.safetensors.index.json`, or a folder
-//! holding exactly one such index (or exactly one `.safetensors` file). Its tensors are those
+//! holding exactly one such index (or exactly one `.safetensors` file; without either, one
+//! `pytorch_model.bin.index.json`, else one PyTorch checkpoint file). Its tensors are those
 //! of the index's `weight_map`, each read from the shard the map names, shard by shard in the
 //! order of their numbers and, within a shard, in the order of their data: the order
 //! `safetensors.torch.load_file` gives, shard after shard.
@@ -108,19 +109,25 @@ pub fn open(
 }
 
 /// What a folder input holds: its one index, or, without one, its `.safetensors` files
-/// (several make a checkpoint when they are the ranks' files of a distributed checkpoint).
+/// (several make a checkpoint when they are the ranks' files of a distributed checkpoint), or
+/// its one PyTorch checkpoint file.
 enum Found {
     Index(PathBuf),
     File(PathBuf),
     Files(Vec<PathBuf>),
 }
 
+/// The extensions of a PyTorch checkpoint file (`torch.save`'s), which a folder may hold alone.
+const PICKLE_EXTENSIONS: [&str; 3] = [".bin", ".pt", ".pth"];
+
 /// Finds the checkpoint in the folder `name` names; refuses a folder with several indexes,
-/// or with none and other than one `.safetensors` file, listing what it holds.
+/// or with none and other than one `.safetensors` file or one PyTorch checkpoint, listing
+/// what it holds.
 fn in_folder(name: &InputRef) -> Result<Found> {
     let folder = &name.path;
     let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
     let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pickles = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| name.io_error("list", e))?;
         let file_name = entry.file_name().to_string_lossy().into_owned();
@@ -133,14 +140,18 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             pickle_indexes.push(file_name);
         } else if file_name.ends_with(".safetensors") {
             files.push(file_name);
+        } else if PICKLE_EXTENSIONS.iter().any(|e| file_name.ends_with(e)) {
+            pickles.push(file_name);
         }
     }
     indexes.sort();
     files.sort();
     pickle_indexes.sort();
+    pickles.sort();
     // A folder that holds a safetensors checkpoint is read through it, as transformers'
     // `from_pretrained` reads it, even when a PyTorch set (`pytorch_model.bin.index.json`)
-    // lies beside it; without one, its one PyTorch set's index.
+    // or file lies beside it; without one, its one PyTorch set's index, else its one PyTorch
+    // checkpoint file.
     if indexes.is_empty() && files.is_empty() {
         indexes = pickle_indexes;
     }
@@ -148,12 +159,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
     match (indexes.as_slice(), files.as_slice()) {
         ([index], _) => Ok(Found::Index(at(index))),
         ([], [file]) => Ok(Found::File(at(file))),
-        ([], []) => {
-            let why = "it is a directory, and holds no sharded checkpoint (no \
-                       *.safetensors.index.json, no .safetensors file, no \
-                       pytorch_model.bin.index.json)";
-            Err(name.io_error("open", io::Error::other(why)))
-        }
+        ([], []) => one_pickle(name, &pickles).map(Found::File),
         ([], _) => Ok(Found::Files(files.iter().map(at).collect())),
         _ => Err(Error::Refused(vec![Refusal {
             headline: format!(
@@ -168,6 +174,61 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             )),
         }])),
     }
+}
+
+/// The one PyTorch checkpoint file (`.bin`, `.pt`, `.pth`) of a folder that holds no index
+/// and no `.safetensors` file. Of several, the one transformers' or diffusers'
+/// `from_pretrained` reads (`pytorch_model.bin`, `diffusion_pytorch_model.bin`, with a
+/// variant `pytorch_model.fp16.bin`) when exactly one is so named: a Trainer's checkpoint
+/// folder holds `optimizer.pt`, `scheduler.pt`, `rng_state.pth` and `training_args.bin`
+/// beside the model. Otherwise the folder is refused, listing them.
+fn one_pickle(name: &InputRef, pickles: &[String]) -> Result<PathBuf> {
+    let at = |file: &String| name.path.join(file);
+    let models: Vec<String> = pickles
+        .iter()
+        .filter(|f| is_model_weights(f))
+        .cloned()
+        .collect();
+    match (pickles, models.as_slice()) {
+        ([file], _) | (_, [file]) => Ok(at(file)),
+        ([], _) => {
+            let why = "it is a directory, and holds no checkpoint (no *.safetensors.index.json, \
+                       no .safetensors file, no pytorch_model.bin.index.json, no .bin, .pt or \
+                       .pth file)";
+            Err(name.io_error("open", io::Error::other(why)))
+        }
+        _ => {
+            let names: Vec<String> = pickles.iter().map(|f| crate::messages::name(f)).collect();
+            Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "{name} is a folder with no index and {} PyTorch checkpoint files \
+                     (.bin, .pt, .pth), none of them alone named as a model's weights \
+                     (pytorch_model.bin): tjoin cannot tell which one to read",
+                    pickles.len()
+                ),
+                details: listing(&names),
+                hint: Some(format!(
+                    "name the file to read instead of the folder, e.g. {}",
+                    crate::messages::path(&at(&pickles[0]))
+                )),
+            }]))
+        }
+    }
+}
+
+/// Whether `file_name` is the name transformers or diffusers give a model's weights in one
+/// PyTorch file: `pytorch_model.bin`, `diffusion_pytorch_model.bin`, `pytorch_model.fp16.bin`.
+fn is_model_weights(file_name: &str) -> bool {
+    let Some(stem) = file_name.strip_suffix(".bin") else {
+        return false;
+    };
+    let without_variant = stem
+        .rsplit_once('.')
+        .filter(|(_, variant)| !variant.is_empty())
+        .map_or(stem, |(rest, _)| rest);
+    [stem, without_variant]
+        .iter()
+        .any(|s| *s == "pytorch_model" || *s == "diffusion_pytorch_model")
 }
 
 /// The refusal of a folder of several `.safetensors` files and no index, which are not the

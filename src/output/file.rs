@@ -15,8 +15,10 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::{OutputSet, STDOUT, Sink};
+use super::OutputSet;
 use crate::error::{Error, Result};
+use crate::format::Sink;
+use crate::sys::STDOUT;
 
 /// An output being written. Dropping it without `commit` deletes the temporary file.
 pub struct Output {

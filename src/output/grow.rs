@@ -35,9 +35,9 @@ use std::io::{self, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::Sink;
 use super::temporary::{self, CutBackOnSignals, Registered};
 use crate::error::{Error, Result};
+use crate::format::Sink;
 use crate::messages;
 use crate::sys;
 

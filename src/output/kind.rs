@@ -20,8 +20,9 @@
 use std::path::{Path, PathBuf};
 
 use super::shards::{self, NewFolder, ShardPlan, ShardedOutput};
-use super::{Output, OutputSet, Sink};
+use super::{Output, OutputSet};
 use crate::error::{Error, Result};
+use crate::format::Sink;
 use crate::format::index::SetName;
 use crate::format::{OutTensor, Writer};
 
@@ -295,9 +296,8 @@ impl Planned {
         for (file, sink) in self.files.iter().zip(sinks) {
             write_file(&file.tensors, described, writer, sink, data)?;
         }
-        if let (How::Sharded(..), Some(text), Written::Set(set, _)) =
-            (&self.how, self.index(), &mut written)
-        {
+        // What the kind writes once the data is: a sharded set's index, its last member.
+        if let (Some(text), Written::Set(set, _)) = (self.index(), &mut written) {
             shards::write_index(set, text)?;
         }
         Ok(written)
@@ -387,5 +387,138 @@ impl Written {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::format::{Format, Layout, WriteOptions};
+
+    /// A float32 vector named `name` of `len` elements.
+    fn tensor(name: &str, len: u64) -> OutTensor {
+        OutTensor {
+            name: name.to_string(),
+            dtype: DType::from_name("float32").expect("a type"),
+            shape: vec![len],
+            layout: Layout::C,
+            bytes: len * 4,
+        }
+    }
+
+    fn tensors(described: &[OutTensor], named: bool) -> Tensors<'_> {
+        Tensors {
+            described,
+            named,
+            set_name: None,
+            no_clobber: false,
+        }
+    }
+
+    /// Writes `planned`, each tensor's data its index as bytes, and commits it.
+    fn write_and_commit(planned: &Planned, described: &[OutTensor], writer: &mut dyn Writer) {
+        let mut data = |index: usize, sink: &mut dyn Sink| {
+            let bytes = vec![index as u8; described[index].bytes as usize];
+            sink.write_all(&bytes)
+                .map_err(|e| Error::io("write", Path::new("test"), e))
+        };
+        planned
+            .write(writer, described, &mut data)
+            .unwrap()
+            .commit()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_file_plans_one_file_of_every_tensor_in_the_job_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.safetensors");
+        let described = [tensor("b", 2), tensor("a", 3)];
+        let writer = Format::SafeTensors
+            .writer(&WriteOptions::default())
+            .unwrap();
+        let planned = OutputKind::File(&out)
+            .plan(&tensors(&described, true), writer.as_ref())
+            .unwrap();
+        let files: Vec<_> = planned.files().iter().map(|f| f.tensors.clone()).collect();
+        assert_eq!(files, [vec![0, 1]]);
+        assert!(matches!(planned.describe(), Description::File(path) if path == out));
+        assert!(OutputKind::File(&out).in_writer_order());
+    }
+
+    #[test]
+    fn a_sharded_folder_plans_its_shards_in_the_writer_order_and_writes_the_index_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("merged");
+        let set = ShardedOutput {
+            folder: folder.clone(),
+            name: None,
+            // Two tensors of 12 bytes fit in a shard; the third starts the next.
+            max_shard_size: 24,
+            names_from: None,
+        };
+        let kind = OutputKind::Sharded {
+            path: &folder,
+            set: &set,
+        };
+        assert!(!kind.in_writer_order());
+        let described = [tensor("z", 3), tensor("y", 3), tensor("x", 3)];
+        let mut writer = Format::SafeTensors
+            .writer(&WriteOptions::default())
+            .unwrap();
+        let planned = kind
+            .plan(&tensors(&described, true), writer.as_ref())
+            .unwrap();
+        // The job's order split into shards, each then sorted as safetensors lists names.
+        let files: Vec<_> = planned.files().iter().map(|f| f.tensors.clone()).collect();
+        assert_eq!(files, [vec![1, 0], vec![2]]);
+        let targets: Vec<_> = planned.files().iter().map(|f| f.target.clone()).collect();
+        let shards = [
+            folder.join("model-00001-of-00002.safetensors"),
+            folder.join("model-00002-of-00002.safetensors"),
+        ];
+        assert_eq!(targets, shards);
+        assert!(matches!(planned.describe(), Description::Sharded { .. }));
+        assert!(!folder.exists(), "planning writes nothing");
+        write_and_commit(&planned, &described, writer.as_mut());
+        for shard in &shards {
+            assert!(shard.is_file(), "{}", shard.display());
+        }
+        let index = std::fs::read_to_string(folder.join("model.safetensors.index.json")).unwrap();
+        assert!(
+            index.contains("\"x\": \"model-00002-of-00002.safetensors\""),
+            "{index}"
+        );
+    }
+
+    #[test]
+    fn a_sharded_folder_refuses_tensors_without_names_and_nothing_plans_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = ShardedOutput {
+            folder: dir.path().to_path_buf(),
+            name: None,
+            max_shard_size: 24,
+            names_from: None,
+        };
+        let kind = OutputKind::Sharded {
+            path: dir.path(),
+            set: &set,
+        };
+        let described = [tensor("", 3)];
+        let writer = Format::SafeTensors
+            .writer(&WriteOptions::default())
+            .unwrap();
+        let error = kind.plan(&tensors(&described, false), writer.as_ref());
+        let error = error.unwrap_err().to_string();
+        assert!(
+            error.contains("the inputs' tensors have no names"),
+            "{error}"
+        );
+        let planned = OutputKind::None
+            .plan(&tensors(&described, false), writer.as_ref())
+            .unwrap();
+        assert!(!planned.writes() && planned.files().is_empty());
+        assert!(matches!(planned.describe(), Description::None));
     }
 }

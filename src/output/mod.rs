@@ -2,8 +2,10 @@
 //! and renamed over the target only when complete, so that a failed or refused run leaves no
 //! partial file and the existing targets untouched: [`OutputSet`] does this for several
 //! files committed together, [`Output`] for the usual single file or standard output (`-o
-//! -`), which is written directly: a pipe cannot take back what it was sent. [`grow`] is the
-//! other way to change a file: in place, past its end, for `--append`.
+//! -`), which is written directly: a pipe cannot take back what it was sent. [`kind`] is the
+//! one way a run goes through them, whatever the kind of output (a file, a stream, a sharded
+//! folder). [`grow`] is the other way to change a file: in place, past its end, for
+//! `--append`. Everything here writes through the format stage's `Sink`.
 
 mod file;
 pub mod grow;
@@ -23,41 +25,7 @@ pub use set::{Member, OutputSet};
 pub use temporary::{handle_signals, on_signal};
 
 use crate::error::{Error, Result};
-
-/// What the copy engine and the format writers write the output through.
-pub trait Sink {
-    /// Appends `bytes` to the output.
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
-
-    /// Appends `len` bytes of `file` from `offset` without passing them through this process,
-    /// if the output allows it. Returns how many bytes it copied; the caller writes the rest.
-    fn copy_from(&mut self, _file: &File, _offset: u64, _len: u64) -> io::Result<u64> {
-        Ok(0)
-    }
-
-    /// The output's name, for messages.
-    fn name(&self) -> &Path;
-}
-
-/// Forwards everything to another sink.
-pub struct PassThrough<'a>(pub &'a mut dyn Sink);
-
-impl Sink for PassThrough<'_> {
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.0.write_all(bytes)
-    }
-
-    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> io::Result<u64> {
-        self.0.copy_from(file, offset, len)
-    }
-
-    fn name(&self) -> &Path {
-        self.0.name()
-    }
-}
-
-/// What the command line names standard output as.
-pub const STDOUT: &str = "-";
+use crate::format::Sink;
 
 /// An unnamed temporary file to write intermediate data to (deleted when dropped, and by the
 /// kernel should the process be killed: it has no name to leave behind).

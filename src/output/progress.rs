@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
-use crate::output::{Sink, on_signal};
+use crate::format::Sink;
+use crate::output::on_signal;
 
 /// When to show progress (`--progress`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

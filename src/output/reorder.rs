@@ -2,7 +2,7 @@
 //! is not little-endian (`src/flow/append.rs`): the engine writes little-endian elements.
 
 use crate::dtype::{DType, Swaps, swap_in_place};
-use crate::output::Sink;
+use crate::format::Sink;
 
 /// The most bytes held before they are passed on: the engine's buffer's size.
 const PENDING: usize = 1 << 20;

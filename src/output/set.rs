@@ -80,9 +80,9 @@ use std::fs::{self, File};
 use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
-use super::Sink;
 use super::temporary::{self, Kind, Partial, Temporary};
 use crate::error::{Error, Result};
+use crate::format::Sink;
 
 /// Several files written under temporary names, committed together by [`OutputSet::commit`];
 /// dropping the set instead removes every temporary file.

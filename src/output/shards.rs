@@ -292,7 +292,7 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
 pub fn write_index(set: &mut OutputSet, text: &str) -> Result<()> {
     let member: &mut Member = set.members_mut().last_mut().expect("the index's member");
     let target = member.target().to_path_buf();
-    crate::output::Sink::write_all(member, text.as_bytes())
+    crate::format::Sink::write_all(member, text.as_bytes())
         .map_err(|e| Error::io("write the output", &target, e))
 }
 

@@ -12,6 +12,10 @@
 //! - `replicas K`: consecutive inputs in groups of K hold the same piece (vLLM gives each
 //!   key-value head to several ranks when there are more ranks than heads); the first of each
 //!   group is joined, the others are compared with it and refused if they differ.
+//! - `chunks 4:2:2 replicas 1:2:2`: the same, part by part, for a fused tensor whose parts
+//!   are not all split alike (vLLM's `qkv_proj` with more ranks than key-value heads: each
+//!   rank holds `[q_r; k_(r/2); v_(r/2)]`). The proportions are the output's; a rank's piece
+//!   holds part j in the proportion `share_j * replicas_j`.
 //!
 //! A fused projection joined along its fused axis with no layout stated is refused
 //! ([`unstated`]): the plain join of chunk-wise pieces is a wrong model of the right shape,
@@ -37,6 +41,9 @@ pub struct Parts {
     pub fused: Fused,
     /// How many consecutive inputs hold the same piece (1: each its own).
     pub replicas: u64,
+    /// With `chunks`, how many consecutive inputs hold the same piece of each part
+    /// (`replicas 1:2:2`); empty when the rule gives one count or none.
+    pub part_replicas: Vec<u64>,
 }
 
 impl Default for Parts {
@@ -44,6 +51,7 @@ impl Default for Parts {
         Parts {
             fused: Fused::Unstated,
             replicas: 1,
+            part_replicas: Vec::new(),
         }
     }
 }
@@ -86,6 +94,10 @@ impl fmt::Display for Parts {
         if self.replicas > 1 {
             write!(f, " replicas {}", self.replicas)?;
         }
+        if !self.part_replicas.is_empty() {
+            let counts: Vec<String> = self.part_replicas.iter().map(u64::to_string).collect();
+            write!(f, " replicas {}", counts.join(":"))?;
+        }
         Ok(())
     }
 }
@@ -95,7 +107,7 @@ impl fmt::Display for Parts {
 pub fn parse(words: &[&str]) -> std::result::Result<Parts, String> {
     let mut parts = Parts::default();
     let mut replicas_given = false;
-    let mut rest = words.iter();
+    let mut rest = words.iter().peekable();
     while let Some(&word) = rest.next() {
         match word {
             "plain" | "chunks" if parts.fused != Fused::Unstated => {
@@ -118,6 +130,13 @@ pub fn parse(words: &[&str]) -> std::result::Result<Parts, String> {
             }
             "replicas" => {
                 replicas_given = true;
+                if let Some(&counts) = rest.peek()
+                    && counts.contains(':')
+                {
+                    rest.next();
+                    parts.part_replicas = per_part(counts)?;
+                    continue;
+                }
                 let count = rest.next().and_then(|v| v.parse::<u64>().ok());
                 match count {
                     Some(count) if count >= 2 => parts.replicas = count,
@@ -131,13 +150,48 @@ pub fn parse(words: &[&str]) -> std::result::Result<Parts, String> {
             other => {
                 return Err(format!(
                     "`{}` after the axis is not a word of a rule: expected `plain`, \
-                     `chunks N`, `chunks P:Q:R` or `replicas K`",
+                     `chunks N`, `chunks P:Q:R`, `replicas K` or `replicas A:B:C`",
                     crate::messages::name(other)
                 ));
             }
         }
     }
+    if !parts.part_replicas.is_empty() {
+        let parts_given = match &parts.fused {
+            Fused::Chunks(shares) => shares.len(),
+            _ => 0,
+        };
+        if parts_given != parts.part_replicas.len() {
+            return Err(format!(
+                "`replicas {}` gives a count for each part of a chunked tensor: it needs \
+                 `chunks` with as many parts ({})",
+                parts
+                    .part_replicas
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(":"),
+                parts.part_replicas.len()
+            ));
+        }
+    }
     Ok(parts)
+}
+
+/// The counts of `replicas A:B:C`: one for each part, each 1 or more, one at least 2.
+fn per_part(value: &str) -> std::result::Result<Vec<u64>, String> {
+    let counts: Option<Vec<u64>> = value
+        .split(':')
+        .map(|s| s.parse::<u64>().ok().filter(|c| (1..=1 << 16).contains(c)))
+        .collect();
+    match counts {
+        Some(counts) if counts.len() >= 2 && counts.iter().any(|&c| c >= 2) => Ok(counts),
+        _ => Err(format!(
+            "`replicas {}` is neither a count of 2 or more (`replicas 2`) nor a count for \
+             each part, 1 or more and one at least 2 (`replicas 1:2:2`)",
+            crate::messages::name(value)
+        )),
+    }
 }
 
 /// The proportions of `chunks VALUE`: `3` is three equal parts, `4:1:1` three parts of which
@@ -228,18 +282,32 @@ pub fn representatives<'a>(
 
 /// The sources of a part-wise join of `pieces` along `axis` in the proportions `shares`:
 /// part 1 of every piece in order, then part 2 of every piece, and so on, each with its range
-/// along the axis. Refuses a piece whose size along the axis is not a multiple of the
-/// proportions' sum, or whose parts would start or end inside a byte (float4).
+/// along the axis. With `replicas` (one count a part, `replicas 1:2:2`), part j is taken from
+/// the first piece of each group of `replicas[j]` consecutive pieces, after the others' part
+/// j is compared with it. Refuses a piece whose size along the axis is not a multiple of the
+/// proportions' sum, parts that would start or end inside a byte (float4), a count of pieces
+/// that a group size does not divide, and a replicated part that differs.
 pub fn chunked<'a>(
     name: &str,
     pieces: &[&'a Tensor],
     axis: usize,
     shares: &[u64],
+    replicas: &[u64],
 ) -> std::result::Result<Vec<(&'a Tensor, Range<u64>)>, Vec<Refusal>> {
-    let total: u64 = shares.iter().sum();
+    let replicas: Vec<u64> = match replicas.is_empty() {
+        true => vec![1; shares.len()],
+        false => replicas.to_vec(),
+    };
+    // A rank's piece holds part j in the proportion share_j * replicas_j.
+    let widths: Vec<u64> = shares.iter().zip(&replicas).map(|(s, r)| s * r).collect();
+    let total: u64 = widths.iter().sum();
     let spec = Parts {
         fused: Fused::Chunks(shares.to_vec()),
-        replicas: 1,
+        part_replicas: match replicas.iter().all(|&k| k == 1) {
+            true => Vec::new(),
+            false => replicas.clone(),
+        },
+        ..Parts::default()
     }
     .to_string();
     let spec = spec.trim();
@@ -270,14 +338,59 @@ pub fn chunked<'a>(
             ),
         }]);
     }
+    if let Some(k) = replicas.iter().find(|&&k| pieces.len() as u64 % k != 0) {
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{}`: its rule says `{spec}` (groups of {k} consecutive inputs hold \
+                 the same part), but there are {} inputs, not a multiple of {k}",
+                excerpt(name),
+                pieces.len()
+            ),
+            details: Vec::new(),
+            hint: Some(
+                "name every rank's file, in rank order, or correct the counts: a part's count \
+                 is the number of ranks divided by the number of its heads (4 ranks, 2 \
+                 key-value heads: `replicas 1:2:2`)"
+                    .to_string(),
+            ),
+        }]);
+    }
     let mut sources = Vec::with_capacity(pieces.len() * shares.len());
+    let mut differing = Vec::new();
     let mut before = 0;
-    for &share in shares {
-        for &piece in pieces {
-            let unit = piece.info.shape[axis] / total;
-            sources.push((piece, unit * before..unit * (before + share)));
+    for (&width, &k) in widths.iter().zip(&replicas) {
+        for group in pieces.chunks(k as usize) {
+            let first = group[0];
+            let unit = first.info.shape[axis] / total;
+            let range = unit * before..unit * (before + width);
+            for other in &group[1..] {
+                match compare::differs_in(first, other, axis, range.clone()) {
+                    Ok(None) => {}
+                    Ok(Some(how)) => {
+                        differing.push(format!("{} differs from {}: {how}", other.name, first.name))
+                    }
+                    Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
+                }
+            }
+            sources.push((first, range));
         }
-        before += share;
+        before += width;
+    }
+    if !differing.is_empty() {
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{}`: its rule says `{spec}`, but the inputs of a group do not hold \
+                 the same part",
+                excerpt(name)
+            ),
+            details: crate::error::capped(differing, 10),
+            hint: Some(
+                "check that the inputs are in rank order and that the counts after `replicas` \
+                 are the number of ranks divided by each part's heads; if each rank holds its \
+                 own slice of every part, drop them"
+                    .to_string(),
+            ),
+        }]);
     }
     let dtype = &pieces[0].info.dtype;
     if dtype.bits() % 8 != 0 {
@@ -489,6 +602,11 @@ mod tests {
             ("replicas 2", " replicas 2"),
             ("chunks 3 replicas 4", " chunks 3 replicas 4"),
             ("replicas 4 plain", " plain replicas 4"),
+            (
+                "chunks 4:2:2 replicas 1:2:2",
+                " chunks 4:2:2 replicas 1:2:2",
+            ),
+            ("replicas 1:2:2 chunks 3", " chunks 3 replicas 1:2:2"),
         ] {
             let words: Vec<&str> = words.split_whitespace().collect();
             assert_eq!(parse(&words).unwrap().to_string(), shown, "{words:?}");
@@ -503,6 +621,18 @@ mod tests {
             ("replicas 1", "needs a count of 2 or more"),
             ("replicas 2 replicas 2", "given twice"),
             ("plain chunks 2", "one of `plain` or `chunks`"),
+            ("replicas 1:2:2", "needs `chunks` with as many parts (3)"),
+            (
+                "chunks 2 replicas 1:2:2",
+                "needs `chunks` with as many parts (3)",
+            ),
+            (
+                "plain replicas 1:2",
+                "needs `chunks` with as many parts (2)",
+            ),
+            ("chunks 2 replicas 1:1", "is neither a count of 2 or more"),
+            ("chunks 2 replicas 0:2", "is neither"),
+            ("chunks 2 replicas 2:x", "is neither"),
             (
                 "sideways",
                 "`sideways` after the axis is not a word of a rule",

@@ -91,6 +91,71 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// How the part `range` along `axis` of tensor `b` differs from the same part of `a`, if it
+/// does, compared by value (a fused tensor's part that several ranks hold: `replicas 1:2:2`).
+/// The two must have one type, shape and C-order layout (pieces of one split); the part must
+/// start and end on whole bytes. Reads the part's runs (one per round before the axis) and
+/// stops at the first that differs.
+pub fn differs_in(
+    a: &Tensor,
+    b: &Tensor,
+    axis: usize,
+    range: std::ops::Range<u64>,
+) -> Result<Option<String>> {
+    let (x, y) = (&a.info, &b.info);
+    if x.dtype != y.dtype || x.shape != y.shape || x.layout != y.layout {
+        return differs(a, b);
+    }
+    if x.layout != crate::format::Layout::C {
+        return Ok(Some(
+            "it is stored in Fortran order, whose parts tjoin does not compare".to_string(),
+        ));
+    }
+    let bits = x.dtype.bits();
+    let inner: u64 = x.shape[axis + 1..].iter().product::<u64>() * bits;
+    let outer: u64 = x.shape[..axis].iter().product();
+    let round = x.shape[axis] * inner / 8;
+    let (start, len) = (
+        range.start * inner / 8,
+        (range.end - range.start) * inner / 8,
+    );
+    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
+    let swapping = x.swaps != y.swaps;
+    let item = x.dtype.itemsize().max(1) as usize;
+    // Blocks of whole elements, for the swap.
+    let block = (4 << 20) - (4 << 20) % item as u64;
+    let (mut ba, mut bb) = (Vec::new(), Vec::new());
+    for o in 0..outer {
+        let mut done = 0;
+        while done < len {
+            let n = block.min(len - done) as usize;
+            let at = o * round + start + done;
+            ba.resize(n, 0);
+            bb.resize(n, 0);
+            sys::read_exact_at(&fa, &mut ba, x.data_offset + at)
+                .map_err(|e| a.name.io_error("read", e))?;
+            sys::read_exact_at(&fb, &mut bb, y.data_offset + at)
+                .map_err(|e| b.name.io_error("read", e))?;
+            if swapping {
+                swap_in_place(&mut ba, item, &x.swaps);
+                swap_in_place(&mut bb, item, &y.swaps);
+            }
+            if ba != bb {
+                let first = ba.iter().zip(&bb).position(|(p, q)| p != q).unwrap_or(0);
+                let byte = at + first as u64;
+                return Ok(Some(format!(
+                    "its part {}..{} along axis {axis} differs from byte {byte} (element {})",
+                    range.start,
+                    range.end,
+                    byte * 8 / bits.max(1)
+                )));
+            }
+            done += n as u64;
+        }
+    }
+    Ok(None)
+}
+
 /// "(big-endian)" for a message naming a copy's byte order.
 fn order_text(order: ByteOrder) -> String {
     match order {

@@ -42,7 +42,7 @@ impl Reference {
     /// Reads every reference `--like` names, headers only, and takes the union of their
     /// tensors: a reference is a `.safetensors` file, a sharded checkpoint's index
     /// (`*.safetensors.index.json`, `pytorch_model.bin.index.json`), a folder holding one
-    /// (or one checkpoint file), or a PyTorch checkpoint (`.pt`, `.pth`, `.bin`): whatever an
+    /// (or one checkpoint file, `.safetensors` or PyTorch's), or a PyTorch checkpoint (`.pt`, `.pth`, `.bin`): whatever an
     /// input may be whose tensors have names. A name two references give different shapes
     /// is refused: the output cannot match both.
     pub fn read(paths: &[PathBuf]) -> Result<Reference> {

@@ -7,6 +7,9 @@ use std::io;
 #[cfg(windows)]
 use super::windows;
 
+/// What the command line names standard output as.
+pub const STDOUT: &str = "-";
+
 /// Whether this process's real user may write to the existing file at `path`, as `access(2)`
 /// answers it and as `cp` finds out when it opens the file: the mode's write bits (root
 /// passes them) and a read-only file system. The error says which: EACCES or EROFS.

@@ -13,6 +13,7 @@ mod docs;
 mod early_copy;
 #[cfg(unix)]
 mod examples;
+mod families;
 mod files_in_use;
 mod fixtures;
 mod flags;

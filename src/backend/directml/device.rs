@@ -21,7 +21,7 @@ use super::plan::{
 };
 use crate::dtype::swap_in_place;
 use crate::error::{Error, Result};
-use crate::output::Sink;
+use crate::format::Sink;
 use crate::plan::JoinPlan;
 use crate::sys::Region;
 

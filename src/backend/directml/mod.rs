@@ -35,8 +35,8 @@ mod unavailable;
 use std::fmt;
 
 use crate::error::Result;
+use crate::format::Sink;
 use crate::input::Tensor;
-use crate::output::Sink;
 use crate::plan::JoinPlan;
 use plan::DmlPlan;
 

@@ -8,8 +8,8 @@ use half::{bf16, f16};
 use super::{JsonForm, unsupported};
 use crate::dtype::DType;
 use crate::error::Refusal;
+use crate::format::Sink;
 use crate::format::{Layout, OutTensor, Writer};
-use crate::output::Sink;
 
 /// Writes a tensor as JSON: nested arrays, or the object form with dtype and shape.
 pub struct JsonWriter {

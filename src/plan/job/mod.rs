@@ -646,7 +646,7 @@ fn plan_tensor<'a>(
         .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
     if let chunks::Fused::Chunks(shares) = &parts.fused {
-        let slices = chunks::chunked(name, &sources, axis, shares)?;
+        let slices = chunks::chunked(name, &sources, axis, shares, &parts.part_replicas)?;
         let cut: Vec<plan::Source> = slices
             .iter()
             .map(|(t, range)| plan::Source {

@@ -1,0 +1,377 @@
+//! The shipped rules files on real families (issue 29, item 12): tiny models with each
+//! architecture's tensor names and shapes (`fixtures/families/`, written by
+//! `fixtures/make_family_fixtures.py` with transformers), split into 2 and 4 tensor-parallel
+//! ranks the way each family's framework splits them. Every merge with the family's rules file
+//! and `--like` rebuilds the original byte for byte; every wrong command (ranks reordered, a
+//! rank twice, two degrees mixed, a rule removed) is refused and writes nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::util::{dir_entries, refused, succeeds};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A family of fixtures/families/: its folder, rules file, and the flags its rules file's
+/// header says to add (at 2 ranks; at 4).
+struct Family {
+    name: &'static str,
+    rules: &'static str,
+    flags: &'static [&'static str],
+    flags_at_4: &'static [&'static str],
+}
+
+/// With 4 ranks and 2 key-value heads, vLLM gives each head to 2 consecutive ranks.
+const KV_REPLICAS: &[&str] = &[
+    "--axis-for",
+    "*.k_proj.weight=0 replicas 2",
+    "--axis-for",
+    "*.v_proj.weight=0 replicas 2",
+];
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "llama",
+        rules: "llama.rules",
+        flags: &[],
+        flags_at_4: KV_REPLICAS,
+    },
+    Family {
+        name: "mistral",
+        rules: "llama.rules",
+        flags: &[],
+        flags_at_4: KV_REPLICAS,
+    },
+    Family {
+        name: "qwen2",
+        rules: "qwen2.rules",
+        flags: &[],
+        // The biases too.
+        flags_at_4: &[
+            "--axis-for",
+            "*.k_proj.*=0 replicas 2",
+            "--axis-for",
+            "*.v_proj.*=0 replicas 2",
+        ],
+    },
+    Family {
+        name: "mixtral",
+        rules: "mixtral.rules",
+        flags: &[],
+        flags_at_4: KV_REPLICAS,
+    },
+    Family {
+        name: "gpt2",
+        rules: "gpt2.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "gpt-neox",
+        rules: "gpt-neox.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "bert",
+        rules: "bert.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "bert-mlm",
+        rules: "bert-mlm.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "megatron-gpt",
+        rules: "megatron-gpt.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "phi3",
+        rules: "phi3.rules",
+        // 8 query and 4 key-value heads: the header's Q:K:K.
+        flags: &["--axis-for", "*.qkv_proj.weight=0 chunks 8:4:4"],
+        flags_at_4: &["--axis-for", "*.qkv_proj.weight=0 chunks 8:4:4"],
+    },
+    Family {
+        name: "vllm",
+        rules: "vllm.rules",
+        // 4 query and 2 key-value heads.
+        flags: &["--axis-for", "*.qkv_proj.*=0 chunks 4:2:2"],
+        // More ranks than key-value heads: each rank holds [q_r; k_(r/2); v_(r/2)].
+        flags_at_4: &["--axis-for", "*.qkv_proj.*=0 chunks 4:2:2 replicas 1:2:2"],
+    },
+];
+
+impl Family {
+    fn folder(&self) -> PathBuf {
+        Path::new(ROOT).join("fixtures/families").join(self.name)
+    }
+
+    fn expected(&self) -> String {
+        path(&self.folder().join("expected.safetensors"))
+    }
+
+    /// Rank `r`'s file of the split into `ranks`.
+    fn rank(&self, ranks: usize, r: usize) -> String {
+        let file = match self.name {
+            "vllm" => format!("model-rank-{r}-part-0.safetensors"),
+            _ => format!("tp{r}.safetensors"),
+        };
+        path(&self.folder().join(format!("tp{ranks}")).join(file))
+    }
+
+    /// The right command's arguments before the ranks: the rules file, its flags, `--like`.
+    fn args(&self, ranks: usize) -> Vec<String> {
+        let rules = path(&Path::new(ROOT).join("rules").join(self.rules));
+        let flags = if ranks == 4 {
+            self.flags_at_4
+        } else {
+            self.flags
+        };
+        let mut args = vec!["--rules".to_string(), rules];
+        args.extend(flags.iter().map(|f| f.to_string()));
+        args.extend(["--like".to_string(), self.expected()]);
+        args
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+/// Runs tjoin with `args` then `-o OUT` in a fresh folder; returns the folder and OUT's path.
+fn merged(args: &[String]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("model.safetensors");
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend(["-o", out.to_str().unwrap()]);
+    succeeds(dir.path(), &all);
+    (dir, out)
+}
+
+/// Runs tjoin with `args` then `-o model.safetensors` in a fresh folder, which must refuse
+/// with exit 2 and leave the folder empty: no output, no temporary file. Returns stderr.
+#[track_caller]
+fn refuses(args: &[String]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend(["-o", "model.safetensors"]);
+    let stderr = refused(dir.path(), &all, 2);
+    assert!(dir_entries(dir.path()).is_empty());
+    stderr
+}
+
+/// Fails unless `out` is `family`'s original byte for byte.
+#[track_caller]
+fn is_original(family: &Family, out: &Path, what: &str) {
+    let written = fs::read(out).unwrap();
+    let expected = fs::read(family.expected()).unwrap();
+    assert!(
+        written == expected,
+        "{} {what}: not the original model, byte for byte",
+        family.name
+    );
+}
+
+/// The ranks of the split into `ranks`, in rank order.
+fn ranks(family: &Family, ranks: usize) -> Vec<String> {
+    (0..ranks).map(|r| family.rank(ranks, r)).collect()
+}
+
+#[test]
+fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
+    let mut merges = 0;
+    for family in FAMILIES {
+        for n in [2, 4] {
+            let mut args = family.args(n);
+            args.extend(ranks(family, n));
+            let (_dir, out) = merged(&args);
+            is_original(family, &out, &format!("at {n} ranks"));
+            merges += 1;
+        }
+    }
+    assert_eq!(merges, 22);
+}
+
+#[test]
+fn a_fused_qkv_holding_replicated_key_value_heads_needs_its_replicas_and_checks_them() {
+    // 4 ranks, 2 key-value heads: rank r holds [q_r; k_(r/2); v_(r/2)].
+    let family = FAMILIES.iter().find(|f| f.name == "vllm").unwrap();
+    // Without `replicas 1:2:2`, k and v come out twice their size: --like refuses.
+    let mut args = family.args(2);
+    args.extend(ranks(family, 4));
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains("self_attn.qkv_proj.weight  [96, 32]"),
+        "{stderr}"
+    );
+    // Ranks 1 and 2 swapped (--any-order lets the names pass): the groups' k and v differ.
+    let mut args = family.args(4);
+    let mut swapped = ranks(family, 4);
+    swapped.swap(1, 2);
+    args.push("--any-order".to_string());
+    args.extend(swapped);
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains(
+            "its rule says `chunks 4:2:2 replicas 1:2:2`, but the inputs of a group do not hold \
+             the same part"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("its part 8..16 along axis 0 differs"),
+        "{stderr}"
+    );
+    // A count of inputs that a group does not divide.
+    let mut args = family.args(4);
+    args.extend(ranks(family, 4).into_iter().take(3));
+    args.push("--uneven".to_string());
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains("there are 3 inputs, not a multiple of 2"),
+        "{stderr}"
+    );
+}
+
+/// The order a rank-order refusal's hint gives: the words after "give them in the numbers'
+/// order: " up to " (in a shell".
+fn order_in_hint(stderr: &str) -> Vec<String> {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    let (_, rest) = hint.split_once("numbers' order: ").expect(hint);
+    let (order, _) = rest.split_once(" (in a shell").unwrap();
+    order.split(' ').map(str::to_string).collect()
+}
+
+#[test]
+fn ranks_given_out_of_order_are_refused_and_the_hint_gives_the_order_that_merges() {
+    for family in FAMILIES {
+        for n in [2, 4] {
+            let mut given = ranks(family, n);
+            given.swap(0, 1);
+            let mut args = family.args(n);
+            args.extend(given);
+            let stderr = refuses(&args);
+            // Following the hint merges the original.
+            let mut args = family.args(n);
+            args.extend(order_in_hint(&stderr));
+            let (_dir, out) = merged(&args);
+            is_original(family, &out, "in the hint's order");
+        }
+    }
+}
+
+#[test]
+fn a_rank_given_twice_is_refused() {
+    for family in FAMILIES {
+        let mut args = family.args(2);
+        args.extend([family.rank(2, 0), family.rank(2, 0)]);
+        refuses(&args);
+    }
+}
+
+#[test]
+fn ranks_of_two_tensor_parallel_degrees_mixed_are_refused() {
+    for family in FAMILIES {
+        // Rank 0 of 2 with rank 1 of 4; and the other way round.
+        for (first, second) in [((2, 0), (4, 1)), ((4, 0), (2, 1))] {
+            let mut args = family.args(2);
+            args.extend([
+                family.rank(first.0, first.1),
+                family.rank(second.0, second.1),
+            ]);
+            refuses(&args);
+        }
+        // All 4 ranks of 4 merged with the flags for 2, and 2 ranks with the flags for 4.
+        for (flags_of, n) in [(2, 4), (4, 2)] {
+            if family.flags == family.flags_at_4 {
+                continue;
+            }
+            let mut args = family.args(flags_of);
+            args.extend(ranks(family, n));
+            refuses(&args);
+        }
+    }
+}
+
+#[test]
+fn a_rule_removed_from_a_family_file_never_writes_a_wrong_model() {
+    // Each line of each file taken out in turn; alone, or with -a 0 or -a 1 standing in for it
+    // (what "no axis given: name one with -a" invites): refused, or the original.
+    let mut refusals = 0;
+    for family in FAMILIES {
+        let rules = fs::read_to_string(Path::new(ROOT).join("rules").join(family.rules)).unwrap();
+        let lines: Vec<&str> = rules.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("fewer.rules");
+            let fewer: Vec<&str> = [&lines[..at], &lines[at + 1..]].concat();
+            fs::write(&file, fewer.join("\n")).unwrap();
+            for axis in [None, Some("0"), Some("1")] {
+                let mut args = family.args(2);
+                args[1] = path(&file);
+                if let Some(axis) = axis {
+                    args.extend(["-a".to_string(), axis.to_string()]);
+                }
+                args.extend(ranks(family, 2));
+                let out = dir.path().join("model.safetensors");
+                let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+                all.extend(["-o", out.to_str().unwrap()]);
+                let status = crate::util::tjoin()
+                    .current_dir(dir.path())
+                    .args(&all)
+                    .output()
+                    .unwrap();
+                let what = format!("without `{line}`, -a {axis:?}");
+                if status.status.success() {
+                    is_original(family, &out, &what);
+                    fs::remove_file(&out).unwrap();
+                } else {
+                    assert_eq!(status.status.code(), Some(2), "{} {what}", family.name);
+                    assert!(!out.exists(), "{} {what}: an output was left", family.name);
+                    refusals += 1;
+                }
+            }
+        }
+    }
+    assert!(refusals > 200, "only {refusals} refusals");
+}
+
+#[test]
+fn more_ranks_than_key_value_heads_without_replicas_is_refused_with_like() {
+    for family in FAMILIES.iter().filter(|f| f.flags_at_4 == KV_REPLICAS) {
+        let mut args = family.args(2);
+        args.extend(ranks(family, 4));
+        let stderr = refuses(&args);
+        assert!(stderr.contains("k_proj.weight  [32, 32]"), "{stderr}");
+    }
+}
+
+#[test]
+fn every_rules_file_is_in_the_readme_table_with_a_command_using_like() {
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    for entry in fs::read_dir(Path::new(ROOT).join("rules")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let row = format!("| `rules/{name}` |");
+        assert!(readme.contains(&row), "README's table lacks {name}");
+        let text = fs::read_to_string(Path::new(ROOT).join("rules").join(&name)).unwrap();
+        let command = text
+            .lines()
+            .find(|l| l.starts_with("#   tjoin "))
+            .unwrap_or_else(|| panic!("{name}: no command in the header"));
+        assert!(command.contains(&format!("--rules rules/{name}")), "{name}");
+        let whole: String = text.lines().take(8).collect();
+        assert!(
+            whole.contains(" --like "),
+            "{name}: the command has no --like"
+        );
+    }
+}
