@@ -272,21 +272,13 @@ pub fn array_split(len: u64, count: u64) -> Vec<Range<u64>> {
 }
 
 /// Each rank's ranges of a tensor of length `len` along its rule's axis: `ranks / replicas`
-/// equal pieces, each given to `replicas` consecutive ranks; with `chunks`, each chunk cut so,
-/// and a rank's piece of every chunk joined in order.
+/// equal pieces, each given to `replicas` consecutive ranks; with `chunks`, each chunk cut so
+/// (by its own count under `replicas P:Q:R`), and a rank's piece of every chunk joined in order.
 fn rank_ranges(
     len: u64,
     ranks: u64,
     parts: &Parts,
 ) -> std::result::Result<Vec<Vec<Range<u64>>>, String> {
-    let replicas = parts.replicas;
-    if ranks % replicas != 0 {
-        return Err(format!(
-            "its rule's `replicas {replicas}` gives each piece to {replicas} consecutive ranks, \
-             and {ranks} ranks are not a multiple of {replicas}"
-        ));
-    }
-    let pieces = ranks / replicas;
     let chunks: Vec<u64> = match &parts.fused {
         Fused::Chunks(shares) => {
             let total: u64 = shares.iter().sum();
@@ -301,13 +293,25 @@ fn rank_ranges(
         }
         _ => vec![len],
     };
-    for &chunk in &chunks {
+    let replicas: Vec<u64> = if parts.part_replicas.len() == chunks.len() {
+        parts.part_replicas.clone()
+    } else {
+        vec![parts.replicas; chunks.len()]
+    };
+    for (&chunk, &replicas) in chunks.iter().zip(&replicas) {
+        let of = if chunks.len() > 1 {
+            format!("its chunk of {chunk}")
+        } else {
+            format!("its size {len}")
+        };
+        if ranks % replicas != 0 {
+            return Err(format!(
+                "its rule's `replicas {replicas}` gives each piece of {of} to {replicas} \
+                 consecutive ranks, and {ranks} ranks are not a multiple of {replicas}"
+            ));
+        }
+        let pieces = ranks / replicas;
         if chunk % pieces != 0 {
-            let of = if chunks.len() > 1 {
-                format!("its chunk of {chunk}")
-            } else {
-                format!("its size {len}")
-            };
             let per = if replicas > 1 {
                 format!(" ({ranks} ranks, `replicas {replicas}`)")
             } else {
@@ -320,12 +324,12 @@ fn rank_ranges(
     }
     Ok((0..ranks)
         .map(|rank| {
-            let piece = rank / replicas;
             let mut start = 0;
             chunks
                 .iter()
-                .map(|&chunk| {
-                    let each = chunk / pieces;
+                .zip(&replicas)
+                .map(|(&chunk, &replicas)| {
+                    let (piece, each) = (rank / replicas, chunk / (ranks / replicas));
                     let range = start + piece * each..start + (piece + 1) * each;
                     start += chunk;
                     range
@@ -447,7 +451,7 @@ mod tests {
         assert_eq!(ranges(8, &Cut::Ranks(2), &plain), [vec![0..4], vec![4..8]]);
         let gate_up = Parts {
             fused: Fused::Chunks(vec![1, 1]),
-            replicas: 1,
+            ..Parts::default()
         };
         assert_eq!(
             ranges(8, &Cut::Ranks(2), &gate_up),
@@ -455,21 +459,36 @@ mod tests {
         );
         let qkv = Parts {
             fused: Fused::Chunks(vec![4, 1, 1]),
-            replicas: 1,
+            ..Parts::default()
         };
         assert_eq!(
             ranges(12, &Cut::Ranks(2), &qkv),
             [vec![0..4, 8..9, 10..11], vec![4..8, 9..10, 11..12]]
         );
         let kv = Parts {
-            fused: Fused::Unstated,
             replicas: 2,
+            ..Parts::default()
         };
         assert_eq!(
             ranges(4, &Cut::Ranks(4), &kv),
             [vec![0..2], vec![0..2], vec![2..4], vec![2..4]]
         );
         assert!(cut(4, &Cut::Ranks(3), &kv).is_err());
+        // q cut 4 ways; k and v each cut 2 ways, each piece given to 2 consecutive ranks.
+        let qkv_replicated = Parts {
+            fused: Fused::Chunks(vec![4, 1, 1]),
+            part_replicas: vec![1, 2, 2],
+            ..Parts::default()
+        };
+        assert_eq!(
+            ranges(12, &Cut::Ranks(4), &qkv_replicated),
+            [
+                vec![0..2, 8..9, 10..11],
+                vec![2..4, 8..9, 10..11],
+                vec![4..6, 9..10, 11..12],
+                vec![6..8, 9..10, 11..12]
+            ]
+        );
         let why = cut(6, &Cut::Ranks(4), &plain).unwrap_err();
         assert!(why.contains("does not divide into 4"), "{why}");
         let hint = hint(6, &Cut::Ranks(4), &plain);

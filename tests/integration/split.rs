@@ -128,6 +128,50 @@ fn ranks_are_the_rules_reimplemented_and_join_back_byte_for_byte() {
     );
 }
 
+/// `replicas P:Q:R` after `chunks`: each part given to its own number of consecutive ranks
+/// (query heads cut 4 ways, key and value heads 2 ways), joined back by the same rule.
+#[test]
+fn per_part_replicas_split_and_join_back() {
+    let dir = copy_of(&fixtures().join("split/ranks"));
+    let dir = dir.path();
+    let rule = "*.qkv_proj.weight=0 chunks 4:1:1 replicas 1:2:2";
+    let tensor = "model.safetensors:layers.0.attn.qkv_proj.weight";
+    let split = [
+        "split",
+        "--ranks",
+        "4",
+        "--axis-for",
+        rule,
+        tensor,
+        "-o",
+        "r{rank}.safetensors",
+    ];
+    let plan = succeeds(dir, &[&split[..], &["--dry-run=json"]].concat());
+    let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
+    let slices = &plan["outputs"][2]["tensors"][0]["slices"];
+    assert_eq!(
+        slices,
+        &serde_json::json!(["[8:12, :]", "[18:20, :]", "[22:24, :]"])
+    );
+    succeeds(dir, &split);
+    let join = [
+        "--axis-for",
+        rule,
+        "r0.safetensors",
+        "r1.safetensors",
+        "r2.safetensors",
+        "r3.safetensors",
+        "-o",
+        "back.safetensors",
+    ];
+    succeeds(dir, &join);
+    succeeds(dir, &[tensor, "-o", "alone.safetensors"]);
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("alone.safetensors")).unwrap()
+    );
+}
+
 /// rules/llama.rules splits the merge fixture's model into the very shards it was merged from.
 #[test]
 fn llama_rules_split_a_model_into_the_shards_a_merge_joins() {
