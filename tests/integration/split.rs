@@ -172,6 +172,44 @@ fn per_part_replicas_split_and_join_back() {
     );
 }
 
+/// The acceptance: a tiny Llama saved by transformers (a PyTorch set of .bin shards)
+/// split into 2 and 4 ranks by rules/llama.rules, and joined back byte for byte to the
+/// safetensors file of the same tensors.
+#[test]
+fn a_tiny_llama_from_transformers_splits_into_2_and_4_ranks_and_joins_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let model = fixtures().join("transformers/llama");
+    let expected = fs::read(fixtures().join("transformers/expected.safetensors")).unwrap();
+    let rules = fixtures().join("../rules/llama.rules");
+    let rules = rules.to_str().unwrap();
+    for ranks in [2, 4] {
+        let template = format!("tp{ranks}-{{rank}}/model.safetensors");
+        let count = ranks.to_string();
+        let split = [
+            "split",
+            "--ranks",
+            &count,
+            "--rules",
+            rules,
+            model.to_str().unwrap(),
+            "-o",
+            &template,
+        ];
+        succeeds(dir, &split);
+        let mut join = vec!["--rules".to_string(), rules.to_string()];
+        join.extend((0..ranks).map(|r| format!("tp{ranks}-{r}/model.safetensors")));
+        join.extend(["-o".to_string(), format!("back{ranks}.safetensors")]);
+        let join: Vec<&str> = join.iter().map(String::as_str).collect();
+        succeeds(dir, &join);
+        let back = fs::read(dir.join(format!("back{ranks}.safetensors"))).unwrap();
+        assert!(
+            back == expected,
+            "{ranks} ranks: the join differs from the model"
+        );
+    }
+}
+
 /// rules/llama.rules splits the merge fixture's model into the very shards it was merged from.
 #[test]
 fn llama_rules_split_a_model_into_the_shards_a_merge_joins() {
