@@ -103,6 +103,24 @@ os.makedirs(out, exist_ok=True)
 consolidate_safetensors_files(ranks, out, dict.fromkeys(names, 1))
 """
 
+# What users do today to convert a PyTorch checkpoint: torch.load (weights only) and
+# safetensors' save_file, or huggingface_hub's save_torch_state_dict for a set.
+TORCH_CONVERT_PY = """
+import sys, json, os, torch
+src, out = sys.argv[1], sys.argv[2]
+if src.endswith(".index.json"):
+    from huggingface_hub import save_torch_state_dict
+    files = sorted(set(json.load(open(src))["weight_map"].values()))
+    state = {}
+    for f in files:
+        state.update(torch.load(os.path.join(os.path.dirname(src), f), weights_only=True))
+    os.makedirs(out, exist_ok=True)
+    save_torch_state_dict(state, out, max_shard_size=int(sys.argv[3]))
+else:
+    from safetensors.torch import save_file
+    save_file(torch.load(src, weights_only=True), out, metadata={"format": "pt"})
+"""
+
 # The shard limit of both checkpoint scenarios: 1 GiB makes 4 shards.
 SHARD_LIMIT = 300_000_000
 
@@ -226,7 +244,7 @@ def scenario_inputs(name, scale, folder):
             save_file(tensors, str(p), metadata={"format": "np"})
             paths.append(p)
         return 0, paths, ["--axis-for", "*.row.weight=1"]
-    if name in ("checkpoint_merge", "checkpoint_reshard"):
+    if name in ("checkpoint_merge", "checkpoint_reshard", "pytorch_set", "pytorch_file"):
         import json
         from safetensors.numpy import save_file
         # A model of 32 layers, each a float16 (2048, 4096) and a float32 (1024, 4096) matrix
@@ -241,6 +259,8 @@ def scenario_inputs(name, scale, folder):
             tensors[f"{prefix}.input_norm.weight"] = np.ones(cols, dtype=np.float32)
             tensors[f"{prefix}.post_norm.weight"] = np.ones(cols, dtype=np.float32)
         limit = max(1, int(SHARD_LIMIT * scale))
+        if name.startswith("pytorch_"):
+            return pytorch_checkpoint(name, tensors, limit, folder)
         if name == "checkpoint_reshard":
             p = folder / "model.safetensors"
             save_file(tensors, str(p), metadata={"format": "pt"})
@@ -266,6 +286,40 @@ def scenario_inputs(name, scale, folder):
     if name == "dcp_consolidate":
         return 0, dcp_ranks(folder / "ranks", scale), []
     raise SystemExit(f"unknown scenario {name}")
+
+
+def pytorch_checkpoint(name, tensors, limit, folder):
+    """Writes the checkpoint scenarios' tensors with torch.save: for `pytorch_file` one
+    `model.pt`, for `pytorch_set` the shards transformers' save_pretrained(safe_serialization=
+    False) writes (`pytorch_model-0000i-of-0000N.bin`, split as huggingface_hub splits, and
+    `pytorch_model.bin.index.json`); the tjoin arguments convert it into one .safetensors file,
+    or a set of shards of at most `limit` bytes."""
+    import json
+    import torch
+    state = {key: torch.from_numpy(t) for key, t in tensors.items()}
+    if name == "pytorch_file":
+        p = folder / "model.pt"
+        torch.save(state, str(p))
+        return 0, [p], []
+    shards, current, size = [], {}, 0
+    for key, t in state.items():
+        nbytes = t.numel() * t.element_size()
+        if size + nbytes > limit and current:
+            shards.append(current)
+            current, size = {}, 0
+        current[key] = t
+        size += nbytes
+    shards.append(current)
+    weight_map, paths = {}, []
+    for i, shard in enumerate(shards):
+        file = f"pytorch_model-{i + 1:05d}-of-{len(shards):05d}.bin"
+        torch.save(shard, str(folder / file))
+        weight_map.update({key: file for key in shard})
+        paths.append(folder / file)
+    total = sum(t.nbytes for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return 0, paths, ["--max-shard-size", str(limit)]
 
 
 def dcp_ranks(folder, scale):
@@ -390,6 +444,25 @@ def competitors(axis, paths, folder, extra):
             "tjoin": ([str(TJOIN), str(ranks), "-o", str(out["tjoin"])], out["tjoin"]),
             "torch": ([py, "-c", TORCH_CONSOLIDATE_PY, str(ranks), str(torch_out), files[0]], torch_out),
         }
+    if paths[0].suffix in (".pt", ".bin"):
+        # Convert a PyTorch checkpoint: one file into one .safetensors file, or a set through
+        # its index into a set of safetensors shards; cat copies the same bytes.
+        catter = (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"])
+        if "--max-shard-size" not in extra:
+            st = {n: folder / f"out_{n}.safetensors" for n in ("tjoin", "torch")}
+            return {
+                "cat": catter,
+                "tjoin": ([str(TJOIN), files[0], "-o", str(st["tjoin"])], st["tjoin"]),
+                "torch": ([py, "-c", TORCH_CONVERT_PY, files[0], str(st["torch"])], st["torch"]),
+            }
+        index = str(folder / "pytorch_model.bin.index.json")
+        limit = extra[extra.index("--max-shard-size") + 1]
+        shards = {n: folder / f"out_{n}" for n in ("tjoin", "torch")}
+        return {
+            "cat": catter,
+            "tjoin": ([str(TJOIN), index, "-o", f"{shards['tjoin']}/", *extra], shards["tjoin"]),
+            "torch": ([py, "-c", TORCH_CONVERT_PY, index, str(shards["torch"]), limit], shards["torch"]),
+        }
     if "--max-shard-size" in extra:
         # Re-shard one file into a folder; cat copies the same bytes.
         shards = {n: folder / f"out_{n}" for n in ("tjoin", "safetensors_py")}
@@ -470,6 +543,26 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
 def check_output(axis, paths, out, runs):
     """tjoin's output must equal the reference implementation's, byte for byte (PyTorch's
     consolidation, which writes no metadata and no header padding: tensor for tensor)."""
+    if "torch" in runs and paths[0].suffix in (".pt", ".bin"):
+        # torch.load + save_file, or save_torch_state_dict: the same bytes, but for the index,
+        # which huggingface_hub writes unsorted and without the final newline transformers
+        # (and tjoin) write: the same object.
+        import json
+        command, reference = runs["torch"]
+        subprocess.run(command, check=True)
+        files = sorted(p.name for p in reference.iterdir()) if reference.is_dir() else [""]
+        if reference.is_dir() and files != sorted(p.name for p in out.iterdir()):
+            raise SystemExit("tjoin wrote other files than save_torch_state_dict")
+        for name in files:
+            theirs, ours = (reference / name, out / name) if name else (reference, out)
+            if name.endswith(".json"):
+                same = json.loads(theirs.read_text()) == json.loads(ours.read_text())
+            else:
+                same = subprocess.run(["cmp", "-s", str(theirs), str(ours)]).returncode == 0
+            if not same:
+                raise SystemExit(f"tjoin's {name or 'output'} differs from torch.load + safetensors'")
+        remove(reference)
+        return
     if "torch" in runs:
         from safetensors import safe_open
         command, reference = runs["torch"]
@@ -641,7 +734,7 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

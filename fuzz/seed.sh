@@ -14,9 +14,9 @@ seed npy_header -name '*.npy' -size -64k
 seed safetensors_header -name '*.safetensors'
 seed npz_directory -name '*.npz'
 seed json_reader -name '*.json'
-seed pytorch_file -path '*pytorch*' -name '*.pt' -size -64k
+seed pytorch_file \( -path '*pytorch*' -o -path '*transformers*' \) \( -name '*.pt' -o -name '*.bin' \) -size -64k
 mkdir -p corpus/pickle_vm
-for f in ../fixtures/pytorch/*.pt; do
+for f in ../fixtures/pytorch/*.pt ../fixtures/transformers/llama/*.bin; do
   (cd corpus/pickle_vm && python3 -c 'import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
 name = next((n for n in z.namelist() if n.endswith("/data.pkl")), None)

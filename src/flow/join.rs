@@ -124,8 +124,15 @@ pub(crate) fn open_inputs(
     mut early: Option<&mut EarlyCopy>,
 ) -> Result<Vec<Input>> {
     let paths = config.paths;
-    if !config.any_order {
-        crate::plan::ranks::check_order(paths)?;
+    // Inputs numbered out of order are refused, unless they turn out to be DTensor rank
+    // files, whose own records place them (a shell lists `rank_10` before `rank_2`): the
+    // refusal waits until the inputs are open, and the early copy is not started.
+    let order = match config.any_order {
+        true => Ok(()),
+        false => crate::plan::ranks::check_order(paths),
+    };
+    if order.is_err() {
+        early = None;
     }
     let open_files = sys::raise_open_file_limit();
     // Inputs beyond a share of the open-file limit are closed after their header is read.
@@ -182,7 +189,11 @@ pub(crate) fn open_inputs(
         ));
     }
     // The files of a distributed checkpoint are one input, whose tensors are blocks.
-    let mut inputs = input::dcp::gather(inputs)?;
+    let inputs = input::dcp::gather(inputs)?;
+    let mut inputs = input::dtensor::gather(inputs)?;
+    if !matches!(inputs.as_slice(), [set] if input::dtensor::is_rank_set(set)) {
+        order?;
+    }
     if config.stack {
         stack::insert_axis(&mut inputs, config.axis)?;
     }

@@ -167,6 +167,9 @@ pub struct Contents {
     /// The format the file turned out to be, when not the one it was read as (a zip archive
     /// that holds a `torch.save` checkpoint rather than .npy members).
     pub format: Option<Format>,
+    /// For each tensor that is one rank's block of a DTensor (by its place in `tensors`),
+    /// the layout its file records: a `torch.save` of FSDP2 / DTensor state.
+    pub distributed: Vec<(usize, pickle::dtensor::Distributed)>,
 }
 
 /// One tensor a reader found.
@@ -627,6 +630,7 @@ mod tests {
                 metadata: None,
                 notes: Vec::new(),
                 format: None,
+                distributed: Vec::new(),
             })
         }),
         archive: None,

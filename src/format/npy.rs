@@ -36,6 +36,7 @@ pub const FORMAT: Descriptor = Descriptor {
             metadata: None,
             notes: Vec::new(),
             format: None,
+            distributed: Vec::new(),
         })
     }),
     archive: None,

@@ -88,6 +88,7 @@ pub fn read(
         metadata: None,
         notes: Vec::new(),
         format: None,
+        distributed: Vec::new(),
     })
 }
 

@@ -153,6 +153,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
         metadata: header.metadata,
         notes: Vec::new(),
         format: None,
+        distributed: Vec::new(),
     })
 }
 

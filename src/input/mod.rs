@@ -8,6 +8,7 @@
 //! files must not run out of file descriptors.
 
 pub mod dcp;
+pub mod dtensor;
 pub mod sharded;
 
 use std::fs::File;
@@ -62,6 +63,13 @@ pub struct Extras {
     /// The files it was read from besides its own (a sharded checkpoint's shards, a
     /// distributed checkpoint's other files), watched as its own is.
     pub(crate) more_watched: Vec<Watched>,
+    /// For a `torch.save` of DTensors, each tensor that is a rank's block (by its place in
+    /// `tensors`) and the layout its file records (`src/input/dtensor.rs` places them).
+    pub distributed: Vec<(usize, crate::format::pickle::dtensor::Distributed)>,
+    /// For DTensor rank files, the copies of blocks that several ranks hold (replicated),
+    /// each with the place in `tensors` of the copy kept: compared with it before the
+    /// output is written, and not written.
+    pub replicas: Vec<(usize, Tensor)>,
 }
 
 impl Extras {
@@ -72,7 +80,9 @@ impl Extras {
             && self.notes.is_empty()
             && self.shards.is_none()
             && self.offsets.is_none()
-            && self.more_watched.is_empty();
+            && self.more_watched.is_empty()
+            && self.distributed.is_empty()
+            && self.replicas.is_empty();
         (!empty).then(|| Box::new(self))
     }
 }
@@ -382,6 +392,7 @@ impl Input {
                 selected,
                 metadata: contents.metadata,
                 notes: contents.notes,
+                distributed: contents.distributed,
                 ..Extras::default()
             }
             .boxed(),

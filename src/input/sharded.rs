@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, Opened, no_such_tensor, safetensors};
-use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp};
+use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp, dtensor};
 use crate::limits;
 use crate::sys::spill::Spill;
 use crate::sys::{self, Accept};
@@ -82,6 +82,7 @@ pub fn open(
                 let mut head = Vec::new();
                 Input::open(name.position, file.into(), options, spill, &mut head, None)?
             }
+            Found::RankFiles(files) => dtensor::open_folder(&name, &files, options, spill)?,
             Found::Files(files) => match dcp::open_folder(&name, &files, options, spill)? {
                 Some(checkpoint) => checkpoint,
                 None => return Err(several_files(&name, &files)),
@@ -115,6 +116,9 @@ enum Found {
     Index(PathBuf),
     File(PathBuf),
     Files(Vec<PathBuf>),
+    /// `torch.save` files with a rank in their names (`model_world_size_2_rank_0.pt`), of a
+    /// folder without safetensors files or index: DTensor rank files.
+    RankFiles(Vec<PathBuf>),
 }
 
 /// The extensions of a PyTorch checkpoint file (`torch.save`'s), which a folder may hold alone.
@@ -127,7 +131,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
     let folder = &name.path;
     let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
     let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut pickles = Vec::new();
+    let (mut pickles, mut rank_files) = (Vec::new(), Vec::new());
     for entry in entries {
         let entry = entry.map_err(|e| name.io_error("list", e))?;
         let file_name = entry.file_name().to_string_lossy().into_owned();
@@ -140,6 +144,8 @@ fn in_folder(name: &InputRef) -> Result<Found> {
             pickle_indexes.push(file_name);
         } else if file_name.ends_with(".safetensors") {
             files.push(file_name);
+        } else if dtensor::is_rank_file_name(&file_name) {
+            rank_files.push(file_name);
         } else if PICKLE_EXTENSIONS.iter().any(|e| file_name.ends_with(e)) {
             pickles.push(file_name);
         }
@@ -156,6 +162,10 @@ fn in_folder(name: &InputRef) -> Result<Found> {
         indexes = pickle_indexes;
     }
     let at = |file: &String| folder.join(file);
+    if indexes.is_empty() && files.is_empty() && !rank_files.is_empty() {
+        rank_files.sort();
+        return Ok(Found::RankFiles(rank_files.iter().map(at).collect()));
+    }
     match (indexes.as_slice(), files.as_slice()) {
         ([index], _) => Ok(Found::Index(at(index))),
         ([], [file]) => Ok(Found::File(at(file))),

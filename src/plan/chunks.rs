@@ -286,13 +286,16 @@ pub fn representatives<'a>(
 /// the first piece of each group of `replicas[j]` consecutive pieces, after the others' part
 /// j is compared with it. Refuses a piece whose size along the axis is not a multiple of the
 /// proportions' sum, parts that would start or end inside a byte (float4), a count of pieces
-/// that a group size does not divide, and a replicated part that differs.
+/// that a group size does not divide, a replicated part that differs, and, unless
+/// `join_identical`, a part no count replicates that groups of consecutive pieces hold alike
+/// (ranks sharing key-value heads: joined, each would come out once per rank).
 pub fn chunked<'a>(
     name: &str,
     pieces: &[&'a Tensor],
     axis: usize,
     shares: &[u64],
     replicas: &[u64],
+    join_identical: bool,
 ) -> std::result::Result<Vec<(&'a Tensor, Range<u64>)>, Vec<Refusal>> {
     let replicas: Vec<u64> = match replicas.is_empty() {
         true => vec![1; shares.len()],
@@ -357,8 +360,27 @@ pub fn chunked<'a>(
     }
     let mut sources = Vec::with_capacity(pieces.len() * shares.len());
     let mut differing = Vec::new();
+    let mut shared = replicas.clone();
     let mut before = 0;
-    for (&width, &k) in widths.iter().zip(&replicas) {
+    for (j, (&width, &k)) in widths.iter().zip(&replicas).enumerate() {
+        let unit = pieces[0].info.shape[axis] / total;
+        // A constant tensor (a fresh model's zero biases) cannot tell: its rule stands.
+        let constant = || !compare::constant(pieces[0]).is_ok_and(|c| c.is_none());
+        if k == 1 && !join_identical {
+            let part = unit * before..unit * (before + width);
+            let same = |a: &Tensor, b: &Tensor| {
+                matches!(compare::differs_in(a, b, axis, part.clone()), Ok(None))
+            };
+            let n = pieces.len();
+            if n > 1 && same(pieces[0], pieces[1]) && !constant() {
+                let alike = |g: usize| {
+                    pieces
+                        .chunks(g)
+                        .all(|c| c[1..].iter().all(|o| same(c[0], o)))
+                };
+                shared[j] = (2..=n).find(|&g| n % g == 0 && alike(g)).unwrap_or(1) as u64;
+            }
+        }
         for group in pieces.chunks(k as usize) {
             let first = group[0];
             let unit = first.info.shape[axis] / total;
@@ -375,6 +397,50 @@ pub fn chunked<'a>(
             sources.push((first, range));
         }
         before += width;
+    }
+    if shared != replicas {
+        // The rule that says it: the output's proportions, with a count for every part.
+        let lcm = shared.iter().fold(1, |l, &k| l * k / gcd(l, k));
+        let out: Vec<u64> = widths
+            .iter()
+            .zip(&shared)
+            .map(|(w, k)| w * lcm / k)
+            .collect();
+        let g = out.iter().fold(0, |g, &x| gcd(g, x)).max(1);
+        let text = |v: &[u64]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        let out: Vec<u64> = out.iter().map(|x| x / g).collect();
+        let parts_shared: Vec<String> = (0..shared.len())
+            .filter(|&j| shared[j] != replicas[j])
+            .map(|j| {
+                format!(
+                    "part {} of {} in groups of {}",
+                    j + 1,
+                    shared.len(),
+                    shared[j]
+                )
+            })
+            .collect();
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{}`: its rule says `{spec}`, but consecutive inputs hold the same \
+                 bytes for a part ({}): joined part by part, each would come out once per input",
+                excerpt(name),
+                parts_shared.join(", ")
+            ),
+            details: Vec::new(),
+            hint: Some(format!(
+                "if ranks share that part (more ranks than key-value heads), say so: `chunks {} \
+                 replicas {}`; check that no rank's file is given twice; if the parts are meant \
+                 to be joined, add --join-identical",
+                text(&out),
+                text(&shared)
+            )),
+        }]);
     }
     if !differing.is_empty() {
         return Err(vec![Refusal {
@@ -418,6 +484,125 @@ pub fn chunked<'a>(
         }
     }
     Ok(sources)
+}
+
+/// A tensor an axis rule joins whose inputs hold the same bytes in groups of consecutive
+/// ones ([`replica_groups`]), with no `replicas` said: its name, axis, group size, and the
+/// rule as messages show it (whether an `--axis-for` flag, which a flag added later cannot
+/// override).
+#[derive(Debug, Clone)]
+pub struct Grouped {
+    /// The tensor's name.
+    pub name: String,
+    /// The rule's axis.
+    pub axis: i64,
+    /// How many consecutive inputs hold each piece.
+    pub k: usize,
+    /// The rule that joins it, as messages show it.
+    pub rule: String,
+    /// Whether that rule is an `--axis-for` flag.
+    pub flag: bool,
+}
+
+/// The smallest group size `k` (dividing the count, below it) such that every group of `k`
+/// consecutive inputs holds the same bytes for this tensor, which holds more than one value:
+/// ranks sharing a piece, as vLLM's are when there are more ranks than key-value heads.
+/// Joined plainly, each piece would come out `k` times, with exit 0 when no `--like` says
+/// the shape. `None` when the first two inputs differ, which costs one small read.
+pub fn replica_groups(sources: &[&Tensor]) -> Option<usize> {
+    let n = sources.len();
+    let same = |a: &Tensor, b: &Tensor| matches!(compare::differs(a, b), Ok(None));
+    if n < 4 || !same(sources[0], sources[1]) {
+        return None;
+    }
+    if !compare::constant(sources[0]).is_ok_and(|c| c.is_none()) {
+        return None;
+    }
+    (2..n).filter(|k| n % k == 0).find(|&k| {
+        sources
+            .chunks(k)
+            .all(|group| group[1..].iter().all(|other| same(group[0], other)))
+    })
+}
+
+/// The refusal of tensors [`replica_groups`] found, with the rule that joins each group's
+/// piece once; `names` are every tensor of the inputs, for the globs.
+pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> Refusal {
+    let details: Vec<String> = grouped
+        .iter()
+        .map(|g| {
+            format!(
+                "{}  the same in each group of {} consecutive inputs; joined by {}",
+                excerpt(&g.name),
+                g.k,
+                g.rule
+            )
+        })
+        .collect();
+    let mut flags = Vec::new();
+    let mut groups: Vec<(i64, usize, Vec<&str>)> = Vec::new();
+    for g in grouped.iter().filter(|g| !g.flag) {
+        match groups
+            .iter_mut()
+            .find(|(a, k, _)| (*a, *k) == (g.axis, g.k))
+        {
+            Some((_, _, members)) => members.push(&g.name),
+            None => groups.push((g.axis, g.k, vec![&g.name])),
+        }
+    }
+    for (axis, k, targets) in &groups {
+        for (glob, _) in suggest_globs(targets, names) {
+            let rule = format!("{}={axis} replicas {k}", excerpt(&glob));
+            flags.push(format!("--axis-for {}", shell_quote(&rule)));
+        }
+    }
+    let mut hint = String::from(
+        "if groups of consecutive ranks share one piece (more ranks than key-value heads, \
+         as vLLM splits them), say so with `replicas K`",
+    );
+    if !flags.is_empty() {
+        hint.push_str(&format!(
+            ": add {}",
+            crate::error::capped(flags, 10).join(" ")
+        ));
+    }
+    let flagged: Vec<&str> = grouped
+        .iter()
+        .filter(|g| g.flag)
+        .map(|g| g.rule.as_str())
+        .collect();
+    if !flagged.is_empty() {
+        let mut flagged = flagged;
+        flagged.dedup();
+        hint.push_str(&format!(
+            "; write ` replicas K` at the end of {} itself (an --axis-for added after it \
+             would not act)",
+            flagged.join(", ")
+        ));
+    }
+    hint.push_str(
+        "; check that the inputs are in rank order and no rank's file is given twice; if the \
+         pieces are meant to be joined, add --join-identical",
+    );
+    let count = grouped.len();
+    Refusal {
+        headline: format!(
+            "{count} tensor{} joined along an axis {} the same bytes in groups of \
+             consecutive inputs: the output would hold each group's piece once per member",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "has" } else { "have" },
+        ),
+        details: crate::error::capped(details, 10),
+        hint: Some(hint),
+    }
+}
+
+/// The greatest common divisor (`gcd(0, x)` is x).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// What kind of fused projection a name is, for the hint's example.
@@ -466,12 +651,35 @@ fn kind(module: &str) -> Kind {
     }
 }
 
-/// A tensor refused by [`unstated`]: its name, fused axis and kind.
+/// A tensor refused by [`unstated`]: its name, fused axis and kind; the proportions of its
+/// q, k and v that its output projection tells ([`qkv_shares`]), if it does; and the
+/// `chunks` its rule states, when they disagree with those.
 #[derive(Debug, Clone)]
 pub struct Unstated {
     name: String,
     axis: usize,
     kind: Kind,
+    told: Option<[u64; 3]>,
+    stated: Option<String>,
+}
+
+/// The proportions q:k:v an output projection tells, if it does ([`qkv_shares`]).
+type Told = Option<[u64; 3]>;
+
+/// The fused q, k, v projections whose attention output projection, a sibling row-parallel
+/// Linear, takes q's heads as its input features: so its input size is q's share of a rank's
+/// piece, and the rest is k and v, equal (vLLM's and Phi-3's `qkv_proj`, Baichuan's `W_pack`).
+const QKV_OUTPUTS: &[(&str, &str)] = &[("qkv_proj", "o_proj"), ("W_pack", "o_proj")];
+
+/// The proportions q:k:v of each rank's piece of a fused `qkv` tensor of `rows` along its
+/// fused axis, told by its output projection's input features (`out_inputs`), reduced.
+fn qkv_shares(rows: u64, out_inputs: u64) -> Option<[u64; 3]> {
+    let kv = rows
+        .checked_sub(out_inputs)
+        .filter(|r| r % 2 == 0 && *r > 0)?
+        / 2;
+    let g = gcd(out_inputs, kv).max(1);
+    (out_inputs > 0).then_some([out_inputs / g, kv / g, kv / g])
 }
 
 /// Whether the tensor `name` of `shape` is a fused projection joined along its fused axis
@@ -485,7 +693,7 @@ pub fn unstated(
     parts: &Parts,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
 ) -> Option<Unstated> {
-    if parts.fused != Fused::Unstated || shape.is_empty() {
+    if parts.fused == Fused::Plain || shape.is_empty() {
         return None;
     }
     let (module, leaf) = match name.rsplit_once('.') {
@@ -508,11 +716,38 @@ pub fn unstated(
         return None;
     }
     let kind = kind(module);
+    // The module's parent (`model.layers.0.self_attn.`), where its siblings are.
+    let front = (name.strip_suffix(leaf))
+        .and_then(|f| f.strip_suffix('.'))
+        .and_then(|f| f.strip_suffix(*module))
+        .unwrap_or("");
+    let told = QKV_OUTPUTS
+        .iter()
+        .find(|(m, _)| *m == *module)
+        .and_then(|(_, out)| sibling(&format!("{front}{out}.weight")))
+        .and_then(|out| qkv_shares(shape[fused_axis], *out.last()?));
+    if let Fused::Chunks(shares) = &parts.fused {
+        // A stated layout stands, unless the output projection tells other proportions: a
+        // rank's piece holds part j in the proportion share_j * replicas_j.
+        let told = told?;
+        let reps = (0..shares.len()).map(|j| parts.part_replicas.get(j).copied().unwrap_or(1));
+        let widths: Vec<u64> = shares.iter().zip(reps).map(|(s, r)| s * r).collect();
+        let total: u64 = widths.iter().sum();
+        let agree = widths.len() == 3
+            && widths[1] == widths[2]
+            && widths[0] * (told[0] + 2 * told[1]) == told[0] * total;
+        let stated = parts.to_string().trim().to_string();
+        return (!agree).then(|| Unstated {
+            name: name.to_string(),
+            axis,
+            kind,
+            told: Some(told),
+            stated: Some(stated),
+        });
+    }
     if let Kind::Gated(second) = kind {
         // Gated when the first layer is twice the second's input; plain when it is its size.
         // Without the second layer, tjoin cannot tell, and asks.
-        let front = &name[..name.len() - leaf.len() - 1];
-        let front = &front[..front.len() - module.len()];
         let second = sibling(&format!("{front}{second}.weight"));
         if let Some(second) = second
             && let Some(&inner) = second.last()
@@ -525,34 +760,80 @@ pub fn unstated(
         name: name.to_string(),
         axis,
         kind,
+        told,
+        stated: None,
     })
+}
+
+/// The refusals of fused tensors joined with no layout stated, or with proportions their
+/// output projection contradicts ([`unstated`]), with the rules that state each layout for
+/// them; `names` are every tensor of the inputs, for the globs.
+pub fn unstated_refusals(fused: &[Unstated], names: &[&str]) -> Vec<Refusal> {
+    let (stated, unstated): (Vec<Unstated>, Vec<Unstated>) =
+        fused.iter().cloned().partition(|f| f.stated.is_some());
+    let mut refusals = Vec::new();
+    if !stated.is_empty() {
+        let details = stated.iter().map(|f| {
+            let told = f.told.unwrap_or_default();
+            format!(
+                "{}  `{}`, but its output projection's input says q holds {} of every {} \
+                 rows of a rank's piece: `chunks {}:{}:{}`",
+                excerpt(&f.name),
+                f.stated.as_deref().unwrap_or_default(),
+                told[0],
+                told[0] + 2 * told[1],
+                told[0],
+                told[1],
+                told[2]
+            )
+        });
+        refusals.push(Refusal {
+            headline: format!(
+                "{} fused q, k, v tensor{} would be cut into parts of other sizes than {} \
+                 q, k and v: the result has the right shape and is a wrong model",
+                stated.len(),
+                if stated.len() == 1 { "" } else { "s" },
+                if stated.len() == 1 { "its" } else { "their" }
+            ),
+            details: crate::error::capped(details.collect(), 10),
+            hint: Some(
+                "give the proportions config.json's head counts give (num_attention_heads : \
+                 num_key_value_heads : num_key_value_heads); when several ranks hold each \
+                 key-value head, add `replicas 1:N:N`"
+                    .to_string(),
+            ),
+        });
+    }
+    if !unstated.is_empty() {
+        refusals.push(unstated_refusal(&unstated, names));
+    }
+    refusals
 }
 
 /// The refusal of fused tensors joined with no layout stated ([`unstated`]), with the rules
 /// that state each layout for them; `names` are every tensor of the inputs, for the globs.
-pub fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
+fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
     let details: Vec<String> = fused
         .iter()
         .map(|f| format!("{}  along axis {}", excerpt(&f.name), f.axis))
         .collect();
     let details = crate::error::capped(details, 10);
     // Globs for the tensors of one axis and kind, which one rule can state.
-    let mut groups: Vec<(usize, Kind, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(usize, Kind, Told, Vec<&str>)> = Vec::new();
     for f in fused {
-        match groups
-            .iter_mut()
-            .find(|(a, k, _)| (*a, *k) == (f.axis, f.kind))
-        {
-            Some((_, _, members)) => members.push(&f.name),
-            None => groups.push((f.axis, f.kind, vec![&f.name])),
+        let key = (f.axis, f.kind, f.told);
+        match groups.iter_mut().find(|(a, k, t, _)| (*a, *k, *t) == key) {
+            Some((_, _, _, members)) => members.push(&f.name),
+            None => groups.push((f.axis, f.kind, f.told, vec![&f.name])),
         }
     }
     let mut flags = Vec::new();
-    for (axis, kind, targets) in &groups {
-        let chunks = match kind {
-            Kind::Qkv => "chunks 3",
-            Kind::GateUp | Kind::Gated(_) => "chunks 2",
-            Kind::Several => "chunks P:Q:R",
+    for (axis, kind, told, targets) in &groups {
+        let chunks = match (kind, told) {
+            (Kind::Qkv, Some([q, k, v])) => format!("chunks {q}:{k}:{v}"),
+            (Kind::Qkv, None) => "chunks 3".to_string(),
+            (Kind::GateUp | Kind::Gated(_), _) => "chunks 2".to_string(),
+            (Kind::Several, _) => "chunks P:Q:R".to_string(),
         };
         for (glob, _) in suggest_globs(targets, names) {
             let glob = excerpt(&glob);
@@ -588,133 +869,5 @@ pub fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layouts_and_replicas_are_read_and_written_back() {
-        for (words, shown) in [
-            ("", ""),
-            ("plain", " plain"),
-            ("chunks 2", " chunks 2"),
-            ("chunks 1:1", " chunks 2"),
-            ("chunks 4:1:1", " chunks 4:1:1"),
-            ("replicas 2", " replicas 2"),
-            ("chunks 3 replicas 4", " chunks 3 replicas 4"),
-            ("replicas 4 plain", " plain replicas 4"),
-            (
-                "chunks 4:2:2 replicas 1:2:2",
-                " chunks 4:2:2 replicas 1:2:2",
-            ),
-            ("replicas 1:2:2 chunks 3", " chunks 3 replicas 1:2:2"),
-        ] {
-            let words: Vec<&str> = words.split_whitespace().collect();
-            assert_eq!(parse(&words).unwrap().to_string(), shown, "{words:?}");
-        }
-        for (words, says) in [
-            ("chunks", "needs a count or proportions"),
-            ("chunks 1", "is neither a count of 2 or more"),
-            ("chunks 0:1", "is neither"),
-            ("chunks 4:x", "is neither"),
-            ("chunks 65", "is neither"),
-            ("replicas", "needs a count of 2 or more"),
-            ("replicas 1", "needs a count of 2 or more"),
-            ("replicas 2 replicas 2", "given twice"),
-            ("plain chunks 2", "one of `plain` or `chunks`"),
-            ("replicas 1:2:2", "needs `chunks` with as many parts (3)"),
-            (
-                "chunks 2 replicas 1:2:2",
-                "needs `chunks` with as many parts (3)",
-            ),
-            (
-                "plain replicas 1:2",
-                "needs `chunks` with as many parts (2)",
-            ),
-            ("chunks 2 replicas 1:1", "is neither a count of 2 or more"),
-            ("chunks 2 replicas 0:2", "is neither"),
-            ("chunks 2 replicas 2:x", "is neither"),
-            (
-                "sideways",
-                "`sideways` after the axis is not a word of a rule",
-            ),
-        ] {
-            let words: Vec<&str> = words.split_whitespace().collect();
-            let error = parse(&words).unwrap_err();
-            assert!(error.contains(says), "{words:?}: {error}");
-        }
-    }
-
-    #[test]
-    fn fused_names_are_found_along_their_fused_axis_only() {
-        let none = |_: &str| None;
-        let unstated_at = |name: &str, shape: &[u64], axis| {
-            unstated(name, shape, axis, &Parts::default(), &none).map(|u| u.axis)
-        };
-        assert_eq!(
-            unstated_at("m.layers.0.attn.qkv_proj.weight", &[12, 4], 0),
-            Some(0)
-        );
-        assert_eq!(
-            unstated_at("m.layers.0.attn.qkv_proj.bias", &[12], 0),
-            Some(0)
-        );
-        assert_eq!(
-            unstated_at("m.layers.0.attn.qkv_proj.weight", &[12, 4], 1),
-            None
-        );
-        // Conv1D: the output features are the last axis.
-        assert_eq!(
-            unstated_at("transformer.h.0.attn.c_attn.weight", &[4, 12], 1),
-            Some(1)
-        );
-        assert_eq!(
-            unstated_at("transformer.h.0.attn.c_attn.weight", &[4, 12], 0),
-            None
-        );
-        assert_eq!(
-            unstated_at("transformer.h.0.attn.c_attn.bias", &[12], 0),
-            Some(0)
-        );
-        assert_eq!(unstated_at("encoder.in_proj_weight", &[12, 4], 0), Some(0));
-        // Not a fused module's weight or bias.
-        assert_eq!(
-            unstated_at("m.layers.0.attn.q_proj.weight", &[12, 4], 0),
-            None
-        );
-        assert_eq!(
-            unstated_at(
-                "d.layers.0.self_attention.linear_qkv.layer_norm_weight",
-                &[4],
-                0
-            ),
-            None
-        );
-        assert_eq!(unstated_at("qkv_proj.weight.scale", &[4], 0), None);
-        // A stated layout passes.
-        let plain = parse(&["plain"]).unwrap();
-        assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &plain, &none).is_none());
-        let replicas = parse(&["replicas", "2"]).unwrap();
-        assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &replicas, &none).is_some());
-    }
-
-    #[test]
-    fn a_first_mlp_layer_is_fused_when_twice_its_second_layers_input() {
-        let ask = |fc2: Option<Vec<u64>>| {
-            let sibling = move |name: &str| {
-                assert_eq!(name, "decoder.layers.0.mlp.linear_fc2.weight");
-                fc2.clone()
-            };
-            unstated(
-                "decoder.layers.0.mlp.linear_fc1.weight",
-                &[16, 8],
-                0,
-                &Parts::default(),
-                &sibling,
-            )
-            .is_some()
-        };
-        assert!(ask(Some(vec![8, 8])), "gated: [gate; up]");
-        assert!(!ask(Some(vec![8, 16])), "not gated");
-        assert!(ask(None), "cannot tell");
-    }
-}
+#[path = "chunks_tests.rs"]
+mod tests;

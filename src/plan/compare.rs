@@ -7,8 +7,8 @@
 //! little-endian, one big-endian) are the same tensor.
 
 use crate::dtype::{ByteOrder, swap_in_place};
-use crate::error::Result;
-use crate::input::Tensor;
+use crate::error::{Error, Refusal, Result, capped};
+use crate::input::{Input, Tensor};
 use crate::sys;
 
 /// How tensor `b` differs from `a`, if it does: type, shape, or the first differing element
@@ -202,4 +202,48 @@ pub fn constant(t: &Tensor) -> Result<Option<Vec<u8>>> {
         done += n as u64;
     }
     Ok(first)
+}
+
+/// Checks that every copy of a block that several DTensor ranks hold (a replicated block,
+/// a plain tensor every rank saved) equals the copy kept (`src/input/dtensor.rs`). Every
+/// copy that differs is refused, naming both files, the tensor and the block's region.
+pub fn replicas(input: &Input) -> Result<()> {
+    let replicas = crate::input::dtensor::replicas(input);
+    let offsets = input.offsets().unwrap_or_default();
+    let mut differing = Vec::new();
+    for (kept, copy) in replicas {
+        let Some(first) = input.tensors.get(*kept) else {
+            continue;
+        };
+        let region = offsets.get(*kept).map_or_else(String::new, |at| {
+            let ends: Vec<String> = at
+                .iter()
+                .zip(&first.info.shape)
+                .map(|(start, size)| format!("{start}:{}", start + size))
+                .collect();
+            format!(" (its block [{}])", ends.join(", "))
+        });
+        match differs(first, copy)? {
+            None => {}
+            Some(how) => {
+                differing.push(format!("{}{region}: {how} from {}", copy.name, first.name))
+            }
+        }
+    }
+    if differing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(vec![Refusal {
+        headline: format!(
+            "{}: values that several ranks hold (replicated, or plain tensors every rank \
+             saved) differ between ranks, so tjoin cannot tell which copy is right:",
+            input.name
+        ),
+        details: capped(differing, 20),
+        hint: Some(
+            "the ranks' states diverged (a buffer updated on one rank only) or a file is from \
+             another save: save the state dict again from ranks whose states agree"
+                .to_string(),
+        ),
+    }]))
 }

@@ -54,6 +54,24 @@ const BORROWED: &[(&str, &str)] = &[
     ("rules", "rules"),
     // A PyTorch distributed checkpoint: four ranks of a 2x2 mesh (without its expected file).
     ("checkpoint", "fixtures/dcp/mesh2x2"),
+    // FSDP2 rank files (torch.save of DTensors) of 4 ranks, named and in a folder.
+    (
+        "model_world_size_4_rank_0.pt",
+        "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_0.pt",
+    ),
+    (
+        "model_world_size_4_rank_1.pt",
+        "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_1.pt",
+    ),
+    (
+        "model_world_size_4_rank_2.pt",
+        "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_2.pt",
+    ),
+    (
+        "model_world_size_4_rank_3.pt",
+        "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_3.pt",
+    ),
+    ("actor", "fixtures/dtensor/fsdp2_ws4"),
 ];
 
 /// What a document says an output file holds.
@@ -232,6 +250,7 @@ fn example_files(command: &str) -> tempfile::TempDir {
     }
     // The folder holds the rank files only, as DCP writes it.
     let _ = fs::remove_file(dir.path().join("checkpoint/expected.safetensors"));
+    let _ = fs::remove_file(dir.path().join("actor/expected.safetensors"));
     if command.contains("batches") {
         write_batches(&dir.path().join("batches"));
     }

@@ -202,12 +202,13 @@ fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
 fn a_fused_qkv_holding_replicated_key_value_heads_needs_its_replicas_and_checks_them() {
     // 4 ranks, 2 key-value heads: rank r holds [q_r; k_(r/2); v_(r/2)].
     let family = FAMILIES.iter().find(|f| f.name == "vllm").unwrap();
-    // Without `replicas 1:2:2`, k and v come out twice their size: --like refuses.
+    // Without `replicas 1:2:2`, k and v would come out twice their size: o_proj's input tells
+    // that each rank's q is a third of its piece, not the half `chunks 4:2:2` cuts.
     let mut args = family.args(2);
     args.extend(ranks(family, 4));
     let stderr = refuses(&args);
     assert!(
-        stderr.contains("self_attn.qkv_proj.weight  [96, 32]"),
+        stderr.contains("`chunks 4:2:2`, but its output projection's input says q holds 1 of"),
         "{stderr}"
     );
     // Ranks 1 and 2 swapped (--any-order lets the names pass): the groups' k and v differ.
@@ -345,13 +346,47 @@ fn a_rule_removed_from_a_family_file_never_writes_a_wrong_model() {
     assert!(refusals > 200, "only {refusals} refusals");
 }
 
+/// The `--axis-for` flags a refusal's hint suggests, as arguments.
+fn axis_flags_in_hint(stderr: &str) -> Vec<String> {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    let mut flags = Vec::new();
+    for rest in hint.split("--axis-for '").skip(1) {
+        let rule = rest.split('\'').next().unwrap();
+        flags.extend(["--axis-for".to_string(), rule.to_string()]);
+    }
+    flags
+}
+
 #[test]
-fn more_ranks_than_key_value_heads_without_replicas_is_refused_with_like() {
-    for family in FAMILIES.iter().filter(|f| f.flags_at_4 == KV_REPLICAS) {
-        let mut args = family.args(2);
-        args.extend(ranks(family, 4));
-        let stderr = refuses(&args);
-        assert!(stderr.contains("k_proj.weight  [32, 32]"), "{stderr}");
+fn more_ranks_than_key_value_heads_without_replicas_is_refused_and_the_hint_merges() {
+    // 4 ranks, 2 key-value heads: ranks 0-1 hold head 0, ranks 2-3 head 1. Without
+    // `replicas 2` each head would come out twice; the bytes show it, with or without --like.
+    let kv_replicated = ["llama", "mistral", "qwen2", "mixtral"];
+    for family in FAMILIES.iter().filter(|f| kv_replicated.contains(&f.name)) {
+        let rules = path(&Path::new(ROOT).join("rules").join(family.rules));
+        for like in [false, true] {
+            let mut args = vec!["--rules".to_string(), rules.clone()];
+            if like {
+                args.extend(["--like".to_string(), family.expected()]);
+            }
+            args.extend(ranks(family, 4));
+            let stderr = refuses(&args);
+            assert!(
+                stderr.contains("the same in each group of 2 consecutive inputs; joined by"),
+                "{}: {stderr}",
+                family.name
+            );
+            // The hint's rules merge the original.
+            let mut args = family.args(2);
+            args.extend(axis_flags_in_hint(&stderr));
+            assert!(
+                args.iter().any(|a| a.ends_with("=0 replicas 2")),
+                "{stderr}"
+            );
+            args.extend(ranks(family, 4));
+            let (_dir, out) = merged(&args);
+            is_original(family, &out, "with the hint's rules");
+        }
     }
 }
 
@@ -374,4 +409,83 @@ fn every_rules_file_is_in_the_readme_table_with_a_command_using_like() {
             "{name}: the command has no --like"
         );
     }
+}
+
+/// The words between the first pair of backquotes after `marker` in the hint of `stderr`.
+fn words_in_hint(stderr: &str, marker: &str) -> String {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    let (_, rest) = hint.split_once(marker).expect(hint);
+    rest.split('`').nth(1).unwrap().to_string()
+}
+
+#[test]
+fn a_fused_qkv_s_proportions_are_checked_against_its_output_projection() {
+    // Phi-3 with 8 query and 4 key-value heads: each rank's qkv_proj is q:k:v = 2:1:1, as
+    // o_proj's input features tell. Other proportions have the right shape and a wrong model.
+    let family = FAMILIES.iter().find(|f| f.name == "phi3").unwrap();
+    for n in [2, 4] {
+        for wrong in ["chunks 3", "chunks 4:1:1", "chunks 8:4:4 replicas 1:2:2"] {
+            let mut args = family.args(n);
+            args[3] = format!("*.qkv_proj.weight=0 {wrong}");
+            args.extend(ranks(family, n));
+            let stderr = refuses(&args);
+            assert!(
+                stderr.contains(
+                    "2 fused q, k, v tensors would be cut into parts of other sizes than their \
+                     q, k and v"
+                ),
+                "{wrong}: {stderr}"
+            );
+            assert!(
+                stderr.contains("q holds 2 of every 4 rows of a rank's piece: `chunks 2:1:1`"),
+                "{stderr}"
+            );
+        }
+        // With no layout stated, the hint's chunks are the told ones, and they merge.
+        let rules = path(&Path::new(ROOT).join("rules").join(family.rules));
+        let mut args = vec!["--rules".to_string(), rules.clone(), "-a".to_string()];
+        args.push("0".to_string());
+        args.extend(ranks(family, n));
+        let stderr = refuses(&args);
+        let flags = axis_flags_in_hint(&stderr);
+        assert_eq!(flags[1], "*.qkv_proj.weight=0 chunks 2:1:1", "{stderr}");
+        let mut args = family.args(n);
+        args[3] = flags[1].clone();
+        args.extend(ranks(family, n));
+        let (_dir, out) = merged(&args);
+        is_original(family, &out, "with the hint's chunks");
+    }
+}
+
+#[test]
+fn following_every_hint_on_vllm_ranks_sharing_key_value_heads_ends_at_the_original() {
+    let family = FAMILIES.iter().find(|f| f.name == "vllm").unwrap();
+    let rules = path(&Path::new(ROOT).join("rules").join(family.rules));
+    let like = ["--like".to_string(), family.expected()];
+    // No layout stated: the hint tells each rank's proportions, 1:1:1 at 4 ranks.
+    let mut args = vec!["--rules".to_string(), rules.clone(), "-a".to_string()];
+    args.push("0".to_string());
+    args.extend(ranks(family, 4));
+    let stderr = refuses(&args);
+    let flags = axis_flags_in_hint(&stderr);
+    assert_eq!(flags[1], "*.qkv_proj.weight=0 chunks 1:1:1", "{stderr}");
+    // Followed: k and v are the same in pairs of ranks, and the hint says so.
+    let mut args = vec!["--rules".to_string(), rules.clone()];
+    args.extend(flags[..2].iter().cloned());
+    args.extend(like.iter().cloned());
+    args.extend(ranks(family, 4));
+    let stderr = refuses(&args);
+    assert!(
+        stderr.contains("(part 2 of 3 in groups of 2, part 3 of 3 in groups of 2)"),
+        "{stderr}"
+    );
+    let words = words_in_hint(&stderr, "say so: ");
+    assert_eq!(words, "chunks 2:1:1 replicas 1:2:2");
+    // Followed: the original.
+    let mut args = vec!["--rules".to_string(), rules, "--axis-for".to_string()];
+    args.push(format!("*.qkv_proj.weight=0 {words}"));
+    args.extend(like.iter().cloned());
+    args.extend(ranks(family, 4));
+    let (_dir, out) = merged(&args);
+    is_original(family, &out, "with every hint followed");
 }

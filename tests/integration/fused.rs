@@ -340,7 +340,25 @@ fn vllm_qkv_proj_in_unequal_parts_and_gate_up_proj_merge_chunk_wise() {
         let files = split_model(dir.path(), &model, ranks);
         fs::write(dir.path().join("vllm.rules"), rules).unwrap();
         merges(dir.path(), &["--rules", "vllm.rules"], &files, &model);
-        // Proportions that a rank's rows (12 at TP2, 6 at TP4) do not divide into.
+        // Proportions that a rank's rows (8 at TP2, 4 at TP4) do not divide into.
+        let odd = [
+            "--axis-for",
+            "*.gate_up_proj.weight=0 chunks 4:3",
+            "--rules",
+            "vllm.rules",
+        ];
+        let stderr = refuses(dir.path(), &odd, &files);
+        assert_mentions(
+            &stderr,
+            &[
+                "tensor `model.layers.0.mlp.gate_up_proj.weight`: its rule says `chunks 4:3`, \
+                 but a piece's size along axis 0 does not divide into parts in those \
+                 proportions (their sum is 7)",
+                "input 1 (a.safetensors:model.layers.0.mlp.gate_up_proj.weight) is [",
+            ],
+        );
+        // Proportions that do not cut q where o_proj's input says it ends: refused with those
+        // that do, although 4:3 would not divide either.
         let odd = [
             "--axis-for",
             "*.qkv_proj.weight=0 chunks 4:3",
@@ -351,10 +369,9 @@ fn vllm_qkv_proj_in_unequal_parts_and_gate_up_proj_merge_chunk_wise() {
         assert_mentions(
             &stderr,
             &[
-                "tensor `model.layers.0.self_attn.qkv_proj.weight`: its rule says `chunks 4:3`, \
-                 but a piece's size along axis 0 does not divide into parts in those \
-                 proportions (their sum is 7)",
-                "input 1 (a.safetensors:model.layers.0.self_attn.qkv_proj.weight) is [",
+                "model.layers.0.self_attn.qkv_proj.weight  `chunks 4:3`, but its output \
+                 projection's input says q holds 4 of every 6 rows of a rank's piece: \
+                 `chunks 4:1:1`",
             ],
         );
     }

@@ -10,6 +10,7 @@ mod containers;
 mod dcp;
 mod directml;
 mod docs;
+mod dtensor;
 mod early_copy;
 #[cfg(unix)]
 mod examples;

@@ -121,6 +121,7 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
         metadata: None,
         notes: Vec::new(),
         format: None,
+        distributed: Vec::new(),
     })
 }
 

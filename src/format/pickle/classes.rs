@@ -9,6 +9,9 @@
 /// A class whose instances are data to tjoin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataClass {
+    /// `torch.distributed.tensor.DTensor`, the tensor subclass `_rebuild_from_type_v2`
+    /// names: its state holds the local tensor and the spec (FSDP2 / DTensor rank files).
+    DTensor,
     /// `DTensorSpec(mesh, placements, tensor_meta, ...)`, a dataclass: FSDP2 / DTensor rank
     /// files (`torch.save` of a state dict of DTensors).
     DTensorSpec,
@@ -41,6 +44,7 @@ pub enum DataClass {
 
 /// Every class, for [`DataClass::resolve`].
 const ALL: &[DataClass] = &[
+    DataClass::DTensor,
     DataClass::DTensorSpec,
     DataClass::TensorMeta,
     DataClass::ShardOrderEntry,
@@ -64,6 +68,7 @@ impl DataClass {
     /// `__getstate__` tuple's) give, in order.
     fn spec(self) -> (&'static str, &'static str, &'static [&'static str]) {
         match self {
+            DataClass::DTensor => ("torch.distributed.tensor", "DTensor", &[]),
             DataClass::DTensorSpec => (DTENSOR_SPEC, "DTensorSpec", &[]),
             DataClass::TensorMeta => (DTENSOR_SPEC, "TensorMeta", &["shape", "stride", "dtype"]),
             DataClass::ShardOrderEntry => (

@@ -85,10 +85,10 @@ pub fn resolve(module: &str, name: &str) -> Step<Global> {
     let shown = crate::messages::excerpt(&path);
     if module.starts_with("torch.distributed") {
         return refused(format!(
-            "the pickle holds {shown}, a distributed tensor (DTensor): tjoin reads the tensors \
-             a state dict holds, not a process group's view of them; save the state dict with \
-             full tensors (`tensor.full_tensor()`), or save it with \
-             torch.distributed.checkpoint, whose files tjoin reads"
+            "the pickle names {shown}, a class of torch.distributed that tjoin does not read: \
+             it reads DTensors (Shard and Replicate placements) and DCP's metadata; save the \
+             state dict with full tensors (`tensor.full_tensor()`), or with \
+             torch.distributed.checkpoint"
         ));
     }
     if CODE_MODULES.contains(&module) || module.starts_with("os.") {
@@ -402,6 +402,22 @@ fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> St
             };
             match nodes.node(new_type) {
                 Node::Global(Global::TensorClass | Global::Parameter) => {}
+                // A DTensor: `_rebuild_wrapper_subclass`'s arguments, and the local tensor and
+                // spec in its state, recorded for `super::dtensor` to read.
+                Node::Global(Global::Class(DataClass::DTensor)) => {
+                    let Node::Tuple(inner_args) = nodes.node(inner) else {
+                        return damaged(format!("{path} is given arguments that are not a tuple"));
+                    };
+                    let Some(&state) = args.get(3) else {
+                        return damaged(format!("{path} makes a DTensor without its state"));
+                    };
+                    return Ok(Node::Object(Box::new(Object {
+                        class: DataClass::DTensor,
+                        args: inner_args.clone(),
+                        kwargs: Vec::new(),
+                        state: Some(state),
+                    })));
+                }
                 other => {
                     return refused(format!(
                         "{path} makes a tensor of class {}, where tjoin reads torch.Tensor and \

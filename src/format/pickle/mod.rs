@@ -34,6 +34,7 @@
 //! - TAR (torch before 0.4): refused, naming it.
 
 pub mod classes;
+pub mod dtensor;
 pub mod globals;
 pub mod state;
 pub mod value;
@@ -401,6 +402,7 @@ fn tensors(
         tensors: records,
         skipped,
         unreadable,
+        distributed: mut layouts,
     } = holdings;
     let mut notes = Vec::new();
     if let Some(wanted) = select {
@@ -426,9 +428,18 @@ fn tensors(
             .push(name.as_deref().unwrap_or("the tensor"));
     }
     let mut found = Vec::new();
-    for (name, record) in &records {
+    let mut distributed = Vec::new();
+    layouts.reverse();
+    for (at, (name, record)) in records.iter().enumerate() {
+        let layout = match layouts.last() {
+            Some((place, _)) if *place == at => layouts.pop().map(|(_, layout)| layout),
+            _ => None,
+        };
         if select.is_some_and(|wanted| name.as_deref() != Some(wanted)) {
             continue;
+        }
+        if let Some(layout) = layout {
+            distributed.push((found.len(), layout));
         }
         let tensor_ref = InputRef {
             tensor: name.as_deref().map(Into::into),
@@ -461,6 +472,7 @@ fn tensors(
         metadata: Some(vec![("format".to_string(), "pt".to_string())]),
         notes,
         format: None,
+        distributed,
     })
 }
 

@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use super::classes::DataClass;
+use super::dtensor::{self, Distributed};
 use super::value::{Id, Node, TensorRecord, kind_of};
 use super::vm::Pickled;
 
@@ -25,6 +27,9 @@ pub struct Holdings {
     pub skipped: Vec<String>,
     /// Tensors tjoin cannot read (quantized, sparse), by name, and why.
     pub unreadable: Vec<(String, String)>,
+    /// For each tensor that is a DTensor's local block (by its place in `tensors`), the
+    /// layout its file records.
+    pub distributed: Vec<(usize, Distributed)>,
 }
 
 /// Walks the pickle's root: a tensor, or containers of them.
@@ -33,6 +38,12 @@ pub fn holdings(pickled: &Pickled) -> Result<Holdings, String> {
     let mut seen: HashMap<String, usize> = HashMap::new();
     match pickled.node(pickled.root) {
         Node::Tensor(record) => out.tensors.push((None, (**record).clone())),
+        Node::Object(object) if object.class == DataClass::DTensor => {
+            let (record, layout) = dtensor::read(&pickled.nodes, object)
+                .map_err(|why| format!("the file holds {why}"))?;
+            out.distributed.push((0, layout));
+            out.tensors.push((None, record));
+        }
         Node::Dict(_) | Node::List(_) | Node::Tuple(_) => {
             walk(pickled, pickled.root, "", 0, &mut out, &mut seen)?;
         }
@@ -117,6 +128,23 @@ fn walk(
                 out.tensors.push((Some(name), (**record).clone()));
             }
             Node::Unreadable(why) => out.unreadable.push((name, why.to_string())),
+            Node::Object(object) if object.class == DataClass::DTensor => {
+                if seen.contains_key(&name) {
+                    return Err(format!(
+                        "two of its tensors are both named `{}` once nested names are joined \
+                         with dots",
+                        crate::messages::excerpt(&name)
+                    ));
+                }
+                match dtensor::read(&pickled.nodes, object) {
+                    Ok((record, layout)) => {
+                        seen.insert(name.clone(), out.tensors.len());
+                        out.distributed.push((out.tensors.len(), layout));
+                        out.tensors.push((Some(name), record));
+                    }
+                    Err(why) => out.unreadable.push((name, why)),
+                }
+            }
             Node::Dict(_) | Node::List(_) | Node::Tuple(_) if holds_tensors(pickled, value) => {
                 walk(pickled, value, &name, depth + 1, out, seen)?;
             }
@@ -151,6 +179,7 @@ fn holds_tensors(pickled: &Pickled, id: Id) -> bool {
         }
         match pickled.node(id) {
             Node::Tensor(_) | Node::Unreadable(_) => return true,
+            Node::Object(object) if object.class == DataClass::DTensor => return true,
             Node::Dict(entries) if depth < MAX_DEPTH => {
                 stack.extend(entries.iter().map(|&(_, v)| (v, depth + 1)));
             }

@@ -355,10 +355,14 @@ fn forbidden_globals_are_refused_by_name_at_their_byte() {
     let (_, text) = refusal(
         &P::default()
             .proto(2)
-            .global("torch.distributed.tensor", "DTensor")
+            .global("torch.distributed.tensor", "DTensorShardedSomehow")
             .stop(),
     );
-    assert!(text.contains("DTensor"), "{text}");
+    assert!(
+        text.contains("torch.distributed.tensor.DTensorShardedSomehow")
+            && text.contains("full_tensor"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -158,6 +158,7 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
     let built = if let [checkpoint] = inputs
         && let Some(blocks) = input::dcp::blocks(checkpoint)
     {
+        compare::replicas(checkpoint)?;
         build_blocks(blocks, options)
     } else if whole_files(inputs, options) {
         build_whole(inputs, options)
@@ -252,10 +253,10 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
     let parts = options.parts(decided);
     let none = |_: &str| None;
     if let Some(fused) = fused_unstated(&name, &sources, axis, &parts, options, &none) {
-        return Err(Error::Refused(vec![chunks::unstated_refusal(
+        return Err(Error::Refused(chunks::unstated_refusals(
             &[fused],
             &[&name],
-        )]));
+        )));
     }
     let sources = chunks::representatives(&name, &sources, &parts)?;
     // One tensor: its refusals need no name to tell them apart.
@@ -377,6 +378,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
     let sibling = |name: &str| by_name[0].get(name).map(|t| t.info.shape.to_vec());
     let mut undecidable: Vec<Constant> = Vec::new();
     let mut identical_joined: Vec<(&str, &Tensor, usize)> = Vec::new();
+    let mut grouped: Vec<chunks::Grouped> = Vec::new();
     let mut uneven: Vec<String> = Vec::new();
     // A merge of checkpoints (files of several tensors each, with tensor rules or a --like
     // reference), not a dataset's shards (`day1.npz day2.npz`, of any sizes): only there are
@@ -437,6 +439,21 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                 identical_joined.push((name, sources[0], at));
                 continue;
             }
+            if !options.join_identical && parts.replicas == 1 && parts.part_replicas.is_empty() {
+                if let Some(k) = chunks::replica_groups(&sources) {
+                    let rule = &options.rules.rules()[at];
+                    let flag = rule.origin == crate::plan::rules::Origin::AxisForFlag;
+                    let (name, rule) = (name.to_string(), rule.to_string());
+                    grouped.push(chunks::Grouped {
+                        name,
+                        axis,
+                        k,
+                        rule,
+                        flag,
+                    });
+                    continue;
+                }
+            }
             match chunks::representatives(name, &sources, &parts) {
                 Ok(pieces) => plan_tensor(name, pieces, Some(axis), &parts, options, true),
                 Err(Error::Refused(problems)) => Err(problems),
@@ -491,7 +508,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }
     if !fused.is_empty() {
-        refusals.push(chunks::unstated_refusal(&fused, &names));
+        refusals.extend(chunks::unstated_refusals(&fused, &names));
     }
     if !undecidable.is_empty() {
         refusals.push(undecidable_refusal(&undecidable, inputs, &names, options));
@@ -503,6 +520,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             &names,
             options,
         ));
+    }
+    if !grouped.is_empty() {
+        refusals.push(chunks::grouped_refusal(&grouped, &names));
     }
     if !uneven.is_empty() {
         refusals.push(uneven_refusal(uneven));
@@ -646,7 +666,8 @@ fn plan_tensor<'a>(
         .map_err(|e| about(label, e))?;
     check_byte_runs(&sources, axis)?;
     if let chunks::Fused::Chunks(shares) = &parts.fused {
-        let slices = chunks::chunked(name, &sources, axis, shares, &parts.part_replicas)?;
+        let (reps, together) = (&parts.part_replicas, options.join_identical);
+        let slices = chunks::chunked(name, &sources, axis, shares, reps, together)?;
         let cut: Vec<plan::Source> = slices
             .iter()
             .map(|(t, range)| plan::Source {
