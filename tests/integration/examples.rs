@@ -271,12 +271,13 @@ fn write_batches(dir: &Path) {
     }
 }
 
-/// The paths a command's `-o` names, but standard output.
+/// The paths a command's `-o` names, but standard output and `tjoin split`'s templates
+/// (`'part-{part}.npy'`), which name no file themselves.
 fn outputs(command: &str) -> Vec<&str> {
     let words: Vec<&str> = command.split_whitespace().collect();
     words
         .windows(2)
-        .filter(|pair| pair[0] == "-o" && pair[1] != "-")
+        .filter(|pair| pair[0] == "-o" && pair[1] != "-" && !pair[1].contains('{'))
         .map(|pair| pair[1])
         .collect()
 }

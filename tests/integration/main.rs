@@ -40,6 +40,7 @@ mod reliability;
 mod sharded;
 mod sharded_commit;
 mod spec;
+mod split;
 mod splitmix;
 mod terminal;
 mod usability;
