@@ -198,7 +198,8 @@ fn shares(
     if outputs as u64 > parts.replicas
         && let Some(fused) = chunks::unstated(name, shape, axis, &parts, sibling)
     {
-        return Err(chunks::unstated_refusal(&[fused], &[name]));
+        // One tensor, so one refusal: its layout unstated, or its proportions contradicted.
+        return Err(chunks::unstated_refusals(&[fused], &[name]).remove(0));
     }
     let len = shape[axis];
     let ranges = cut(len, options.cut, &parts).map_err(|why| Refusal {
