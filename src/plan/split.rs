@@ -76,7 +76,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
                     jobs[output].push(tensor_job(name, tensor, axis, share, format));
                 }
             }
-            Err(refusal) => refusals.push(refusal),
+            Err(problems) => refusals.extend(problems),
         }
     }
     if refusals.is_empty() {
@@ -152,7 +152,7 @@ fn shares(
     info: &TensorInfo,
     options: &SplitOptions,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
-) -> std::result::Result<(usize, Vec<Share>), Refusal> {
+) -> std::result::Result<(usize, Vec<Share>), Vec<Refusal>> {
     let outputs = options.formats.len();
     let rules = options.rules.rules();
     let decided = options.rules.decide(name).map(|at| &rules[at]);
@@ -163,7 +163,7 @@ fn shares(
         None => (options.axis, Parts::default()),
     };
     let Some(axis) = axis else {
-        return Err(Refusal {
+        return Err(vec![Refusal {
             headline: format!(
                 "{} {}: no rule says which axis to split it along",
                 label,
@@ -175,7 +175,7 @@ fn shares(
                  or `NAME = keep` (--keep) to copy it whole to every output"
                     .to_string(),
             ),
-        });
+        }]);
     };
     let rank = shape.len() as i64;
     if !(-rank..rank).contains(&axis) {
@@ -184,7 +184,7 @@ fn shares(
         } else {
             format!("it has axes 0 to {} (or -{rank} to -1)", rank - 1)
         };
-        return Err(Refusal {
+        return Err(vec![Refusal {
             headline: format!(
                 "cannot split {} {} along axis {axis}: {why}",
                 label,
@@ -192,26 +192,27 @@ fn shares(
             ),
             details: Vec::new(),
             hint: Some("name an axis it has, or keep it whole with --keep".to_string()),
-        });
+        }]);
     }
     let axis = axis.rem_euclid(rank) as usize;
     if outputs as u64 > parts.replicas
         && let Some(fused) = chunks::unstated(name, shape, axis, &parts, sibling)
     {
-        // One tensor, so one refusal: its layout unstated, or its proportions contradicted.
-        return Err(chunks::unstated_refusals(&[fused], &[name]).remove(0));
+        return Err(chunks::unstated_refusals(&[fused], &[name]));
     }
     let len = shape[axis];
-    let ranges = cut(len, options.cut, &parts).map_err(|why| Refusal {
-        headline: format!(
-            "cannot split {} {} along axis {axis}: {why}",
-            label,
-            info.shape_text()
-        ),
-        details: Vec::new(),
-        hint: Some(hint(len, options.cut, &parts)),
+    let ranges = cut(len, options.cut, &parts).map_err(|why| {
+        vec![Refusal {
+            headline: format!(
+                "cannot split {} {} along axis {axis}: {why}",
+                label,
+                info.shape_text()
+            ),
+            details: Vec::new(),
+            hint: Some(hint(len, options.cut, &parts)),
+        }]
     })?;
-    check_whole_bytes(label, info, axis, &ranges)?;
+    check_whole_bytes(label, info, axis, &ranges).map_err(|r| vec![r])?;
     Ok((axis, ranges.into_iter().map(Share::Slices).collect()))
 }
 
