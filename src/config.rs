@@ -38,6 +38,7 @@ use crate::plan::job::JobOptions;
 use crate::plan::reference::Reference;
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::spec::Spec;
+pub use crate::plan::split::Cut;
 
 /// How a dry run prints the plan: the report stage's, named here as a command's choice.
 pub use crate::report::plan::PlanForm;
@@ -351,38 +352,10 @@ pub struct SplitConfig {
     pub progress: When,
 }
 
-/// How a split cuts each tensor along its axis.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cut {
-    /// Into `count` parts as numpy.array_split cuts them (the first `len % count` one longer);
-    /// with `exact`, a length that `count` does not divide is refused.
-    Parts {
-        /// How many parts.
-        count: u64,
-        /// Refuse uneven parts.
-        exact: bool,
-    },
-    /// Into parts of these sizes, which must add up to the length.
-    Sizes(Vec<u64>),
-    /// Into tensor-parallel ranks by the tensor rules: each tensor along its rule's axis, in
-    /// equal pieces (`chunks` and `replicas` in reverse), `keep` tensors whole to every rank.
-    Ranks(u64),
-}
-
 impl SplitConfig {
     /// Whether the output `path` is a sharded checkpoint: it names a folder (`tp{rank}/`).
     pub fn sharded(&self, path: &Path) -> bool {
         let text = path.as_os_str().to_string_lossy();
         text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
-    }
-}
-
-impl Cut {
-    /// How many outputs the cut makes.
-    pub fn outputs(&self) -> u64 {
-        match self {
-            Cut::Parts { count, .. } | Cut::Ranks(count) => *count,
-            Cut::Sizes(sizes) => sizes.len() as u64,
-        }
     }
 }

@@ -12,7 +12,6 @@
 
 use std::ops::Range;
 
-use crate::config::Cut;
 use crate::error::{Error, Refusal, Result};
 use crate::format::{Format, Layout, TensorInfo};
 use crate::input::{Input, Tensor};
@@ -21,6 +20,34 @@ use crate::plan::chunks::{self, Fused, Parts};
 use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
 use crate::plan::rules::{Matcher, Treatment};
 use crate::plan::{self, Source};
+
+/// How a split cuts each tensor along its axis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// Into `count` parts as numpy.array_split cuts them (the first `len % count` one longer);
+    /// with `exact`, a length that `count` does not divide is refused.
+    Parts {
+        /// How many parts.
+        count: u64,
+        /// Refuse uneven parts.
+        exact: bool,
+    },
+    /// Into parts of these sizes, which must add up to the length.
+    Sizes(Vec<u64>),
+    /// Into tensor-parallel ranks by the tensor rules: each tensor along its rule's axis, in
+    /// equal pieces (`chunks` and `replicas` in reverse), `keep` tensors whole to every rank.
+    Ranks(u64),
+}
+
+impl Cut {
+    /// How many outputs the cut makes.
+    pub fn outputs(&self) -> u64 {
+        match self {
+            Cut::Parts { count, .. } | Cut::Ranks(count) => *count,
+            Cut::Sizes(sizes) => sizes.len() as u64,
+        }
+    }
+}
 
 /// What a split's plan needs beyond the input.
 #[derive(Clone, Copy)]
