@@ -1,6 +1,7 @@
 //! The documents say what the code is: README.md's layout names every source file, and every
 //! path into the repository that README.md and docs/ name exists. And the files stay a size a
-//! reader can hold: none over 900 lines.
+//! reader can hold: none over 900 lines. And the stages stay in their order: no import runs
+//! up or across them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -170,5 +171,90 @@ fn paths_are_read_as_a_reader_would() {
             "man/tjoin.1",
             "tests/integration/docs.rs",
         ]
+    );
+}
+
+/// The stage of a module under `src/`, by its first path component, from the ground up, as
+/// docs/design.md draws them ("Stages, and what each one's config holds"). Stages of one
+/// rank do not import each other.
+fn stage(module: &str) -> Option<(u8, &str)> {
+    let rank = match module {
+        "dtype" | "messages" | "outliers" => 1,
+        "error" => 2,
+        "sys" => 3,
+        "limits" => 4,
+        "format" => 5,
+        "input" | "output" => 6,
+        "plan" => 7,
+        "engine" => 8,
+        "backend" => 9,
+        "report" => 10,
+        "config" => 11,
+        "cli" | "flow" => 12,
+        "lib" | "run" => 13,
+        "main" => 14,
+        _ => return None,
+    };
+    Some((rank, module))
+}
+
+/// The modules `line` names as `crate::NAME` (and `crate::{a, b}`).
+fn crate_modules(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in line.match_indices("crate::") {
+        let rest = &line[at + "crate::".len()..];
+        let names = match rest.strip_prefix('{') {
+            Some(group) => group.split('}').next().unwrap_or("").to_string(),
+            None => rest.to_string(),
+        };
+        for name in names.split(',') {
+            let name: String = name
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_stage_imports_a_stage_above_it_or_beside_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = Vec::new();
+    for file in files_under(root, "src") {
+        let name = file.trim_start_matches("src/");
+        let top = name.split(['/', '.']).next().unwrap();
+        let Some((rank, own)) = stage(top) else {
+            wrong.push(format!("{file}: a stage docs/design.md does not place"));
+            continue;
+        };
+        // Tests see every stage: unit-test files, and a module's tests below `#[cfg(test)]`.
+        if name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(root.join(&file)).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (number, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for module in crate_modules(line) {
+                let Some((theirs, other)) = stage(&module) else {
+                    continue;
+                };
+                if theirs > rank || (theirs == rank && other != own) {
+                    wrong.push(format!("{file}:{}: crate::{module}", number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that run up or across the stages (see docs/design.md):\n{}",
+        wrong.join("\n")
     );
 }
