@@ -103,6 +103,72 @@ os.makedirs(out, exist_ok=True)
 consolidate_safetensors_files(ranks, out, dict.fromkeys(names, 1))
 """
 
+# What users do today to convert a PyTorch checkpoint: torch.load (weights only) and
+# safetensors' save_file, or huggingface_hub's save_torch_state_dict for a set.
+TORCH_CONVERT_PY = """
+import sys, json, os, torch
+src, out = sys.argv[1], sys.argv[2]
+if src.endswith(".index.json"):
+    from huggingface_hub import save_torch_state_dict
+    files = sorted(set(json.load(open(src))["weight_map"].values()))
+    state = {}
+    for f in files:
+        state.update(torch.load(os.path.join(os.path.dirname(src), f), weights_only=True))
+    os.makedirs(out, exist_ok=True)
+    save_torch_state_dict(state, out, max_shard_size=int(sys.argv[3]))
+else:
+    from safetensors.torch import save_file
+    save_file(torch.load(src, weights_only=True), out, metadata={"format": "pt"})
+"""
+
+# PyTorch's own way from DCP's default format to a safetensors file: dcp_to_torch_save, then
+# save_file of the model's tensors (named without `model.`, as tjoin names them by default).
+TORCH_DCP_TO_SAFETENSORS_PY = """
+import os, sys, tempfile, torch
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+folder, out = sys.argv[1], sys.argv[2]
+with tempfile.TemporaryDirectory(dir=os.path.dirname(out)) as tmp:
+    full = os.path.join(tmp, "full.pt")
+    dcp_to_torch_save(folder, full)
+    model = torch.load(full, weights_only=True)["model"]
+save_file({k: v.contiguous() for k, v in model.items()}, out, metadata={"format": "pt"})
+"""
+
+# Writes DCP's default format as torch.distributed.checkpoint.save does it, on 4 gloo ranks
+# of a 2x2 mesh; each rank builds only its own blocks (DTensor.from_local), so memory stays at
+# one rank's share.
+DCP_DEFAULT_WRITE_PY = """
+import os, sys, torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+
+def block(seed, shape, dtype):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
+
+def main(rank, folder, cols):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29791")
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    mesh = init_device_mesh("cpu", (2, 2))
+    r, c = rank // 2, rank % 2
+    state = {}
+    def put(name, local, shape, places):
+        stride = torch.empty(shape, device="meta").stride()
+        state[name] = DTensor.from_local(local, mesh, places, run_check=False, shape=torch.Size(shape), stride=stride)
+    for layer in range(16):
+        p = f"layers.{layer}"
+        put(f"{p}.mlp.weight", block(layer * 16 + rank, (2048, cols // 2), torch.float16), (4096, cols), [Shard(0), Shard(1)])
+        put(f"{p}.attn.weight", block(layer * 16 + 4 + rank, (512, cols), torch.float32), (2048, cols), [Shard(0), Shard(0)])
+        put(f"{p}.norm.weight", block(layer * 16 + 8 + rank, (cols // 4,), torch.float32), (cols,), [Shard(0), Shard(0)])
+    dcp.save({"model": state}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(sys.argv[1], int(sys.argv[2])), nprocs=4, join=True)
+"""
+
 # The shard limit of both checkpoint scenarios: 1 GiB makes 4 shards.
 SHARD_LIMIT = 300_000_000
 
@@ -226,7 +292,7 @@ def scenario_inputs(name, scale, folder):
             save_file(tensors, str(p), metadata={"format": "np"})
             paths.append(p)
         return 0, paths, ["--axis-for", "*.row.weight=1"]
-    if name in ("checkpoint_merge", "checkpoint_reshard"):
+    if name in ("checkpoint_merge", "checkpoint_reshard", "pytorch_set", "pytorch_file"):
         import json
         from safetensors.numpy import save_file
         # A model of 32 layers, each a float16 (2048, 4096) and a float32 (1024, 4096) matrix
@@ -241,6 +307,8 @@ def scenario_inputs(name, scale, folder):
             tensors[f"{prefix}.input_norm.weight"] = np.ones(cols, dtype=np.float32)
             tensors[f"{prefix}.post_norm.weight"] = np.ones(cols, dtype=np.float32)
         limit = max(1, int(SHARD_LIMIT * scale))
+        if name.startswith("pytorch_"):
+            return pytorch_checkpoint(name, tensors, limit, folder)
         if name == "checkpoint_reshard":
             p = folder / "model.safetensors"
             save_file(tensors, str(p), metadata={"format": "pt"})
@@ -265,7 +333,50 @@ def scenario_inputs(name, scale, folder):
         return 0, paths, []
     if name == "dcp_consolidate":
         return 0, dcp_ranks(folder / "ranks", scale), []
+    if name == "dcp_default":
+        ckpt = folder / "ckpt"
+        cols = max(8, int(4096 * scale) // 8 * 8)
+        # A file, not `-c`: the spawned ranks import the script's main module.
+        script = folder / "write_dcp.py"
+        script.write_text(DCP_DEFAULT_WRITE_PY)
+        subprocess.run([sys.executable, str(script), str(ckpt), str(cols)], check=True,
+                       stderr=subprocess.DEVNULL)
+        return 0, [ckpt / ".metadata", *sorted(ckpt.glob("*.distcp"))], []
     raise SystemExit(f"unknown scenario {name}")
+
+
+def pytorch_checkpoint(name, tensors, limit, folder):
+    """Writes the checkpoint scenarios' tensors with torch.save: for `pytorch_file` one
+    `model.pt`, for `pytorch_set` the shards transformers' save_pretrained(safe_serialization=
+    False) writes (`pytorch_model-0000i-of-0000N.bin`, split as huggingface_hub splits, and
+    `pytorch_model.bin.index.json`); the tjoin arguments convert it into one .safetensors file,
+    or a set of shards of at most `limit` bytes."""
+    import json
+    import torch
+    state = {key: torch.from_numpy(t) for key, t in tensors.items()}
+    if name == "pytorch_file":
+        p = folder / "model.pt"
+        torch.save(state, str(p))
+        return 0, [p], []
+    shards, current, size = [], {}, 0
+    for key, t in state.items():
+        nbytes = t.numel() * t.element_size()
+        if size + nbytes > limit and current:
+            shards.append(current)
+            current, size = {}, 0
+        current[key] = t
+        size += nbytes
+    shards.append(current)
+    weight_map, paths = {}, []
+    for i, shard in enumerate(shards):
+        file = f"pytorch_model-{i + 1:05d}-of-{len(shards):05d}.bin"
+        torch.save(shard, str(folder / file))
+        weight_map.update({key: file for key in shard})
+        paths.append(folder / file)
+    total = sum(t.nbytes for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return 0, paths, ["--max-shard-size", str(limit)]
 
 
 def dcp_ranks(folder, scale):
@@ -378,9 +489,20 @@ def timed(command, out):
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
     suffix = paths[0].suffix if paths[0].suffix != ".json" else ".npy"
+    if paths[0].name == ".metadata":
+        suffix = ".safetensors"
     out = {name: folder / f"out_{name}{suffix}" for name in ("tjoin", "numpy", "numpy_ooc", "cat", "safetensors_py")}
     files = [str(p) for p in paths]
     py = sys.executable
+    if paths[0].name == ".metadata":
+        # DCP's default format: its folder into one file; cat copies the .distcp files.
+        ckpt = paths[0].parent
+        torch_out = folder / "out_torch.safetensors"
+        return {
+            "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files[1:]], out["cat"]),
+            "tjoin": ([str(TJOIN), str(ckpt), "-o", str(out["tjoin"])], out["tjoin"]),
+            "torch": ([py, "-c", TORCH_DCP_TO_SAFETENSORS_PY, str(ckpt), str(torch_out)], torch_out),
+        }
     if paths[0].name.startswith("shard-00001-model-"):
         # Consolidate a distributed checkpoint's rank files (their folder) into one file.
         ranks = paths[0].parent
@@ -389,6 +511,25 @@ def competitors(axis, paths, folder, extra):
             "cat": (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"]),
             "tjoin": ([str(TJOIN), str(ranks), "-o", str(out["tjoin"])], out["tjoin"]),
             "torch": ([py, "-c", TORCH_CONSOLIDATE_PY, str(ranks), str(torch_out), files[0]], torch_out),
+        }
+    if paths[0].suffix in (".pt", ".bin"):
+        # Convert a PyTorch checkpoint: one file into one .safetensors file, or a set through
+        # its index into a set of safetensors shards; cat copies the same bytes.
+        catter = (["sh", "-c", 'cat "$@" > "$0"', str(out["cat"]), *files], out["cat"])
+        if "--max-shard-size" not in extra:
+            st = {n: folder / f"out_{n}.safetensors" for n in ("tjoin", "torch")}
+            return {
+                "cat": catter,
+                "tjoin": ([str(TJOIN), files[0], "-o", str(st["tjoin"])], st["tjoin"]),
+                "torch": ([py, "-c", TORCH_CONVERT_PY, files[0], str(st["torch"])], st["torch"]),
+            }
+        index = str(folder / "pytorch_model.bin.index.json")
+        limit = extra[extra.index("--max-shard-size") + 1]
+        shards = {n: folder / f"out_{n}" for n in ("tjoin", "torch")}
+        return {
+            "cat": catter,
+            "tjoin": ([str(TJOIN), index, "-o", f"{shards['tjoin']}/", *extra], shards["tjoin"]),
+            "torch": ([py, "-c", TORCH_CONVERT_PY, index, str(shards["torch"]), limit], shards["torch"]),
         }
     if "--max-shard-size" in extra:
         # Re-shard one file into a folder; cat copies the same bytes.
@@ -470,12 +611,35 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
 def check_output(axis, paths, out, runs):
     """tjoin's output must equal the reference implementation's, byte for byte (PyTorch's
     consolidation, which writes no metadata and no header padding: tensor for tensor)."""
+    if "torch" in runs and paths[0].suffix in (".pt", ".bin"):
+        # torch.load + save_file, or save_torch_state_dict: the same bytes, but for the index,
+        # which huggingface_hub writes unsorted and without the final newline transformers
+        # (and tjoin) write: the same object.
+        import json
+        command, reference = runs["torch"]
+        subprocess.run(command, check=True)
+        files = sorted(p.name for p in reference.iterdir()) if reference.is_dir() else [""]
+        if reference.is_dir() and files != sorted(p.name for p in out.iterdir()):
+            raise SystemExit("tjoin wrote other files than save_torch_state_dict")
+        for name in files:
+            theirs, ours = (reference / name, out / name) if name else (reference, out)
+            if name.endswith(".json"):
+                same = json.loads(theirs.read_text()) == json.loads(ours.read_text())
+            else:
+                same = subprocess.run(["cmp", "-s", str(theirs), str(ours)]).returncode == 0
+            if not same:
+                raise SystemExit(f"tjoin's {name or 'output'} differs from torch.load + safetensors'")
+        remove(reference)
+        return
     if "torch" in runs:
         from safetensors import safe_open
         command, reference = runs["torch"]
         subprocess.run(command, check=True)
+        ref_file = reference
+        if reference.suffix != ".safetensors":
+            ref_file = reference / "model-00001-of-00001.safetensors"
         with safe_open(str(out), framework="np") as ours, \
-                safe_open(str(reference / "model-00001-of-00001.safetensors"), framework="np") as theirs:
+                safe_open(str(ref_file), framework="np") as theirs:
             if sorted(ours.keys()) != sorted(theirs.keys()):
                 raise SystemExit("tjoin's output holds other tensors than torch's")
             for key in ours.keys():
@@ -641,7 +805,7 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

@@ -64,6 +64,48 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (the man page has more)')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('split', 'split', [CompletionResultType]::ParameterValue, 'Split one input into several outputs along an axis: the inverse of a join')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'tjoin;split' {
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'The axis to cut every tensor along (negative ones count from the back); with --ranks, that of the tensors no rule decides')
+            [CompletionResult]::new('--axis', '--axis', [CompletionResultType]::ParameterName, 'The axis to cut every tensor along (negative ones count from the back); with --ranks, that of the tensors no rule decides')
+            [CompletionResult]::new('--parts', '--parts', [CompletionResultType]::ParameterName, 'Cut into N parts as numpy.array_split does (the first len % N parts one longer)')
+            [CompletionResult]::new('--sizes', '--sizes', [CompletionResultType]::ParameterName, 'Cut into parts of these sizes along the axis (they must add up to its length): 900,100')
+            [CompletionResult]::new('--ranks', '--ranks', [CompletionResultType]::ParameterName, 'Cut into N tensor-parallel ranks by the tensor rules (--rules, --axis-for, --keep)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order')
+            [CompletionResult]::new('--max-shard-size', '--max-shard-size', [CompletionResultType]::ParameterName, 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'The outputs'' format (npy, json, npz, safetensors); overrides their extensions')
+            [CompletionResult]::new('--input-format', '--input-format', [CompletionResultType]::ParameterName, 'Read the input in this format instead of guessing from its content and name')
+            [CompletionResult]::new('--json-form', '--json-form', [CompletionResultType]::ParameterName, 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data')
+            [CompletionResult]::new('--metadata', '--metadata', [CompletionResultType]::ParameterName, 'Add or replace an entry of the .safetensors outputs'' __metadata__ (the input''s is carried over); repeatable')
+            [CompletionResult]::new('--rules', '--rules', [CompletionResultType]::ParameterName, 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line, as a join reads them (see tjoin --help): the same file splits and joins back')
+            [CompletionResult]::new('--axis-for', '--axis-for', [CompletionResultType]::ParameterName, 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)')
+            [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB whole into every output')
+            [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'When to show a progress bar on stderr')
+            [CompletionResult]::new('--exact', '--exact', [CompletionResultType]::ParameterName, 'With --parts: refuse a length that N does not divide, instead of uneven parts')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Refuse to replace an existing output (checked for every output before any is written)')
+            [CompletionResult]::new('--no-clobber', '--no-clobber', [CompletionResultType]::ParameterName, 'Refuse to replace an existing output (checked for every output before any is written)')
+            [CompletionResult]::new('--compress', '--compress', [CompletionResultType]::ParameterName, 'Deflate the members of .npz outputs, as numpy.savez_compressed does')
+            [CompletionResult]::new('--allow-unmatched', '--allow-unmatched', [CompletionResultType]::ParameterName, 'Accept --rules lines that match no tensor of the input (refused by default)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no progress bar)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'tjoin;help' {
+            [CompletionResult]::new('split', 'split', [CompletionResultType]::ParameterValue, 'Split one input into several outputs along an axis: the inverse of a join')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'tjoin;help;split' {
+            break
+        }
+        'tjoin;help;help' {
             break
         }
     })

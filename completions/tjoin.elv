@@ -61,6 +61,44 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --help 'Print help (the man page has more)'
             cand -V 'Print version'
             cand --version 'Print version'
+            cand split 'Split one input into several outputs along an axis: the inverse of a join'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'tjoin;split'= {
+            cand -a 'The axis to cut every tensor along (negative ones count from the back); with --ranks, that of the tensors no rule decides'
+            cand --axis 'The axis to cut every tensor along (negative ones count from the back); with --ranks, that of the tensors no rule decides'
+            cand --parts 'Cut into N parts as numpy.array_split does (the first len % N parts one longer)'
+            cand --sizes 'Cut into parts of these sizes along the axis (they must add up to its length): 900,100'
+            cand --ranks 'Cut into N tensor-parallel ranks by the tensor rules (--rules, --axis-for, --keep)'
+            cand -o 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order'
+            cand --output 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order'
+            cand --max-shard-size 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB)'
+            cand --format 'The outputs'' format (npy, json, npz, safetensors); overrides their extensions'
+            cand --input-format 'Read the input in this format instead of guessing from its content and name'
+            cand --json-form 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data'
+            cand --metadata 'Add or replace an entry of the .safetensors outputs'' __metadata__ (the input''s is carried over); repeatable'
+            cand --rules 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line, as a join reads them (see tjoin --help): the same file splits and joins back'
+            cand --axis-for 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)'
+            cand --keep 'Copy tensors matching GLOB whole into every output'
+            cand --dry-run 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing'
+            cand --progress 'When to show a progress bar on stderr'
+            cand --exact 'With --parts: refuse a length that N does not divide, instead of uneven parts'
+            cand -n 'Refuse to replace an existing output (checked for every output before any is written)'
+            cand --no-clobber 'Refuse to replace an existing output (checked for every output before any is written)'
+            cand --compress 'Deflate the members of .npz outputs, as numpy.savez_compressed does'
+            cand --allow-unmatched 'Accept --rules lines that match no tensor of the input (refused by default)'
+            cand -q 'Print nothing but errors (no progress bar)'
+            cand --quiet 'Print nothing but errors (no progress bar)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'tjoin;help'= {
+            cand split 'Split one input into several outputs along an axis: the inverse of a join'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'tjoin;help;split'= {
+        }
+        &'tjoin;help;help'= {
         }
     ]
     $completions[$command]

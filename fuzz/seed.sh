@@ -14,9 +14,9 @@ seed npy_header -name '*.npy' -size -64k
 seed safetensors_header -name '*.safetensors'
 seed npz_directory -name '*.npz'
 seed json_reader -name '*.json'
-seed pytorch_file -path '*pytorch*' -name '*.pt' -size -64k
+seed pytorch_file \( -path '*pytorch*' -o -path '*transformers*' \) \( -name '*.pt' -o -name '*.bin' \) -size -64k
 mkdir -p corpus/pickle_vm
-for f in ../fixtures/pytorch/*.pt; do
+for f in ../fixtures/pytorch/*.pt ../fixtures/transformers/llama/*.bin; do
   (cd corpus/pickle_vm && python3 -c 'import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
 name = next((n for n in z.namelist() if n.endswith("/data.pkl")), None)
@@ -57,3 +57,10 @@ for case in ../fixtures/dcp/*/; do
     done; } > "corpus/dcp/$(basename "$case")"
 done
 echo "corpus/dcp: $(ls corpus/dcp | wc -l) seeds"
+# DCP's default form: every .metadata of fixtures/dcp_default (the target reads it beside the
+# rank files of ranks2/).
+mkdir -p corpus/dcp_metadata
+for f in ../fixtures/dcp_default/*/.metadata; do
+  cp "$f" "corpus/dcp_metadata/$(basename "$(dirname "$f")").metadata"
+done
+echo "corpus/dcp_metadata: $(ls corpus/dcp_metadata | wc -l) seeds"

@@ -53,6 +53,9 @@ pub enum Command {
     /// Cut a `.npy` file an interrupted append left longer than its header says back to its
     /// header's shape (`--recover FILE`, `src/flow/append.rs`).
     Recover(PathBuf),
+    /// Split one input into several outputs, committed together (`tjoin split`,
+    /// `src/flow/split.rs`).
+    Split(SplitConfig),
 }
 
 /// A join: which inputs, by which rules, into what.
@@ -316,5 +319,70 @@ impl OutputConfig {
             json_form: self.json_form,
             metadata: carried,
         })
+    }
+}
+
+/// A split (`tjoin split`): one input cut along an axis into several outputs, the inverse of
+/// a join.
+#[derive(Debug, Clone)]
+pub struct SplitConfig {
+    /// The input (`FILE:NAME` names one tensor of a file).
+    pub input: Arc<Path>,
+    /// Read the input in this format instead of sniffing it.
+    pub input_format: Option<Format>,
+    /// How every tensor is cut.
+    pub cut: Cut,
+    /// The axis of every tensor no rule decides (`None`: a rule must decide each).
+    pub axis: Option<i64>,
+    /// Per-tensor axes and tensors copied whole to every output, in the order they apply
+    /// (`--keep`, `--axis-for`, then `--rules` files' lines), as a join's rules.
+    pub tensor_rules: Vec<Rule>,
+    /// The outputs, one per part or rank, in order: the template's expansions or the paths
+    /// given; no two the same.
+    pub outputs: Vec<PathBuf>,
+    /// What every output's writer is told (`path` and `sharded` unused).
+    pub output: OutputConfig,
+    /// The most tensor bytes per shard of an output that names a folder (`DIR/`), which is
+    /// a sharded checkpoint (`--max-shard-size`).
+    pub max_shard_size: u64,
+    /// Write the outputs, or only report the plan.
+    pub action: Action,
+    /// When to show a progress bar (`Never` when asked to be quiet).
+    pub progress: When,
+}
+
+/// How a split cuts each tensor along its axis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// Into `count` parts as numpy.array_split cuts them (the first `len % count` one longer);
+    /// with `exact`, a length that `count` does not divide is refused.
+    Parts {
+        /// How many parts.
+        count: u64,
+        /// Refuse uneven parts.
+        exact: bool,
+    },
+    /// Into parts of these sizes, which must add up to the length.
+    Sizes(Vec<u64>),
+    /// Into tensor-parallel ranks by the tensor rules: each tensor along its rule's axis, in
+    /// equal pieces (`chunks` and `replicas` in reverse), `keep` tensors whole to every rank.
+    Ranks(u64),
+}
+
+impl SplitConfig {
+    /// Whether the output `path` is a sharded checkpoint: it names a folder (`tp{rank}/`).
+    pub fn sharded(&self, path: &Path) -> bool {
+        let text = path.as_os_str().to_string_lossy();
+        text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
+    }
+}
+
+impl Cut {
+    /// How many outputs the cut makes.
+    pub fn outputs(&self) -> u64 {
+        match self {
+            Cut::Parts { count, .. } | Cut::Ranks(count) => *count,
+            Cut::Sizes(sizes) => sizes.len() as u64,
+        }
     }
 }

@@ -32,7 +32,7 @@ use std::path::Path;
 
 use cli::Cli;
 use config::Command;
-use flow::{append, join};
+use flow::{append, join, split};
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
 /// flags into a command and run its flow: a join, an append, or a recovery. A subcommand
@@ -50,5 +50,6 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Join(config) => join::run(&config),
         Command::Append(config) => append::run(&config),
         Command::Recover(file) => append::recover(&file),
+        Command::Split(config) => split::run(&config),
     }
 }

@@ -1,4 +1,4 @@
-//! A PyTorch distributed checkpoint (`src/input/dcp.rs`) and its grid check
+//! A PyTorch distributed checkpoint (`src/input/dcp/`) and its grid check
 //! (`src/plan/grid.rs`): up to eight fuzzed rank files, each a `.safetensors` header (whose
 //! `__metadata__` carries `DCP_SHARDING_INFO`) and its data, consolidated through the same
 //! `join::run` a user's command line reaches. It must return an output or an error, never

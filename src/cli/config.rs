@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Cli, JoinArgs};
+use super::{Cli, JoinArgs, Subcommand};
 use crate::config::{
     Action, Command, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
-    ShardedOutput,
+    ShardedOutput, SplitConfig,
 };
 use crate::dtype::DType;
 use crate::dtype::cast;
@@ -28,7 +28,7 @@ impl Command {
     /// `--recover FILE`, `--append`, or a join. `crate::run` runs its flow.
     pub fn from_cli(cli: &Cli) -> Result<Command> {
         match &cli.command {
-            Some(subcommand) => match *subcommand {},
+            Some(Subcommand::Split(args)) => Ok(Command::Split(SplitConfig::from_args(args)?)),
             None => Command::from_join_args(&cli.join),
         }
     }
@@ -220,7 +220,7 @@ fn sharded_output(cli: &JoinArgs) -> Result<Option<ShardedOutput>> {
 }
 
 /// The format a `--format` / `--input-format` value names, if the flag was given.
-fn format_flag(name: &Option<String>, flag: &str) -> Result<Option<Format>> {
+pub(super) fn format_flag(name: &Option<String>, flag: &str) -> Result<Option<Format>> {
     name.as_deref()
         .map(|name| Format::from_name(name, flag))
         .transpose()

@@ -46,7 +46,7 @@ pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
     let shell = match kind {
         Kind::Man => return man_page(out),
         Kind::Bash => return bash(out),
-        Kind::Zsh => Shell::Zsh,
+        Kind::Zsh => return zsh(out),
         Kind::Fish => Shell::Fish,
         Kind::Powershell => Shell::PowerShell,
         Kind::Elvish => Shell::Elvish,
@@ -68,10 +68,35 @@ fn completed_command() -> clap::Command {
         .subcommands(full.get_subcommands().cloned())
 }
 
+/// clap_complete's zsh script, with the join's inputs completed as files in every position.
+///
+/// For a command with subcommands, clap_complete takes the first positional word as one input
+/// and the second as the subcommand (`tjoin INPUT split`), where tjoin takes a subcommand
+/// only as the first word and every other word as an input: after one input, zsh offered
+/// subcommands instead of files. The inputs are made a list again and the subcommand state is
+/// left unentered: zsh completes a subcommand's words as a join's (a known gap).
+fn zsh(out: &mut dyn Write) -> io::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(Shell::Zsh, &mut completed_command(), "tjoin", &mut script);
+    let script = String::from_utf8(script).map_err(io::Error::other)?;
+    const SUBCOMMANDS: &str = "\":: :_tjoin_commands\" \\\n\"*::: :->tjoin\" \\\n";
+    const ONE_INPUT: &str = "\n'::inputs -- The tensors to join";
+    const INPUTS: &str = "\n'*::inputs -- The tensors to join";
+    if script.matches(SUBCOMMANDS).count() != 1 || script.matches(ONE_INPUT).count() != 1 {
+        return Err(io::Error::other(
+            "clap_complete's zsh script changed: update generate::zsh",
+        ));
+    }
+    let script = script
+        .replacen(SUBCOMMANDS, "", 1)
+        .replacen(ONE_INPUT, INPUTS, 1);
+    out.write_all(script.as_bytes())
+}
+
 /// clap_complete's bash script, with two changes.
 ///
 /// After a flag's value, the next word is an input file, but clap_complete offers every
-/// option there (so Tab inserts `-`). It now offers options only for a word that starts with
+/// option there (in tjoin's case and in each subcommand's) (so Tab inserts `-`). It now offers options only for a word that starts with
 /// `-`, and bash's file completion (the script's `-o default`) takes over otherwise.
 ///
 /// bash splits the words it hands a completion function at every character of
@@ -136,12 +161,11 @@ _tjoin() {
 }
 
 "#;
-    let at = script.rfind(OFFER_OPTIONS).ok_or_else(changed)?;
-    let script = format!(
-        "{}{OFFER_OPTIONS_TO_DASHES}{}",
-        &script[..at],
-        &script[at + OFFER_OPTIONS.len()..]
-    );
+    // Each command's (tjoin's and each subcommand's) last case.
+    if !script.contains(OFFER_OPTIONS) {
+        return Err(changed());
+    }
+    let script = script.replace(OFFER_OPTIONS, OFFER_OPTIONS_TO_DASHES);
     if !script.starts_with(FUNCTION) || script.matches(WORDS).count() != 1 {
         return Err(changed());
     }
@@ -205,6 +229,51 @@ fn subcommands_section(roff: &mut Roff) {
          value. To join a file whose name is a subcommand's as the first argument, name it with \
          its folder, ./NAME, or put an option before it (tjoin -a 0 NAME ...)."
     ))]);
+    for sub in Cli::command().get_subcommands() {
+        subcommand(roff, sub);
+    }
+}
+
+/// A subcommand's description and options, as its --help gives them.
+fn subcommand(roff: &mut Roff, sub: &clap::Command) {
+    roff.control("SS", [format!("tjoin {}", sub.get_name()).as_str()]);
+    let about = sub.get_long_about().or(sub.get_about());
+    for (at, paragraph) in about
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+        .split("\n\n")
+        .enumerate()
+    {
+        if at > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(paragraph.replace('\n', " "))]);
+    }
+    for arg in sub.get_arguments().filter(|arg| !arg.is_hide_set()) {
+        let values: Vec<String> = arg
+            .get_value_names()
+            .unwrap_or_default()
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        let mut flag = match (arg.get_short(), arg.get_long()) {
+            (Some(short), Some(long)) => format!("-{short}, --{long}"),
+            (None, Some(long)) => format!("--{long}"),
+            (Some(short), None) => format!("-{short}"),
+            (None, None) => values.join(" "),
+        };
+        if arg.get_long().is_some() && arg.get_action().takes_values() {
+            flag.push_str(&format!(" {}", values.join(" ")));
+        }
+        let help = arg.get_long_help().or(arg.get_help());
+        roff.control("TP", []);
+        roff.text([bold(flag)]);
+        roff.text([roman(
+            help.map(|h| h.to_string())
+                .unwrap_or_default()
+                .replace('\n', " "),
+        )]);
+    }
 }
 
 /// What --append does, and the crash-safety contract of an append (`src/output/grow.rs`

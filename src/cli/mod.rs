@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod generate;
+pub mod split;
 
 use std::path::PathBuf;
 
@@ -202,6 +203,7 @@ fn help_examples() -> String {
     disable_help_flag = true,
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
     subcommand_negates_reqs = true
 )]
 pub struct Cli {
@@ -222,11 +224,28 @@ pub struct Cli {
     pub command: Option<Subcommand>,
 }
 
-/// tjoin's subcommands, each with its own flags and flow; none yet. A subcommand is a variant
-/// here (`Split(SplitArgs)`), an arm in `Command::from_cli` (`src/cli/config.rs`) that turns
-/// it into a `config::Command`, and that command's flow, which `crate::run` dispatches to.
+/// tjoin's subcommands, each with its own flags and flow. A subcommand is a variant here, an
+/// arm in `Command::from_cli` (`src/cli/config.rs`) that turns it into a `config::Command`,
+/// and that command's flow, which `crate::run` dispatches to.
 #[derive(Debug, clap::Subcommand)]
-pub enum Subcommand {}
+pub enum Subcommand {
+    /// Split one input into several outputs along an axis: the inverse of a join.
+    ///
+    /// Every tensor of the input (or the one FILE:NAME names) is cut along its axis: into N parts
+    /// as numpy.array_split cuts (--parts N: the first len % N parts one longer; --exact refuses
+    /// uneven parts), into parts of the sizes given (--sizes), or into tensor-parallel ranks by a
+    /// model family's rules (--ranks N --rules FILE: each tensor along its rule's axis in N equal
+    /// pieces, `keep` tensors whole to every rank, `chunks` and `replicas` in reverse). Every
+    /// check is made before anything is written, and the outputs are written under temporary
+    /// names and put in place together: a failure or an interrupt leaves none of them, a success
+    /// all. Each part is the file np.save writes of it (little-endian elements; Fortran order
+    /// where the input has it and the part has two axes longer than 1, or the input is cut
+    /// along another axis than its last). An output that names a folder (-o 'tp{rank}/') is a
+    /// sharded checkpoint, in shards of at most --max-shard-size. Joining the outputs back gives the input:
+    /// `tjoin -a AXIS part-*.npy -o x.npy` for parts (when the input is little-endian),
+    /// `tjoin --rules FILE tp*/model.safetensors -o model.safetensors` for ranks.
+    Split(split::SplitArgs),
+}
 
 /// The flags and inputs of a join (and of `--append` and `--recover`), as clap parses them.
 /// The headings --help groups them under follow their order here.

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 
@@ -71,12 +71,18 @@ pub const METADATA_KEY: &str = "__metadata__";
 
 /// Reads and checks the header of the safetensors file `file` of `file_len` bytes.
 pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
+    read_in(file, 0, file_len, input)
+}
+
+/// Reads and checks the header of a safetensors file that lies inside `file`, its `file_len`
+/// bytes from byte `base` (a `.distcp` file of DCP's SAFETENSORS serialization holds one after
+/// the rank's other entries); the tensors' `data_offset` count from the start of `file`.
+pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Result<Contents> {
     let malformed = |reason: String| Error::Malformed {
         input: input.clone(),
         format: "safetensors",
         reason,
     };
-    let mut reader = file;
     if file_len < 8 {
         return Err(malformed(format!(
             "it is {file_len} bytes long, shorter than the 8-byte header length every \
@@ -84,8 +90,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
         )));
     }
     let mut len_field = [0u8; 8];
-    reader
-        .read_exact(&mut len_field)
+    crate::sys::read_exact_at(file, &mut len_field, base)
         .map_err(|e| input.io_error("read the header of", e))?;
     let header_len = u64::from_le_bytes(len_field);
     if header_len > MAX_HEADER_LEN {
@@ -115,7 +120,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
         ))
     };
     // The header is mapped, not copied: its pages belong to the page cache, and go once read.
-    let text = Region::map(file, 8, header_len).map_err(|e| input.io_error("map", e))?;
+    let text = Region::map(file, base + 8, header_len).map_err(|e| input.io_error("map", e))?;
     // Over a large header, a first pass that keeps nothing but where the data ends: a header
     // of a million tensors that do not fit the file is refused without building them. (A
     // small one goes straight to the full parse, whose refusals name the tensor at fault.)
@@ -141,7 +146,7 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
                 dtype: t.dtype,
                 shape: t.shape.into(),
                 layout: Layout::C,
-                data_offset: data_start + t.begin,
+                data_offset: base + data_start + t.begin,
                 data_len: t.end - t.begin,
             },
             file: None,

@@ -69,7 +69,15 @@ pub fn is_archive(head: &[u8]) -> bool {
 /// Reads the central directory of the archive `file` of `file_len` bytes. Errors are reasons
 /// for a message that names the file.
 pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
-    let mut reader = file;
+    directory_in(file, 0, file_len)
+}
+
+/// Reads the central directory of an archive that lies inside `file`, its `file_len` bytes
+/// from byte `base` (a chunk of a PyTorch distributed checkpoint's `.distcp` file is a
+/// `torch.save` archive at an offset). The archive's own offsets count from `base`; the
+/// members' `data_start` count from the start of `file`.
+pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>, String> {
+    let mut reader = Based { file, base };
     let tail_len = file_len.min(MAX_END_SEARCH);
     let tail = read_at(&mut reader, file_len - tail_len, tail_len as usize)?;
     let end_at = (0..tail.len().saturating_sub(21))
@@ -122,8 +130,8 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
         64 << 10,
         Span {
             file,
-            at: dir_offset,
-            end: dir_offset + dir_size,
+            at: base + dir_offset,
+            end: base + dir_offset + dir_size,
         },
     );
     let mut members = Vec::new();
@@ -183,7 +191,7 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
             crc,
             compressed,
             size,
-            data_start,
+            data_start: base + data_start,
         });
     }
     Ok(members)
@@ -192,7 +200,7 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
 /// Where a member's data starts: after its local header, whose name and extra field lengths
 /// may differ from the central directory's.
 fn local_data_start(
-    reader: &mut &File,
+    reader: &mut Based,
     local: u64,
     file_len: u64,
     name: &str,
@@ -249,11 +257,17 @@ fn find_extra(mut extra: &[u8], id: u16) -> Option<&[u8]> {
     None
 }
 
-fn read_at(reader: &mut &File, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+/// A file whose bytes are counted from `base`: an archive inside a larger file.
+struct Based<'a> {
+    file: &'a File,
+    base: u64,
+}
+
+fn read_at(reader: &mut Based, offset: u64, len: usize) -> Result<Vec<u8>, String> {
     let mut buf = vec![0; len];
-    reader
-        .seek(SeekFrom::Start(offset))
-        .and_then(|_| reader.read_exact(&mut buf))
+    let mut file = reader.file;
+    file.seek(SeekFrom::Start(reader.base + offset))
+        .and_then(|_| file.read_exact(&mut buf))
         .map_err(|e| format!("reading its zip directory failed: {e}"))?;
     Ok(buf)
 }

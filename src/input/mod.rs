@@ -58,8 +58,11 @@ pub struct Extras {
     /// For a sharded checkpoint (an index, or a folder), its index and shards.
     pub shards: Option<sharded::ShardSet>,
     /// For a PyTorch distributed checkpoint, where each of the input's tensors (a block of a
-    /// larger tensor) starts inside its full tensor, per axis (`src/input/dcp.rs`).
+    /// larger tensor) starts inside its full tensor, per axis (`src/input/dcp/`).
     pub offsets: Option<Vec<Vec<u64>>>,
+    /// For a distributed checkpoint that records them (`.metadata`), each tensor's full
+    /// shape, by the name its blocks have.
+    pub recorded: Option<std::collections::HashMap<String, Vec<u64>>>,
     /// The files it was read from besides its own (a sharded checkpoint's shards, a
     /// distributed checkpoint's other files), watched as its own is.
     pub(crate) more_watched: Vec<Watched>,
@@ -80,6 +83,7 @@ impl Extras {
             && self.notes.is_empty()
             && self.shards.is_none()
             && self.offsets.is_none()
+            && self.recorded.is_none()
             && self.more_watched.is_empty()
             && self.distributed.is_empty()
             && self.replicas.is_empty();
@@ -303,6 +307,15 @@ impl Input {
             })
         });
         if let Some(fetched) = &fetched
+            && dcp::distcp::is_checkpoint(&path, fetched.is_dir())
+        {
+            // DCP's default form: the folder, or its `.metadata` file.
+            return dcp::distcp::open(name, selected, options, fetched.is_dir());
+        }
+        if path.extension().is_some_and(|e| e == "distcp") {
+            return Err(dcp::distcp::rank_file_named(&name));
+        }
+        if let Some(fetched) = &fetched
             && (fetched.is_dir() || sharded::is_index_path(&path))
         {
             // A folder, or an index: a sharded checkpoint, one input made of several files.
@@ -447,6 +460,11 @@ impl Input {
     /// For a distributed checkpoint, where each tensor starts inside its full tensor.
     pub fn offsets(&self) -> Option<&[Vec<u64>]> {
         self.extras.as_ref()?.offsets.as_deref()
+    }
+
+    /// For a distributed checkpoint that records them, each tensor's full shape.
+    pub fn recorded(&self) -> Option<&std::collections::HashMap<String, Vec<u64>>> {
+        self.extras.as_ref()?.recorded.as_ref()
     }
 
     /// Every file it was read from: its own, then the others.

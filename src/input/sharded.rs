@@ -338,6 +338,18 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         let mapped = &listed[file];
         let (opened, stamp, contents) =
             read_shard(&shard, &index_text, mapped.len(), pickle, spill)?;
+        if !pickle
+            && contents
+                .metadata
+                .as_deref()
+                .is_some_and(dcp::hf::has_sharding_info)
+        {
+            // The index lists a distributed checkpoint's rank files, whose blocks are placed
+            // by their offsets: a weight_map naming one file per tensor would cut them short.
+            drop(opened);
+            let listed: Vec<PathBuf> = files.iter().map(|f| folder.join(f)).collect();
+            return dcp::hf::open_listed(&name, &index_text, &listed, options, spill);
+        }
         let data = if options.keeps_open(files.len()) {
             DataFile::Open(Arc::new(opened))
         } else {

@@ -1,5 +1,5 @@
 //! Blocks placed by offset: the tensors of a PyTorch distributed checkpoint, each saved as
-//! blocks that start at given offsets inside it (`src/input/dcp.rs`), checked and planned.
+//! blocks that start at given offsets inside it (`src/input/dcp/`), checked and planned.
 //! No I/O.
 //!
 //! A tensor's full shape is, per axis, the largest offset plus size of its blocks that hold
@@ -81,10 +81,13 @@ pub fn by_tensor<'a>(blocks: impl Iterator<Item = Block<'a>>) -> Vec<(&'a str, V
 }
 
 /// Checks the blocks of the tensor `name` and plans writing it whole, converted to `cast`.
+/// `recorded` is its full shape, when the checkpoint records one (DCP's `.metadata`): the
+/// blocks must then reach exactly that far.
 pub fn plan_tensor<'a>(
     name: &str,
     blocks: &[Block<'a>],
     cast: Option<&DType>,
+    recorded: Option<&[u64]>,
 ) -> Result<Placed<'a>, Refusal> {
     let refusal = |headline: String, details: Vec<String>, hint: &str| Refusal {
         headline: format!("tensor `{}`: {headline}", excerpt(name)),
@@ -142,11 +145,23 @@ pub fn plan_tensor<'a>(
             format!("no block covers {} ({why})", region_text(region)),
             details,
             "each element must come from exactly one block: a rank's file is missing or \
-             extra, or its DCP_SHARDING_INFO is wrong",
+             extra, or the checkpoint's metadata (DCP_SHARDING_INFO, .metadata) is wrong",
         )
     };
+    if let Some(full) = recorded
+        && let Some((region, short, why)) = short_of(&extent(&placed), full, rank)
+    {
+        if short {
+            return Err(uncovered(&region, why, None));
+        }
+        return Err(refusal(
+            format!("its blocks cover {}: {why}", region_text(&region)),
+            capped(blocks.iter().map(|b| b.describe()).collect(), SHOWN),
+            "the checkpoint's metadata and its files disagree: save the checkpoint again",
+        ));
+    }
     if placed.is_empty() {
-        let shape = extent(blocks);
+        let shape = recorded.map_or_else(|| extent(blocks), <[u64]>::to_vec);
         if let Some(region) = unsupported_extent(&empty, &shape) {
             let why = "its blocks hold no elements, and only they reach there: tjoin does not \
                        guess a shape that no data shows";
@@ -190,7 +205,7 @@ pub fn plan_tensor<'a>(
             }
             _ => {
                 "each element must come from exactly one block: a rank's file is missing \
-                 or extra, or its DCP_SHARDING_INFO is wrong"
+                 or extra, or the checkpoint's metadata (DCP_SHARDING_INFO, .metadata) is wrong"
             }
         };
         refusal(headline, details, hint)
@@ -252,6 +267,47 @@ pub fn check_kept_whole(name: &str, blocks: &[Block]) -> Result<(), Refusal> {
                 .to_string(),
         ),
     })
+}
+
+/// A region blocks do not reach as the recorded shape says: the region, whether they fall
+/// short of it (else they reach past it), and why.
+type Shortfall = (Vec<(u64, u64)>, bool, String);
+
+/// Where blocks that reach `reached` fall short of (or past) the recorded full shape `full`:
+/// the region, and why. `None` when they reach it exactly, or when `full` has no elements
+/// (blocks with none then only need to lie within it).
+fn short_of(reached: &[u64], full: &[u64], rank: usize) -> Option<Shortfall> {
+    if full.len() != rank {
+        let whole = full.iter().map(|&d| (0, d)).collect();
+        let why = format!(
+            "the checkpoint records a full shape {} of rank {}, but its blocks have rank {rank}",
+            shape_text(full),
+            full.len()
+        );
+        return Some((whole, false, why));
+    }
+    if full.contains(&0) && reached.iter().all(|&d| d == 0) {
+        return None;
+    }
+    let axis = (0..rank).find(|&a| reached[a] != full[a])?;
+    let (from, to) = (reached[axis].min(full[axis]), reached[axis].max(full[axis]));
+    let region = (0..rank)
+        .map(|a| if a == axis { (from, to) } else { (0, full[a]) })
+        .collect();
+    let why = if reached[axis] < full[axis] {
+        format!(
+            "the checkpoint records its full shape as {}, and its blocks reach only {}",
+            shape_text(full),
+            shape_text(reached)
+        )
+    } else {
+        format!(
+            "its blocks reach {} there, past the full shape {} the checkpoint records",
+            shape_text(reached),
+            shape_text(full)
+        )
+    };
+    Some((region, reached[axis] < full[axis], why))
 }
 
 /// How many blocks a refusal lists before "... and N more".
@@ -550,7 +606,7 @@ mod tests {
             .zip(offsets)
             .map(|(tensor, offsets)| Block { tensor, offsets })
             .collect();
-        let job = plan_tensor("w", &blocks, None)?;
+        let job = plan_tensor("w", &blocks, None, None)?;
         let order = job
             .sources
             .iter()
@@ -634,10 +690,35 @@ mod tests {
             .zip(offsets)
             .map(|(tensor, offsets)| Block { tensor, offsets })
             .collect();
-        match plan_tensor("w", &blocks, None) {
+        match plan_tensor("w", &blocks, None, None) {
             Ok(job) => Ok(job.plan.shape),
             Err(refusal) => Err(refusal.headline),
         }
+    }
+
+    #[test]
+    fn a_recorded_full_shape_must_be_reached_exactly() {
+        let tensors = tensors(&[&[3, 4], &[2, 4]]);
+        let offsets: [&[u64]; 2] = [&[0, 0], &[3, 0]];
+        let blocks: Vec<Block> = tensors
+            .iter()
+            .zip(offsets)
+            .map(|(tensor, offsets)| Block { tensor, offsets })
+            .collect();
+        let headline = |full: &[u64]| match plan_tensor("w", &blocks, None, Some(full)) {
+            Ok(placed) => Ok(placed.plan.shape),
+            Err(refusal) => Err(refusal.headline),
+        };
+        assert_eq!(headline(&[5, 4]), Ok(vec![5, 4]));
+        let short = headline(&[6, 4]).unwrap_err();
+        assert!(short.contains("no block covers [5:6, 0:4]"), "{short}");
+        let past = headline(&[5, 3]).unwrap_err();
+        assert!(past.contains("its blocks cover [0:5, 3:4]"), "{past}");
+        let rank = headline(&[20]).unwrap_err();
+        assert!(
+            rank.contains("of rank 1, but its blocks have rank 2"),
+            "{rank}"
+        );
     }
 
     #[test]

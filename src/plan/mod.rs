@@ -12,6 +12,7 @@ pub(crate) mod reference;
 pub mod rules;
 pub(crate) mod runs;
 pub(crate) mod spec;
+pub(crate) mod split;
 pub(crate) mod stack;
 
 pub use runs::*;

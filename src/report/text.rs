@@ -299,7 +299,7 @@ fn tensors(count: usize) -> String {
 
 /// Rows of cells as lines with columns aligned, indented by two spaces. Every cell is quoted
 /// ([`crate::messages::quote`]): tensor, file and rule names come from the inputs.
-fn table(rows: &[Vec<String>]) -> String {
+pub(super) fn table(rows: &[Vec<String>]) -> String {
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| row.iter().map(|cell| quote(cell).into_owned()).collect())

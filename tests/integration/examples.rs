@@ -72,6 +72,9 @@ const BORROWED: &[(&str, &str)] = &[
         "fixtures/dtensor/fsdp2_ws4/model_world_size_4_rank_3.pt",
     ),
     ("actor", "fixtures/dtensor/fsdp2_ws4"),
+    // DCP's default form: a .metadata and two .distcp files; Megatron-Core's torch_dist.
+    ("step-1000", "fixtures/dcp_default/ranks2"),
+    ("iter_0000010", "fixtures/dcp_default/megatron"),
 ];
 
 /// What a document says an output file holds.
@@ -268,12 +271,13 @@ fn write_batches(dir: &Path) {
     }
 }
 
-/// The paths a command's `-o` names, but standard output.
+/// The paths a command's `-o` names, but standard output and `tjoin split`'s templates
+/// (`'part-{part}.npy'`), which name no file themselves.
 fn outputs(command: &str) -> Vec<&str> {
     let words: Vec<&str> = command.split_whitespace().collect();
     words
         .windows(2)
-        .filter(|pair| pair[0] == "-o" && pair[1] != "-")
+        .filter(|pair| pair[0] == "-o" && pair[1] != "-" && !pair[1].contains('{'))
         .map(|pair| pair[1])
         .collect()
 }

@@ -131,8 +131,10 @@ fn help_groups_the_flags_under_headings_in_order_and_fits_100_columns() {
         .filter(|line| line.ends_with(':') && !line.starts_with(' '))
         .collect();
     // As cargo and ripgrep order theirs: what goes in, what is done, what comes out, then
-    // the checks, the checkpoint rules and the engine; the examples end the help.
+    // the checks, the checkpoint rules and the engine; the examples end the help. The
+    // subcommands come first, as clap lists them.
     let expected = [
+        "Commands:",
         "Arguments:",
         "Options:",
         "Input:",
@@ -146,4 +148,12 @@ fn help_groups_the_flags_under_headings_in_order_and_fits_100_columns() {
     assert_eq!(headings, expected, "{help}");
     let wide: Vec<&str> = help.lines().filter(|l| l.chars().count() > 100).collect();
     assert!(wide.is_empty(), "lines past 100 columns: {wide:#?}");
+    let split = crate::util::tjoin()
+        .args(["split", "--help"])
+        .output()
+        .unwrap();
+    let split = String::from_utf8(split.stdout).unwrap();
+    assert!(split.contains("Usage: tjoin split [OPTIONS]"), "{split}");
+    let wide: Vec<&str> = split.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "split: lines past 100 columns: {wide:#?}");
 }

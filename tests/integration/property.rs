@@ -1,5 +1,6 @@
-//! Property tests: random joins against a naive element-by-element reference, and
-//! split-then-join giving back the original file.
+//! Property tests: random joins against a naive element-by-element reference,
+//! split-then-join giving back the original file, and `tjoin split` then join giving back
+//! the input.
 //!
 //! The expected output is what `np.save(path, np.concatenate(inputs, axis))` writes with
 //! numpy 2.x (these rules were checked against numpy 2.4.6):
@@ -15,7 +16,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use crate::splitmix::SplitMix;
-use crate::util::{describe_difference, npy_bytes, parse_npy, tjoin, write_npy};
+use crate::util::{describe_difference, npy_bytes, parse_npy, read_npy, tjoin, write_npy};
 
 /// An element type under test.
 #[derive(Clone, Copy, Debug)]
@@ -551,6 +552,117 @@ fn check_split_then_join(case: &SplitCase) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+#[derive(Clone, Debug)]
+struct TjoinSplitCase {
+    kind: Kind,
+    shape: Vec<u64>,
+    axis: i64,
+    parts: u64,
+    /// Stored in Fortran order; only where `np.save` would do so (see [`saved_as_fortran`]).
+    fortran: bool,
+    big_endian: bool,
+    seed: u64,
+}
+
+prop_compose! {
+    fn tjoin_split_case()(rank in 1usize..=6)(
+        mut shape in vec(dim(), rank),
+        axis in -(rank as i64)..rank as i64,
+        axis_len in 0u64..=9,
+        parts in 1u64..=5,
+        fortran in any::<bool>(),
+        big_endian in any::<bool>(),
+        kind in select(&KINDS[..]),
+        seed in any::<u64>(),
+    ) -> TjoinSplitCase {
+        let axis_index = axis.rem_euclid(shape.len() as i64) as usize;
+        shape[axis_index] = axis_len;
+        cap(&mut shape, axis_index, 36);
+        let fortran = saved_as_fortran(&shape, fortran);
+        TjoinSplitCase { kind, shape, axis, parts, fortran, big_endian, seed }
+    }
+}
+
+/// `tjoin split --parts N` cuts as numpy.array_split, each part the file `np.save` writes
+/// of it (little-endian, Fortran order where numpy keeps it); joining the parts gives back
+/// the input's values, and its very bytes when it is little-endian and numpy's join keeps
+/// its memory order.
+fn check_tjoin_split_then_join(case: &TjoinSplitCase) -> Result<(), TestCaseError> {
+    let kind = case.kind;
+    let axis = case.axis.rem_euclid(case.shape.len() as i64) as usize;
+    let original = Array::random(case.shape.clone(), kind, &mut SplitMix(case.seed));
+    let dir = tempfile::tempdir().unwrap();
+    let data = original.to_data(kind, case.fortran, case.big_endian);
+    let input = npy_bytes(
+        &kind.descr(case.big_endian),
+        &case.shape,
+        case.fortran,
+        &data,
+    );
+    fs::write(dir.path().join("x.npy"), &input).unwrap();
+    let split = tjoin()
+        .current_dir(dir.path())
+        .args(["split", "-a", &case.axis.to_string()])
+        .args([
+            "--parts",
+            &case.parts.to_string(),
+            "x.npy",
+            "-o",
+            "p{part:02}.npy",
+        ])
+        .output()
+        .unwrap();
+    prop_assert!(
+        split.status.success(),
+        "{}",
+        String::from_utf8_lossy(&split.stderr)
+    );
+    let len = case.shape[axis];
+    let (each, longer) = (len / case.parts, len % case.parts);
+    let (mut start, mut names, mut orders) = (0, Vec::new(), Vec::new());
+    for part in 0..case.parts {
+        let size = each + u64::from(part < longer);
+        let want = original.slice(axis, start, size);
+        start += size;
+        let name = format!("p{part:02}.npy");
+        let got = read_npy(&dir.path().join(&name));
+        let fortran = saved_as_fortran(&want.shape, case.fortran);
+        prop_assert_eq!(&got.descr, &kind.descr(false), "{}", name);
+        prop_assert_eq!(
+            (&got.shape, got.fortran),
+            (&want.shape, fortran),
+            "{}",
+            name
+        );
+        let expected = want.to_data(kind, fortran, false);
+        prop_assert!(
+            got.data == expected,
+            "{name}: {}",
+            describe_difference(&expected, &got.data)
+        );
+        orders.push((want.shape, fortran));
+        names.push(name);
+    }
+    let bytes = run_join(dir.path(), case.axis, &names)?;
+    let orders: Vec<(&[u64], bool)> = orders.iter().map(|(s, f)| (s.as_slice(), *f)).collect();
+    let fortran = numpy_writes_fortran(&orders, &case.shape);
+    let expected = npy_bytes(
+        &kind.descr(false),
+        &case.shape,
+        fortran,
+        &original.to_data(kind, fortran, false),
+    );
+    prop_assert!(
+        bytes == expected,
+        "{}",
+        describe_difference(&expected, &bytes)
+    );
+    if !case.big_endian && fortran == case.fortran {
+        prop_assert!(bytes == input, "the join is not the input byte for byte");
+    }
+    Ok(())
+}
+
 proptest! {
     // Each case spawns the binary, so keep the count modest.
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
@@ -563,5 +675,10 @@ proptest! {
     #[test]
     fn split_then_join_gives_back_the_original(case in split_case()) {
         check_split_then_join(&case)?;
+    }
+
+    #[test]
+    fn tjoin_split_then_join_gives_back_the_input(case in tjoin_split_case()) {
+        check_tjoin_split_then_join(&case)?;
     }
 }

@@ -40,6 +40,29 @@ pub enum DataClass {
     FlatLayout,
     /// `_MEM_FORMAT_ENCODING`, an enum of a DCP `.metadata` file's `TensorProperties`.
     MemFormatEncoding,
+    /// `Metadata`, a dataclass: the root of a DCP `.metadata` file.
+    Metadata,
+    /// `TensorStorageMetadata(properties, size, chunks)`: a tensor of a DCP `.metadata` file.
+    TensorStorageMetadata,
+    /// `ChunkStorageMetadata(offsets, sizes)`: one saved block of a tensor (DCP `.metadata`).
+    ChunkStorageMetadata,
+    /// `TensorProperties`, whose `__getstate__` gives a tuple: dtype, layout, requires_grad,
+    /// memory format, pin_memory and (since torch 2.6) strides (DCP `.metadata`).
+    TensorProperties,
+    /// `BytesStorageMetadata()`: an entry that is not a tensor (DCP `.metadata`).
+    BytesStorageMetadata,
+    /// `MetadataIndex(fqn, offset, index)`: a chunk's key in `storage_data` (DCP `.metadata`).
+    MetadataIndex,
+    /// `StorageMeta`: the checkpoint's id and modules (DCP `.metadata`; not read).
+    StorageMeta,
+    /// `filesystem._StorageInfo(relative_path, offset, length, transform_descriptors)`:
+    /// where a chunk's bytes are (DCP `.metadata`).
+    StorageInfo,
+    /// `pathlib.PosixPath(*parts)`: the `checkpoint_id` of a DCP `.metadata` file's
+    /// `StorageMeta`, saved on Linux or macOS (not read).
+    PosixPath,
+    /// `pathlib.WindowsPath(*parts)`: the same, saved on Windows (not read).
+    WindowsPath,
 }
 
 /// Every class, for [`DataClass::resolve`].
@@ -56,11 +79,22 @@ const ALL: &[DataClass] = &[
     DataClass::MeshLayout,
     DataClass::FlatLayout,
     DataClass::MemFormatEncoding,
+    DataClass::Metadata,
+    DataClass::TensorStorageMetadata,
+    DataClass::ChunkStorageMetadata,
+    DataClass::TensorProperties,
+    DataClass::BytesStorageMetadata,
+    DataClass::MetadataIndex,
+    DataClass::StorageMeta,
+    DataClass::StorageInfo,
+    DataClass::PosixPath,
+    DataClass::WindowsPath,
 ];
 
 const DTENSOR_SPEC: &str = "torch.distributed.tensor._dtensor_spec";
 const PLACEMENTS: &str = "torch.distributed.tensor.placement_types";
 const MESH_LAYOUT: &str = "torch.distributed._mesh_layout";
+const DCP_METADATA: &str = "torch.distributed.checkpoint.metadata";
 
 impl DataClass {
     /// The module and name the pickle spells, and the names of the fields its positional
@@ -83,11 +117,32 @@ impl DataClass {
             DataClass::DeviceMesh => ("torch.distributed.device_mesh", "DeviceMesh", &[]),
             DataClass::MeshLayout => (MESH_LAYOUT, "_MeshLayout", &[]),
             DataClass::FlatLayout => (MESH_LAYOUT, "_FlatLayout", &[]),
-            DataClass::MemFormatEncoding => (
-                "torch.distributed.checkpoint.metadata",
-                "_MEM_FORMAT_ENCODING",
+            DataClass::MemFormatEncoding => (DCP_METADATA, "_MEM_FORMAT_ENCODING", &[]),
+            DataClass::Metadata => (DCP_METADATA, "Metadata", &[]),
+            DataClass::TensorStorageMetadata => (DCP_METADATA, "TensorStorageMetadata", &[]),
+            DataClass::ChunkStorageMetadata => (DCP_METADATA, "ChunkStorageMetadata", &[]),
+            DataClass::TensorProperties => (
+                DCP_METADATA,
+                "TensorProperties",
+                &[
+                    "dtype",
+                    "layout",
+                    "requires_grad",
+                    "memory_format",
+                    "pin_memory",
+                    "strides",
+                ],
+            ),
+            DataClass::BytesStorageMetadata => (DCP_METADATA, "BytesStorageMetadata", &[]),
+            DataClass::MetadataIndex => (DCP_METADATA, "MetadataIndex", &[]),
+            DataClass::StorageMeta => (DCP_METADATA, "StorageMeta", &[]),
+            DataClass::StorageInfo => (
+                "torch.distributed.checkpoint.filesystem",
+                "_StorageInfo",
                 &[],
             ),
+            DataClass::PosixPath => ("pathlib", "PosixPath", &[]),
+            DataClass::WindowsPath => ("pathlib", "WindowsPath", &[]),
         }
     }
 

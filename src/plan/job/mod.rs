@@ -159,7 +159,8 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
         && let Some(blocks) = input::dcp::blocks(checkpoint)
     {
         compare::replicas(checkpoint)?;
-        build_blocks(blocks, options)
+        let recorded = |name: &str| input::dcp::recorded_shape(checkpoint, name);
+        build_blocks(blocks, &recorded, options)
     } else if whole_files(inputs, options) {
         build_whole(inputs, options)
     } else {
@@ -274,6 +275,7 @@ fn build_single<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Ten
 /// identical.
 fn build_blocks<'a>(
     blocks: impl Iterator<Item = (&'a Tensor, &'a [u64])>,
+    recorded: &dyn Fn(&str) -> Option<&'a [u64]>,
     options: &JobOptions,
 ) -> Result<Vec<TensorJob<'a>>> {
     let blocks = blocks.map(|(tensor, offsets)| Block { tensor, offsets });
@@ -295,7 +297,7 @@ fn build_blocks<'a>(
                     Err(damaged) => return Err(damaged),
                 }
             }
-            _ => grid::plan_tensor(name, &blocks, cast)
+            _ => grid::plan_tensor(name, &blocks, cast, recorded(name))
                 .map(|placed| placed_job(name, placed))
                 .map_err(|r| vec![r])
                 .and_then(|job| check_block_joins(name, job, options.spec, cast)),

@@ -1,4 +1,4 @@
-//! A PyTorch distributed checkpoint (DCP) as one input: the `.safetensors` files the ranks
+//! A PyTorch distributed checkpoint (DCP) in the HF writer's form as one input: the `.safetensors` files the ranks
 //! wrote with `HuggingFaceStorageWriter(save_distributed=True)`, named on the command line or
 //! held in a folder (PyTorch globs `*.safetensors`, so any names do). Each file's
 //! `__metadata__` carries `DCP_SHARDING_INFO`, a JSON object that gives, for every tensor of
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::Format;
-use crate::input::{Extras, Input, OpenOptions, Tensor};
+use crate::input::{Extras, Input, OpenOptions};
 use crate::messages::excerpt;
 use crate::sys::spill::Spill;
 
@@ -23,7 +23,9 @@ pub const SHARDING_INFO: &str = "DCP_SHARDING_INFO";
 const VERSION: &str = "DCP_VERSION";
 
 /// `DCP_SHARDING_INFO`'s text as each tensor's offsets, or what is wrong with it.
-fn parse_sharding_info(text: &str) -> std::result::Result<HashMap<String, Vec<u64>>, String> {
+pub(super) fn parse_sharding_info(
+    text: &str,
+) -> std::result::Result<HashMap<String, Vec<u64>>, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let serde_json::Value::Object(entries) = value else {
         return Err("it is not a JSON object".to_string());
@@ -44,6 +46,44 @@ fn parse_sharding_info(text: &str) -> std::result::Result<HashMap<String, Vec<u6
             }
         })
         .collect()
+}
+
+/// Whether a safetensors `__metadata__` is that of a DCP rank file.
+pub fn has_sharding_info(metadata: &[(String, String)]) -> bool {
+    metadata.iter().any(|(key, _)| key == SHARDING_INFO)
+}
+
+/// The note of every input of this form: it records no full shape.
+const INFERRED: &str = "the full shapes are inferred from the blocks (this form of distributed \
+                        checkpoint records none): a missing last rank's file cannot be seen; \
+                        check the shapes with --like a reference of the model";
+
+/// Opens the rank files an index (`index`) lists as one input, placed by their offsets.
+pub fn open_listed(
+    name: &InputRef,
+    index: &str,
+    files: &[PathBuf],
+    options: OpenOptions,
+    spill: &mut Spill,
+) -> Result<Input> {
+    let mut input =
+        open_folder(name, files, options, spill)?.ok_or_else(|| Error::Unsupported {
+            input: name.clone(),
+            reason: format!(
+                "its first shard has {SHARDING_INFO} metadata but no file it lists reads as a \
+             distributed checkpoint's rank file"
+            ),
+        })?;
+    let extras = input.extras.get_or_insert_with(Box::default);
+    extras.notes.insert(
+        0,
+        format!(
+            "the index {index} lists the rank files of a distributed checkpoint ({SHARDING_INFO}): \
+             their blocks are placed by their offsets, not by the index's weight_map, and the \
+             files it does not list are not read"
+        ),
+    );
+    Ok(input)
 }
 
 /// Whether `input` is one rank's file of a DCP checkpoint.
@@ -218,16 +258,11 @@ fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
         watched: watched.next().expect("a checkpoint of at least one file"),
         extras: Extras {
             metadata,
+            notes: vec![INFERRED.to_string()],
             offsets: Some(offsets),
             more_watched: watched.collect(),
             ..Extras::default()
         }
         .boxed(),
     })
-}
-
-/// The tensors and offsets of a DCP input, as blocks.
-pub fn blocks(input: &Input) -> Option<impl Iterator<Item = (&Tensor, &[u64])>> {
-    let offsets = input.offsets()?;
-    Some(input.tensors.iter().zip(offsets.iter().map(Vec::as_slice)))
 }

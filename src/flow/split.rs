@@ -1,0 +1,376 @@
+//! The split command's flow (`tjoin split`): open the input and read its headers, plan every
+//! output's tensors as slices of the input's (`plan::split`), check that every output's
+//! format can hold them, then either report the plan (`--dry-run`) or write every output
+//! under a temporary name and commit them together: a failure or an interrupt leaves none of
+//! them, a success all.
+
+use std::path::{Path, PathBuf};
+
+use crate::backend::{Backend, Engine};
+use crate::config::{Action, OpenConfig, SplitConfig};
+use crate::error::{Error, Result};
+use crate::format::Sink;
+use crate::format::{Format, OutTensor, Writer};
+use crate::output::OutputSet;
+use crate::output::progress::{self, Counted};
+use crate::output::shards::{ShardPlan, ShardedOutput};
+use crate::plan::job::TensorJob;
+use crate::plan::rules::{self, Matcher};
+use crate::plan::split::{self, SplitOptions};
+use crate::report::SplitReport;
+
+/// One output of a split, planned: its tensors and the files they go in.
+struct PlannedOutput<'a> {
+    /// Its tensors, in the input's order (a file's) or the job's (a sharded set's).
+    jobs: Vec<TensorJob<'a>>,
+    /// Its format, and its writer.
+    format: Format,
+    writer: Box<dyn Writer>,
+    /// The files it writes: each path with its tensors (indexes into `jobs`) in the order
+    /// the file lists them. One for a file; the shards for a sharded checkpoint.
+    files: Vec<(PathBuf, Vec<usize>)>,
+    /// A sharded checkpoint's index: its path and text, written after the shards.
+    index: Option<(PathBuf, String)>,
+    /// The previous set's shards a sharded checkpoint's commit removes.
+    removes: Vec<PathBuf>,
+}
+
+/// Runs the split `config` describes.
+pub fn run(config: &SplitConfig) -> Result<()> {
+    let open = OpenConfig {
+        paths: std::slice::from_ref(&config.input),
+        format: config.input_format,
+        any_order: true,
+        stack: false,
+        axis: None,
+    };
+    let inputs = super::join::open_inputs(&open, None)?;
+    let input = &inputs[0];
+    let formats = config
+        .outputs
+        .iter()
+        .map(|path| {
+            if config.sharded(path) {
+                Ok(Format::SafeTensors)
+            } else {
+                Format::of_output(path, config.output.format)
+            }
+        })
+        .collect::<Result<Vec<Format>>>()?;
+    let matcher = Matcher::new(&config.tensor_rules);
+    check_rules_match(input, &matcher)?;
+    let options = SplitOptions {
+        cut: &config.cut,
+        axis: config.axis,
+        rules: &matcher,
+        formats: &formats,
+    };
+    let jobs = split::build(input, &options)?;
+    let mut planned = Vec::with_capacity(formats.len());
+    for ((path, &format), jobs) in config.outputs.iter().zip(&formats).zip(jobs) {
+        planned.push(plan_output(config, input, path, format, jobs)?);
+    }
+    if let Action::DryRun(form) = config.action {
+        return report(input, &planned).print(form);
+    }
+    let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
+    if config.output.no_clobber {
+        check_no_clobber(&paths)?;
+    }
+    let total = planned
+        .iter()
+        .flat_map(|p| &p.jobs)
+        .map(|t| t.plan.bytes)
+        .sum();
+    let progress = progress::start(total, config.progress, &config.outputs[0]);
+    let folders = Folders::make(config)?;
+    let mut set = OutputSet::new(config.output.no_clobber);
+    if config.outputs.iter().any(|path| config.sharded(path)) {
+        // A sharded checkpoint's files are written in its folder, never through a link.
+        set = set.without_links();
+    }
+    for path in &paths {
+        set.add(path)?;
+    }
+    for path in planned.iter().flat_map(|p| &p.removes) {
+        set.remove_at_commit(path)?;
+    }
+    let written = write_all(&mut planned, &mut set, &progress.bar);
+    progress.finish();
+    written?;
+    input.check_unchanged()?;
+    // An output may replace the input, which Windows refuses while the input is mapped or
+    // open: every map and handle goes before the commit.
+    drop(planned);
+    drop(inputs);
+    set.commit()?;
+    folders.keep();
+    progress.summary();
+    Ok(())
+}
+
+/// Plans the output `path` in `format` of the tensors `jobs`: a file, its tensors in the
+/// writer's order, or a sharded checkpoint (`DIR/`), its tensors in shards of at most
+/// `--max-shard-size` in the input's order, each shard in the writer's order.
+fn plan_output<'a>(
+    config: &SplitConfig,
+    input: &crate::input::Input,
+    path: &Path,
+    format: Format,
+    jobs: Vec<TensorJob<'a>>,
+) -> Result<PlannedOutput<'a>> {
+    let sharded = config.sharded(path);
+    let mut options = config.output.clone();
+    if sharded {
+        options.sharded = Some(ShardedOutput {
+            folder: path.to_path_buf(),
+            name: None,
+            max_shard_size: config.max_shard_size,
+            names_from: None,
+        });
+    }
+    let writer = format.writer(&options.write_options(format, input.metadata())?)?;
+    let jobs = if sharded {
+        jobs
+    } else {
+        in_writer_order(jobs, writer.as_ref())
+    };
+    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    writer.check(&described).map_err(|mut refusal| {
+        let target = crate::messages::path(path);
+        refusal.headline = format!("cannot write {target}: {}", refusal.headline);
+        Error::Refused(vec![refusal])
+    })?;
+    if !sharded {
+        let files = vec![(path.to_path_buf(), (0..jobs.len()).collect())];
+        return Ok(PlannedOutput {
+            jobs,
+            format,
+            writer,
+            files,
+            index: None,
+            removes: Vec::new(),
+        });
+    }
+    let name = input.shards().map(|s| s.name.clone()).unwrap_or_default();
+    let sizes: Vec<u64> = jobs.iter().map(|t| t.out.bytes).collect();
+    let plan = ShardPlan::new(path, name, config.max_shard_size, &sizes)?;
+    if config.output.no_clobber {
+        plan.check_no_clobber()?;
+    }
+    let files = plan
+        .files
+        .iter()
+        .map(|file| {
+            let listed: Vec<OutTensor> =
+                file.tensors.iter().map(|&t| described[t].clone()).collect();
+            let order = writer.order(&listed);
+            let tensors = order.into_iter().map(|at| file.tensors[at]).collect();
+            (plan.folder.join(&file.name), tensors)
+        })
+        .collect();
+    let names: Vec<&str> = described.iter().map(|t| t.name.as_str()).collect();
+    let index = plan
+        .index
+        .as_ref()
+        .map(|index| (plan.folder.join(index), plan.index_text(&names)));
+    Ok(PlannedOutput {
+        jobs,
+        format,
+        writer,
+        files,
+        index,
+        removes: plan.removes.clone(),
+    })
+}
+
+/// Every file an output writes: its files, then its index.
+fn output_files<'p>(planned: &'p PlannedOutput) -> impl Iterator<Item = &'p PathBuf> {
+    let files = planned.files.iter().map(|(path, _)| path);
+    files.chain(planned.index.as_ref().map(|(path, _)| path))
+}
+
+/// The plan report: every file of every output, with its tensors.
+fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport {
+    let mut files = Vec::new();
+    for output in planned {
+        let format = output.format.name();
+        for (path, tensors) in &output.files {
+            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
+            files.push((path.display().to_string(), format, jobs));
+        }
+        if let Some((path, _)) = &output.index {
+            files.push((path.display().to_string(), "index", Vec::new()));
+        }
+    }
+    SplitReport::new(input, &files)
+}
+
+/// Writes every file of every output into its member of `set`, in the order they were added.
+fn write_all(
+    planned: &mut [PlannedOutput],
+    set: &mut OutputSet,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let mut members = set.members_mut().iter_mut();
+    for output in planned {
+        for (_, tensors) in &output.files {
+            let member = members.next().expect("a member per file");
+            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
+            write_output(&jobs, output.writer.as_mut(), member, bar)?;
+        }
+        if let Some((path, text)) = &output.index {
+            let member = members.next().expect("a member for the index");
+            member
+                .write_all(text.as_bytes())
+                .map_err(|e| Error::io("write the output", path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one output's tensors (in its writer's order) into `sink`, framed by the output
+/// format's `writer`, their data by the CPU engine.
+fn write_output(
+    jobs: &[&TensorJob],
+    writer: &mut dyn Writer,
+    sink: &mut dyn Sink,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    // The CPU engine plans nothing per tensor, so the job it is chosen for does not matter.
+    let mut engine = Engine::choose(Backend::Cpu, None, &[])?;
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    writer
+        .start(sink, &described)
+        .map_err(|e| failed(e, sink))?;
+    for (index, tensor) in jobs.iter().enumerate() {
+        writer
+            .start_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+        let mut data = writer.data_sink(sink);
+        let mut counted = Counted {
+            inner: data.as_mut(),
+            bar,
+        };
+        engine.execute(index, tensor, &mut counted)?;
+        drop(data);
+        writer
+            .end_tensor(sink, &tensor.out)
+            .map_err(|e| failed(e, sink))?;
+    }
+    writer.finish(sink).map_err(|e| failed(e, sink))
+}
+
+/// The job's tensors in the order the output format lists them.
+fn in_writer_order<'a>(jobs: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<TensorJob<'a>> {
+    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    let order = writer.order(&described);
+    let mut slots: Vec<Option<TensorJob>> = jobs.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|index| slots.get_mut(index).and_then(Option::take))
+        .collect()
+}
+
+/// Refuses rules that match no tensor of the input: a rule the user wrote for a tensor the
+/// input does not hold is most likely a typo or the wrong rules file.
+fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<()> {
+    let names: Vec<&str> = input
+        .tensors
+        .iter()
+        .map(|t| {
+            t.name
+                .tensor
+                .as_deref()
+                .unwrap_or(crate::plan::job::DEFAULT_NAME)
+        })
+        .collect();
+    let unmatched: Vec<_> = matcher
+        .unmatched(&names)
+        .into_iter()
+        .filter(|rule| rule.required)
+        .collect();
+    if unmatched.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(vec![rules::unmatched_refusal(
+        &unmatched, &names, false,
+    )]))
+}
+
+/// Refuses, before anything is written, outputs that exist (`--no-clobber`), naming each.
+fn check_no_clobber(outputs: &[&PathBuf]) -> Result<()> {
+    let existing: Vec<String> = outputs
+        .iter()
+        .filter(|path| path.symlink_metadata().is_ok())
+        .map(|path| crate::messages::path(path))
+        .collect();
+    if existing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(vec![crate::error::Refusal {
+        headline: format!(
+            "--no-clobber: {} of the outputs exist already",
+            existing.len()
+        ),
+        details: crate::error::capped(existing, 10),
+        hint: Some(
+            "remove them, name other outputs, or drop --no-clobber to replace them".to_string(),
+        ),
+    }]))
+}
+
+/// The folders a split made for its outputs (`-o 'tp{rank}/model.safetensors'` makes `tp0`,
+/// `tp1`, ...): removed again, when still empty, unless the outputs are committed.
+struct Folders(Vec<PathBuf>);
+
+impl Folders {
+    /// Makes the missing folders the outputs are in (a sharded checkpoint's is its own
+    /// path), one level deep: a folder whose own folder does not exist is refused, as a typo
+    /// is more likely than a wish for a tree.
+    fn make(config: &SplitConfig) -> Result<Folders> {
+        let mut made = Folders(Vec::new());
+        for path in &config.outputs {
+            let folder = if config.sharded(path) {
+                Some(path.as_path())
+            } else {
+                path.parent()
+            };
+            let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
+                continue;
+            };
+            if folder.is_dir() || made.0.iter().any(|m| m == folder) {
+                continue;
+            }
+            let above = folder.parent().filter(|f| !f.as_os_str().is_empty());
+            if above.is_some_and(|above| !above.is_dir()) {
+                return Err(Error::refused(
+                    format!(
+                        "cannot write {}: neither its folder nor the folder above exists",
+                        crate::messages::path(path)
+                    ),
+                    "create the folders first (tjoin split makes only the last one)",
+                ));
+            }
+            std::fs::create_dir(folder)
+                .map_err(|e| Error::io("create the output folder", folder, e))?;
+            made.0.push(folder.to_path_buf());
+        }
+        Ok(made)
+    }
+
+    /// The outputs are committed: the folders stay.
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Folders {
+    fn drop(&mut self) {
+        for folder in self.0.iter().rev() {
+            // Only an empty folder goes; anything else in it is not this run's to remove.
+            let _ = std::fs::remove_dir(folder);
+        }
+    }
+}

@@ -1,0 +1,687 @@
+//! `tjoin split`: numpy.array_split as the oracle (fixtures/split/npy), tensor-parallel ranks
+//! against a reimplementation of the rules (fixtures/split/ranks) and the merge fixtures,
+//! the join that inverts each split, every refusal before anything is written, the dry run,
+//! and an interrupted split leaving nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::util::{
+    assert_mentions, dir_entries, killed_by, npy_header, refused, succeeds, write_npy, writing_into,
+};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// A temporary folder holding a copy of the files of `from`.
+fn copy_of(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn parts_are_the_files_numpy_array_split_and_save_write() {
+    let cases = fixtures().join("split/npy");
+    let mut names: Vec<_> = fs::read_dir(&cases)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 8, "the fixture cases are missing");
+    for case in names {
+        let dir = copy_of(&case);
+        let dir = dir.path();
+        let args = fs::read_to_string(dir.join("args.txt")).unwrap();
+        let mut command: Vec<&str> = vec!["split"];
+        command.extend(args.split_whitespace());
+        command.extend(["in.npy", "-o", "out{part}.npy"]);
+        succeeds(dir, &command);
+        let expected = dir_entries(dir)
+            .iter()
+            .filter(|n| n.starts_with("expected"))
+            .count();
+        for part in 0..expected {
+            let got = fs::read(dir.join(format!("out{part}.npy"))).unwrap();
+            let want = fs::read(dir.join(format!("expected{part}.npy"))).unwrap();
+            assert!(got == want, "{}: part {part} differs", case.display());
+        }
+        assert!(!dir.join(format!("out{expected}.npy")).exists());
+    }
+}
+
+/// The join that inverts a split by --parts: `tjoin -a AXIS` of the parts in order.
+#[test]
+fn joining_the_parts_gives_back_the_input() {
+    for case in ["rows", "cols", "last_axis_int16", "sizes", "fortran_rows"] {
+        let dir = copy_of(&fixtures().join("split/npy").join(case));
+        let dir = dir.path();
+        let args = fs::read_to_string(dir.join("args.txt")).unwrap();
+        let mut split: Vec<&str> = vec!["split"];
+        split.extend(args.split_whitespace());
+        split.extend(["in.npy", "-o", "p{part:03}.npy"]);
+        succeeds(dir, &split);
+        let mut parts: Vec<String> = dir_entries(dir)
+            .into_iter()
+            .filter(|n| n.starts_with('p'))
+            .collect();
+        parts.sort();
+        let axis = args.split_whitespace().nth(1).unwrap().to_string();
+        let mut join = vec!["-a".to_string(), axis];
+        join.extend(parts);
+        join.extend(["-o".to_string(), "back.npy".to_string()]);
+        let join: Vec<&str> = join.iter().map(String::as_str).collect();
+        succeeds(dir, &join);
+        assert_eq!(
+            fs::read(dir.join("back.npy")).unwrap(),
+            fs::read(dir.join("in.npy")).unwrap(),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn ranks_are_the_rules_reimplemented_and_join_back_byte_for_byte() {
+    let dir = copy_of(&fixtures().join("split/ranks"));
+    let dir = dir.path();
+    succeeds(
+        dir,
+        &[
+            "split",
+            "--ranks",
+            "4",
+            "--rules",
+            "model.rules",
+            "model.safetensors",
+            "-o",
+            "rank{rank}/model.safetensors",
+        ],
+    );
+    for rank in 0..4 {
+        let got = fs::read(dir.join(format!("rank{rank}/model.safetensors"))).unwrap();
+        let want = fs::read(dir.join(format!("tp{rank}.safetensors"))).unwrap();
+        assert!(got == want, "rank {rank} differs from the reference");
+    }
+    succeeds(
+        dir,
+        &[
+            "--rules",
+            "model.rules",
+            "rank0/model.safetensors",
+            "rank1/model.safetensors",
+            "rank2/model.safetensors",
+            "rank3/model.safetensors",
+            "-o",
+            "back.safetensors",
+        ],
+    );
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("model.safetensors")).unwrap()
+    );
+}
+
+/// `replicas P:Q:R` after `chunks`: each part given to its own number of consecutive ranks
+/// (query heads cut 4 ways, key and value heads 2 ways), joined back by the same rule.
+#[test]
+fn per_part_replicas_split_and_join_back() {
+    let dir = copy_of(&fixtures().join("split/ranks"));
+    let dir = dir.path();
+    let rule = "*.qkv_proj.weight=0 chunks 4:1:1 replicas 1:2:2";
+    let tensor = "model.safetensors:layers.0.attn.qkv_proj.weight";
+    let split = [
+        "split",
+        "--ranks",
+        "4",
+        "--axis-for",
+        rule,
+        tensor,
+        "-o",
+        "r{rank}.safetensors",
+    ];
+    let plan = succeeds(dir, &[&split[..], &["--dry-run=json"]].concat());
+    let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
+    let slices = &plan["outputs"][2]["tensors"][0]["slices"];
+    assert_eq!(
+        slices,
+        &serde_json::json!(["[8:12, :]", "[18:20, :]", "[22:24, :]"])
+    );
+    succeeds(dir, &split);
+    let join = [
+        "--axis-for",
+        rule,
+        "r0.safetensors",
+        "r1.safetensors",
+        "r2.safetensors",
+        "r3.safetensors",
+        "-o",
+        "back.safetensors",
+    ];
+    succeeds(dir, &join);
+    succeeds(dir, &[tensor, "-o", "alone.safetensors"]);
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("alone.safetensors")).unwrap()
+    );
+}
+
+/// The issue's acceptance: a tiny Llama saved by transformers (a PyTorch set of .bin shards)
+/// split into 2 and 4 ranks by rules/llama.rules, and joined back byte for byte to the
+/// safetensors file of the same tensors.
+#[test]
+fn a_tiny_llama_from_transformers_splits_into_2_and_4_ranks_and_joins_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let model = fixtures().join("transformers/llama");
+    let expected = fs::read(fixtures().join("transformers/expected.safetensors")).unwrap();
+    let rules = fixtures().join("../rules/llama.rules");
+    let rules = rules.to_str().unwrap();
+    for ranks in [2, 4] {
+        let template = format!("tp{ranks}-{{rank}}/model.safetensors");
+        let count = ranks.to_string();
+        let split = [
+            "split",
+            "--ranks",
+            &count,
+            "--rules",
+            rules,
+            model.to_str().unwrap(),
+            "-o",
+            &template,
+        ];
+        succeeds(dir, &split);
+        let mut join = vec!["--rules".to_string(), rules.to_string()];
+        join.extend((0..ranks).map(|r| format!("tp{ranks}-{r}/model.safetensors")));
+        join.extend(["-o".to_string(), format!("back{ranks}.safetensors")]);
+        let join: Vec<&str> = join.iter().map(String::as_str).collect();
+        succeeds(dir, &join);
+        let back = fs::read(dir.join(format!("back{ranks}.safetensors"))).unwrap();
+        assert!(
+            back == expected,
+            "{ranks} ranks: the join differs from the model"
+        );
+    }
+}
+
+/// rules/llama.rules splits the merge fixture's model into the very shards it was merged from.
+#[test]
+fn llama_rules_split_a_model_into_the_shards_a_merge_joins() {
+    let dir = copy_of(&fixtures().join("merge/llama"));
+    let dir = dir.path();
+    let rules = fixtures().join("../rules/llama.rules");
+    let rules = rules.to_str().unwrap();
+    let split = [
+        "split",
+        "--ranks",
+        "2",
+        "--rules",
+        rules,
+        "expected.safetensors",
+        "-o",
+        "out{rank}.safetensors",
+    ];
+    succeeds(dir, &split);
+    for rank in 0..2 {
+        assert_eq!(
+            fs::read(dir.join(format!("out{rank}.safetensors"))).unwrap(),
+            fs::read(dir.join(format!("tp{rank}.safetensors"))).unwrap(),
+            "rank {rank}"
+        );
+    }
+    let join = [
+        "--rules",
+        rules,
+        "out0.safetensors",
+        "out1.safetensors",
+        "-o",
+        "back.safetensors",
+    ];
+    succeeds(dir, &join);
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("expected.safetensors")).unwrap()
+    );
+}
+
+/// Every tensor of an .npz is cut; FILE:NAME cuts one, into any format.
+#[test]
+fn whole_files_and_one_named_tensor_split_and_join_back() {
+    let dir = copy_of(&fixtures().join("containers/npz"));
+    let dir = dir.path();
+    succeeds(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "3",
+            "day0.npz",
+            "-o",
+            "d{part}.npz",
+        ],
+    );
+    succeeds(
+        dir,
+        &["-a", "0", "d0.npz", "d1.npz", "d2.npz", "-o", "back.npz"],
+    );
+    // x and y come back byte for byte; z, a Fortran-order [3, 3], is cut into single rows,
+    // which np.save (and tjoin) store in C order, so the join gives it back in C order: its
+    // values, compared as JSON.
+    for (member, out) in [("x", "x"), ("y", "y")] {
+        let back = format!("back.npz:{member}");
+        succeeds(dir, &[&back, "-o", &format!("{out}1.npy")]);
+        let original = format!("day0.npz:{member}");
+        succeeds(dir, &[&original, "-o", &format!("{out}0.npy")]);
+        assert_eq!(
+            fs::read(dir.join(format!("{out}1.npy"))).unwrap(),
+            fs::read(dir.join(format!("{out}0.npy"))).unwrap(),
+            "{member}"
+        );
+    }
+    succeeds(dir, &["back.npz:z", "-o", "z1.json"]);
+    succeeds(dir, &["day0.npz:z", "-o", "z0.json"]);
+    assert_eq!(
+        fs::read(dir.join("z1.json")).unwrap(),
+        fs::read(dir.join("z0.json")).unwrap()
+    );
+    let args = [
+        "split",
+        "-a",
+        "1",
+        "--sizes",
+        "1,3",
+        "day0.npz:x",
+        "-o",
+        "a.npy",
+        "-o",
+        "b.safetensors",
+    ];
+    succeeds(dir, &args);
+    succeeds(dir, &["-a", "1", "a.npy", "b.safetensors", "-o", "x.npy"]);
+    succeeds(dir, &["day0.npz:x", "-o", "x0.npy"]);
+    assert_eq!(
+        fs::read(dir.join("x.npy")).unwrap(),
+        fs::read(dir.join("x0.npy")).unwrap()
+    );
+}
+
+#[test]
+fn the_dry_run_lists_every_output_its_tensors_slices_and_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_npy(&dir.join("x.npy"), "<f4", &[10, 3], false, &[0; 120]);
+    let text = succeeds(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "3",
+            "x.npy",
+            "-o",
+            "p{part}.npy",
+            "--dry-run",
+        ],
+    );
+    let text = String::from_utf8(text).unwrap();
+    assert_mentions(
+        &text,
+        &[
+            "dry run: nothing written; x.npy (npy) splits into 3 files, 120 bytes of data",
+            "p0.npy (npy, 48 bytes):",
+            "arr_0  float32  [4, 3]  [0:4, :]  48 bytes",
+            "arr_0  float32  [3, 3]  [7:10, :]  36 bytes",
+        ],
+    );
+    let json = succeeds(
+        dir,
+        &[
+            "split",
+            "-a",
+            "1",
+            "--sizes",
+            "1,2",
+            "x.npy",
+            "-o",
+            "a.npy",
+            "-o",
+            "b.npy",
+            "--dry-run=json",
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(json["bytes"], 120);
+    assert_eq!(json["outputs"][1]["path"], "b.npy");
+    assert_eq!(json["outputs"][1]["tensors"][0]["slices"][0], "[:, 1:3]");
+    assert_eq!(
+        json["outputs"][1]["tensors"][0]["shape"],
+        serde_json::json!([10, 2])
+    );
+    assert_eq!(json["outputs"][1]["bytes"], 80);
+    assert_eq!(dir_entries(dir), ["x.npy"]);
+}
+
+#[test]
+fn refusals_come_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_npy(&dir.join("x.npy"), "<f4", &[10, 3], false, &[0; 120]);
+    let stderr = refused(
+        dir,
+        &[
+            "split", "-a", "0", "--sizes", "3,3", "x.npy", "-o", "a.npy", "-o", "b.npy",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["cannot split x.npy [10, 3] along axis 0: the sizes 3,3 add up to 6, not to its size 10"],
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "3",
+            "--exact",
+            "x.npy",
+            "-o",
+            "p{part}.npy",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "its size 10 does not divide into 3 equal parts (--exact)",
+            "1, 2, 5, 10",
+        ],
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split", "-a", "0", "--parts", "2", "x.npy", "-o", "same.npy",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "the template makes outputs 0 and 1 the same file, same.npy",
+            "{part}",
+        ],
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split", "-a", "0", "--parts", "2", "x.npy", "-o", "a.npy", "-o", "./a.npy",
+        ],
+        2,
+    );
+    assert_mentions(&stderr, &["-o a.npy and -o ./a.npy are the same file"]);
+    let stderr = refused(
+        dir,
+        &[
+            "split", "-a", "0", "--parts", "3", "x.npy", "-o", "a.npy", "-o", "b.npy",
+        ],
+        2,
+    );
+    assert_mentions(&stderr, &["the split makes 3 outputs, but -o names 2"]);
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-a",
+            "2",
+            "--parts",
+            "2",
+            "x.npy",
+            "-o",
+            "p{part}.npy",
+        ],
+        2,
+    );
+    assert_mentions(&stderr, &["along axis 2: it has axes 0 to 1"]);
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            "x.npy",
+            "-o",
+            "p{rows}.npy",
+        ],
+        2,
+    );
+    assert_mentions(&stderr, &["`{rows}` is not a field"]);
+    // An existing output with -n: refused, the file untouched, no other output written.
+    fs::write(dir.join("p1.npy"), "precious").unwrap();
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-n",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            "x.npy",
+            "-o",
+            "p{part}.npy",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["--no-clobber: 1 of the outputs exist already", "p1.npy"],
+    );
+    assert_eq!(fs::read(dir.join("p1.npy")).unwrap(), b"precious");
+    // A model: a rule's axis that does not divide, and a tensor no rule decides.
+    let model = fixtures().join("merge/llama/expected.safetensors");
+    fs::copy(&model, dir.join("m.safetensors")).unwrap();
+    let rules = fixtures().join("../rules/llama.rules");
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "--ranks",
+            "3",
+            "--rules",
+            rules.to_str().unwrap(),
+            "m.safetensors",
+            "-o",
+            "tp{rank}.safetensors",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "cannot split tensor `lm_head.weight` of m.safetensors [32, 8] along axis 0: its \
+             size 32 does not divide into 3 equal pieces",
+            "hint: split into a number of ranks that divides it (1, 2, 4, 8, 16, 32)",
+            "cannot split tensor `model.layers.0.mlp.down_proj.weight` of m.safetensors \
+             [8, 16] along axis 1: its size 16 does not divide into 3 equal pieces",
+        ],
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "--ranks",
+            "2",
+            "--keep",
+            "*norm*",
+            "m.safetensors",
+            "-o",
+            "tp{rank}.safetensors",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["lm_head.weight` of m.safetensors [32, 8]: no rule says which axis"],
+    );
+}
+
+/// `-o 'tp{rank}/'` writes each rank as a sharded checkpoint (shards of at most
+/// --max-shard-size, and their index), and a sharded checkpoint is an input like any.
+#[test]
+fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
+    let dir = copy_of(&fixtures().join("merge/llama"));
+    let dir = dir.path();
+    let rules = fixtures().join("../rules/llama.rules");
+    let rules = rules.to_str().unwrap();
+    let split = [
+        "split",
+        "--ranks",
+        "2",
+        "--rules",
+        rules,
+        "expected.safetensors",
+        "-o",
+        "tp{rank}/",
+        "--max-shard-size",
+        "600",
+    ];
+    succeeds(dir, &split);
+    for rank in 0..2 {
+        let folder = dir.join(format!("tp{rank}"));
+        assert_eq!(
+            dir_entries(&folder),
+            [
+                "model-00001-of-00004.safetensors",
+                "model-00002-of-00004.safetensors",
+                "model-00003-of-00004.safetensors",
+                "model-00004-of-00004.safetensors",
+                "model.safetensors.index.json"
+            ]
+        );
+        // Merged into one file, each rank is the merge fixture's shard.
+        let merged = format!("m{rank}.safetensors");
+        succeeds(dir, &[&format!("tp{rank}/"), "-o", &merged]);
+        assert_eq!(
+            fs::read(dir.join(&merged)).unwrap(),
+            fs::read(dir.join(format!("tp{rank}.safetensors"))).unwrap()
+        );
+    }
+    // The sharded ranks join back; and a sharded input splits as its merged file does.
+    succeeds(
+        dir,
+        &["--rules", rules, "tp0/", "tp1/", "-o", "back.safetensors"],
+    );
+    assert_eq!(
+        fs::read(dir.join("back.safetensors")).unwrap(),
+        fs::read(dir.join("expected.safetensors")).unwrap()
+    );
+    let split = [
+        "split",
+        "-a",
+        "0",
+        "--parts",
+        "2",
+        "tp0/",
+        "-o",
+        "half{part}.safetensors",
+        "--keep",
+        "*norm*",
+    ];
+    succeeds(dir, &split);
+    succeeds(
+        dir,
+        &[
+            "-a",
+            "0",
+            "--keep",
+            "*norm*",
+            "half0.safetensors",
+            "half1.safetensors",
+            "-o",
+            "whole.safetensors",
+        ],
+    );
+    assert_eq!(
+        fs::read(dir.join("whole.safetensors")).unwrap(),
+        fs::read(dir.join("m0.safetensors")).unwrap()
+    );
+    let stderr = refused(
+        dir,
+        &[
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            "m0.safetensors",
+            "-o",
+            "p{part}.npy",
+            "--max-shard-size",
+            "1GB",
+        ],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["--max-shard-size applies to outputs that name a folder"],
+    );
+}
+
+/// An interrupt while the outputs are written leaves none of them, nor any temporary file.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_split_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    // A Fortran-order input whose parts go to safetensors, in C order: gathered element by
+    // element, slowly enough to catch the run in the middle.
+    let (rows, cols) = (4096u64, 65536u64);
+    let header = npy_header("|u1", &[rows, cols], true);
+    let file = fs::File::create(dir.join("big.npy")).unwrap();
+    std::io::Write::write_all(&mut &file, &header).unwrap();
+    file.set_len(header.len() as u64 + rows * cols).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tjoin"))
+        .current_dir(dir)
+        .args([
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            "big.npy",
+            "-o",
+            "p{part}.safetensors",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !writing_into(child.id(), dir) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tjoin never started writing"
+        );
+        sleep(Duration::from_millis(2));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(sent.unwrap().success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(killed_by(output.status), Some(libc::SIGINT));
+    assert_eq!(dir_entries(dir), ["big.npy"]);
+}
