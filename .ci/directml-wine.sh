@@ -4,7 +4,8 @@
 # lavapipe, Mesa's software Vulkan device. Every DirectML output is compared byte for byte
 # with the CPU engine's output of the same Windows build: tjoin.exe for the command line's
 # own checks, and examples/dml_compare.rs for the worked and random joins, each case through
-# both engines in one process (a Wine start costs a second or more).
+# both engines in one process (a Wine start costs a second or more); examples/dml_split_compare.rs
+# likewise for DirectML's Split against a CPU split of the same bytes.
 #
 #   .ci/directml-wine.sh
 #
@@ -160,7 +161,10 @@ WINDOWS_BUILT=1
 # examples/dml_compare.rs: the DirectML-versus-CPU comparisons, in one process.
 COMPARE=$BIN/examples/dml_compare.exe
 [ -f "$COMPARE" ] || fail "the build left no $COMPARE"
-echo "   $EXE, $COMPARE and ${#TESTS[@]} test binaries"
+# examples/dml_split_compare.rs: DirectML's Split against a CPU split, in one process.
+SPLIT_COMPARE=$BIN/examples/dml_split_compare.exe
+[ -f "$SPLIT_COMPARE" ] || fail "the build left no $SPLIT_COMPARE"
+echo "   $EXE, $COMPARE, $SPLIT_COMPARE and ${#TESTS[@]} test binaries"
 done_step
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +195,7 @@ WITH=$WORK/with-directml
 WITHOUT=$WORK/without-directml
 rm -rf "$WITH" "$WITHOUT"
 mkdir -p "$WITH" "$WITHOUT"
-cp "$EXE" "$COMPARE" "$SHIM" "$WITH/" && cp "$DLL" "$WITH/DirectML.dll"
+cp "$EXE" "$COMPARE" "$SPLIT_COMPARE" "$SHIM" "$WITH/" && cp "$DLL" "$WITH/DirectML.dll"
 cp "$EXE" "$SHIM" "$WITHOUT/"
 # The test binaries run from their own folder, and the integration tests start tjoin.exe.
 cp "$SHIM" "$BIN/deps/" && cp "$SHIM" "$BIN/"
@@ -384,6 +388,39 @@ TJOIN_DML_BUFFER_BUDGET=4096 compare --suffix "(4 KiB budget)" "${small[@]}"
 TJOIN_DML_BUFFER_BUDGET=$((4 << 20)) compare --suffix "(4 MiB budget)" "${large[@]}"
 done_step
 
+# split_compare SEED CASES [--suffix TEXT]: splits CASES random tensors (from SEED) through
+# DirectML's Split and through a plain CPU split in one Windows process
+# (examples/dml_split_compare.rs), comparing every part. $SPLITS counts the splits compared.
+split_compare() {
+    local log=$WORK/split_compare.log summary status
+    (cd "$WITH" && timeout 1800 wine "$WITH/dml_split_compare.exe" "$@" </dev/null >"$log" 2>&1)
+    status=$?
+    summary=$(sed -n 's/^dml_split_compare: cases [0-9]* ok [0-9]* failed, splits \([0-9]*\)$/\1/p' "$log")
+    if [ $status = 137 ] && [ -z "$summary" ]; then
+        RETRIED=$((RETRIED + 1))
+        echo "      (killed at status 137, tried again: dml_split_compare.exe $*)" >&2
+        (cd "$WITH" && timeout 1800 wine "$WITH/dml_split_compare.exe" "$@" </dev/null >"$log" 2>&1)
+        status=$?
+        summary=$(sed -n 's/^dml_split_compare: cases [0-9]* ok [0-9]* failed, splits \([0-9]*\)$/\1/p' "$log")
+    fi
+    grep -v '^dml_split_compare: ' "$log"
+    PASSED=$((PASSED + $(grep -c '^ok ' "$log")))
+    FAILED=$((FAILED + $(grep -c '^FAIL ' "$log")))
+    if [ -z "$summary" ]; then
+        differ "dml_split_compare.exe $* exited $status before its summary"
+    elif [ $status != 0 ] && [ $status != 137 ] && ! grep -q '^FAIL ' "$log"; then
+        differ "dml_split_compare.exe $* exited $status"
+    else
+        SPLITS=$((SPLITS + summary))
+    fi
+}
+SPLITS=0
+
+step "random splits through DirectML's Split (examples/dml_split_compare.rs)"
+split_compare 17 120
+TJOIN_DML_BUFFER_BUDGET=4096 split_compare 17 120 --suffix "(4 KiB budget)"
+done_step
+
 if [ "${TJOIN_WINE_HUGE:-}" = 1 ]; then
     step "a join of more than 2^32 elements (TJOIN_WINE_HUGE=1)"
     huge=$WORK/huge
@@ -419,7 +456,7 @@ done
 done_step
 
 rm -rf "$out" "$WORK/cases"
-echo "directml-wine: $CASES joins compared byte for byte, in $(($(date +%s) - TOTAL_START)) s;" \
+echo "directml-wine: $CASES joins and $SPLITS splits compared byte for byte, in $(($(date +%s) - TOTAL_START)) s;" \
     "$RETRIED runs killed by Wine and tried again"
 echo "directml-wine: $PASSED passed, $FAILED failed"
 [ $FAILED = 0 ]

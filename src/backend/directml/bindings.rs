@@ -1327,6 +1327,14 @@ pub const DML_OPERATOR_TOP_K1: DML_OPERATOR_TYPE = 112;
 pub type DML_OPERATOR_TYPE = i32;
 pub const DML_OPERATOR_UPSAMPLE_2D: DML_OPERATOR_TYPE = 66;
 pub const DML_OPERATOR_VALUE_SCALE_2D: DML_OPERATOR_TYPE = 65;
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub struct DML_SPLIT_OPERATOR_DESC {
+    pub InputTensor: *const DML_TENSOR_DESC,
+    pub OutputCount: u32,
+    pub OutputTensors: *const DML_TENSOR_DESC,
+    pub Axis: u32,
+}
 pub type DML_TENSOR_DATA_TYPE = i32;
 pub const DML_TENSOR_DATA_TYPE_FLOAT16: DML_TENSOR_DATA_TYPE = 2;
 pub const DML_TENSOR_DATA_TYPE_FLOAT32: DML_TENSOR_DATA_TYPE = 1;

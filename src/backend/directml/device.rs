@@ -50,9 +50,11 @@ pub struct Gpu {
     temporary: Option<(ID3D12Resource, u64)>,
     heap: Option<(ID3D12DescriptorHeap, u32)>,
     operators: HashMap<ShapeKey, Operator>,
+    /// Compiled Splits, apart from the Joins: a Split's key is its inverse Join's.
+    split_operators: HashMap<ShapeKey, Operator>,
 }
 
-/// A compiled and initialized Join.
+/// A compiled and initialized Join or Split.
 struct Operator {
     compiled: IDMLCompiledOperator,
     properties: DML_BINDING_PROPERTIES,
@@ -425,6 +427,7 @@ impl Gpu {
             temporary: None,
             heap: None,
             operators: HashMap::new(),
+            split_operators: HashMap::new(),
         };
         Ok((gpu, capabilities))
     }
@@ -578,14 +581,22 @@ impl Gpu {
             Type: DML_OPERATOR_JOIN,
             Desc: &join as *const _ as *const c_void,
         };
+        let operator = self.compile(&desc, "Join")?;
+        self.operators.insert(key, operator);
+        Ok(())
+    }
+
+    /// Steps 6 to 10 for the operator `desc` describes (`what`, for messages): created,
+    /// compiled, initialized.
+    fn compile(&mut self, desc: &DML_OPERATOR_DESC, what: &str) -> Outcome<Operator> {
         let mut created: Option<IDMLOperator> = None;
         let mut compiled: Option<IDMLCompiledOperator> = None;
-        // SAFETY: every description above (and the sizes in `dispatch` they point into) is
-        // alive for these calls; results are owned references.
+        // SAFETY: the caller keeps `desc` and everything it points to alive for these calls;
+        // results are owned references.
         unsafe {
             self.dml
-                .CreateOperator(&desc, &mut created)
-                .map_err(|e| failed("IDMLDevice::CreateOperator (Join)", e))?;
+                .CreateOperator(desc, &mut created)
+                .map_err(|e| failed(&format!("IDMLDevice::CreateOperator ({what})"), e))?;
             let created = created.ok_or("CreateOperator returned no operator")?;
             self.dml
                 .CompileOperator(&created, DML_EXECUTION_FLAG_NONE, &mut compiled)
@@ -643,15 +654,11 @@ impl Gpu {
                 .RecordDispatch(&self.list, &initializer, &table);
         }
         self.submit()?;
-        self.operators.insert(
-            key,
-            Operator {
-                compiled,
-                properties: exec,
-                persistent,
-            },
-        );
-        Ok(())
+        Ok(Operator {
+            compiled,
+            properties: exec,
+            persistent,
+        })
     }
 
     /// A failure of the device, named, with the way around it.
@@ -844,5 +851,6 @@ impl Gpu {
     }
 }
 
+mod split;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
-//! The DirectML backend: DirectML's Join operator moves the data on a Direct3D 12 device.
+//! The DirectML backend: DirectML's Join operator (and Split, for `Session::split`) moves
+//! the data on a Direct3D 12 device.
 //!
 //! `plan` (always built, on every platform) turns a join plan into buffer tensor descriptions
 //! and dispatches. With the `directml` feature, `device` runs them through the bindings in
@@ -39,6 +40,7 @@ use crate::format::Sink;
 use crate::input::Tensor;
 use crate::plan::JoinPlan;
 use plan::DmlPlan;
+use plan::split::SplitPlan;
 
 /// `--dml-adapter`: which adapter DirectML runs on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -149,6 +151,38 @@ impl Session {
         #[cfg(not(feature = "directml"))]
         {
             let _ = (plan, job, sources, out);
+            match self.never {}
+        }
+    }
+
+    /// Plans splitting a C-order tensor of `dtype` and `shape` along `axis` into parts of
+    /// `sizes` on this device (DirectML's Split), or says why DirectML cannot run it.
+    pub fn plan_split(
+        &self,
+        dtype: &crate::dtype::DType,
+        shape: &[u64],
+        axis: usize,
+        sizes: &[u64],
+    ) -> std::result::Result<SplitPlan, String> {
+        plan::split::plan(dtype, shape, axis, sizes, &self.device)
+    }
+
+    /// Runs every dispatch of `plan` (from `plan_split`) over `input`, the tensor's packed
+    /// bytes, writing each part's bytes in order to `outputs[part]` (one sink per part, empty
+    /// parts included). Bytes move as they are: the parts keep the input's byte order.
+    pub fn split(
+        &mut self,
+        plan: &SplitPlan,
+        input: &[u8],
+        outputs: &mut [&mut dyn Sink],
+    ) -> Result<()> {
+        #[cfg(feature = "directml")]
+        {
+            self.gpu.split(plan, input, outputs)
+        }
+        #[cfg(not(feature = "directml"))]
+        {
+            let _ = (plan, input, outputs);
             match self.never {}
         }
     }

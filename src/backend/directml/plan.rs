@@ -676,5 +676,6 @@ fn braces(sizes: &[u32]) -> String {
 
 mod levels;
 mod sizes;
+pub mod split;
 #[cfg(test)]
 mod tests;

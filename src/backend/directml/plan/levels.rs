@@ -225,3 +225,40 @@ pub fn capped_budget(budget: u64, cap: Option<&str>) -> Result<u64, String> {
             .map_err(|_| format!("{BUDGET_VARIABLE}={text} is not a number of bytes")),
     }
 }
+
+/// DirectML Split's tensor support by feature level (DML_SPLIT_OPERATOR_DESC's "Tensor
+/// support" tables): the lowest level of each row, its ranks (inclusive) and element types.
+/// A level without a row of its own takes the row below it. FLOAT64 also needs the device to
+/// support it (`Device::float64`).
+#[rustfmt::skip]
+pub const SPLIT_LEVELS: [(FeatureLevel, (usize, usize), &[&str]); 4] = [
+    (FeatureLevel::V4_1, (1, 8), &["FLOAT64", "FLOAT32", "FLOAT16", "INT64", "INT32", "INT16",
+        "INT8", "UINT64", "UINT32", "UINT16", "UINT8"]),
+    (FeatureLevel::V3_0, (4, 5), &["FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32",
+        "UINT16", "UINT8"]),
+    (FeatureLevel::V2_1, (4, 4), &["FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32",
+        "UINT16", "UINT8"]),
+    (FeatureLevel::V1_0, (4, 4), &["FLOAT32", "FLOAT16", "INT32", "INT16", "UINT32", "UINT16"]),
+];
+
+impl Device {
+    /// Split's row at this device's level.
+    fn split_row(&self) -> ((usize, usize), &'static [&'static str]) {
+        let row = SPLIT_LEVELS
+            .iter()
+            .find(|(lowest, _, _)| self.level >= *lowest)
+            .unwrap_or(&SPLIT_LEVELS[SPLIT_LEVELS.len() - 1]);
+        (row.1, row.2)
+    }
+
+    /// Split's ranks at this device's level, inclusive.
+    pub fn split_ranks(&self) -> (usize, usize) {
+        self.split_row().0
+    }
+
+    /// Whether Split at this device's level takes `data_type`.
+    pub fn split_supports(&self, data_type: DataType) -> bool {
+        self.split_row().1.contains(&data_type.name())
+            && (data_type != DataType::Float64 || self.float64)
+    }
+}
