@@ -14,38 +14,41 @@ import sysconfig
 __all__ = ["find_tjoin_bin"]
 
 
-def find_tjoin_bin() -> str:
-    """The path of the tjoin binary this package was installed with.
+def _user_scheme() -> str:
+    if sys.version_info >= (3, 10):
+        return sysconfig.get_preferred_scheme("user")
+    if os.name == "nt":
+        return "nt_user"
+    if sys.platform == "darwin" and getattr(sys, "_framework", None):
+        return "osx_framework_user"
+    return "posix_user"
 
-    Looked for in the scripts folder of the install scheme that installed this package
-    (a virtual environment's ``bin``, the system's, or the user's with ``pip install --user``),
-    then beside a ``pip install --target`` folder. Raises ``FileNotFoundError`` naming every
-    place looked at when it is in none of them.
+
+def find_tjoin_bin() -> str:
+    """The path of the tjoin binary that was installed with this package.
+
+    pip puts it in the scripts folder of the install scheme that holds this package: a
+    virtual environment's ``bin`` (``Scripts`` on Windows), the system's, or the user's with
+    ``pip install --user``; with ``pip install --target DIR``, in ``DIR/bin``. The scheme
+    whose library folder holds this package is looked at first, so that another tjoin on
+    PATH or in another scheme is not taken for it. Raises ``FileNotFoundError`` naming every
+    folder looked in when the binary is in none of them.
     """
     exe = "tjoin" + (sysconfig.get_config_var("EXE") or "")
-    here = os.path.dirname(os.path.abspath(__file__))
-    places = []
-
-    # The scheme whose purelib or platlib holds this package scripts its binary.
-    schemes = [None]  # the default scheme of this interpreter
-    if sys.version_info >= (3, 10):
-        schemes.append(sysconfig.get_preferred_scheme("user"))
-    elif os.name == "nt":
-        schemes.append("nt_user")
-    elif sys.platform == "darwin" and sys._framework:  # type: ignore[attr-defined]
-        schemes.append("osx_framework_user")
-    else:
-        schemes.append("posix_user")
-    for scheme in schemes:
+    package = os.path.dirname(os.path.abspath(__file__))
+    package_parent = os.path.dirname(package)
+    ours = []
+    others = []
+    for scheme in (None, _user_scheme()):
         try:
             paths = sysconfig.get_paths() if scheme is None else sysconfig.get_paths(scheme)
         except KeyError:
             continue
-        places.append(paths["scripts"])
-
+        libraries = {os.path.normcase(os.path.abspath(paths[key])) for key in ("purelib", "platlib")}
+        mine = os.path.normcase(package_parent) in libraries
+        (ours if mine else others).append(paths["scripts"])
     # `pip install --target DIR` puts the package in DIR and the binary in DIR/bin.
-    places.append(os.path.join(os.path.dirname(here), "bin"))
-
+    places = ours + [os.path.join(package_parent, "bin")] + others
     for folder in places:
         candidate = os.path.join(folder, exe)
         if os.path.isfile(candidate):

@@ -14,11 +14,7 @@ def _run() -> None:
         # Windows has no exec that keeps the process: wait for it and pass on its status.
         import subprocess
 
-        try:
-            status = subprocess.run([tjoin, *sys.argv[1:]]).returncode
-        except KeyboardInterrupt:
-            status = 130
-        sys.exit(status)
+        sys.exit(subprocess.run([tjoin, *sys.argv[1:]]).returncode)
     # The binary takes this process's place: its status, signals and terminal are tjoin's own.
     os.execv(tjoin, [tjoin, *sys.argv[1:]])
 
