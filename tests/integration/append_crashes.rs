@@ -4,20 +4,16 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::append::{recovers, refused_untouched, zeros};
 use crate::util::{
-    assert_mentions, dir_entries, killed_by, npy_bytes, npy_header, parse_npy, refused, succeeds,
-    write_npy,
+    assert_mentions, bin, dir_entries, killed_by, npy_bytes, npy_header, parse_npy, refused,
+    succeeds, write_npy,
 };
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
-}
 
 /// The target of a slow append: a C-order `|u1` [4, 4096], and `new.npy`, a Fortran-order
 /// [rows, 4096] of sparse zeros, gathered into the target's order element by element: slow

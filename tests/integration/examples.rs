@@ -26,9 +26,9 @@
 use std::fs;
 use std::path::Path;
 
-use snapbox::cmd::{Command, cargo_bin};
+use snapbox::cmd::Command;
 
-use crate::util::{read_npy, write_npy};
+use crate::util::{bin, read_npy, write_npy};
 
 /// Files the documents name that other fixtures already hold: (name in the examples' folder,
 /// fixture).
@@ -141,7 +141,13 @@ fn uncommented(command: &str) -> &str {
 
 /// Commands that need what the test machine lacks, and why; they are skipped. The DirectML
 /// backend has its own tests (tests/integration/directml.rs, and CI's run under Wine).
-const SKIPPED: &[(&str, &str)] = &[("--backend directml", "needs Windows and a DirectML device")];
+const SKIPPED: &[(&str, &str)] = &[
+    ("--backend directml", "needs Windows and a DirectML device"),
+    (
+        " install tjoin",
+        "installs the wheel from PyPI, which the tests do not reach",
+    ),
+];
 
 /// A command a document shows, and the output it shows after it, if any.
 #[derive(Debug)]
@@ -301,7 +307,9 @@ fn check(shown: &Shown) {
     // Captured, and shown when the check fails.
     println!("{}: {}", shown.place, shown.command);
     let dir = example_files(&shown.command);
-    let bin_dir = cargo_bin!("tjoin").parent().unwrap();
+    // The binary under test first on PATH: cargo's build, or the one TJOIN_TEST_BIN names.
+    let bin = bin();
+    let bin_dir = bin.parent().unwrap();
     let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))

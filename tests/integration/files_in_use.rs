@@ -6,16 +6,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_mentions, dir_entries, npy_bytes, read_npy, succeeds, tjoin, write_npy};
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
-}
+use crate::util::{
+    assert_mentions, bin, dir_entries, npy_bytes, read_npy, succeeds, tjoin, write_npy,
+};
 
 /// `rows` rows of `cols` bytes, each byte `value`: an `|u1` array in C order.
 fn filled(dir: &Path, name: &str, rows: u64, cols: u64, value: u8) -> Vec<u8> {

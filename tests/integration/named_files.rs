@@ -246,7 +246,8 @@ fn pipes_named_as_inputs_are_read_once_and_joined() {
     let script = "\"$0\" -a 0 <(cat a.npy) - <(cat b.npy) -o out.npy < b.npy";
     let output = std::process::Command::new("bash")
         .current_dir(dir.path())
-        .args(["-c", script, env!("CARGO_BIN_EXE_tjoin")])
+        .args(["-c", script])
+        .arg(crate::util::bin())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -260,7 +261,8 @@ fn pipes_named_as_inputs_are_read_once_and_joined() {
     let script = "\"$0\" -a 0 a.npy <(true) -o out2.npy";
     let output = std::process::Command::new("bash")
         .current_dir(dir.path())
-        .args(["-c", script, env!("CARGO_BIN_EXE_tjoin")])
+        .args(["-c", script])
+        .arg(crate::util::bin())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -290,7 +292,7 @@ fn a_named_fifo_with_a_writer_is_read_as_an_input() {
         .open(&fifo)
         .unwrap();
     (&held).write_all(&bytes).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tjoin"))
+    let mut child = std::process::Command::new(crate::util::bin())
         .current_dir(dir.path())
         .args(["-a", "0", "a.npy", "fifo.npy", "-o", "out.npy"])
         .stderr(std::process::Stdio::piped())

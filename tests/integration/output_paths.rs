@@ -73,7 +73,7 @@ fn through_shell(dir: &Path, args: &[&str], redirections: &str) -> std::process:
     std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("exec \"$0\" \"$@\" {redirections}"))
-        .arg(env!("CARGO_BIN_EXE_tjoin"))
+        .arg(crate::util::bin())
         .args(args)
         .current_dir(dir)
         .output()
@@ -265,7 +265,7 @@ fn long_join(dir: &Path) -> std::process::Child {
     let file = fs::File::create(dir.join("big.npy")).unwrap();
     std::io::Write::write_all(&mut &file, &header).unwrap();
     file.set_len(header.len() as u64 + (1 << 31)).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tjoin"))
+    let child = std::process::Command::new(crate::util::bin())
         .args(["-a", "1", "big.npy", "big.npy", "-o", "out.npy"])
         .current_dir(dir)
         .stderr(std::process::Stdio::null())

@@ -811,7 +811,7 @@ fn a_reader_that_leaves_early_ends_tjoin_quietly() {
         &le(&values, f64::to_le_bytes),
     );
     for format in ["json", "npy"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tjoin"))
+        let mut child = Command::new(crate::util::bin())
             .current_dir(dir.path())
             .args([
                 "-a", "0", "big.npy", "big.npy", "-o", "-", "--format", format,

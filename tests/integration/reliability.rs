@@ -4,19 +4,15 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_mentions, dir_entries, killed_by, npy_header, read_npy, refused, tjoin, write_npy,
+    assert_mentions, bin, dir_entries, killed_by, npy_header, read_npy, refused, tjoin, write_npy,
     writing_into,
 };
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
-}
 
 /// Runs tjoin under `sh` with `limits` (e.g. `ulimit -v 262144`) applied first.
 pub fn tjoin_limited(dir: &Path, limits: &str, args: &[&str]) -> std::process::Output {

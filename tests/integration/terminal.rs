@@ -5,7 +5,7 @@
 //! never a panic (exit 101).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 #[cfg(unix)]
 use std::process::Stdio;
 use std::process::{Command, Output};
@@ -14,11 +14,7 @@ use safetensors::tensor::{Dtype, TensorView};
 
 #[cfg(unix)]
 use crate::util::dir_entries;
-use crate::util::refused;
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tjoin"))
-}
+use crate::util::{bin, refused};
 
 /// Tensor names made to act on a terminal: an ESC sequence that clears the screen and sets
 /// the window title, a newline that forges a hint, C1 controls (CSI, NEL), a NUL, and a

@@ -2,14 +2,32 @@
 //! or fail cleanly, and a tiny .npy writer/reader.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
 
-/// A `Command` for the `tjoin` binary that cargo built for this test run.
+/// The variable that names another tjoin binary for the tests to run instead of the one
+/// cargo built: CI runs the suite against the tjoin a wheel installed into a fresh virtual
+/// environment (`TJOIN_TEST_BIN=$VENV/bin/tjoin cargo test --test integration`). Every test
+/// runs the binary through [`bin`] or [`tjoin`], so every test runs under it: none needs
+/// cargo's own build (the one that runs cargo, the DirectML bindings' drift check, is in the
+/// `directml` feature's suite).
+pub const BIN_VARIABLE: &str = "TJOIN_TEST_BIN";
+
+/// The tjoin binary under test: the one [`BIN_VARIABLE`] names, made absolute (the tests run
+/// it from temporary folders), else the one cargo built for this test run.
+pub fn bin() -> PathBuf {
+    match std::env::var_os(BIN_VARIABLE) {
+        Some(path) if !path.is_empty() => fs::canonicalize(&path)
+            .unwrap_or_else(|e| panic!("{BIN_VARIABLE}={}: {e}", Path::new(&path).display())),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_tjoin")),
+    }
+}
+
+/// A `Command` for the tjoin binary under test ([`bin`]).
 pub fn tjoin() -> Command {
-    assert_cmd::cargo::cargo_bin_cmd!("tjoin")
+    Command::new(bin())
 }
 
 /// The tjoin binary under test, for tests that need a `std::process::Command`.
@@ -34,7 +52,7 @@ pub fn run_unprivileged(dir: &Path, args: &[&str]) -> Output {
     let bin = tempfile::tempdir().unwrap();
     fs::set_permissions(bin.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let tjoin = bin.path().join("tjoin");
-    fs::copy(env!("CARGO_BIN_EXE_tjoin"), &tjoin).unwrap();
+    fs::copy(self::bin(), &tjoin).unwrap();
     let mut run = std::process::Command::new(if as_root() { "setpriv" } else { "env" });
     if as_root() {
         run.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
