@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::tjoin_path;
+use crate::util::bin;
 
 /// Tensors of the checkpoint.
 const TENSORS: usize = 5_000;
@@ -75,7 +75,7 @@ fn tens_of_thousands_of_rules_over_thousands_of_tensors_join_quickly() {
         rules_text(RULES, TENSORS / 5),
     )
     .unwrap();
-    let mut command = std::process::Command::new(tjoin_path());
+    let mut command = std::process::Command::new(bin());
     command
         .current_dir(dir.path())
         .args(["a.safetensors", "b.safetensors", "--rules", "many.rules"])

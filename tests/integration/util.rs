@@ -30,11 +30,6 @@ pub fn tjoin() -> Command {
     Command::new(bin())
 }
 
-/// The tjoin binary under test, for tests that need a `std::process::Command`.
-pub fn tjoin_path() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin!("tjoin").to_path_buf()
-}
-
 /// Whether the tests run as root (as CI does).
 #[cfg(unix)]
 pub fn as_root() -> bool {
