@@ -258,3 +258,24 @@ fn no_stage_imports_a_stage_above_it_or_beside_it() {
         wrong.join("\n")
     );
 }
+
+/// CI runs the integration suite against the tjoin a wheel installed (`TJOIN_TEST_BIN`, see
+/// `util::bin`): a test that starts cargo's own build directly would test that one instead.
+#[test]
+fn every_test_runs_the_binary_under_test_through_util() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let direct: Vec<String> = files_under(root, "tests")
+        .into_iter()
+        .filter(|file| file.ends_with(".rs") && file != "tests/integration/util.rs")
+        .filter(|file| {
+            let text = fs::read_to_string(root.join(file)).unwrap();
+            // Spelled in pieces, so that this file does not name them.
+            text.contains(concat!("CARGO_BIN_", "EXE_tjoin"))
+                || text.contains(concat!("cargo_", "bin!"))
+        })
+        .collect();
+    assert!(
+        direct.is_empty(),
+        "tests that start cargo's tjoin instead of util::bin(): {direct:?}"
+    );
+}

@@ -10,7 +10,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_mentions, dir_entries, killed_by, npy_header, refused, succeeds, write_npy, writing_into,
+    self, assert_mentions, dir_entries, killed_by, npy_header, refused, succeeds, write_npy,
+    writing_into,
 };
 
 fn fixtures() -> PathBuf {
@@ -653,7 +654,7 @@ fn an_interrupted_split_leaves_nothing() {
     let file = fs::File::create(dir.join("big.npy")).unwrap();
     std::io::Write::write_all(&mut &file, &header).unwrap();
     file.set_len(header.len() as u64 + rows * cols).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tjoin"))
+    let child = Command::new(util::bin())
         .current_dir(dir)
         .args([
             "split",
