@@ -17,6 +17,7 @@ use crate::format::{Format, Layout, TensorInfo};
 use crate::input::{Input, Tensor};
 use crate::messages::excerpt;
 use crate::plan::chunks::{self, Fused, Parts};
+use crate::plan::heads::{self, Heads};
 use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
 use crate::plan::rules::{Matcher, Treatment};
 use crate::plan::{self, Source};
@@ -60,6 +61,9 @@ pub struct SplitOptions<'c> {
     pub rules: &'c Matcher<'c>,
     /// Each output's format, in the outputs' order.
     pub formats: &'c [Format],
+    /// The model's attention heads (config.json, `--heads`), if known: a rank split of an
+    /// attention projection along its heads is refused without them.
+    pub heads: Option<&'c Heads>,
 }
 
 /// One output tensor's part of the input: the ranges along `axis` it joins, in order, or the
@@ -87,6 +91,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     let count = options.formats.len();
     let mut jobs: Vec<Vec<TensorJob>> = (0..count).map(|_| Vec::new()).collect();
     let mut refusals = Vec::new();
+    let mut blind = Vec::new();
     let sibling = |name: &str| {
         let found = input
             .tensors
@@ -96,7 +101,14 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     };
     for tensor in &input.tensors {
         let name = tensor.name.tensor.as_deref().unwrap_or(DEFAULT_NAME);
-        match shares(name, &label(tensor), &tensor.info, options, &sibling) {
+        match shares(
+            name,
+            &label(tensor),
+            &tensor.info,
+            options,
+            &sibling,
+            &mut blind,
+        ) {
             Ok((axis, shares)) => {
                 for (output, share) in shares.into_iter().enumerate() {
                     let format = options.formats[output];
@@ -105,6 +117,11 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
             }
             Err(problems) => refusals.extend(problems),
         }
+    }
+    if let Cut::Ranks(ranks) = options.cut
+        && !blind.is_empty()
+    {
+        refusals.push(blind_refusal(*ranks, &blind));
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -179,6 +196,7 @@ fn shares(
     info: &TensorInfo,
     options: &SplitOptions,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
+    blind: &mut Vec<String>,
 ) -> std::result::Result<(usize, Vec<Share>), Vec<Refusal>> {
     let outputs = options.formats.len();
     let rules = options.rules.rules();
@@ -228,6 +246,32 @@ fn shares(
         return Err(chunks::unstated_refusals(&[fused], &[name]));
     }
     let len = shape[axis];
+    if let Cut::Ranks(ranks) = options.cut
+        && *ranks > 1
+        && let Some((role, head_axis)) = heads::role(name, shape.len())
+        && head_axis == axis
+    {
+        let Some(counts) = options.heads else {
+            blind.push(name.to_string());
+            return Err(Vec::new());
+        };
+        let glob = match name.rsplitn(3, '.').collect::<Vec<_>>()[..] {
+            [leaf, module, _] => format!("*.{module}.{leaf}"),
+            _ => name.to_string(),
+        };
+        let glob = excerpt(&glob);
+        if let Some((why, hint)) = heads::check(role, len, axis, *ranks, &parts, counts, &glob) {
+            return Err(vec![Refusal {
+                headline: format!(
+                    "cannot split {} {} along axis {axis} into {ranks} ranks: {why}",
+                    label,
+                    info.shape_text()
+                ),
+                details: Vec::new(),
+                hint: Some(hint),
+            }]);
+        }
+    }
     let ranges = cut(len, options.cut, &parts).map_err(|why| {
         vec![Refusal {
             headline: format!(
@@ -241,6 +285,31 @@ fn shares(
     })?;
     check_whole_bytes(label, info, axis, &ranges).map_err(|r| vec![r])?;
     Ok((axis, ranges.into_iter().map(Share::Slices).collect()))
+}
+
+/// The refusal of a rank split of the attention projections `names` without head counts.
+fn blind_refusal(ranks: u64, names: &[String]) -> Refusal {
+    let mut details: Vec<String> = names
+        .iter()
+        .take(4)
+        .map(|n| format!("`{}`", excerpt(n)))
+        .collect();
+    if names.len() > 4 {
+        details.push(format!("and {} more", names.len() - 4));
+    }
+    Refusal {
+        headline: format!(
+            "tjoin cannot tell whether {ranks} ranks cut inside an attention head: the model's \
+             head counts are unknown, and {} attention projections are split along their heads",
+            names.len()
+        ),
+        details,
+        hint: Some(
+            "put the model's config.json beside it, or give --heads Q:KV (its attention and \
+             key-value heads)"
+                .to_string(),
+        ),
+    }
 }
 
 /// Each output's ranges along an axis of length `len`, cut by `cut` (and, for ranks, by the
