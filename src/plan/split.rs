@@ -91,7 +91,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     let count = options.formats.len();
     let mut jobs: Vec<Vec<TensorJob>> = (0..count).map(|_| Vec::new()).collect();
     let mut refusals = Vec::new();
-    let mut blind = Vec::new();
+    let mut heads = HeadProblems::default();
     let sibling = |name: &str| {
         let found = input
             .tensors
@@ -107,7 +107,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
             &tensor.info,
             options,
             &sibling,
-            &mut blind,
+            &mut heads,
         ) {
             Ok((axis, shares)) => {
                 for (output, share) in shares.into_iter().enumerate() {
@@ -119,9 +119,18 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
         }
     }
     if let Cut::Ranks(ranks) = options.cut
-        && !blind.is_empty()
+        && !heads.blind.is_empty()
     {
-        refusals.push(blind_refusal(*ranks, &blind));
+        refusals.push(blind_refusal(*ranks, &heads.blind));
+    }
+    for (mut refusal, more) in heads.cuts {
+        if more > 0 {
+            let s = if more == 1 { "" } else { "s" };
+            refusal.details.push(format!(
+                "and {more} more tensor{s} the same rule cuts alike"
+            ));
+        }
+        refusals.push(refusal);
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -196,7 +205,7 @@ fn shares(
     info: &TensorInfo,
     options: &SplitOptions,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
-    blind: &mut Vec<String>,
+    problems: &mut HeadProblems,
 ) -> std::result::Result<(usize, Vec<Share>), Vec<Refusal>> {
     let outputs = options.formats.len();
     let rules = options.rules.rules();
@@ -246,31 +255,8 @@ fn shares(
         return Err(chunks::unstated_refusals(&[fused], &[name]));
     }
     let len = shape[axis];
-    if let Cut::Ranks(ranks) = options.cut
-        && *ranks > 1
-        && let Some((role, head_axis)) = heads::role(name, shape.len())
-        && head_axis == axis
-    {
-        let Some(counts) = options.heads else {
-            blind.push(name.to_string());
-            return Err(Vec::new());
-        };
-        let glob = match name.rsplitn(3, '.').collect::<Vec<_>>()[..] {
-            [leaf, module, _] => format!("*.{module}.{leaf}"),
-            _ => name.to_string(),
-        };
-        let glob = excerpt(&glob);
-        if let Some((why, hint)) = heads::check(role, len, axis, *ranks, &parts, counts, &glob) {
-            return Err(vec![Refusal {
-                headline: format!(
-                    "cannot split {} {} along axis {axis} into {ranks} ranks: {why}",
-                    label,
-                    info.shape_text()
-                ),
-                details: Vec::new(),
-                hint: Some(hint),
-            }]);
-        }
+    if !whole_heads(name, label, info, axis, options, &parts, problems) {
+        return Err(Vec::new());
     }
     let ranges = cut(len, options.cut, &parts).map_err(|why| {
         vec![Refusal {
@@ -285,6 +271,71 @@ fn shares(
     })?;
     check_whole_bytes(label, info, axis, &ranges).map_err(|r| vec![r])?;
     Ok((axis, ranges.into_iter().map(Share::Slices).collect()))
+}
+
+/// The attention projections a rank split cannot cut: those it cannot tell about (no head
+/// counts), and the cuts inside heads, each refusal once with how many more tensors it
+/// refuses alike (every layer's).
+#[derive(Default)]
+struct HeadProblems {
+    blind: Vec<String>,
+    cuts: Vec<(Refusal, usize)>,
+}
+
+/// Whether a rank split of the tensor `name` along `axis` by `parts` gives each rank whole
+/// attention heads (true for a tensor that is no attention projection, or not cut along its
+/// heads); if not, the problem is added to `problems`.
+fn whole_heads(
+    name: &str,
+    label: &str,
+    info: &TensorInfo,
+    axis: usize,
+    options: &SplitOptions,
+    parts: &Parts,
+    problems: &mut HeadProblems,
+) -> bool {
+    let Cut::Ranks(ranks) = options.cut else {
+        return true;
+    };
+    let Some((role, head_axis)) = heads::role(name, info.shape.len()) else {
+        return true;
+    };
+    if *ranks <= 1 || head_axis != axis {
+        return true;
+    }
+    let Some(counts) = options.heads else {
+        problems.blind.push(name.to_string());
+        return false;
+    };
+    let glob = match name.rsplitn(3, '.').collect::<Vec<_>>()[..] {
+        [leaf, module, _] => format!("*.{module}.{leaf}"),
+        _ => name.to_string(),
+    };
+    let glob = excerpt(&glob);
+    let len = info.shape[axis];
+    let Some((why, hint)) = heads::check(role, len, axis, *ranks, parts, counts, &glob) else {
+        return true;
+    };
+    // Every layer's projection is refused alike: once, with how many more.
+    match problems
+        .cuts
+        .iter_mut()
+        .find(|(r, _)| r.hint.as_ref() == Some(&hint))
+    {
+        Some((_, more)) => *more += 1,
+        None => problems.cuts.push((
+            Refusal {
+                headline: format!(
+                    "cannot split {label} {} along axis {axis} into {ranks} ranks: {why}",
+                    info.shape_text()
+                ),
+                details: Vec::new(),
+                hint: Some(hint),
+            },
+            0,
+        )),
+    }
+    false
 }
 
 /// The refusal of a rank split of the attention projections `names` without head counts.

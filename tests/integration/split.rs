@@ -207,7 +207,9 @@ fn a_tiny_llama_from_transformers_splits_into_2_ranks_and_joins_back() {
             "tensor `model.layers.0.self_attn.k_proj.weight`",
             "2 ranks would cut inside an attention head (2 query and 1 key-value heads, as ",
             "config.json says)",
-            "hint: give it the rule --axis-for '*.k_proj.weight=0 replicas 2'",
+            // Layer 1's k_proj is refused alike, once.
+            "  and 1 more tensor the same rule cuts alike\nhint: give it the rule --axis-for \
+             '*.k_proj.weight=0 replicas 2'",
         ],
     );
     let replicated = [
