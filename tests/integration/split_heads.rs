@@ -212,12 +212,25 @@ fn a_malformed_config_json_is_refused() {
             ],
         );
     }
+    // One longer than tjoin reads of a config (1 MiB) is refused before it is read.
+    fs::write(dir.join("config.json"), vec![b' '; (1 << 20) + 1]).unwrap();
+    let stderr = refused(dir, &split, 2);
+    assert_mentions(
+        &stderr,
+        &["from config.json: it is longer than 1,048,576 bytes"],
+    );
     // A config.json that is a folder is refused too; --heads replaces it.
     fs::remove_file(dir.join("config.json")).unwrap();
     fs::create_dir(dir.join("config.json")).unwrap();
     let stderr = refused(dir, &split, 2);
     assert_mentions(&stderr, &["config.json"]);
     succeeds(dir, &[&split[..], &["--heads", "8:2"][..]].concat());
+    // --heads must be whole heads, the query heads a multiple of the key-value heads.
+    for bad in ["8:3", "0", "8:x"] {
+        let stderr =
+            crate::util::fails_cleanly(dir, &[&split[..], &["--heads", bad][..]].concat(), b"", 2);
+        assert_mentions(&stderr, &["--heads"]);
+    }
 }
 
 /// --dry-run shows the head counts the split was checked by and where they come from.
