@@ -178,9 +178,11 @@ pub fn check(
         Role::Query | Role::Output => (vec![heads.query], vec![parts.replicas]),
         Role::KeyValue => (vec![heads.key_value], vec![parts.replicas]),
         Role::Fused => {
-            let Fused::Chunks(stated) = &parts.fused else {
-                // Without `chunks` the fused check (chunks::unstated) refuses it.
-                return None;
+            let stated = match &parts.fused {
+                Fused::Chunks(stated) => stated,
+                Fused::Plain => return groups(len, ranks, parts, heads, &counts),
+                // Without `chunks` or `plain` the fused check (chunks::unstated) refuses it.
+                Fused::Unstated => return None,
             };
             let want = [heads.query, heads.key_value, heads.key_value];
             let total: u64 = want.iter().sum();
@@ -277,6 +279,41 @@ pub fn check(
         ),
         format!("give it the rule --axis-for '{name}={axis}{words}'"),
     ))
+}
+
+/// The check of a fused projection whose rule says `plain`: its heads lie in key-value
+/// groups (Megatron's `linear_qkv`, GPT-NeoX's `query_key_value`: each group its query heads,
+/// then its key and value head), so a rank must get whole groups, and a group cannot be
+/// given to several ranks (its query heads would be too).
+fn groups(
+    len: u64,
+    ranks: u64,
+    parts: &Parts,
+    heads: &Heads,
+    counts: &str,
+) -> Option<(String, String)> {
+    let total = heads.query + 2 * heads.key_value;
+    let fits = match heads.head_dim {
+        Some(dim) => len == total * dim,
+        None => len % total == 0,
+    };
+    if !fits {
+        return Some((
+            format!("its size {len} does not hold {counts}"),
+            "check that the config.json or --heads is this model's".to_string(),
+        ));
+    }
+    let groups = heads.key_value;
+    if parts.replicas != 1 || groups % ranks != 0 {
+        return Some((
+            format!(
+                "its rule's `plain` says it holds whole key-value groups side by side, and \
+                 {ranks} ranks cannot each get whole groups of {groups} ({counts})"
+            ),
+            format!("split into a number of ranks that divides {groups}"),
+        ));
+    }
+    None
 }
 
 /// `1:1` or `4:1:1`.
@@ -377,5 +414,19 @@ mod tests {
         };
         let (_, hint) = check(Role::Fused, 12, 0, 4, &equal, &one_kv, "qkv").unwrap();
         assert!(hint.contains("chunks 4:1:1"), "{hint}");
+        // `plain`: whole key-value groups (Megatron, GPT-NeoX), never replicated.
+        let plain_groups = Parts {
+            fused: Fused::Plain,
+            ..Parts::default()
+        };
+        let gqa = heads(8, 2, Some(2));
+        assert_eq!(
+            check(Role::Fused, 24, 0, 2, &plain_groups, &gqa, "qkv"),
+            None
+        );
+        let (why, hint) = check(Role::Fused, 24, 0, 4, &plain_groups, &gqa, "qkv").unwrap();
+        assert!(why.contains("whole groups of 2"), "{why}");
+        assert_eq!(hint, "split into a number of ranks that divides 2");
+        assert!(check(Role::Fused, 20, 0, 2, &plain_groups, &gqa, "qkv").is_some());
     }
 }
