@@ -121,6 +121,7 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l metadata -d 'Add o
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l rules -d 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line, as a join reads them (see tjoin --help): the same file splits and joins back' -r -F
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l axis-for -d 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l keep -d 'Copy tensors matching GLOB whole into every output' -r -f
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l heads -d 'The model\'s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dry-run -d 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'

@@ -346,6 +346,9 @@ pub struct SplitConfig {
     /// The most tensor bytes per shard of an output that names a folder (`DIR/`), which is
     /// a sharded checkpoint (`--max-shard-size`).
     pub max_shard_size: u64,
+    /// The model's query and key-value heads (`--heads Q:KV`), instead of those its
+    /// config.json states.
+    pub heads: Option<(u64, u64)>,
     /// Write the outputs, or only report the plan.
     pub action: Action,
     /// When to show a progress bar (`Never` when asked to be quiet).

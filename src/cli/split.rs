@@ -96,6 +96,13 @@ pub struct SplitArgs {
     #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other)]
     pub keep: Vec<String>,
 
+    /// The model's attention heads and key-value heads (Q:KV, or Q when they are equal),
+    /// instead of those of the config.json beside the input: with --ranks, every rank must
+    /// get whole heads.
+    #[arg(long, value_name = "Q:KV", value_parser = parse_heads, value_hint = ValueHint::Other,
+          requires = "ranks")]
+    pub heads: Option<(u64, u64)>,
+
     /// Accept --rules lines that match no tensor of the input (refused by default).
     #[arg(long)]
     pub allow_unmatched: bool,
@@ -190,6 +197,7 @@ impl SplitConfig {
                 sharded: None,
             },
             max_shard_size: args.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
+            heads: args.heads,
             action: args.dry_run.map_or(Action::Write, Action::DryRun),
             progress: if args.quiet {
                 When::Never
@@ -207,6 +215,19 @@ fn parse_sizes(text: &str) -> std::result::Result<Vec<u64>, String> {
     match sizes {
         Ok(sizes) if !sizes.is_empty() => Ok(sizes),
         _ => Err("expected sizes separated by commas: 900,100".to_string()),
+    }
+}
+
+/// `--heads Q:KV` (or `Q`, the key-value heads as many): both positive, Q a multiple of KV.
+fn parse_heads(text: &str) -> std::result::Result<(u64, u64), String> {
+    let (query, key_value) = text.split_once(':').unwrap_or((text, text));
+    let count = |t: &str| t.trim().parse::<u64>().ok().filter(|&n| n > 0);
+    match (count(query), count(key_value)) {
+        (Some(q), Some(kv)) if q % kv == 0 => Ok((q, kv)),
+        (Some(q), Some(kv)) => Err(format!(
+            "{q} attention heads are not a multiple of {kv} key-value heads"
+        )),
+        _ => Err("expected the attention and key-value heads: 32:8 (or 32)".to_string()),
     }
 }
 

@@ -7,17 +7,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::backend::{Backend, Engine};
-use crate::config::{Action, OpenConfig, SplitConfig};
+use crate::config::{Action, Cut, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
 use crate::output::OutputSet;
 use crate::output::progress::{self, Counted};
 use crate::output::shards::{ShardPlan, ShardedOutput};
+use crate::plan::heads::Heads;
 use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
 use crate::plan::split::{self, SplitOptions};
 use crate::report::SplitReport;
+use crate::sys::{Accept, Limit, read_text};
 
 /// One output of a split, planned: its tensors and the files they go in.
 struct PlannedOutput<'a> {
@@ -59,11 +61,13 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         .collect::<Result<Vec<Format>>>()?;
     let matcher = Matcher::new(&config.tensor_rules);
     check_rules_match(input, &matcher)?;
+    let heads = heads(config)?;
     let options = SplitOptions {
         cut: &config.cut,
         axis: config.axis,
         rules: &matcher,
         formats: &formats,
+        heads: heads.as_ref(),
     };
     let jobs = split::build(input, &options)?;
     let mut planned = Vec::with_capacity(formats.len());
@@ -71,7 +75,9 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         planned.push(plan_output(config, input, path, format, jobs)?);
     }
     if let Action::DryRun(form) = config.action {
-        return report(input, &planned).print(form);
+        let mut report = report(input, &planned);
+        report.heads = heads;
+        return report.print(form);
     }
     let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
     if config.output.no_clobber {
@@ -107,6 +113,58 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     folders.keep();
     progress.summary();
     Ok(())
+}
+
+/// The most bytes of a config.json tjoin reads: a model's is a few KiB.
+const CONFIG_LIMIT: Limit = Limit {
+    bytes: 1 << 20,
+    of: "a model's config.json",
+    advice: "give the heads with --heads Q:KV instead",
+};
+
+/// The model's attention heads for a rank split: `--heads`, or those of the config.json
+/// beside the input (in its folder, or the folder named), if there is one. A config.json
+/// that cannot be read is refused, naming it. `None` for other splits, or when no
+/// config.json is there.
+fn heads(config: &SplitConfig) -> Result<Option<Heads>> {
+    if !matches!(config.cut, Cut::Ranks(ranks) if ranks > 1) {
+        return Ok(None);
+    }
+    if let Some((query, key_value)) = config.heads {
+        return Ok(Some(Heads {
+            query,
+            key_value,
+            head_dim: None,
+            from: "--heads".to_string(),
+        }));
+    }
+    let input: &Path = &config.input;
+    let folder = if input.is_dir() {
+        input.to_path_buf()
+    } else {
+        // FILE:NAME names one tensor of FILE.
+        let text = input.to_string_lossy();
+        let file = match text.rsplit_once(':') {
+            Some((file, _)) if !input.exists() => PathBuf::from(file),
+            _ => input.to_path_buf(),
+        };
+        file.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let path = folder.join("config.json");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let named = crate::messages::path(&path);
+    let text = read_text(&path, &CONFIG_LIMIT, Accept::Regular).map_err(|e| e.to_string());
+    let heads =
+        text.and_then(|text| crate::plan::heads::from_config(&text, &path.display().to_string()));
+    heads.map(Some).map_err(|why| {
+        Error::refused(
+            format!("cannot read the model's attention heads from {named}: {why}"),
+            "fix it, or give the heads with --heads Q:KV (num_attention_heads and \
+             num_key_value_heads)",
+        )
+    })
 }
 
 /// Plans the output `path` in `format` of the tensors `jobs`: a file, its tensors in the

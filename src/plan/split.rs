@@ -17,6 +17,7 @@ use crate::format::{Format, Layout, TensorInfo};
 use crate::input::{Input, Tensor};
 use crate::messages::excerpt;
 use crate::plan::chunks::{self, Fused, Parts};
+use crate::plan::heads::{self, Heads};
 use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
 use crate::plan::rules::{Matcher, Treatment};
 use crate::plan::{self, Source};
@@ -60,6 +61,9 @@ pub struct SplitOptions<'c> {
     pub rules: &'c Matcher<'c>,
     /// Each output's format, in the outputs' order.
     pub formats: &'c [Format],
+    /// The model's attention heads (config.json, `--heads`), if known: a rank split of an
+    /// attention projection along its heads is refused without them.
+    pub heads: Option<&'c Heads>,
 }
 
 /// One output tensor's part of the input: the ranges along `axis` it joins, in order, or the
@@ -87,6 +91,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     let count = options.formats.len();
     let mut jobs: Vec<Vec<TensorJob>> = (0..count).map(|_| Vec::new()).collect();
     let mut refusals = Vec::new();
+    let mut heads = HeadProblems::default();
     let sibling = |name: &str| {
         let found = input
             .tensors
@@ -96,7 +101,14 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     };
     for tensor in &input.tensors {
         let name = tensor.name.tensor.as_deref().unwrap_or(DEFAULT_NAME);
-        match shares(name, &label(tensor), &tensor.info, options, &sibling) {
+        match shares(
+            name,
+            &label(tensor),
+            &tensor.info,
+            options,
+            &sibling,
+            &mut heads,
+        ) {
             Ok((axis, shares)) => {
                 for (output, share) in shares.into_iter().enumerate() {
                     let format = options.formats[output];
@@ -105,6 +117,20 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
             }
             Err(problems) => refusals.extend(problems),
         }
+    }
+    if let Cut::Ranks(ranks) = options.cut
+        && !heads.blind.is_empty()
+    {
+        refusals.push(blind_refusal(*ranks, &heads.blind));
+    }
+    for (mut refusal, more) in heads.cuts {
+        if more > 0 {
+            let s = if more == 1 { "" } else { "s" };
+            refusal.details.push(format!(
+                "and {more} more tensor{s} the same rule cuts alike"
+            ));
+        }
+        refusals.push(refusal);
     }
     if refusals.is_empty() {
         Ok(jobs)
@@ -179,6 +205,7 @@ fn shares(
     info: &TensorInfo,
     options: &SplitOptions,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
+    problems: &mut HeadProblems,
 ) -> std::result::Result<(usize, Vec<Share>), Vec<Refusal>> {
     let outputs = options.formats.len();
     let rules = options.rules.rules();
@@ -228,6 +255,9 @@ fn shares(
         return Err(chunks::unstated_refusals(&[fused], &[name]));
     }
     let len = shape[axis];
+    if !whole_heads(name, label, info, axis, options, &parts, problems) {
+        return Err(Vec::new());
+    }
     let ranges = cut(len, options.cut, &parts).map_err(|why| {
         vec![Refusal {
             headline: format!(
@@ -241,6 +271,96 @@ fn shares(
     })?;
     check_whole_bytes(label, info, axis, &ranges).map_err(|r| vec![r])?;
     Ok((axis, ranges.into_iter().map(Share::Slices).collect()))
+}
+
+/// The attention projections a rank split cannot cut: those it cannot tell about (no head
+/// counts), and the cuts inside heads, each refusal once with how many more tensors it
+/// refuses alike (every layer's).
+#[derive(Default)]
+struct HeadProblems {
+    blind: Vec<String>,
+    cuts: Vec<(Refusal, usize)>,
+}
+
+/// Whether a rank split of the tensor `name` along `axis` by `parts` gives each rank whole
+/// attention heads (true for a tensor that is no attention projection, or not cut along its
+/// heads); if not, the problem is added to `problems`.
+fn whole_heads(
+    name: &str,
+    label: &str,
+    info: &TensorInfo,
+    axis: usize,
+    options: &SplitOptions,
+    parts: &Parts,
+    problems: &mut HeadProblems,
+) -> bool {
+    let Cut::Ranks(ranks) = options.cut else {
+        return true;
+    };
+    let Some((role, head_axis)) = heads::role(name, info.shape.len()) else {
+        return true;
+    };
+    if *ranks <= 1 || head_axis != axis {
+        return true;
+    }
+    let Some(counts) = options.heads else {
+        problems.blind.push(name.to_string());
+        return false;
+    };
+    let glob = match name.rsplitn(3, '.').collect::<Vec<_>>()[..] {
+        [leaf, module, _] => format!("*.{module}.{leaf}"),
+        _ => name.to_string(),
+    };
+    let glob = excerpt(&glob);
+    let len = info.shape[axis];
+    let Some((why, hint)) = heads::check(role, len, axis, *ranks, parts, counts, &glob) else {
+        return true;
+    };
+    // Every layer's projection is refused alike: once, with how many more.
+    match problems
+        .cuts
+        .iter_mut()
+        .find(|(r, _)| r.hint.as_ref() == Some(&hint))
+    {
+        Some((_, more)) => *more += 1,
+        None => problems.cuts.push((
+            Refusal {
+                headline: format!(
+                    "cannot split {label} {} along axis {axis} into {ranks} ranks: {why}",
+                    info.shape_text()
+                ),
+                details: Vec::new(),
+                hint: Some(hint),
+            },
+            0,
+        )),
+    }
+    false
+}
+
+/// The refusal of a rank split of the attention projections `names` without head counts.
+fn blind_refusal(ranks: u64, names: &[String]) -> Refusal {
+    let mut details: Vec<String> = names
+        .iter()
+        .take(4)
+        .map(|n| format!("`{}`", excerpt(n)))
+        .collect();
+    if names.len() > 4 {
+        details.push(format!("and {} more", names.len() - 4));
+    }
+    Refusal {
+        headline: format!(
+            "tjoin cannot tell whether {ranks} ranks cut inside an attention head: the model's \
+             head counts are unknown, and {} attention projections are split along their heads",
+            names.len()
+        ),
+        details,
+        hint: Some(
+            "put the model's config.json beside it, or give --heads Q:KV (its attention and \
+             key-value heads)"
+                .to_string(),
+        ),
+    }
 }
 
 /// Each output's ranges along an axis of length `len`, cut by `cut` (and, for ranks, by the

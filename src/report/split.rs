@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::input::Input;
 use crate::messages::quote;
+use crate::plan::heads::Heads;
 use crate::plan::job::TensorJob;
 
 use super::plan::PlanForm;
@@ -23,6 +24,10 @@ pub struct SplitReport {
     pub bytes: u64,
     /// The outputs, in order.
     pub outputs: Vec<SplitOutputReport>,
+    /// The model's attention heads a rank split was checked by, and where they come from
+    /// (`--heads` or a config.json), if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<Heads>,
 }
 
 /// One file a split writes (a sharded checkpoint's shards and index are each one).
@@ -77,6 +82,7 @@ impl SplitReport {
             format: input.format.name(),
             bytes: outputs.iter().map(|o| o.bytes).sum(),
             outputs,
+            heads: None,
         }
     }
 
@@ -107,6 +113,15 @@ impl SplitReport {
             self.outputs.len(),
             self.bytes
         );
+        if let Some(heads) = &self.heads {
+            let dim = heads.head_dim.map_or(String::new(), |d| format!(" of {d}"));
+            text.push_str(&format!(
+                "attention heads: {} query, {} key-value{dim} (from {}); every rank gets whole heads\n",
+                heads.query,
+                heads.key_value,
+                quote(&heads.from)
+            ));
+        }
         for output in &self.outputs {
             text.push_str(&format!(
                 "{} ({}, {} bytes):\n",

@@ -98,6 +98,8 @@ fn ranks_are_the_rules_reimplemented_and_join_back_byte_for_byte() {
             "split",
             "--ranks",
             "4",
+            "--heads",
+            "16:4",
             "--rules",
             "model.rules",
             "model.safetensors",
@@ -141,6 +143,8 @@ fn per_part_replicas_split_and_join_back() {
         "split",
         "--ranks",
         "4",
+        "--heads",
+        "8:2",
         "--axis-for",
         rule,
         tensor,
@@ -174,41 +178,75 @@ fn per_part_replicas_split_and_join_back() {
 }
 
 /// The issue's acceptance: a tiny Llama saved by transformers (a PyTorch set of .bin shards)
-/// split into 2 and 4 ranks by rules/llama.rules, and joined back byte for byte to the
-/// safetensors file of the same tensors.
+/// split into 2 ranks by rules/llama.rules and joined back byte for byte to the safetensors
+/// file of the same tensors. Its config.json beside it says 2 query heads and 1 key-value
+/// head: 2 ranks get one query head each and the key-value head each (`replicas 2`, which
+/// the split asks for), and 4 ranks, which would cut inside a head, are refused.
 #[test]
-fn a_tiny_llama_from_transformers_splits_into_2_and_4_ranks_and_joins_back() {
+fn a_tiny_llama_from_transformers_splits_into_2_ranks_and_joins_back() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let model = fixtures().join("transformers/llama");
+    let model = model.to_str().unwrap();
     let expected = fs::read(fixtures().join("transformers/expected.safetensors")).unwrap();
     let rules = fixtures().join("../rules/llama.rules");
     let rules = rules.to_str().unwrap();
-    for ranks in [2, 4] {
-        let template = format!("tp{ranks}-{{rank}}/model.safetensors");
-        let count = ranks.to_string();
-        let split = [
-            "split",
-            "--ranks",
-            &count,
-            "--rules",
-            rules,
-            model.to_str().unwrap(),
-            "-o",
-            &template,
-        ];
-        succeeds(dir, &split);
-        let mut join = vec!["--rules".to_string(), rules.to_string()];
-        join.extend((0..ranks).map(|r| format!("tp{ranks}-{r}/model.safetensors")));
-        join.extend(["-o".to_string(), format!("back{ranks}.safetensors")]);
-        let join: Vec<&str> = join.iter().map(String::as_str).collect();
-        succeeds(dir, &join);
-        let back = fs::read(dir.join(format!("back{ranks}.safetensors"))).unwrap();
-        assert!(
-            back == expected,
-            "{ranks} ranks: the join differs from the model"
-        );
-    }
+    let plain = [
+        "split",
+        "--ranks",
+        "2",
+        "--rules",
+        rules,
+        model,
+        "-o",
+        "tp{rank}/model.safetensors",
+    ];
+    let stderr = refused(dir, &plain, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tensor `model.layers.0.self_attn.k_proj.weight`",
+            "2 ranks would cut inside an attention head (2 query and 1 key-value heads, as ",
+            "config.json says)",
+            // Layer 1's k_proj is refused alike, once.
+            "  and 1 more tensor the same rule cuts alike\nhint: give it the rule --axis-for \
+             '*.k_proj.weight=0 replicas 2'",
+        ],
+    );
+    let replicated = [
+        "--axis-for",
+        "*.k_proj.weight=0 replicas 2",
+        "--axis-for",
+        "*.v_proj.weight=0 replicas 2",
+    ];
+    succeeds(dir, &[&plain[..], &replicated[..]].concat());
+    let mut join = vec!["--rules", rules];
+    join.extend(replicated);
+    join.extend(["tp0/model.safetensors", "tp1/model.safetensors"]);
+    join.extend(["-o", "back.safetensors"]);
+    succeeds(dir, &join);
+    let back = fs::read(dir.join("back.safetensors")).unwrap();
+    assert!(back == expected, "the join differs from the model");
+    // 4 ranks of 2 query heads: no rule gives each rank whole heads.
+    let four = [
+        "split",
+        "--ranks",
+        "4",
+        "--rules",
+        rules,
+        model,
+        "-o",
+        "four{rank}.safetensors",
+    ];
+    let stderr = refused(dir, &[&four[..], &replicated[..]].concat(), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "tensor `model.layers.0.self_attn.q_proj.weight`",
+            "4 ranks cannot each get whole heads of 2",
+            "hint: split into a number of ranks that divides 2",
+        ],
+    );
 }
 
 /// rules/llama.rules splits the merge fixture's model into the very shards it was merged from.
@@ -221,6 +259,8 @@ fn llama_rules_split_a_model_into_the_shards_a_merge_joins() {
     let split = [
         "split",
         "--ranks",
+        "2",
+        "--heads",
         "2",
         "--rules",
         rules,
@@ -550,6 +590,8 @@ fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
     let split = [
         "split",
         "--ranks",
+        "2",
+        "--heads",
         "2",
         "--rules",
         rules,
