@@ -125,6 +125,16 @@ impl Family {
         path(&self.folder().join(format!("tp{ranks}")).join(file))
     }
 
+    /// The attention heads of its tiny model (`make_family_fixtures.py`), query:key-value, as
+    /// `tjoin split --heads` takes them.
+    fn heads(&self) -> &'static str {
+        match self.name {
+            "megatron-gpt" | "phi3" => "8:4",
+            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" => "4",
+            _ => "4:2",
+        }
+    }
+
     /// The right command's arguments before the ranks: the rules file, its flags, `--like`.
     fn args(&self, ranks: usize) -> Vec<String> {
         let rules = path(&Path::new(ROOT).join("rules").join(self.rules));
@@ -196,6 +206,44 @@ fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
         }
     }
     assert_eq!(merges, 22);
+}
+
+/// The split is the join run backwards: the same rules file and flags cut each family's model
+/// into the very rank files its framework writes (which the test above merges back).
+#[test]
+fn every_family_splits_into_the_rank_files_its_framework_writes() {
+    let mut splits = 0;
+    for family in FAMILIES {
+        for n in [2, 4] {
+            let dir = tempfile::tempdir().unwrap();
+            let template = Path::new(&family.rank(n, 0))
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .replacen('0', "{rank}", 1);
+            let mut args = vec!["split".to_string(), "--ranks".to_string(), n.to_string()];
+            args.extend(["--heads".to_string(), family.heads().to_string()]);
+            // The join's arguments but `--like` and the reference after it.
+            let join = family.args(n);
+            args.extend(join[..join.len() - 2].iter().cloned());
+            args.extend([family.expected(), "-o".to_string(), template]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            succeeds(dir.path(), &args);
+            for r in 0..n {
+                let written = dir
+                    .path()
+                    .join(Path::new(&family.rank(n, r)).file_name().unwrap());
+                assert!(
+                    fs::read(&written).unwrap() == fs::read(family.rank(n, r)).unwrap(),
+                    "{} split into {n}: rank {r} is not the framework's, byte for byte",
+                    family.name
+                );
+            }
+            splits += 1;
+        }
+    }
+    assert_eq!(splits, 22);
 }
 
 #[test]
