@@ -491,7 +491,7 @@ def competitors(axis, paths, folder, extra):
     }
 
 
-def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, mode):
+def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, modes):
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
     try:
         axis, paths, extra = scenario_inputs(name, scale, folder)
@@ -512,25 +512,27 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, mode):
             command = [str(out) + a[len(named):] if a in (named, named + "/") else a for a in command]
             runs[label] = (["env", *env, *command] if env else command, out)
         names = [n for n in runs if n not in skip]
-        times = {n: [] for n in names}
-        cpu = {n: [] for n in names}
-        rss = {n: [] for n in names}
-        with neighbour(mode["busy"]):
-            for round_ in range(rounds):
-                # Rotate the order so no competitor always runs right after another.
-                order = names[round_ % len(names):] + names[:round_ % len(names)]
-                for n in order:
-                    command, out = runs[n]
-                    remove(out)
-                    prepare(paths + (raws or []) if n == "cat_raw" else paths, folder, cold)
-                    seconds, cpu_seconds, kib = timed(mode["pin"] + command, out)
-                    times[n].append(seconds)
-                    cpu[n].append(cpu_seconds)
-                    rss[n].append(kib)
-                    if n.startswith("tjoin") and round_ == 0:
-                        check_output(axis, paths, out, runs)
-                    remove(out)
-        report(name, size, names, times, cpu, rss, cold, mode)
+        # Each mode on the same inputs, one after another.
+        for mode in modes:
+            times = {n: [] for n in names}
+            cpu = {n: [] for n in names}
+            rss = {n: [] for n in names}
+            with neighbour(mode["busy"]):
+                for round_ in range(rounds):
+                    # Rotate the order so no competitor always runs right after another.
+                    order = names[round_ % len(names):] + names[:round_ % len(names)]
+                    for n in order:
+                        command, out = runs[n]
+                        remove(out)
+                        prepare(raws if n == "cat_raw" else paths, folder, cold)
+                        seconds, cpu_seconds, kib = timed(mode["pin"] + command, out)
+                        times[n].append(seconds)
+                        cpu[n].append(cpu_seconds)
+                        rss[n].append(kib)
+                        if n.startswith("tjoin") and round_ == 0 and mode is modes[0]:
+                            check_output(axis, paths, out, runs)
+                        remove(out)
+            report(name, size, names, times, cpu, rss, cold, mode)
     finally:
         shutil.rmtree(folder)
 
@@ -721,6 +723,8 @@ def main():
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
     parser.add_argument("--cores", type=int, choices=(1,), help="1: pin every competitor (and all it starts) to core 0 with taskset")
     parser.add_argument("--busy", action="store_true", help="run a CPU-bound neighbour on the last core throughout, the same for every competitor")
+    parser.add_argument("--modes", help="several modes in turn on the same inputs, comma-separated: free (all "
+                        "cores free), one (--cores 1), busy (--busy), one+busy")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
     parser.add_argument("scenarios", nargs="*", default=["axis0", "axis0_ragged", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate"])
@@ -733,19 +737,29 @@ def main():
         binary, *env = rest.split(",")
         extra_tjoins[f"tjoin_{label}"] = (binary or str(TJOIN), env)
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    if (args.cores or args.busy) and shutil.which("taskset") is None:
+    def mode_of(one, busy):
+        label = ", ".join(filter(None, ["one core (taskset -c 0)" if one else "",
+                                        "a busy neighbour on the last core" if busy else ""])) or "all cores free"
+        return {"pin": ["taskset", "-c", "0"] if one else [], "busy": busy, "label": label}
+
+    if args.modes:
+        words = args.modes.split(",")
+        if any(set(w.split("+")) - {"free", "one", "busy"} for w in words):
+            raise SystemExit(f"--modes takes free, one, busy and one+busy, not {args.modes}")
+        modes = [mode_of("one" in w.split("+"), "busy" in w.split("+")) for w in words]
+    else:
+        modes = [mode_of(bool(args.cores), args.busy)]
+    if any(m["pin"] or m["busy"] for m in modes) and shutil.which("taskset") is None:
         raise SystemExit("--cores and --busy pin processes with taskset (util-linux), which is missing")
-    label = ", ".join(filter(None, ["one core (taskset -c 0)" if args.cores else "",
-                                    "a busy neighbour on the last core" if args.busy else ""])) or "all cores free"
-    mode = {"pin": ["taskset", "-c", "0"] if args.cores else [], "busy": args.busy, "label": label}
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores, "
-          f"{'cold' if args.cold else 'warm'}, {label}, load {os.getloadavg()[0]:.1f}")
+          f"{'cold' if args.cold else 'warm'}, {'; '.join(m['label'] for m in modes)}, load {os.getloadavg()[0]:.1f}")
     skip = set(filter(None, args.skip.split(",")))
     for name in args.scenarios:
         if name == "append":
-            run_append(args.scale, args.rounds, Path(args.workdir), skip, args.cold, mode)
+            for mode in modes:
+                run_append(args.scale, args.rounds, Path(args.workdir), skip, args.cold, mode)
         else:
-            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip, args.cold, extra_tjoins, mode)
+            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip, args.cold, extra_tjoins, modes)
 
 
 if __name__ == "__main__":
