@@ -277,7 +277,7 @@ impl Tiles {
         for (q, &offset) in self.inner.iter().enumerate() {
             read_at(&mut self.read[q * self.pitch..][..len], at + offset)?;
         }
-        self.ordered.clear();
+        // Every byte is overwritten below: zeroed only where the tile grows (the first).
         self.ordered
             .resize(self.rows * self.inner.len() * self.size, 0);
         match self.size {
@@ -346,21 +346,34 @@ impl Tiles {
 
 /// Puts `rows` rows of `cols` elements of `N` bytes (each row `pitch` bytes after the one
 /// before) into `out` column by column: `out` gets `cols` rows of `rows` elements. Blocks of
-/// 8 x 8 elements, so that each cache line read is used for all of its elements.
+/// 16 rows by 8 columns go through an array, so that each cache line read is used for all
+/// of its elements and each written is written whole (16 elements of 4 bytes); the edges
+/// that do not fill a block are copied element by element.
 fn transpose<const N: usize>(read: &[u8], pitch: usize, rows: usize, cols: usize, out: &mut [u8]) {
-    const B: usize = 8;
-    for q0 in (0..rows).step_by(B) {
-        let qn = (rows - q0).min(B);
-        for t0 in (0..cols).step_by(B) {
-            let tn = (cols - t0).min(B);
-            for q in q0..q0 + qn {
-                let from = &read[q * pitch + t0 * N..][..tn * N];
-                for (i, element) in from.chunks_exact(N).enumerate() {
-                    let to = ((t0 + i) * rows + q) * N;
-                    let element: &[u8; N] = element.try_into().expect("N bytes");
-                    out[to..to + N].copy_from_slice(element);
+    const BQ: usize = 16;
+    const BT: usize = 8;
+    let row_bytes = rows * N;
+    let (whole_rows, whole_cols) = (rows / BQ * BQ, cols / BT * BT);
+    for q0 in (0..whole_rows).step_by(BQ) {
+        for t0 in (0..whole_cols).step_by(BT) {
+            let mut block = [[[0u8; N]; BQ]; BT];
+            for q in 0..BQ {
+                let from = &read[(q0 + q) * pitch + t0 * N..][..BT * N];
+                for (t, element) in from.chunks_exact(N).enumerate() {
+                    block[t][q] = element.try_into().expect("N bytes");
                 }
             }
+            for (t, column) in block.iter().enumerate() {
+                out[(t0 + t) * row_bytes + q0 * N..][..BQ * N]
+                    .copy_from_slice(column.as_flattened());
+            }
+        }
+    }
+    for t in 0..cols {
+        let first = if t < whole_cols { whole_rows } else { 0 };
+        for q in first..rows {
+            let from = &read[q * pitch + t * N..][..N];
+            out[(t * rows + q) * N..][..N].copy_from_slice(from);
         }
     }
 }
@@ -479,7 +492,11 @@ mod tests {
         // Transposed inputs (the contiguous dimension first or in the middle), tiles that
         // divide the contiguous dimension and tiles that leave a short last one, outer
         // dimensions before it, element sizes with and without a specialised transpose.
-        let cases: [(&[u64], &[u64], usize, u64); 8] = [
+        let cases: [(&[u64], &[u64], usize, u64); 11] = [
+            // Whole blocks of the transpose (16 inner indices by 8 along) and edges of both.
+            (&[40, 37], &[1, 40], 4, 1),
+            (&[33, 20], &[1, 33], 8, 0),
+            (&[2, 24, 32], &[768, 1, 24], 2, 0),
             (&[7, 3], &[1, 7], 4, 0),
             (&[16, 5], &[1, 16], 8, 2),
             (&[9, 10], &[1, 9], 1, 0),

@@ -562,12 +562,15 @@ pub(super) fn strided_copy_n<const N: usize>(
         "runs of {N} bytes every {pitch} into {stride}"
     );
     // Every round but the last as whole strides and pitches: the lengths are then known to
-    // hold a run, and the loop is a load and a store per run with no check of its own.
-    let pieces = dst.chunks_exact_mut(stride).zip(src.chunks_exact(pitch));
-    for (to, from) in pieces.take(rounds - 1) {
+    // hold a run, and the loop is a load and a store per run, counted by the source alone
+    // (exactly `rounds - 1` pitches; `dst` holds at least as many strides).
+    let last = rounds - 1;
+    let pieces = dst
+        .chunks_exact_mut(stride)
+        .zip(src[..last * pitch].chunks_exact(pitch));
+    for (to, from) in pieces {
         let from: &[u8; N] = from[..N].try_into().expect("a pitch holds a run");
         to[..N].copy_from_slice(from);
     }
-    let last = rounds - 1;
     dst[last * stride..last * stride + N].copy_from_slice(&src[last * pitch..last * pitch + N]);
 }
