@@ -239,3 +239,49 @@ fn cast_like_and_a_sharded_output_work_on_the_default_form() {
     );
     assert!(files.len() > 2, "{files:?}");
 }
+
+/// A hostile `.metadata` is data: a file it names outside the checkpoint's folder is never
+/// read (even when it exists and holds the right bytes), and a name holding control
+/// characters reaches the terminal escaped. Nothing is written either way.
+#[test]
+fn a_metadata_naming_files_outside_its_folder_or_with_control_characters_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let metadata = fs::read(Path::new(&fixture("ranks2")).join(".metadata")).unwrap();
+    // Same length as `__0_0.distcp`, so that the pickle's lengths still hold.
+    for (folder, name) in [
+        ("outside", &b"../_0.distcp"[..]),
+        ("escape", b"\x1b[31m\x07.distc"),
+    ] {
+        let copy = d.join(folder);
+        fs::create_dir(&copy).unwrap();
+        for entry in fs::read_dir(fixture("ranks2")).unwrap() {
+            let entry = entry.unwrap();
+            fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+        let at = metadata
+            .windows(12)
+            .position(|w| w == b"__0_0.distcp")
+            .unwrap();
+        let mut hostile = metadata.clone();
+        hostile[at..at + 12].copy_from_slice(name);
+        fs::write(copy.join(".metadata"), hostile).unwrap();
+    }
+    fs::copy(
+        Path::new(&fixture("ranks2")).join("__0_0.distcp"),
+        d.join("_0.distcp"),
+    )
+    .unwrap();
+    let stderr = refused(d, &["outside", "-o", "out.safetensors"], 1);
+    assert_mentions(
+        &stderr,
+        &["../_0.distcp", "not a path inside the checkpoint's folder"],
+    );
+    let stderr = refused(d, &["escape", "-o", "out.safetensors"], 1);
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+    assert_mentions(&stderr, &["\\x1b[31m\\x07.distc"]);
+    assert!(!d.join("out.safetensors").exists());
+}
