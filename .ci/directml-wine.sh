@@ -190,6 +190,10 @@ step "the Wine shim (.ci/wine-shim.c) and the folders tjoin.exe runs from"
 SHIM=$WORK/bcryptprimitives.dll
 x86_64-w64-mingw32-gcc -O2 -shared -s -o "$SHIM" .ci/wine-shim.c -ladvapi32 \
     || fail "the shim does not build"
+# .ci/wine-desktop.c: holds Wine's desktop process for the whole run (see the step below).
+DESKTOP=$WORK/desktop.exe
+x86_64-w64-mingw32-gcc -O2 -s -o "$DESKTOP" .ci/wine-desktop.c -luser32 \
+    || fail "the desktop keeper does not build"
 # With DirectML.dll beside it, as DirectML's redistributable is installed; and without.
 WITH=$WORK/with-directml
 WITHOUT=$WORK/without-directml
@@ -233,11 +237,15 @@ fi
 [ -f "$WINEPREFIX/.tjoin-ready" ] || skip "wineboot could not make a Wine prefix"
 # Keep the server up between the runs below.
 wineserver -p 2>/dev/null
-# Start Wine's desktop process (explorer.exe) now, with no standard handles: started by the
-# first Direct3D program, it inherits that program's handles, and a pipe it holds open keeps
-# whoever reads the pipe (the integration tests' tjoin runs) waiting for its end forever.
-wine "$WITH/tjoin.exe" --backend auto --dry-run -a 0 "$ROOT/fixtures/npy/one_d/in0.npy" \
-    </dev/null >/dev/null 2>&1
+# Start Wine's desktop process (explorer.exe) now, with no standard handles, and keep it for
+# the whole run: started by the first Direct3D program, it inherits that program's handles,
+# and a pipe it holds open keeps whoever reads the pipe (the integration tests' tjoin runs)
+# waiting for its end forever. Wine ends it a second after the last program exits, so a
+# started-once explorer.exe is gone by the integration tests; desktop.exe holds it.
+wine "$DESKTOP" </dev/null >/dev/null 2>&1 &
+desktop_up() { grep -qsa 'explorer\.exe' /proc/[0-9]*/cmdline; }
+for _ in $(seq 100); do desktop_up && break; sleep 0.1; done
+desktop_up || fail "Wine's desktop process (explorer.exe) did not start"
 done_step
 
 # ---------------------------------------------------------------------------------------------
