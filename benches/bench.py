@@ -7,6 +7,7 @@ Run it through benches/run.sh, which installs what it needs. See benches/README.
 """
 
 import argparse
+import contextlib
 import ctypes
 import os
 import shutil
@@ -214,6 +215,15 @@ def scenario_inputs(name, scale, folder):
         for i in range(2):
             p = folder / f"in{i}.npy"
             fill(p, np.float32, (rows(GIB, 4096), 1024), i)
+            paths.append(p)
+        return 0, paths, []
+    if name == "axis0_ragged":
+        # Issue 34's case at scale 0.5: float32 (65536, 1024) and (62914, 1024), inputs of
+        # unequal length whose files end 128 bytes into a page (the .npy header), as every
+        # .npy file of whole 4 KiB rows does.
+        for i, n in enumerate((131072, 125828)):
+            p = folder / f"in{i}.npy"
+            fill(p, np.float32, (max(1, int(n * scale)), 1024), i)
             paths.append(p)
         return 0, paths, []
     if name == "lastaxis_small":
@@ -470,20 +480,71 @@ def prepare(paths, folder, cold):
 
 
 def timed(command, out):
-    """Runs `command` under /usr/bin/time (for its peak RSS; its clock has 10 ms steps, so
-    the wall time is taken here); returns (seconds, peak RSS in KiB)."""
+    """Runs `command` under /usr/bin/time, for its peak RSS (a process forked from this
+    Python would start with Python's own in the count), and reaps that with wait4 for the
+    kernel's account of the CPU seconds (user + sys) of it and all it waited for, in
+    microsecond steps where /usr/bin/time prints 10 ms ones; the wall time is taken here.
+    Returns (wall seconds, CPU seconds, peak RSS in KiB)."""
     remove(out)
-    start = time.perf_counter()
-    result = subprocess.run(
-        ["/usr/bin/time", "-f", "%M"] + command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(map(str, command[:8]))} ...\n{result.stderr}")
-    return seconds, int(result.stderr.strip().splitlines()[-1])
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(["/usr/bin/time", "-f", "%M"] + command,
+                                   stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        text = errors.read().decode(errors="replace")
+        if process.returncode != 0:
+            raise SystemExit(f"failed: {' '.join(map(str, command[:8]))} ...\n{text}")
+    return seconds, usage.ru_utime + usage.ru_stime, int(text.strip().splitlines()[-1])
+
+
+def data_offset(path):
+    """Where the data of a .npy or .safetensors file starts, or None for other files."""
+    with open(path, "rb") as f:
+        head = f.read(16)
+        if path.suffix == ".npy":
+            major = head[6]
+            size = int.from_bytes(head[8:10] if major == 1 else head[8:12], "little")
+            return (10 if major == 1 else 12) + size
+        if path.suffix == ".safetensors":
+            return 8 + int.from_bytes(head[:8], "little")
+    return None
+
+
+def raw_copies(paths, folder):
+    """The data bytes of each input without its header, for `cat` of the raw bytes (the
+    physical limit of a join); None when an input is not a .npy or .safetensors file."""
+    offsets = [data_offset(p) for p in paths]
+    if None in offsets:
+        return None
+    raws = []
+    for p, offset in zip(paths, offsets):
+        raw = folder / "raw" / (p.name + ".raw")
+        raw.parent.mkdir(exist_ok=True)
+        with open(p, "rb") as f, open(raw, "wb") as out:
+            f.seek(offset)
+            shutil.copyfileobj(f, out, 16 << 20)
+        raws.append(raw)
+    return raws
+
+
+@contextlib.contextmanager
+def neighbour(busy):
+    """With `busy`, a CPU-bound process on the last core for as long as the block runs: the
+    same neighbour for every competitor, as a machine running one job per core has."""
+    if not busy:
+        yield
+        return
+    cpu = str((os.cpu_count() or 1) - 1)
+    spin = subprocess.Popen(["taskset", "-c", cpu, sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def competitors(axis, paths, folder, extra):
@@ -571,15 +632,19 @@ def competitors(axis, paths, folder, extra):
     }
 
 
-def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
+def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, modes):
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
     try:
         axis, paths, extra = scenario_inputs(name, scale, folder)
+        size = sum(p.stat().st_size for p in paths)
+        runs = competitors(axis, paths, folder, extra)
+        raws = None if "cat_raw" in skip else raw_copies(paths, folder)
+        if raws:
+            out = folder / f"out_cat_raw{runs['cat'][1].suffix}"
+            runs["cat_raw"] = (["sh", "-c", 'cat "$@" > "$0"', str(out), *map(str, raws)], out)
         # Freshly written inputs are written back to disk over the next half minute or so, by
         # kernel threads that would take a core from whoever runs meanwhile: flush them first.
         os.sync()
-        size = sum(p.stat().st_size for p in paths)
-        runs = competitors(axis, paths, folder, extra)
         for label, (binary, env) in extra_tjoins.items():
             command = [binary if a == str(TJOIN) else a for a in runs["tjoin"][0]]
             out = folder / f"out_{label}{runs['tjoin'][1].suffix}"
@@ -588,22 +653,27 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins):
             command = [str(out) + a[len(named):] if a in (named, named + "/") else a for a in command]
             runs[label] = (["env", *env, *command] if env else command, out)
         names = [n for n in runs if n not in skip]
-        times = {n: [] for n in names}
-        rss = {n: [] for n in names}
-        for round_ in range(rounds):
-            # Rotate the order so no competitor always runs right after another.
-            order = names[round_ % len(names):] + names[:round_ % len(names)]
-            for n in order:
-                command, out = runs[n]
-                remove(out)
-                prepare(paths, folder, cold)
-                seconds, kib = timed(command, out)
-                times[n].append(seconds)
-                rss[n].append(kib)
-                if n.startswith("tjoin") and round_ == 0:
-                    check_output(axis, paths, out, runs)
-                remove(out)
-        report(name, size, names, times, rss, cold)
+        # Each mode on the same inputs, one after another.
+        for mode in modes:
+            times = {n: [] for n in names}
+            cpu = {n: [] for n in names}
+            rss = {n: [] for n in names}
+            with neighbour(mode["busy"]):
+                for round_ in range(rounds):
+                    # Rotate the order so no competitor always runs right after another.
+                    order = names[round_ % len(names):] + names[:round_ % len(names)]
+                    for n in order:
+                        command, out = runs[n]
+                        remove(out)
+                        prepare(raws if n == "cat_raw" else paths, folder, cold)
+                        seconds, cpu_seconds, kib = timed(mode["pin"] + command, out)
+                        times[n].append(seconds)
+                        cpu[n].append(cpu_seconds)
+                        rss[n].append(kib)
+                        if n.startswith("tjoin") and round_ == 0 and mode is modes[0]:
+                            check_output(axis, paths, out, runs)
+                        remove(out)
+            report(name, size, names, times, cpu, rss, cold, mode)
     finally:
         shutil.rmtree(folder)
 
@@ -675,18 +745,29 @@ def check_output(axis, paths, out, runs):
             raise SystemExit(f"tjoin's output differs from numpy's for {paths[0].parent.name}")
 
 
-def report(name, size, names, times, rss, cold):
+def paired(a, b):
+    """The median of the ratios a/b, round by round, and their range."""
+    ratios = [x / y for x, y in zip(a, b) if y > 0]
+    if not ratios:
+        return float("nan"), "-"
+    return statistics.median(ratios), f"{min(ratios):.2f}-{max(ratios):.2f}"
+
+
+def report(name, size, names, times, cpu, rss, cold, mode):
     cat = times["cat"]
-    mode = "cold: page cache dropped before every run" if cold else "warm: synced, inputs read, before every run"
-    print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds, {mode}; load {os.getloadavg()[0]:.1f}")
-    print(f"  {'competitor':<14} {'median s':>9} {'min s':>7} {'GB/s':>6} {'peak RSS':>10} {'x cat':>7} {'x cat range':>13}")
+    state = "cold: page cache dropped before every run" if cold else "warm: synced, inputs read, before every run"
+    print(f"\n{name}: {size / GIB:.2f} GiB of input, {len(cat)} rounds, {state}, {mode['label']}; "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"  {'competitor':<14} {'median s':>9} {'min s':>7} {'GB/s':>6} {'cpu s':>7} {'peak RSS':>10} "
+          f"{'x cat':>7} {'x cat range':>13} {'x raw':>7} {'cpu x cat':>10}")
     for n in names:
         median = statistics.median(times[n])
-        ratios = [t / c for t, c in zip(times[n], cat) if c > 0]
-        ratio = statistics.median(ratios)
-        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        ratio, spread = paired(times[n], cat)
+        raw = f"{paired(times[n], times['cat_raw'])[0]:>6.2f}x" if "cat_raw" in times else f"{'-':>7}"
+        cpu_ratio = paired(cpu[n], cpu["cat"])[0]
         rate = size / median / 1e9 if median > 0 else float("inf")
-        print(f"  {n:<14} {median:>9.3f} {min(times[n]):>7.3f} {rate:>6.2f} {max(rss[n]) / 1024:>8.1f} MiB {ratio:>6.2f}x {spread:>13}")
+        print(f"  {n:<14} {median:>9.3f} {min(times[n]):>7.3f} {rate:>6.2f} {statistics.median(cpu[n]):>7.3f} "
+              f"{max(rss[n]) / 1024:>6.1f} MiB {ratio:>6.2f}x {spread:>13} {raw} {cpu_ratio:>9.2f}x")
     for n in names:
         if n.startswith("tjoin_") and "tjoin" in times:
             ratios = [v / t for v, t in zip(times[n], times["tjoin"]) if t > 0]
@@ -709,7 +790,7 @@ APPEND_BASELINES = {
 }
 
 
-def run_append(scale, rounds, workdir, skip, cold):
+def run_append(scale, rounds, workdir, skip, cold, mode):
     """Appends 64 MiB of float32 rows to targets of 0.5, 1 and 4 GiB: `tjoin --append`
     against `cat` of the same data bytes (the new file without its .npy header) onto the
     target, followed by `sync`, or by `sync -d` of the target only. Each run starts from the
@@ -751,16 +832,17 @@ def run_append(scale, rounds, workdir, skip, cold):
             times = {n: [] for n in names}
             rss = {n: [] for n in names}
             os.sync()
-            for round_ in range(rounds):
-                order = names[round_ % len(names):] + names[:round_ % len(names)]
-                for n in order:
-                    prepare([new, raw], folder, cold)
-                    seconds, kib = timed(runs[n], folder / "unused")
-                    times[n].append(seconds)
-                    rss[n].append(kib)
-                    if n == "tjoin" and round_ == 0:
-                        check_append(target, raw, rows_before + new_rows, old_len)
-                    reset()
+            with neighbour(mode["busy"]):
+                for round_ in range(rounds):
+                    order = names[round_ % len(names):] + names[:round_ % len(names)]
+                    for n in order:
+                        prepare([new, raw], folder, cold)
+                        seconds, _, kib = timed(mode["pin"] + runs[n], folder / "unused")
+                        times[n].append(seconds)
+                        rss[n].append(kib)
+                        if n == "tjoin" and round_ == 0:
+                            check_append(target, raw, rows_before + new_rows, old_len)
+                        reset()
             appended = raw.stat().st_size
             print(f"\nappend: {appended / (1 << 20):.0f} MiB onto a {old_len / GIB:.2f} GiB "
                   f"target, {rounds} rounds")
@@ -803,9 +885,13 @@ def main():
     parser.add_argument("--workdir", default=str(ROOT / "benches" / "data"), help="where inputs go")
     parser.add_argument("--skip", default="", help="competitors to leave out, comma-separated")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every run instead of warming the inputs (needs root)")
+    parser.add_argument("--cores", type=int, choices=(1,), help="1: pin every competitor (and all it starts) to core 0 with taskset")
+    parser.add_argument("--busy", action="store_true", help="run a CPU-bound neighbour on the last core throughout, the same for every competitor")
+    parser.add_argument("--modes", help="several modes in turn on the same inputs, comma-separated: free (all "
+                        "cores free), one (--cores 1), busy (--busy), one+busy")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "axis0_ragged", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")
@@ -815,14 +901,29 @@ def main():
         binary, *env = rest.split(",")
         extra_tjoins[f"tjoin_{label}"] = (binary or str(TJOIN), env)
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    def mode_of(one, busy):
+        label = ", ".join(filter(None, ["one core (taskset -c 0)" if one else "",
+                                        "a busy neighbour on the last core" if busy else ""])) or "all cores free"
+        return {"pin": ["taskset", "-c", "0"] if one else [], "busy": busy, "label": label}
+
+    if args.modes:
+        words = args.modes.split(",")
+        if any(set(w.split("+")) - {"free", "one", "busy"} for w in words):
+            raise SystemExit(f"--modes takes free, one, busy and one+busy, not {args.modes}")
+        modes = [mode_of("one" in w.split("+"), "busy" in w.split("+")) for w in words]
+    else:
+        modes = [mode_of(bool(args.cores), args.busy)]
+    if any(m["pin"] or m["busy"] for m in modes) and shutil.which("taskset") is None:
+        raise SystemExit("--cores and --busy pin processes with taskset (util-linux), which is missing")
     print(f"tjoin benchmark, {time.strftime('%Y-%m-%d %H:%M')}, scale {args.scale}, {os.cpu_count()} cores, "
-          f"{'cold' if args.cold else 'warm'}, load {os.getloadavg()[0]:.1f}")
+          f"{'cold' if args.cold else 'warm'}, {'; '.join(m['label'] for m in modes)}, load {os.getloadavg()[0]:.1f}")
     skip = set(filter(None, args.skip.split(",")))
     for name in args.scenarios:
         if name == "append":
-            run_append(args.scale, args.rounds, Path(args.workdir), skip, args.cold)
+            for mode in modes:
+                run_append(args.scale, args.rounds, Path(args.workdir), skip, args.cold, mode)
         else:
-            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip, args.cold, extra_tjoins)
+            run_scenario(name, args.scale, args.rounds, Path(args.workdir), skip, args.cold, extra_tjoins, modes)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@
 //! division and a remainder per dimension per element, which made gathering 4x slower than
 //! `cat` (benches/README.md, "Gathers"). The innermost dimension, one constant stride, is
 //! copied in a loop specialised on the element's size.
+//!
+//! A long run whose input stores one of its dimensions contiguously (a Fortran-ordered
+//! matrix read into C order) is read by positional reads of tiles instead (`Tiles`), so that
+//! the map does not come to hold a page of every column (benches/README.md, "Gathers").
 
 /// A position in the elements of one run of a gathered input, in the output's order.
 pub struct Walk<'g> {
@@ -119,6 +123,290 @@ fn strided<const N: usize>(
     }
 }
 
+/// The most bytes a tile holds: the input's bytes read for it, and as many again for them in
+/// the output's order.
+const TILE_BYTES: usize = 4 << 20;
+/// The fewest bytes worth one positional read of a tile: with shorter reads the calls cost
+/// more than the map's faults, and the run is walked through the map instead.
+const MIN_READ: usize = 256;
+/// Runs shorter than this are walked through the map: a tile's buffers would cost more than
+/// what the map holds for them.
+const MIN_TILED_RUN: u64 = 1 << 20;
+/// Bytes between the rows of a tile as read, so that a column of it does not fall on one
+/// cache set when the rows are a power of two long.
+const ROW_PAD: usize = 64;
+
+/// A run of a gathered input read by positional reads of tiles rather than through its map.
+///
+/// Walking a transposed input through a map touches a page of every column for every row,
+/// and each fault maps up to 64 KiB around it, so the map came to hold 64-128 KiB a column
+/// (264 MiB for the `gather` scenario, benches/README.md "Gathers"). A tile instead takes
+/// `len` consecutive elements along the dimension `c` the input stores contiguously, for
+/// every index of the dimensions after it (`inner`): one read of `len` elements per inner
+/// index, then turned into the output's order in a second buffer. What stays resident is the
+/// two buffers, whatever the input's size.
+pub struct Tiles {
+    size: usize,
+    /// The dimensions before `c`, their strides, and where they are.
+    outer_dims: Vec<u64>,
+    outer_strides: Vec<u64>,
+    counters: Vec<u64>,
+    /// The byte offset of the current outer index's first element.
+    outer_at: u64,
+    /// The length of dimension `c`, and the most of it a tile takes.
+    along: u64,
+    tile: u64,
+    /// Where along `c` the current tile starts, and how much of it it holds.
+    start: u64,
+    rows: usize,
+    /// The byte offset of each inner index's element, relative to its outer index and `c`.
+    inner: Vec<u64>,
+    /// The tile as read: one row of `rows` elements per inner index, `pitch` bytes apart.
+    read: Vec<u8>,
+    pitch: usize,
+    /// The tile in the output's order, and how many of its bytes were handed out.
+    ordered: Vec<u8>,
+    next: usize,
+    loaded: bool,
+}
+
+impl Tiles {
+    /// Tiles for a run over `dims` (outermost first) with byte `strides` in the input, from
+    /// byte `base`, of elements of `size` bytes; `None` when the run is better walked
+    /// through the map: short, without a dimension the input stores contiguously before the
+    /// last, or with so many inner indices that a tile's reads would be tiny.
+    pub fn new(dims: &[u64], strides: &[u64], base: u64, size: usize) -> Option<Tiles> {
+        Tiles::with_limits(
+            dims,
+            strides,
+            base,
+            size,
+            (TILE_BYTES, MIN_READ, MIN_TILED_RUN),
+        )
+    }
+
+    /// [`Tiles::new`] with a tile of at most `budget` bytes, reads of at least `min_read`
+    /// and runs of at least `min_run` bytes (small ones in tests, to reach every edge).
+    fn with_limits(
+        dims: &[u64],
+        strides: &[u64],
+        base: u64,
+        size: usize,
+        (budget, min_read, min_run): (usize, usize, u64),
+    ) -> Option<Tiles> {
+        let count = dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d))?;
+        if size == 0 || count.saturating_mul(size as u64) < min_run {
+            return None;
+        }
+        // The dimension the input stores contiguously: the last one with a stride of one
+        // element that is not itself the last dimension (then nothing needs gathering) and
+        // is longer than one.
+        let c = (0..dims.len().checked_sub(1)?)
+            .rev()
+            .find(|&d| strides[d] == size as u64 && dims[d] > 1)?;
+        let inner_count: u64 = dims[c + 1..].iter().product();
+        let row_budget = (budget as u64 / inner_count.max(1)) / size as u64;
+        let tile = row_budget.min(dims[c]);
+        if tile == 0 || (tile < dims[c] && (tile as usize) * size < min_read) {
+            return None;
+        }
+        let inner_count = usize::try_from(inner_count).ok()?;
+        let mut inner = Vec::with_capacity(inner_count);
+        let mut walk = Odometer::new(&dims[c + 1..]);
+        for _ in 0..inner_count {
+            inner.push(walk.offset(&strides[c + 1..]));
+            walk.step();
+        }
+        let pitch = tile as usize * size + ROW_PAD;
+        Some(Tiles {
+            size,
+            outer_dims: dims[..c].to_vec(),
+            outer_strides: strides[..c].to_vec(),
+            counters: vec![0; c],
+            outer_at: base,
+            along: dims[c],
+            tile,
+            start: 0,
+            rows: 0,
+            inner,
+            read: vec![0; inner_count * pitch],
+            pitch,
+            ordered: Vec::with_capacity(inner_count * tile as usize * size),
+            next: 0,
+            loaded: false,
+        })
+    }
+
+    /// Appends the next `count` elements to `out`, reading tiles with `read_at(buf,
+    /// offset)`, which fills `buf` from byte `offset` of the input's data.
+    pub fn gather(
+        &mut self,
+        mut count: u64,
+        out: &mut Vec<u8>,
+        read_at: &mut dyn FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        while count > 0 {
+            if self.next == self.ordered.len() {
+                self.load(read_at)?;
+            }
+            let left = ((self.ordered.len() - self.next) / self.size) as u64;
+            let take = left.min(count) as usize * self.size;
+            out.extend_from_slice(&self.ordered[self.next..self.next + take]);
+            self.next += take;
+            count -= (take / self.size) as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads the next tile and puts it in the output's order.
+    fn load(
+        &mut self,
+        read_at: &mut dyn FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        if self.loaded {
+            self.start += self.tile;
+            if self.start >= self.along {
+                self.start = 0;
+                self.carry();
+            }
+        }
+        self.loaded = true;
+        self.rows = (self.along - self.start).min(self.tile) as usize;
+        let len = self.rows * self.size;
+        let at = self.outer_at + self.start * self.size as u64;
+        for (q, &offset) in self.inner.iter().enumerate() {
+            read_at(&mut self.read[q * self.pitch..][..len], at + offset)?;
+        }
+        // Every byte is overwritten below: zeroed only where the tile grows (the first).
+        self.ordered
+            .resize(self.rows * self.inner.len() * self.size, 0);
+        match self.size {
+            1 => transpose::<1>(
+                &self.read,
+                self.pitch,
+                self.inner.len(),
+                self.rows,
+                &mut self.ordered,
+            ),
+            2 => transpose::<2>(
+                &self.read,
+                self.pitch,
+                self.inner.len(),
+                self.rows,
+                &mut self.ordered,
+            ),
+            4 => transpose::<4>(
+                &self.read,
+                self.pitch,
+                self.inner.len(),
+                self.rows,
+                &mut self.ordered,
+            ),
+            8 => transpose::<8>(
+                &self.read,
+                self.pitch,
+                self.inner.len(),
+                self.rows,
+                &mut self.ordered,
+            ),
+            16 => transpose::<16>(
+                &self.read,
+                self.pitch,
+                self.inner.len(),
+                self.rows,
+                &mut self.ordered,
+            ),
+            size => {
+                for t in 0..self.rows {
+                    for q in 0..self.inner.len() {
+                        let from = &self.read[q * self.pitch + t * size..][..size];
+                        let to = (t * self.inner.len() + q) * size;
+                        self.ordered[to..to + size].copy_from_slice(from);
+                    }
+                }
+            }
+        }
+        self.next = 0;
+        Ok(())
+    }
+
+    /// Moves to the next index of the dimensions before `c`.
+    fn carry(&mut self) {
+        for d in (0..self.outer_dims.len()).rev() {
+            self.counters[d] += 1;
+            self.outer_at += self.outer_strides[d];
+            if self.counters[d] < self.outer_dims[d] {
+                return;
+            }
+            self.outer_at -= self.outer_dims[d] * self.outer_strides[d];
+            self.counters[d] = 0;
+        }
+    }
+}
+
+/// Puts `rows` rows of `cols` elements of `N` bytes (each row `pitch` bytes after the one
+/// before) into `out` column by column: `out` gets `cols` rows of `rows` elements. Blocks of
+/// 16 rows by 8 columns go through an array, so that each cache line read is used for all
+/// of its elements and each written is written whole (16 elements of 4 bytes); the edges
+/// that do not fill a block are copied element by element.
+fn transpose<const N: usize>(read: &[u8], pitch: usize, rows: usize, cols: usize, out: &mut [u8]) {
+    const BQ: usize = 16;
+    const BT: usize = 8;
+    let row_bytes = rows * N;
+    let (whole_rows, whole_cols) = (rows / BQ * BQ, cols / BT * BT);
+    for q0 in (0..whole_rows).step_by(BQ) {
+        for t0 in (0..whole_cols).step_by(BT) {
+            let mut block = [[[0u8; N]; BQ]; BT];
+            for q in 0..BQ {
+                let from = &read[(q0 + q) * pitch + t0 * N..][..BT * N];
+                for (t, element) in from.chunks_exact(N).enumerate() {
+                    block[t][q] = element.try_into().expect("N bytes");
+                }
+            }
+            for (t, column) in block.iter().enumerate() {
+                out[(t0 + t) * row_bytes + q0 * N..][..BQ * N]
+                    .copy_from_slice(column.as_flattened());
+            }
+        }
+    }
+    for t in 0..cols {
+        let first = if t < whole_cols { whole_rows } else { 0 };
+        for q in first..rows {
+            let from = &read[q * pitch + t * N..][..N];
+            out[(t * rows + q) * N..][..N].copy_from_slice(from);
+        }
+    }
+}
+
+/// Counters over some dimensions in C order, for their offsets by strides.
+struct Odometer<'d> {
+    dims: &'d [u64],
+    counters: Vec<u64>,
+}
+
+impl<'d> Odometer<'d> {
+    fn new(dims: &'d [u64]) -> Odometer<'d> {
+        Odometer {
+            dims,
+            counters: vec![0; dims.len()],
+        }
+    }
+
+    fn offset(&self, strides: &[u64]) -> u64 {
+        self.counters.iter().zip(strides).map(|(i, s)| i * s).sum()
+    }
+
+    fn step(&mut self) {
+        for d in (0..self.dims.len()).rev() {
+            self.counters[d] += 1;
+            if self.counters[d] < self.dims[d] {
+                return;
+            }
+            self.counters[d] = 0;
+        }
+    }
+}
+
 /// The byte offset of the `index`-th element (in C order) of a block with these dims.
 pub(super) fn offset_of(mut index: u64, dims: &[u64], strides: &[u64]) -> u64 {
     let mut offset = 0;
@@ -175,5 +463,114 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The elements of a run over `dims` and element `strides` of `size` bytes from element
+    /// `base`, in C order, worked out one by one from their indices; and the input's bytes.
+    fn expected(
+        dims: &[u64],
+        elements: &[u64],
+        size: usize,
+        base: u64,
+    ) -> (Vec<u8>, Vec<u64>, u64, Vec<u8>) {
+        let strides: Vec<u64> = elements.iter().map(|s| s * size as u64).collect();
+        let count: u64 = dims.iter().product();
+        let span: u64 = dims.iter().zip(&strides).map(|(d, s)| (d - 1) * s).sum();
+        let len = (base * size as u64 + span) as usize + size;
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let base = base * size as u64;
+        let mut out = Vec::new();
+        for index in 0..count {
+            let at = (base + offset_of(index, dims, &strides)) as usize;
+            out.extend_from_slice(&bytes[at..at + size]);
+        }
+        (bytes, strides, base, out)
+    }
+
+    #[test]
+    fn tiles_give_each_element_at_its_offset_at_every_tile_edge() {
+        // Transposed inputs (the contiguous dimension first or in the middle), tiles that
+        // divide the contiguous dimension and tiles that leave a short last one, outer
+        // dimensions before it, element sizes with and without a specialised transpose.
+        let cases: [(&[u64], &[u64], usize, u64); 11] = [
+            // Whole blocks of the transpose (16 inner indices by 8 along) and edges of both.
+            (&[40, 37], &[1, 40], 4, 1),
+            (&[33, 20], &[1, 33], 8, 0),
+            (&[2, 24, 32], &[768, 1, 24], 2, 0),
+            (&[7, 3], &[1, 7], 4, 0),
+            (&[16, 5], &[1, 16], 8, 2),
+            (&[9, 10], &[1, 9], 1, 0),
+            (&[2, 11, 3], &[33, 1, 11], 2, 1),
+            (&[3, 2, 8, 4], &[64, 32, 1, 8], 4, 0),
+            (&[13, 2, 3], &[1, 13, 26], 16, 3),
+            (&[6, 4], &[1, 6], 3, 0),
+            (&[5, 1, 4], &[1, 5, 5], 12, 0),
+        ];
+        for (dims, elements, size, base) in cases {
+            let (bytes, strides, base, want) = expected(dims, elements, size, base);
+            let count: u64 = dims.iter().product();
+            let inner_widest = size * 128;
+            for budget in [
+                size,
+                2 * size,
+                3 * size,
+                5 * size,
+                7 * size,
+                inner_widest,
+                1 << 20,
+            ] {
+                let Some(mut tiles) =
+                    Tiles::with_limits(dims, &strides, base, size, (budget, 1, 0))
+                else {
+                    // Only a budget below one element per inner index declines.
+                    assert!(budget < size * count as usize, "{dims:?} budget {budget}");
+                    assert!(budget < 1 << 20, "{dims:?} declined");
+                    continue;
+                };
+                for piece in [1, 2, 3, count / 2 + 1, count] {
+                    let mut out = Vec::new();
+                    let mut reads = 0;
+                    let mut read_at = |buf: &mut [u8], at: u64| {
+                        reads += 1;
+                        buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+                        Ok(())
+                    };
+                    let mut done = 0;
+                    while done < count {
+                        let take = piece.min(count - done);
+                        tiles.gather(take, &mut out, &mut read_at).unwrap();
+                        done += take;
+                    }
+                    assert_eq!(
+                        out, want,
+                        "{dims:?} {elements:?} size {size} budget {budget} pieces of {piece}"
+                    );
+                    tiles = Tiles::with_limits(dims, &strides, base, size, (budget, 1, 0)).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_decline_runs_the_map_walks_better() {
+        // Short runs; a contiguous last dimension (nothing to gather); no contiguous
+        // dimension at all (a strided slice); reads shorter than the least worth a call.
+        let limits = (1 << 20, 256, 1 << 10);
+        assert!(Tiles::with_limits(&[16, 4], &[4, 64], 0, 4, limits).is_none());
+        assert!(Tiles::with_limits(&[1024, 1024], &[4096, 4], 0, 4, limits).is_none());
+        assert!(Tiles::with_limits(&[1024, 1024], &[8, 8192], 0, 4, limits).is_none());
+        assert!(Tiles::with_limits(&[1024, 1 << 16], &[4, 4096], 0, 4, limits).is_none());
+        let tiles = Tiles::with_limits(&[1 << 16, 1024], &[4, 1 << 18], 0, 4, limits).unwrap();
+        assert_eq!(tiles.tile, 256);
+        assert!(tiles.read.len() + tiles.ordered.capacity() <= 2 * (1 << 20) + 1024 * ROW_PAD);
+    }
+
+    #[test]
+    fn a_failed_read_of_a_tile_is_returned() {
+        let mut tiles = Tiles::with_limits(&[8, 2], &[4, 32], 0, 4, (16, 1, 0)).unwrap();
+        let mut out = Vec::new();
+        let mut fail = |_: &mut [u8], _: u64| Err(std::io::ErrorKind::UnexpectedEof.into());
+        let e = tiles.gather(3, &mut out, &mut fail).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

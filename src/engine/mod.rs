@@ -16,7 +16,9 @@
 //! - Tiny runs that need no change (a last-axis join of width 3) are packed a buffer's worth
 //!   of rounds at a time, one input at a time, by copy loops specialised on the run's size.
 //! - Other small runs, byte-swapped runs, cast runs (`--cast`) and gathered (re-laid-out)
-//!   runs are packed into one reused buffer and written in large blocks.
+//!   runs are packed into one reused buffer and written in large blocks. Gathered runs of
+//!   at least a MiB are read by positional reads of tiles rather than through the map
+//!   (`gather::Tiles`), which keeps what is resident bounded.
 //! - A job of at least `THREAD_MIN` bytes that packs tiny runs in bulk or changes bytes
 //!   (casts, byte swaps, gathers) packs on a second thread while this one writes the packed
 //!   buffers, in order, through the same `Sink`: the output is still written front to back,

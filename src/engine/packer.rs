@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cursors::Cursors;
 use super::direct::{shrunk_or, write_from_map, write_in_pieces};
-use super::gather::{Walk, offset_of};
+use super::gather::{Tiles, Walk, offset_of};
 use super::threads::{Block, Out, stopped, with_out};
 use super::{BUFFER, DIRECT_RUN, READ_INPUT, RELEASE_BUDGET, SMALL_INPUT, changes, map};
 use crate::dtype::cast;
@@ -344,13 +344,38 @@ impl<'a> Packer<'a> {
         let count: u64 = dims.iter().product();
         let cast = p.dtype != self.dtype;
         let in_size = p.dtype.itemsize() as usize;
-        // Gathering jumps across the whole input: within a long run, release all of it
-        // whenever a budget's worth has been read, so that the map does not come to hold the
-        // whole input. It still holds what each fault maps around every column it touches
-        // (64-128 KiB a column: benches/README.md, "Gathers"), whatever the interval.
+        // Gathering through the map jumps across the whole input: within a long run, release
+        // all of it whenever a budget's worth has been read, so that the map does not come to
+        // hold the whole input. It still holds what each fault maps around every column it
+        // touches (64-128 KiB a column: benches/README.md, "Gathers"), whatever the interval;
+        // runs read in tiles leave the map untouched.
         let release_every = (RELEASE_BUDGET / in_size.max(1) as u64).max(1);
         let mut until_release = release_every;
+        // A long run the input stores in tiles is read by positional reads of them, so that
+        // what stays resident is bounded (`gather::Tiles`); others are walked through the map.
+        let mut tiles = Tiles::new(dims, strides, base, in_size);
+        let file = match tiles {
+            Some(_) => Some(input.file.open(&input.name)?),
+            None => None,
+        };
+        let mut read_at = |buf: &mut [u8], at: u64| match &file {
+            Some(file) => sys::read_exact_at(file, buf, p.data_offset + at),
+            None => Ok(()),
+        };
         let mut walk = Walk::new(dims, strides, base);
+        let mut gather = |take: u64, out: &mut Vec<u8>| match &mut tiles {
+            Some(tiles) => tiles.gather(take, out, &mut read_at).map_err(|e| {
+                let why = file
+                    .as_ref()
+                    .and_then(|f| sys::shrank(f, p.data_offset + p.data_len))
+                    .unwrap_or(e);
+                input.name.io_error("read", why)
+            }),
+            None => {
+                walk.gather(bytes, in_size, take, out);
+                Ok(())
+            }
+        };
         let mut done = 0;
         while done < count {
             let room = ((self.capacity - self.buffer.len()) / self.itemsize) as u64;
@@ -361,7 +386,7 @@ impl<'a> Packer<'a> {
             let take = room.min(count - done).min(until_release);
             if cast {
                 self.scratch.clear();
-                walk.gather(bytes, in_size, take, &mut self.scratch);
+                gather(take, &mut self.scratch)?;
                 swap_in_place(&mut self.scratch, in_size, &p.swaps);
                 cast::convert(&p.dtype, &self.dtype, &self.scratch, &mut self.buffer).map_err(
                     |e| {
@@ -371,7 +396,7 @@ impl<'a> Packer<'a> {
                 )?;
             } else {
                 let start = self.buffer.len();
-                walk.gather(bytes, in_size, take, &mut self.buffer);
+                gather(take, &mut self.buffer)?;
                 swap_in_place(&mut self.buffer[start..], in_size, &p.swaps);
             }
             done += take;
@@ -528,18 +553,24 @@ pub(super) fn strided_copy_n<const N: usize>(
     src: &[u8],
     pitch: usize,
 ) {
-    if pitch == N {
-        for (k, piece) in src.chunks_exact(N).enumerate() {
-            let at = k * stride;
-            let piece: &[u8; N] = piece.try_into().expect("chunks_exact yields N bytes");
-            dst[at..at + N].copy_from_slice(piece);
-        }
+    // `src` holds the runs of `rounds` rounds, the last one alone at the end.
+    let Some(rounds) = src.len().checked_sub(N).map(|rest| rest / pitch.max(1) + 1) else {
         return;
+    };
+    assert!(
+        stride >= N && pitch >= N,
+        "runs of {N} bytes every {pitch} into {stride}"
+    );
+    // Every round but the last as whole strides and pitches: the lengths are then known to
+    // hold a run, and the loop is a load and a store per run, counted by the source alone
+    // (exactly `rounds - 1` pitches; `dst` holds at least as many strides).
+    let last = rounds - 1;
+    let pieces = dst
+        .chunks_exact_mut(stride)
+        .zip(src[..last * pitch].chunks_exact(pitch));
+    for (to, from) in pieces {
+        let from: &[u8; N] = from[..N].try_into().expect("a pitch holds a run");
+        to[..N].copy_from_slice(from);
     }
-    // A slice's runs: each chunk of `pitch` bytes starts with one (the last is the run alone).
-    for (k, piece) in src.chunks(pitch).enumerate() {
-        let at = k * stride;
-        let piece: &[u8; N] = piece[..N].try_into().expect("a chunk holds a run");
-        dst[at..at + N].copy_from_slice(piece);
-    }
+    dst[last * stride..last * stride + N].copy_from_slice(&src[last * pitch..last * pitch + N]);
 }

@@ -469,6 +469,37 @@ fn slices_of_fortran_inputs_are_gathered_into_c_order() {
 }
 
 #[test]
+fn long_gathered_runs_are_read_in_tiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Runs of more than a MiB are read by positional reads of tiles (`gather::Tiles`): here
+    // 500 columns of a slice that starts 3 rows in take two tiles of 2,097 rows and a short
+    // last one of 890, beside a C-ordered input.
+    let f = made(d, "f.npy", F4, &[3000, 500], true, 128, f32_values(1));
+    let c = made(d, "c.npy", F4, &[10, 500], false, 128, f32_values(2));
+    let parts = [(&f, 3..2990), (&c, 0..10)];
+    let expected = reference(&parts, 0, Layout::C, same);
+    joins_as_expected(&parts, 0, Some(Layout::C), None, &expected);
+    // Byte-swapped and cast as they come out of the tiles.
+    let big = made(d, "big.npy", (">f4", 4), &[2100, 520], true, 128, |i| {
+        ((100_000 + i) as f32).to_be_bytes().to_vec()
+    });
+    let widen = |made: &Made, bytes: &[u8]| {
+        let mut element: [u8; 4] = bytes.try_into().unwrap();
+        if made.descr == ">f4" {
+            element.reverse();
+        }
+        f64::from(f32::from_le_bytes(element))
+            .to_le_bytes()
+            .to_vec()
+    };
+    let c = made(d, "c2.npy", F4, &[10, 520], false, 128, f32_values(2));
+    let parts = [(&c, 0..10), (&big, 0..2100)];
+    let expected = reference(&parts, 0, Layout::C, widen);
+    joins_as_expected(&parts, 0, Some(Layout::C), Some("float64"), &expected);
+}
+
+#[test]
 fn slices_of_fortran_inputs_join_in_fortran_order_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
