@@ -45,6 +45,20 @@ impl<'r> Cursors<'r> {
                 .hasher
                 .update(&self.regions[index].bytes()[start..start + len as usize]);
         }
+        self.advance_hashed(index, len);
+    }
+
+    /// The CRC-32 hasher of input `index`, if it has a check: for a caller that hashes the
+    /// bytes it reads itself (`advance_hashed`).
+    pub(super) fn hasher(&mut self, index: usize) -> Option<&mut crc32fast::Hasher> {
+        self.checks[index]
+            .as_mut()
+            .map(|(_, check)| &mut check.hasher)
+    }
+
+    /// `advance`, for bytes that went through the input's CRC-32 check already.
+    #[inline]
+    pub(super) fn advance_hashed(&mut self, index: usize, len: u64) {
         self.read[index] += len;
         self.pending += len;
         if self.pending < RELEASE_BUDGET {

@@ -65,6 +65,9 @@ const DIRECT_RUN: u64 = 256 << 10;
 /// How many bytes may be read from all inputs together between releases of the pages behind
 /// the cursors.
 const RELEASE_BUDGET: u64 = 16 << 20;
+/// Pieces at least this long of an input whose CRC-32 is checked are hashed on a second
+/// thread while they are written; a thread's start costs about as much as hashing 64 KiB.
+const HASH_APART: usize = 1 << 20;
 /// Inputs at most this long are read rather than mapped or copied apart.
 const SMALL_INPUT: u64 = 64 << 10;
 /// Inputs at most this long that the kernel does not copy (their offsets are not

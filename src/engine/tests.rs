@@ -436,3 +436,22 @@ fn strided_copies_interleave_runs_for_every_size() {
         }
     }
 }
+
+#[test]
+fn a_damaged_member_is_refused_where_its_pieces_are_hashed_beside_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Rows of 1.5 MiB (at least HASH_APART): each run of each member is written from its
+    // map while a second thread hashes it, whole inputs (axis 0) and runs (axis 1) alike.
+    let cols = 393_216;
+    let (a, b) = (floats(2 * cols, 1.0), floats(2 * cols, 5.0));
+    let good = stored_npz(d, "good.npz", &[2, cols as u64], &a, 0, false);
+    let bad = stored_npz(d, "bad.npz", &[2, cols as u64], &b, 0, true);
+    refused_for_its_crc(&[good.clone(), bad.clone()], 0);
+    refused_for_its_crc(&[good.clone(), bad], 1);
+    let fixed = stored_npz(d, "bad.npz", &[2, cols as u64], &b, 0, false);
+    let joined = join(&[good.clone(), fixed.clone()], 0, None, false, 0).unwrap();
+    assert!(joined == [a.as_slice(), b.as_slice()].concat());
+    let joined = join(&[good, fixed], 1, None, false, 0).unwrap();
+    assert!(joined == side_by_side(&a, 4 * cols, &b, 4 * cols));
+}
