@@ -601,7 +601,7 @@ fn fused_unstated(
     if options.copies(sources, Some(axis)) {
         return None;
     }
-    chunks::unstated(name, shape, axis as usize, parts, sibling)
+    chunks::unstated(name, shape, axis as usize, parts, false, sibling)
 }
 
 /// The job that makes the tensor `name` from the blocks `placed` places.
