@@ -19,6 +19,11 @@
 //! borrow the config's rules, and the write options depend on what is known only once the
 //! inputs are open (the output's format may be the first input's, and the first input's
 //! `__metadata__` is carried over).
+//!
+//! Two derived values are resolved once by `src/cli/config.rs` instead, so that the flows pass
+//! the decided value rather than what it comes from: the `--like` references' shapes (read
+//! there, headers only, as the `--files-from` lists are) and the refusal of inputs numbered
+//! out of order (told by their names alone).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +33,7 @@ use crate::backend::Backend;
 use crate::backend::directml::Adapter;
 use crate::dtype::DType;
 use crate::engine::early::EarlyTarget;
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::format::json::JsonForm;
 use crate::format::{Format, WriteOptions};
 pub use crate::output::kind::OutputKind;
@@ -66,6 +71,10 @@ pub struct JoinConfig {
     /// `-` is standard input; `FILE:NAME` names one tensor of a file.
     /// Shared: each input's messages name it by the same copy, and a join may have 100,000.
     pub inputs: Vec<Arc<Path>>,
+    /// The refusal of `inputs` numbered out of order (`plan::ranks`), decided from their
+    /// names alone; `None` when they are in order or `--any-order` is given. It is made once
+    /// the inputs are open, unless they are DTensor rank files, whose records place them.
+    pub out_of_order: Option<Refusal>,
     /// Read every input in this format instead of sniffing it.
     pub input_format: Option<Format>,
     /// Join along a new axis inserted at `rules.axis`, as numpy.stack.
@@ -97,15 +106,14 @@ pub struct JoinRules {
     /// Join tensors that no rule decides even when they are the same in every input, and
     /// identical pieces an axis rule decides; and a merge's file given twice.
     pub join_identical: bool,
-    /// Take numbered inputs (`tp3`, `rank_03`, `-00002-of-00004`) in the order given.
-    pub any_order: bool,
     /// Join a merge's tensors whose sizes along the axis no split gives.
     pub uneven: bool,
     /// Refuse rules that match no tensor, instead of warning.
     pub strict: bool,
-    /// The references (`--like`, given once or more) whose headers give every output
-    /// tensor's expected shape.
-    pub like: Vec<PathBuf>,
+    /// The references (`--like`, given once or more), their headers read by the config
+    /// stage: they give every output tensor's expected shape, and tell constant tensors'
+    /// splits.
+    pub like: Option<Reference>,
     /// The output tensor's name in a single-tensor join.
     pub name: Option<String>,
     /// The element type every input is converted to.
@@ -162,8 +170,8 @@ pub struct OpenConfig<'c> {
     pub paths: &'c [Arc<Path>],
     /// Read every input in this format instead of sniffing it.
     pub format: Option<Format>,
-    /// Take numbered inputs in the order given, unchecked.
-    pub any_order: bool,
+    /// The refusal of inputs numbered out of order (see [`JoinConfig::out_of_order`]).
+    pub out_of_order: Option<&'c Refusal>,
     /// `--stack`: insert a new axis in every input's tensors, at `axis`.
     pub stack: bool,
     /// The axis `--stack` inserts (`None`: the spec's default).
@@ -189,7 +197,7 @@ impl JoinConfig {
         OpenConfig {
             paths: &self.inputs,
             format: self.input_format,
-            any_order: self.rules.any_order,
+            out_of_order: self.out_of_order.as_ref(),
             stack: self.stack,
             axis: self.rules.axis,
         }
@@ -249,23 +257,9 @@ impl JoinRules {
         Matcher::new(&self.tensor_rules)
     }
 
-    /// The `--like` references, read (headers only), when any is given: read before the job
-    /// is built, since their shapes tell constant tensors' splits.
-    pub fn reference(&self) -> Result<Option<Reference>> {
-        (!self.like.is_empty())
-            .then(|| Reference::read(&self.like))
-            .transpose()
-    }
-
     /// What planning needs: these rules, `matcher` (built by [`JoinRules::matcher`]), the
-    /// reference `--like` names (read by the flow: its shapes tell constant tensors' splits),
-    /// and the output's format.
-    pub fn job_options<'c>(
-        &'c self,
-        matcher: &'c Matcher<'c>,
-        like: Option<&'c Reference>,
-        output: Format,
-    ) -> JobOptions<'c> {
+    /// references `--like` names, and the output's format.
+    pub fn job_options<'c>(&'c self, matcher: &'c Matcher<'c>, output: Format) -> JobOptions<'c> {
         JobOptions {
             cast: self.cast.as_ref(),
             axis: self.axis,
@@ -273,7 +267,7 @@ impl JoinRules {
             rules: matcher,
             join_identical: self.join_identical,
             uneven: self.uneven,
-            like,
+            like: self.like.as_ref(),
             strict: self.strict,
             name: self.name.as_deref(),
             output,

@@ -19,6 +19,8 @@ use crate::format::Format;
 use crate::format::index::SetName;
 use crate::limits;
 use crate::output::progress::When;
+use crate::plan::ranks;
+use crate::plan::reference::Reference;
 use crate::plan::rules::{self, Rule};
 use crate::sys::STDOUT;
 use crate::sys::{self, Accept};
@@ -38,8 +40,9 @@ impl Command {
         if let Some(file) = &cli.recover {
             return Ok(Command::Recover(file.clone()));
         }
-        let config = JoinConfig::from_args(cli)?;
+        let mut config = JoinConfig::from_args(cli)?;
         if !cli.append {
+            config.rules.like = references(cli)?;
             return Ok(Command::Join(config));
         }
         if let Some(output) = &cli.output {
@@ -71,8 +74,18 @@ impl Command {
                 format!("drop {flag}, or drop --append and write the join to a file with -o"),
             ));
         }
+        config.rules.like = references(cli)?;
         Ok(Command::Append(config))
     }
+}
+
+/// The references `--like` names, read (headers only), when any is given: read once, here,
+/// as the `--files-from` lists are, so that the flows receive their shapes rather than
+/// their paths.
+fn references(cli: &JoinArgs) -> Result<Option<Reference>> {
+    (!cli.like.is_empty())
+        .then(|| Reference::read(&cli.like))
+        .transpose()
 }
 
 impl JoinConfig {
@@ -99,8 +112,16 @@ impl JoinConfig {
             (None, _) => forced,
         };
         let action = cli.dry_run.map_or(Action::Write, Action::DryRun);
+        let inputs = input_paths(cli)?;
+        // Whether numbered inputs are in order is told by their names alone; the refusal
+        // waits in the config until the inputs are open (DTensor rank files are exempt).
+        let out_of_order = match cli.any_order {
+            true => None,
+            false => ranks::order_refusal(&inputs),
+        };
         Ok(JoinConfig {
-            inputs: input_paths(cli)?,
+            inputs,
+            out_of_order,
             input_format: format_flag(&cli.input_format, "--input-format")?,
             stack: cli.stack,
             rules: JoinRules {
@@ -108,10 +129,10 @@ impl JoinConfig {
                 spec: cli.spec.unwrap_or_default(),
                 tensor_rules: tensor_rules(cli)?,
                 join_identical: cli.join_identical,
-                any_order: cli.any_order,
                 uneven: cli.uneven,
                 strict: cli.strict,
-                like: cli.like.clone(),
+                // Read once the command is known (`references`).
+                like: None,
                 name: cli.name.clone(),
                 cast: cli.cast.as_deref().map(cast_type).transpose()?,
                 expect_shape: cli.expect_shape.clone(),

@@ -44,8 +44,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     check_target(first, &inputs, rules.axis)?;
     let mut warnings = Warnings::new(config.quiet);
     let matcher = rules.matcher();
-    let reference = rules.reference()?;
-    let options = rules.job_options(&matcher, reference.as_ref(), Format::Npy);
+    let options = rules.job_options(&matcher, Format::Npy);
     let expected = rules.expect_shape.as_deref();
     let job = join::plan(
         &options,

@@ -45,8 +45,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let mut writer = format.writer(&config.output.write_options(format, metadata)?)?;
     let rules = &config.rules;
     let matcher = rules.matcher();
-    let reference = rules.reference()?;
-    let options = rules.job_options(&matcher, reference.as_ref(), format);
+    let options = rules.job_options(&matcher, format);
     let expected = rules.expect_shape.as_deref();
     let job = plan(
         &options,
@@ -127,9 +126,9 @@ pub(crate) fn open_inputs(
     // Inputs numbered out of order are refused, unless they turn out to be DTensor rank
     // files, whose own records place them (a shell lists `rank_10` before `rank_2`): the
     // refusal waits until the inputs are open, and the early copy is not started.
-    let order = match config.any_order {
-        true => Ok(()),
-        false => crate::plan::ranks::check_order(paths),
+    let order = match config.out_of_order {
+        None => Ok(()),
+        Some(refusal) => Err(Error::Refused(vec![refusal.clone()])),
     };
     if order.is_err() {
         early = None;

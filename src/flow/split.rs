@@ -42,7 +42,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let open = OpenConfig {
         paths: std::slice::from_ref(&config.input),
         format: config.input_format,
-        any_order: true,
+        out_of_order: None,
         stack: false,
         axis: None,
     };

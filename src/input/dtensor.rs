@@ -132,22 +132,8 @@ pub fn open_folder(
         ));
         sets.remove(&chosen).unwrap_or_default()
     };
-    let each = OpenOptions {
-        keep_open: usize::from(options.keeps_open(files.len())),
-        ..options
-    };
-    let mut opened = Vec::with_capacity(files.len());
-    for path in files {
-        let mut head = Vec::new();
-        opened.push(Input::open(
-            name.position,
-            path.as_path().into(),
-            each,
-            spill,
-            &mut head,
-            None,
-        )?);
-    }
+    let members = files.iter().map(|path| path.as_path());
+    let opened = Input::open_members(name.position, members, options, spill)?;
     let others: Vec<String> = opened
         .iter()
         .filter(|i| !is_rank_file(i))

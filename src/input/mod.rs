@@ -276,6 +276,35 @@ impl OpenOptions {
 }
 
 impl Input {
+    /// Opens the files of one input that is several (the rank files of a checkpoint, named
+    /// by a folder or one by one) as inputs at its `position`, headers only. They are kept
+    /// open only when all of them fit in the input's share of the open-file budget
+    /// (`options`); else each is closed once its header is read and reopened for its data.
+    pub fn open_members<'p>(
+        position: usize,
+        files: impl ExactSizeIterator<Item = &'p Path>,
+        options: OpenOptions,
+        spill: &mut Spill,
+    ) -> Result<Vec<Input>> {
+        let each = OpenOptions {
+            keep_open: usize::from(options.keeps_open(files.len())),
+            ..options
+        };
+        let mut opened = Vec::with_capacity(files.len());
+        for path in files {
+            let mut head = Vec::new();
+            opened.push(Input::open(
+                position,
+                path.into(),
+                each,
+                spill,
+                &mut head,
+                None,
+            )?);
+        }
+        Ok(opened)
+    }
+
     /// Opens the input at `position` (from 1) and reads its header(s). `FILE:NAME` (when no
     /// file has the whole name) names one tensor of a file that holds several. `-` is
     /// standard input, copied into a temporary file first; JSON text is converted into

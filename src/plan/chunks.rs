@@ -685,12 +685,16 @@ fn qkv_shares(rows: u64, out_inputs: u64) -> Option<[u64; 3]> {
 /// Whether the tensor `name` of `shape` is a fused projection joined along its fused axis
 /// (`axis`, counted from the front) by a rule that does not say how its parts lie (`parts`).
 /// `sibling` gives the shape of another tensor of the first input by name: a gated MLP's
-/// first layer is told from a plain one by its second layer's size.
+/// first layer is told from a plain one by its second layer's size. `whole`: `shape` is the
+/// whole model's tensor (a split's input), whose parts stand in the proportions of the chunks
+/// alone, whatever ranks share them; else it is a rank's piece, in which part j is
+/// `share_j * replicas_j` wide (`parts.part_replicas`).
 pub fn unstated(
     name: &str,
     shape: &[u64],
     axis: usize,
     parts: &Parts,
+    whole: bool,
     sibling: &dyn Fn(&str) -> Option<Vec<u64>>,
 ) -> Option<Unstated> {
     if parts.fused == Fused::Plain || shape.is_empty() {
@@ -730,13 +734,25 @@ pub fn unstated(
         // A stated layout stands, unless the output projection tells other proportions: a
         // rank's piece holds part j in the proportion share_j * replicas_j.
         let told = told?;
-        let reps = (0..shares.len()).map(|j| parts.part_replicas.get(j).copied().unwrap_or(1));
+        let replicas = |j: usize| match whole {
+            true => 1,
+            false => parts.part_replicas.get(j).copied().unwrap_or(1),
+        };
+        let reps = (0..shares.len()).map(replicas);
         let widths: Vec<u64> = shares.iter().zip(reps).map(|(s, r)| s * r).collect();
         let total: u64 = widths.iter().sum();
         let agree = widths.len() == 3
             && widths[1] == widths[2]
             && widths[0] * (told[0] + 2 * told[1]) == told[0] * total;
-        let stated = parts.to_string().trim().to_string();
+        // The words the check held: of a whole tensor, the chunks alone.
+        let stated = match whole {
+            true => Parts {
+                part_replicas: Vec::new(),
+                ..parts.clone()
+            },
+            false => parts.clone(),
+        };
+        let stated = stated.to_string().trim().to_string();
         return (!agree).then(|| Unstated {
             name: name.to_string(),
             axis,

@@ -59,7 +59,7 @@ fn layouts_and_replicas_are_read_and_written_back() {
 fn fused_names_are_found_along_their_fused_axis_only() {
     let none = |_: &str| None;
     let unstated_at = |name: &str, shape: &[u64], axis| {
-        unstated(name, shape, axis, &Parts::default(), &none).map(|u| u.axis)
+        unstated(name, shape, axis, &Parts::default(), false, &none).map(|u| u.axis)
     };
     assert_eq!(
         unstated_at("m.layers.0.attn.qkv_proj.weight", &[12, 4], 0),
@@ -105,9 +105,9 @@ fn fused_names_are_found_along_their_fused_axis_only() {
     assert_eq!(unstated_at("qkv_proj.weight.scale", &[4], 0), None);
     // A stated layout passes.
     let plain = parse(&["plain"]).unwrap();
-    assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &plain, &none).is_none());
+    assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &plain, false, &none).is_none());
     let replicas = parse(&["replicas", "2"]).unwrap();
-    assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &replicas, &none).is_some());
+    assert!(unstated("a.qkv_proj.weight", &[12, 4], 0, &replicas, false, &none).is_some());
 }
 
 #[test]
@@ -122,6 +122,7 @@ fn a_first_mlp_layer_is_fused_when_twice_its_second_layers_input() {
             &[16, 8],
             0,
             &Parts::default(),
+            false,
             &sibling,
         )
         .is_some()
@@ -146,6 +147,7 @@ fn a_fused_qkv_s_proportions_are_told_by_its_output_projection() {
             &[16, 32],
             0,
             &parts,
+            false,
             &sibling,
         );
         found.map(|u| (u.told, u.stated))
@@ -166,7 +168,7 @@ fn a_fused_qkv_s_proportions_are_told_by_its_output_projection() {
     // No output projection: nothing to tell.
     let none = |_: &str| None;
     let parts = parse(&["chunks", "3"]).unwrap();
-    assert!(unstated("m.qkv_proj.weight", &[16, 32], 0, &parts, &none).is_none());
+    assert!(unstated("m.qkv_proj.weight", &[16, 32], 0, &parts, false, &none).is_none());
     assert_eq!(qkv_shares(16, 8), Some([2, 1, 1]));
     assert_eq!(qkv_shares(16, 16), None);
     assert_eq!(qkv_shares(15, 8), None);

@@ -122,20 +122,27 @@ fn numbered<'p>(splits: &[Split<'p>]) -> Option<(Kind, usize)> {
 
 /// Refuses numbered inputs given out of their numbers' order, with a number twice or one
 /// missing, or, for `-of-N` shards, not N of them (see the module's rule). Reads no file.
+/// The tests' form of [`order_refusal`].
+#[cfg(test)]
 pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
+    match order_refusal(paths) {
+        Some(refusal) => Err(Error::Refused(vec![refusal])),
+        None => Ok(()),
+    }
+}
+
+/// The refusal of numbered inputs given out of their numbers' order, with a number twice or one
+/// missing, or, for `-of-N` shards, not N of them (see the module's rule). Reads no file.
+pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
     let texts: Option<Vec<&str>> = paths.iter().map(|p| p.as_ref().to_str()).collect();
     let Some(texts) = texts else {
         // A path that is not UTF-8: its numbers cannot be read reliably.
-        return Ok(());
+        return None;
     };
     let splits: Vec<Split> = texts.iter().map(|t| split(t)).collect();
-    let Some((kind, at)) = numbered(&splits) else {
-        return Ok(());
-    };
+    let (kind, at) = numbered(&splits)?;
     let numbers: Option<Vec<u64>> = splits.iter().map(|s| s.numbers[at].parse().ok()).collect();
-    let Some(numbers) = numbers else {
-        return Ok(());
-    };
+    let numbers = numbers?;
     let word = match kind {
         Kind::Rank => "rank",
         Kind::Shard { .. } => "shard",
@@ -170,7 +177,7 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
     let off = "if the numbers in these names are not ranks or shards, add --any-order";
     let sort_hint = sort_form(&splits[0], at);
     if let Some((a, b)) = repeated {
-        return Err(Error::Refused(vec![Refusal {
+        return Some(Refusal {
             headline: format!(
                 "{word} {} is given twice: input {} ({}) and input {} ({})",
                 numbers[a],
@@ -188,7 +195,7 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
                     " (and check that the two files are different ranks)"
                 }
             )),
-        }]));
+        });
     }
     if !in_order {
         let first_wrong = numbers.windows(2).position(|w| w[0] > w[1]).unwrap_or(0);
@@ -198,7 +205,7 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
             .map(|&i| messages::path(Path::new(texts[i])))
             .collect();
         let ordered = capped(ordered, SHOWN).join(" ");
-        return Err(Error::Refused(vec![Refusal {
+        return Some(Refusal {
             headline: format!(
                 "the inputs' names number them as {word}s, but they are not given in the \
                  numbers' order: input {} ({}) is {word} {} and input {} ({}) is {word} {}",
@@ -213,11 +220,11 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
             hint: Some(format!(
                 "give them in the numbers' order: {ordered}{sort_hint}; {off}"
             )),
-        }]));
+        });
     }
     if !missing.is_empty() {
         let shown: Vec<String> = missing.iter().take(SHOWN).map(u64::to_string).collect();
-        return Err(Error::Refused(vec![Refusal {
+        return Some(Refusal {
             headline: format!(
                 "the inputs' names number them as {word}s {} to {}, but {word}{} {}{} {} not \
                  among them",
@@ -232,12 +239,12 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
             hint: Some(format!(
                 "give every {word}'s file, in the numbers' order; {off}"
             )),
-        }]));
+        });
     }
     if let Kind::Shard { total } = kind {
         let low = numbers[sorted[0]];
         if numbers.len() as u64 != total || low != 1 {
-            return Err(Error::Refused(vec![Refusal {
+            return Some(Refusal {
                 headline: format!(
                     "the inputs' names say there are {total} shards (-of-{}), but {} {} given, \
                      numbered {low} to {}",
@@ -250,10 +257,10 @@ pub fn check_order(paths: &[impl AsRef<Path>]) -> Result<()> {
                 hint: Some(format!(
                     "give all {total} shards, numbered 1 to {total}, in order{sort_hint}; {off}"
                 )),
-            }]));
+            });
         }
     }
-    Ok(())
+    None
 }
 
 /// `` (in a shell: `$(ls -v tp*.safetensors)`, or `sort -V`) `` for the inputs' pattern: the

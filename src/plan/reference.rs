@@ -17,7 +17,7 @@ use crate::plan::rules::{self, Origin, Rule, shell_quote};
 use crate::sys::{self, Accept};
 
 /// The tensor shapes of the reference headers, all `--like` flags together.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Reference {
     /// The files as the user named them, in the order of the flags.
     paths: Vec<PathBuf>,

@@ -252,12 +252,8 @@ fn shares(
     // The whole model's tensor, where a join sees a rank's piece: its parts stand in the
     // proportions of the chunks alone, whatever ranks share them (`replicas 1:2:2`), so the
     // output projection is held against those.
-    let whole = chunks::Parts {
-        part_replicas: Vec::new(),
-        ..parts.clone()
-    };
     if outputs as u64 > parts.replicas
-        && let Some(fused) = chunks::unstated(name, shape, axis, &whole, sibling)
+        && let Some(fused) = chunks::unstated(name, shape, axis, &parts, true, sibling)
     {
         return Err(chunks::unstated_refusals(&[fused], &[name]));
     }

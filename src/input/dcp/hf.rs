@@ -141,24 +141,8 @@ pub fn open_folder(
     options: OpenOptions,
     spill: &mut Spill,
 ) -> Result<Option<Input>> {
-    // The ranks' files are kept open only when all of them fit in the input's share of the
-    // open-file budget; else each is closed once its header is read and reopened for its data.
-    let each = OpenOptions {
-        keep_open: usize::from(options.keeps_open(files.len())),
-        ..options
-    };
-    let mut opened = Vec::with_capacity(files.len());
-    for path in files {
-        let mut head = Vec::new();
-        opened.push(Input::open(
-            name.position,
-            path.as_path().into(),
-            each,
-            spill,
-            &mut head,
-            None,
-        )?);
-    }
+    let members = files.iter().map(PathBuf::as_path);
+    let opened = Input::open_members(name.position, members, options, spill)?;
     let others: Vec<String> = opened
         .iter()
         .filter(|i| !is_rank_file(i))

@@ -1,7 +1,10 @@
-//! The refusals a job makes: replicated, undecidable, identical-joined and uneven tensors,
-//! element runs that end inside a byte, an input that is not one tensor, and a shape other
-//! than `--expect-shape`'s; each with what differs and a flag that would settle it. Also what
-//! `--like`'s check reads of a tensor's job (`TensorJob::checked`).
+//! The refusals a job makes: inputs that do not hold the same tensors, replicated,
+//! undecidable, identical-joined and uneven tensors, element runs that end inside a byte, an
+//! input that is not one tensor, and a shape other than `--expect-shape`'s; each with what
+//! differs and a flag that would settle it. Also what `--like`'s check reads of a tensor's job
+//! (`TensorJob::checked`).
+
+use std::collections::HashMap;
 
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
@@ -548,4 +551,117 @@ pub(super) fn shape_refusal(t: &TensorJob, whole_file: bool, expected: &[u64]) -
             None => "check the inputs and the axis (-a), or correct --expect-shape".to_string(),
         }),
     }
+}
+
+/// The refusal of inputs that do not all hold the same tensors. Each input is compared with
+/// what more than half of them hold, when they do (one odd shard among thousands is named
+/// on the first line), else with every name any input holds; the list is bounded.
+pub(super) fn names_mismatch(
+    inputs: &[Input],
+    names: &[&str],
+    by_name: &[HashMap<&str, &Tensor>],
+) -> Option<Refusal> {
+    let held: Vec<Vec<&str>> = by_name
+        .iter()
+        .map(|tensors| {
+            let mut held: Vec<&str> = tensors.keys().copied().collect();
+            held.sort_unstable();
+            held
+        })
+        .collect();
+    let split = outliers::split(&held);
+    let expected: Vec<&str> = match &split {
+        Some(split) => names
+            .iter()
+            .copied()
+            .filter(|n| by_name[split.reference].contains_key(n))
+            .collect(),
+        None => names.to_vec(),
+    };
+    // A model's thousands of names would bury the message: the first few say it.
+    let listed = |names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        outliers::bounded_list(&names)
+    };
+    // What each input lacks of `expected`, and holds beyond it.
+    let differences: Vec<(Vec<&str>, Vec<&str>)> = by_name
+        .iter()
+        .map(|tensors| {
+            let lacks = expected
+                .iter()
+                .copied()
+                .filter(|n| !tensors.contains_key(n));
+            let extra = names
+                .iter()
+                .copied()
+                .filter(|n| tensors.contains_key(n) && split.is_some() && !expected.contains(n));
+            (lacks.collect(), extra.collect())
+        })
+        .collect();
+    let offenders: Vec<usize> = (0..inputs.len())
+        .filter(|&i| differences[i] != (Vec::new(), Vec::new()))
+        .collect();
+    if offenders.is_empty() {
+        return None;
+    }
+    let line = |i: usize| {
+        let (lacks, extra) = &differences[i];
+        let mut parts = Vec::new();
+        if !lacks.is_empty() {
+            parts.push(format!(
+                "lacks {} of {}: {}",
+                lacks.len(),
+                expected.len(),
+                listed(lacks)
+            ));
+        }
+        if !extra.is_empty() {
+            parts.push(format!("also holds {}", listed(extra)));
+        }
+        format!("{} {}", inputs[i].name, parts.join("; "))
+    };
+    let details: Vec<String> = if inputs.len() <= outliers::ROWS {
+        offenders.iter().map(|&i| line(i)).collect()
+    } else {
+        outliers::rows(inputs.len(), &offenders)
+            .iter()
+            .map(|row| match row {
+                Row::Input(i) if offenders.contains(i) => line(*i),
+                Row::Input(i) => format!("{} holds {} tensors", inputs[*i].name, held[*i].len()),
+                counted => counted
+                    .count_text(|i| inputs[i].name.position)
+                    .unwrap_or_default(),
+            })
+            .collect()
+    };
+    let (differ, hint) = match &split {
+        Some(split) => (
+            format!(
+                ": {}",
+                split.headline(line, &format!("hold the same {} tensors", expected.len()))
+            ),
+            format!(
+                "{}, or join the tensors they share one at a time with FILE:NAME",
+                split.remove_or_fix(|i| inputs[i].name.to_string())
+            ),
+        ),
+        None => (
+            String::new(),
+            "join the tensors they share one at a time with FILE:NAME, or drop the inputs that \
+             lack some"
+                .to_string(),
+        ),
+    };
+    Some(Refusal {
+        headline: format!(
+            "the inputs do not hold the same tensors{differ}{}",
+            if split.is_some() {
+                ""
+            } else {
+                ": each tensor is joined with its namesakes in every input"
+            }
+        ),
+        details,
+        hint: Some(hint),
+    })
 }
