@@ -487,6 +487,19 @@ mod tests {
         }
     }
 
+    /// The backend's rows are the ones `--spec directml` checks a split against.
+    #[test]
+    fn the_backend_and_the_spec_check_read_the_same_split_table() {
+        use crate::backend::directml::plan::SPLIT_LEVELS;
+        use crate::plan::spec::split::SPLIT_ROWS;
+        assert_eq!(SPLIT_LEVELS.len(), SPLIT_ROWS.len());
+        for (backend, spec) in SPLIT_LEVELS.iter().zip(&SPLIT_ROWS) {
+            assert_eq!((backend.0.major, backend.0.minor), spec.0);
+            assert_eq!(backend.1, spec.1);
+            assert_eq!(backend.2, spec.2);
+        }
+    }
+
     /// DirectML's Split on packed bytes, as its docs define it: for each index before the
     /// axis, each output's slab along it in turn.
     fn reference_split(input: &[u8], d: &SplitDispatch, itemsize: u64) -> Vec<Vec<u8>> {
