@@ -193,6 +193,59 @@ dst.flush()
 """
 
 
+# What users do today to cut an array into parts: load it (into memory, as np.load does by
+# default), numpy.array_split, np.save each part.
+NUMPY_SPLIT = """
+import os, sys, numpy as np
+axis, parts, src, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+os.makedirs(out, exist_ok=True)
+for i, part in enumerate(np.array_split(np.load(src), parts, axis=axis)):
+    np.save(os.path.join(out, f"part-{i}.npy"), part)
+"""
+
+# DeepSeek-V3's inference/convert.py loop, without its renaming: safe_open the checkpoint,
+# for each tensor narrow it per rank along the axis its rule gives (whole for a norm), keep
+# every rank's tensors in memory, then save_file one file per rank.
+DEEPSEEK_SPLIT_PY = """
+import os, sys, torch
+from safetensors.torch import safe_open, save_file
+src, out, mp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def dim_of(name):
+    if name.endswith(".mlp.weight"):
+        return 0
+    if name.endswith(".attn.weight"):
+        return 1
+    return None
+state_dicts = [{} for _ in range(mp)]
+with safe_open(src, framework="pt", device="cpu") as f:
+    for name in f.keys():
+        param = f.get_tensor(name)
+        dim = dim_of(name)
+        for i in range(mp):
+            if dim is None:
+                state_dicts[i][name] = param
+                continue
+            assert param.size(dim) % mp == 0
+            shard = param.size(dim) // mp
+            state_dicts[i][name] = param.narrow(dim, i * shard, shard).contiguous()
+os.makedirs(out, exist_ok=True)
+for i in range(mp):
+    save_file(state_dicts[i], os.path.join(out, f"model{i}-mp{mp}.safetensors"))
+"""
+
+# The rules of `split_ranks`: the checkpoint scenarios' tensors, column-parallel (the MLP
+# matrix, on its output features), row-parallel (the attention matrix, on its input
+# features) and replicated norms.
+SPLIT_RANKS_RULES = """*.mlp.weight = 0
+*.attn.weight = 1
+*norm.weight = keep
+"""
+
+# The rank count of `split_ranks` and the part count of the other split scenarios.
+SPLIT_RANKS = 4
+SPLIT_PARTS = 8
+
+
 def fill(path, dtype, shape, seed, fortran=False):
     """Writes a deterministic array to `path` in 64 MiB slabs, without holding it in memory."""
     out = open_memmap(path, mode="w+", dtype=dtype, shape=shape, fortran_order=fortran)
@@ -302,7 +355,13 @@ def scenario_inputs(name, scale, folder):
             save_file(tensors, str(p), metadata={"format": "np"})
             paths.append(p)
         return 0, paths, ["--axis-for", "*.row.weight=1"]
-    if name in ("checkpoint_merge", "checkpoint_reshard", "pytorch_set", "pytorch_file"):
+    if name in ("split_axis0", "split_lastaxis"):
+        # 1 GiB of float32 (N, 1024), cut into 8 parts along rows or along columns.
+        p = folder / "in.npy"
+        fill(p, np.float32, (rows(GIB, 4096), 1024), 0)
+        axis = 0 if name == "split_axis0" else 1
+        return axis, [p], ["split", "-a", str(axis), "--parts", str(SPLIT_PARTS)]
+    if name in ("checkpoint_merge", "checkpoint_reshard", "pytorch_set", "pytorch_file", "split_ranks"):
         import json
         from safetensors.numpy import save_file
         # A model of 32 layers, each a float16 (2048, 4096) and a float32 (1024, 4096) matrix
@@ -319,6 +378,13 @@ def scenario_inputs(name, scale, folder):
         limit = max(1, int(SHARD_LIMIT * scale))
         if name.startswith("pytorch_"):
             return pytorch_checkpoint(name, tensors, limit, folder)
+        if name == "split_ranks":
+            # One file into 4 tensor-parallel ranks by a rules file.
+            p = folder / "model.safetensors"
+            save_file(tensors, str(p), metadata={"format": "pt"})
+            rules_file = folder / "split.rules"
+            rules_file.write_text(SPLIT_RANKS_RULES)
+            return 0, [p], ["split", "--ranks", str(SPLIT_RANKS), "--rules", str(rules_file)]
         if name == "checkpoint_reshard":
             p = folder / "model.safetensors"
             save_file(tensors, str(p), metadata={"format": "pt"})
@@ -549,6 +615,8 @@ def neighbour(busy):
 
 def competitors(axis, paths, folder, extra):
     """name -> (command, output path)."""
+    if extra[:1] == ["split"]:
+        return split_competitors(axis, paths, folder, extra)
     suffix = paths[0].suffix if paths[0].suffix != ".json" else ".npy"
     if paths[0].name == ".metadata":
         suffix = ".safetensors"
@@ -632,6 +700,57 @@ def competitors(axis, paths, folder, extra):
     }
 
 
+def split_competitors(axis, paths, folder, extra):
+    """`tjoin split` of one input into a folder of parts (or ranks), against cat of the same
+    bytes into one file, and numpy's array_split + save or the DeepSeek-style loop."""
+    src = str(paths[0])
+    out = {name: folder / f"out_{name}" for name in ("tjoin", "numpy", "deepseek")}
+    cat_out = folder / f"out_cat{paths[0].suffix}"
+    runs = {"cat": (["sh", "-c", 'cat "$@" > "$0"', str(cat_out), src], cat_out)}
+    if "--ranks" in extra:
+        mp = extra[extra.index("--ranks") + 1]
+        template = f"{out['tjoin']}/model{{rank}}-mp{mp}.safetensors"
+        runs["tjoin"] = ([str(TJOIN), *extra, src, "-o", template], out["tjoin"])
+        runs["deepseek"] = ([sys.executable, "-c", DEEPSEEK_SPLIT_PY, src, str(out["deepseek"]), mp], out["deepseek"])
+        return runs
+    parts = extra[extra.index("--parts") + 1]
+    runs["tjoin"] = ([str(TJOIN), *extra, src, "-o", f"{out['tjoin']}/part-{{part}}.npy"], out["tjoin"])
+    runs["numpy"] = ([sys.executable, "-c", NUMPY_SPLIT, str(axis), parts, src, str(out["numpy"])], out["numpy"])
+    return runs
+
+
+def check_split(runs, out):
+    """tjoin's parts must be the files np.save writes of numpy.array_split's parts, byte for
+    byte; its ranks must hold the DeepSeek-style loop's tensors, tensor for tensor (the
+    framing differs: tjoin carries the input's __metadata__ over, save_file writes none)."""
+    if "numpy" in runs:
+        command, reference = runs["numpy"]
+        subprocess.run(command, check=True)
+        names = sorted(p.name for p in reference.iterdir())
+        if names != sorted(p.name for p in out.iterdir()):
+            raise SystemExit(f"tjoin split wrote {sorted(p.name for p in out.iterdir())}, numpy {names}")
+        for n in names:
+            if subprocess.run(["cmp", "-s", str(reference / n), str(out / n)]).returncode != 0:
+                raise SystemExit(f"tjoin split's {n} differs from numpy's")
+        remove(reference)
+        return
+    from safetensors import safe_open
+    command, reference = runs["deepseek"]
+    subprocess.run(command, check=True)
+    names = sorted(p.name for p in reference.iterdir())
+    if names != sorted(p.name for p in out.iterdir()):
+        raise SystemExit(f"tjoin split wrote {sorted(p.name for p in out.iterdir())}, the loop {names}")
+    for n in names:
+        with safe_open(str(out / n), framework="np") as ours, safe_open(str(reference / n), framework="np") as theirs:
+            if sorted(ours.keys()) != sorted(theirs.keys()):
+                raise SystemExit(f"tjoin's {n} holds other tensors than the loop's")
+            for key in ours.keys():
+                a, b = ours.get_tensor(key), theirs.get_tensor(key)
+                if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                    raise SystemExit(f"tjoin's {key} in {n} differs from the loop's")
+    remove(reference)
+
+
 def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, modes):
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
     try:
@@ -650,7 +769,9 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, modes):
             out = folder / f"out_{label}{runs['tjoin'][1].suffix}"
             # The output is named as it is, or as a folder (a sharded output) with a slash.
             named = str(runs["tjoin"][1])
-            command = [str(out) + a[len(named):] if a in (named, named + "/") else a for a in command]
+            # (or, for a split, as a template in the folder it names).
+            command = [str(out) + a[len(named):] if a == named or a.startswith(named + "/") else a
+                       for a in command]
             runs[label] = (["env", *env, *command] if env else command, out)
         names = [n for n in runs if n not in skip]
         # Each mode on the same inputs, one after another.
@@ -671,7 +792,10 @@ def run_scenario(name, scale, rounds, workdir, skip, cold, extra_tjoins, modes):
                         cpu[n].append(cpu_seconds)
                         rss[n].append(kib)
                         if n.startswith("tjoin") and round_ == 0 and mode is modes[0]:
-                            check_output(axis, paths, out, runs)
+                            if name.startswith("split_"):
+                                check_split(runs, out)
+                            else:
+                                check_output(axis, paths, out, runs)
                         remove(out)
             report(name, size, names, times, cpu, rss, cold, mode)
     finally:
@@ -772,7 +896,7 @@ def report(name, size, names, times, cpu, rss, cold, mode):
         if n.startswith("tjoin_") and "tjoin" in times:
             ratios = [v / t for v, t in zip(times[n], times["tjoin"]) if t > 0]
             print(f"  {n} x tjoin: {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), paired")
-    for other in ("numpy", "safetensors_py", "torch"):
+    for other in ("numpy", "safetensors_py", "torch", "deepseek"):
         if other in times and "tjoin" in times:
             faster = statistics.median(o / t for o, t in zip(times[other], times["tjoin"]) if t > 0)
             print(f"  tjoin is {faster:.1f}x faster than {other} (median of paired ratios)")
@@ -891,7 +1015,7 @@ def main():
                         "cores free), one (--cores 1), busy (--busy), one+busy")
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY[,VAR=VALUE...]",
                         help="another tjoin to run as a competitor (an older build, or one with environment variables set)")
-    parser.add_argument("scenarios", nargs="*", default=["axis0", "axis0_ragged", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default"])
+    parser.add_argument("scenarios", nargs="*", default=["axis0", "axis0_ragged", "lastaxis_small", "mid", "fortran", "gather", "many_small", "safetensors_shards", "cast", "json_parse", "append", "checkpoint_merge", "checkpoint_reshard", "dcp_consolidate", "pytorch_set", "pytorch_file", "dcp_default", "split_axis0", "split_lastaxis", "split_ranks"])
     args = parser.parse_args()
     if args.cold and os.geteuid() != 0:
         raise SystemExit("--cold drops the page cache before every run, which needs root")

@@ -85,6 +85,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--axis-for', '--axis-for', [CompletionResultType]::ParameterName, 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)')
             [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB whole into every output')
             [CompletionResult]::new('--heads', '--heads', [CompletionResultType]::ParameterName, 'The model''s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads')
+            [CompletionResult]::new('--spec', '--spec', [CompletionResultType]::ParameterName, 'Check every tensor''s cut against DirectML''s Split (DML_SPLIT_OPERATOR_DESC) at a feature level: directml (4.1), directml:LEVEL')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing')
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'When to show a progress bar on stderr')
             [CompletionResult]::new('--exact', '--exact', [CompletionResultType]::ParameterName, 'With --parts: refuse a length that N does not divide, instead of uneven parts')

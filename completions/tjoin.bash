@@ -285,7 +285,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__split)
-            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --allow-unmatched --dry-run --progress --quiet --help"
+            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --progress --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -388,6 +388,10 @@ _tjoin_words() {
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
                     fi
+                    return 0
+                    ;;
+                --spec)
+                    COMPREPLY=($(compgen -W "onnx directml onnx-13 onnx-11 onnx-4 onnx-1 openvino directml:4.1 directml:3.0 directml:2.1 directml:1.0" -- "${cur}"))
                     return 0
                     ;;
                 --dry-run)

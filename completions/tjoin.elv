@@ -81,6 +81,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --axis-for 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)'
             cand --keep 'Copy tensors matching GLOB whole into every output'
             cand --heads 'The model''s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads'
+            cand --spec 'Check every tensor''s cut against DirectML''s Split (DML_SPLIT_OPERATOR_DESC) at a feature level: directml (4.1), directml:LEVEL'
             cand --dry-run 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing'
             cand --progress 'When to show a progress bar on stderr'
             cand --exact 'With --parts: refuse a length that N does not divide, instead of uneven parts'

@@ -122,6 +122,17 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l rules -d 'Read rul
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l axis-for -d 'Cut tensors whose names match GLOB along AXIS (and WORDS: chunks N, replicas K)' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l keep -d 'Copy tensors matching GLOB whole into every output' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l heads -d 'The model\'s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads' -r -f
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l spec -d 'Check every tensor\'s cut against DirectML\'s Split (DML_SPLIT_OPERATOR_DESC) at a feature level: directml (4.1), directml:LEVEL' -r -f -a "onnx\t''
+directml\t''
+onnx-13\t''
+onnx-11\t''
+onnx-4\t''
+onnx-1\t''
+openvino\t''
+directml:4.1\t''
+directml:3.0\t''
+directml:2.1\t''
+directml:1.0\t''"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dry-run -d 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'

@@ -343,6 +343,8 @@ pub struct SplitConfig {
     /// The model's query and key-value heads (`--heads Q:KV`), instead of those its
     /// config.json states.
     pub heads: Option<(u64, u64)>,
+    /// `--spec directml[:LEVEL]`: refuse a split DirectML's Split could not run at that level.
+    pub spec: Option<Spec>,
     /// Write the outputs, or only report the plan.
     pub action: Action,
     /// When to show a progress bar (`Never` when asked to be quiet).

@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::format::json::JsonForm;
 use crate::plan::rules::{self, AxisRule};
+use crate::plan::spec::Spec;
+use crate::plan::spec::split::SplitRules;
 
 /// The flags of `tjoin split`; its --help text is `Subcommand::Split`'s doc comment.
 #[derive(Debug, clap::Args)]
@@ -103,6 +105,12 @@ pub struct SplitArgs {
           requires = "ranks")]
     pub heads: Option<(u64, u64)>,
 
+    /// Check every tensor's cut against DirectML's Split (DML_SPLIT_OPERATOR_DESC) at a
+    /// feature level: directml (4.1), directml:LEVEL.
+    #[arg(long, value_name = "PROFILE", value_parser = Offering::new(Spec::parse, Spec::names),
+          hide_possible_values = true)]
+    pub spec: Option<Spec>,
+
     /// Accept --rules lines that match no tensor of the input (refused by default).
     #[arg(long)]
     pub allow_unmatched: bool,
@@ -153,6 +161,19 @@ impl SplitConfig {
                 "add -a AXIS (-a 0 cuts rows)",
             ));
         }
+        if let Some(spec) = &args.spec
+            && SplitRules::of(spec).is_none()
+        {
+            return Err(Error::refused(
+                format!(
+                    "--spec {}: tjoin split checks DirectML's Split only ({} is a join's \
+                     rules)",
+                    spec.profile.name,
+                    spec.title()
+                ),
+                "use --spec directml or --spec directml:LEVEL (1.0, 2.1, 3.0, 4.1, ...)",
+            ));
+        }
         let mut files = Vec::new();
         for path in &args.rules {
             files.extend(rules::read_file(path)?);
@@ -198,6 +219,7 @@ impl SplitConfig {
             },
             max_shard_size: args.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
             heads: args.heads,
+            spec: args.spec,
             action: args.dry_run.map_or(Action::Write, Action::DryRun),
             progress: if args.quiet {
                 When::Never

@@ -68,6 +68,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         rules: &matcher,
         formats: &formats,
         heads: heads.as_ref(),
+        spec: config.spec,
     };
     let jobs = split::build(input, &options)?;
     let mut planned = Vec::with_capacity(formats.len());

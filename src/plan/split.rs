@@ -20,6 +20,8 @@ use crate::plan::chunks::{self, Fused, Parts};
 use crate::plan::heads::{self, Heads};
 use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
 use crate::plan::rules::{Matcher, Treatment};
+use crate::plan::spec::Spec;
+use crate::plan::spec::split::{SplitRules, check_split};
 use crate::plan::{self, Source};
 
 /// How a split cuts each tensor along its axis.
@@ -64,6 +66,9 @@ pub struct SplitOptions<'c> {
     /// The model's attention heads (config.json, `--heads`), if known: a rank split of an
     /// attention projection along its heads is refused without them.
     pub heads: Option<&'c Heads>,
+    /// `--spec directml[:LEVEL]`: every tensor cut must be one DirectML's Split takes at that
+    /// level (kept tensors are copied, not split).
+    pub spec: Option<Spec>,
 }
 
 /// One output tensor's part of the input: the ranges along `axis` it joins, in order, or the
@@ -110,6 +115,16 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
             &mut heads,
         ) {
             Ok((axis, shares)) => {
+                if let Some(rules) = options.spec.as_ref().and_then(SplitRules::of)
+                    && let Some(sizes) = pieces(&shares)
+                {
+                    let info = &tensor.info;
+                    let axis = axis as i64;
+                    let label = label(tensor);
+                    let problems =
+                        check_split(&rules, &label, &info.dtype, &info.shape, axis, &sizes);
+                    refusals.extend(problems);
+                }
                 for (output, share) in shares.into_iter().enumerate() {
                     let format = options.formats[output];
                     jobs[output].push(tensor_job(name, tensor, axis, share, format));
@@ -137,6 +152,27 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     } else {
         Err(Error::Refused(refusals))
     }
+}
+
+/// The sizes along the axis of the pieces DirectML's Split would cut a tensor into for these
+/// shares: every distinct slice any output takes, in order (outputs that share a slice, as
+/// `replicas` ranks do, take one piece); `None` for a tensor copied whole.
+fn pieces(shares: &[Share]) -> Option<Vec<u64>> {
+    let mut slices: Vec<&Range<u64>> = shares
+        .iter()
+        .filter_map(|share| match share {
+            Share::Slices(ranges) => Some(ranges),
+            Share::Whole => None,
+        })
+        .flatten()
+        .collect();
+    if slices.is_empty() {
+        return None;
+    }
+    slices.sort_by_key(|r| (r.start, r.end));
+    // Empty slices stay apart: each is an output of its own that DirectML cannot write.
+    slices.dedup_by(|a, b| a == b && a.start < a.end);
+    Some(slices.iter().map(|r| r.end - r.start).collect())
 }
 
 /// How messages name a tensor of the input: by its name and file, or by its file alone.

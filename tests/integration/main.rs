@@ -42,6 +42,7 @@ mod sharded_commit;
 mod spec;
 mod split;
 mod split_heads;
+mod split_spec;
 mod splitmix;
 mod terminal;
 mod usability;

@@ -229,12 +229,14 @@ pub fn capped_budget(budget: u64, cap: Option<&str>) -> Result<u64, String> {
 /// DirectML Split's tensor support by feature level (DML_SPLIT_OPERATOR_DESC's "Tensor
 /// support" tables): the lowest level of each row, its ranks (inclusive) and element types.
 /// A level without a row of its own takes the row below it. FLOAT64 also needs the device to
-/// support it (`Device::float64`).
+/// support it (`Device::float64`). Checked against the page's text (Microsoft's sdk-api docs,
+/// `ns-directml-dml_split_operator_desc.md`): the rows equal Join's but for 3.0, where Split
+/// takes 1 to 8 dimensions and Join 4 to 5.
 #[rustfmt::skip]
 pub const SPLIT_LEVELS: [(FeatureLevel, (usize, usize), &[&str]); 4] = [
     (FeatureLevel::V4_1, (1, 8), &["FLOAT64", "FLOAT32", "FLOAT16", "INT64", "INT32", "INT16",
         "INT8", "UINT64", "UINT32", "UINT16", "UINT8"]),
-    (FeatureLevel::V3_0, (4, 5), &["FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32",
+    (FeatureLevel::V3_0, (1, 8), &["FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32",
         "UINT16", "UINT8"]),
     (FeatureLevel::V2_1, (4, 4), &["FLOAT32", "FLOAT16", "INT32", "INT16", "INT8", "UINT32",
         "UINT16", "UINT8"]),

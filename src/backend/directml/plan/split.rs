@@ -487,6 +487,19 @@ mod tests {
         }
     }
 
+    /// The backend's rows are the ones `--spec directml` checks a split against.
+    #[test]
+    fn the_backend_and_the_spec_check_read_the_same_split_table() {
+        use crate::backend::directml::plan::SPLIT_LEVELS;
+        use crate::plan::spec::split::SPLIT_ROWS;
+        assert_eq!(SPLIT_LEVELS.len(), SPLIT_ROWS.len());
+        for (backend, spec) in SPLIT_LEVELS.iter().zip(&SPLIT_ROWS) {
+            assert_eq!((backend.0.major, backend.0.minor), spec.0);
+            assert_eq!(backend.1, spec.1);
+            assert_eq!(backend.2, spec.2);
+        }
+    }
+
     /// DirectML's Split on packed bytes, as its docs define it: for each index before the
     /// axis, each output's slab along it in turn.
     fn reference_split(input: &[u8], d: &SplitDispatch, itemsize: u64) -> Vec<Vec<u8>> {
@@ -599,7 +612,9 @@ mod tests {
         assert_eq!(got, want);
         let (plan, _, _) = run("int8", &[4], 0, &[1, 3], &device("4.1", 1 << 30)).unwrap();
         assert_eq!(plan.form, Form::Native);
-        let (plan, _, _) = run(
+        // Split at 3.0 takes 1 to 8 dimensions (Join 4 to 5): rank 6 and rank 2 run as
+        // they are, unpadded; rank 9 is past every level's ranks.
+        let (plan, got, want) = run(
             "int8",
             &[2, 2, 2, 2, 2, 2],
             0,
@@ -607,11 +622,24 @@ mod tests {
             &device("3.0", 1 << 30),
         )
         .unwrap();
+        assert_eq!((plan.form, plan.data_type), (Form::Native, DataType::Int8));
+        assert_eq!(plan.dispatch(0).input.sizes, vec![2; 6]);
+        assert_eq!(got, want);
+        let (plan, _, _) = run("int16", &[3, 5], 1, &[2, 3], &device("3.0", 1 << 30)).unwrap();
+        assert_eq!(plan.dispatch(0).input.sizes, vec![3, 5]);
+        let (plan, _, _) = run(
+            "int8",
+            &[1, 1, 1, 1, 1, 1, 1, 2, 2],
+            0,
+            &[1],
+            &device("3.0", 1 << 30),
+        )
+        .unwrap();
         assert_eq!(
             (plan.form, plan.data_type),
             (Form::Reinterpreted, DataType::UInt32)
         );
-        assert!(plan.why.contains("ranks 4 to 5, not 6"), "{}", plan.why);
+        assert!(plan.why.contains("ranks 1 to 8, not 9"), "{}", plan.why);
         // No 8-bit type at 1.0: odd runs are declined, naming the level that adds UINT8.
         let why = run("uint8", &[3, 3], 1, &[1, 2], &device("1.0", 1 << 30)).unwrap_err();
         assert!(why.contains("feature level 2.1"), "{why}");
