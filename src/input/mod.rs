@@ -9,6 +9,7 @@
 
 pub mod dcp;
 pub mod dtensor;
+pub mod reference;
 pub mod sharded;
 
 use std::fs::File;
