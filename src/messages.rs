@@ -110,6 +110,12 @@ pub fn lines(text: &str) -> String {
     quoted.join("\n")
 }
 
+/// A shape as messages print it: `[2, 3]`, `[]` for a scalar.
+pub fn shape_text(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
 /// A path as a message shows it: lossy where it is not UTF-8 (as `Path::display` is), and
 /// quoted.
 pub fn path(path: &Path) -> String {

@@ -551,7 +551,7 @@ pub(super) fn element_position(index: u64, shape: &[u64], layout: Layout) -> Str
     }
     format!(
         "{} (number {index} in the order the file stores them)",
-        crate::format::shape_text(&dims)
+        crate::messages::shape_text(&dims)
     )
 }
 

@@ -580,14 +580,8 @@ pub struct TensorInfo {
 impl TensorInfo {
     /// The shape as messages print it: `[2, 3]`.
     pub fn shape_text(&self) -> String {
-        shape_text(&self.shape)
+        crate::messages::shape_text(&self.shape)
     }
-}
-
-/// A shape as messages print it: `[2, 3]`, `[]` for a scalar.
-pub fn shape_text(shape: &[u64]) -> String {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    format!("[{}]", dims.join(", "))
 }
 
 /// The most dimensions a tensor may have: numpy's limit (`NPY_MAXDIMS`), past which numpy

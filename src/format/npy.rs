@@ -131,7 +131,7 @@ fn unfinished(input: &InputRef, shape: &[u64], end: u64, len: u64) -> Error {
             "{input} holds {} bytes after the end of the data its .npy header declares (shape \
              {}: its data ends at byte {end}, and the file is {len} bytes long)",
             len - end,
-            crate::format::shape_text(shape)
+            crate::messages::shape_text(shape)
         ),
         hint,
     }
@@ -228,7 +228,7 @@ fn read_header_within(
         return Err(malformed(format!(
             "its header declares shape {} of {} ({declared} bytes of data) but the file holds \
              {present} bytes of data; the file is {}",
-            crate::format::shape_text(&shape),
+            crate::messages::shape_text(&shape),
             stored.dtype,
             if present < declared {
                 "truncated"

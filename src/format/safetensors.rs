@@ -30,10 +30,9 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::Sink;
-use crate::format::{
-    Contents, Descriptor, Found, Layout, OutTensor, TensorInfo, Writer, Writing, shape_text,
-};
+use crate::format::{Contents, Descriptor, Found, Layout, OutTensor, TensorInfo, Writer, Writing};
 use crate::messages::excerpt;
+use crate::messages::shape_text;
 use crate::sys::Region;
 
 /// Hugging Face's safetensors: named tensors behind a JSON header; read and written.

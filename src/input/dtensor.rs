@@ -22,10 +22,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
+use crate::format::Format;
 use crate::format::pickle::dtensor::{Distributed, Spread};
-use crate::format::{Format, shape_text};
 use crate::input::{Extras, Input, OpenOptions, Tensor};
 use crate::messages::excerpt;
+use crate::messages::shape_text;
 use crate::sys::spill::Spill;
 
 /// The most ranks a set of rank files may have.

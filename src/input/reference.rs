@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, InputRef, Refusal, Result, capped};
-use crate::format::{index, safetensors, shape_text};
+use crate::format::{index, safetensors};
 use crate::limits;
 use crate::messages;
+use crate::messages::shape_text;
 use crate::sys::{self, Accept};
 
 /// How many items a refusal lists before "... and N more".

@@ -23,9 +23,10 @@ use std::collections::HashMap;
 
 use crate::dtype::DType;
 use crate::error::{Refusal, capped};
-use crate::format::{Layout, TensorInfo, shape_text};
+use crate::format::{Layout, TensorInfo};
 use crate::input::Tensor;
 use crate::messages::excerpt;
+use crate::messages::shape_text;
 use crate::plan::{self, Grid, InputPlan, JoinPlan, Placement};
 
 /// A tensor planned from its blocks: how the engine makes it, from which blocks, placed how.

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Refusal, Result, capped};
-use crate::format::shape_text;
 use crate::input::reference::Reference;
+use crate::messages::shape_text;
 use crate::plan::rules::{self, Origin, Rule, shell_quote};
 
 /// What would give a tensor the reference's shape.

@@ -141,7 +141,7 @@ impl SplitReport {
                     vec![
                         t.name.clone(),
                         t.dtype.clone(),
-                        crate::format::shape_text(&t.shape),
+                        crate::messages::shape_text(&t.shape),
                         slices,
                         format!("{} bytes", t.bytes),
                     ]

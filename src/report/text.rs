@@ -3,8 +3,8 @@
 //! command line and is quoted ([`crate::messages::quote`]); standard output's gate quotes
 //! each line again.
 
-use crate::format::shape_text;
 use crate::messages::quote;
+use crate::messages::shape_text;
 use crate::plan::Grid;
 
 use super::plan::{PlanReport, ShardsReport, TensorReport};

@@ -509,7 +509,7 @@ fn describe(
     let storage = &record.storage;
     let unit = storage.dtype.map_or(1, |d| d.itemsize());
     let located = locate(storage, unit)?;
-    let shape_text = crate::format::shape_text(&record.shape);
+    let shape_text = crate::messages::shape_text(&record.shape);
     let elements = record.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
     let data_len = byte_count(&record.shape, itemsize);
     let (Some(elements), Some(data_len)) = (elements, data_len) else {
@@ -542,7 +542,7 @@ fn describe(
                     "its view (offset {}, shape {shape_text}, strides {}) reaches past the end \
                      of its storage {} of {} bytes",
                     record.offset,
-                    crate::format::shape_text(&record.stride),
+                    crate::messages::shape_text(&record.stride),
                     excerpt(&storage.key),
                     view_bytes
                 ),
@@ -554,7 +554,7 @@ fn describe(
             "it is a view of shape {shape_text} with strides {}, neither row- nor \
              column-major contiguous; tjoin reads a tensor whose elements lie together in \
              either order: save tensor.contiguous() instead",
-            crate::format::shape_text(&record.stride)
+            crate::messages::shape_text(&record.stride)
         ))
     })?;
     let data_offset = located.start + view_start + record.offset * itemsize;

@@ -32,9 +32,10 @@ use std::sync::Arc;
 use super::metadata::{self, Chunk, Metadata, StorageInfo, TensorEntry};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::pickle::{self, vm};
-use crate::format::{Contents, Format, Found, index, safetensors, shape_text, zip};
+use crate::format::{Contents, Format, Found, index, safetensors, zip};
 use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
 use crate::messages::excerpt;
+use crate::messages::shape_text;
 use crate::sys::{self, Accept};
 
 /// The name of the metadata file `FileSystemWriter` writes.

@@ -175,8 +175,8 @@ fn tensor_entry(nodes: &[Node], value: &Node, what: &str) -> Result<TensorEntry,
             if offsets.len() != size.len() || sizes.len() != size.len() {
                 return Err(format!(
                     "{what} has a chunk at {} of size {} in a tensor of rank {}",
-                    crate::format::shape_text(&offsets),
-                    crate::format::shape_text(&sizes),
+                    crate::messages::shape_text(&offsets),
+                    crate::messages::shape_text(&sizes),
                     size.len()
                 ));
             }

@@ -9,6 +9,7 @@
 use super::{DML_1_0_TYPES, DML_2_1_TYPES, DML_4_1_TYPES, Spec, Vocabulary};
 use crate::dtype::DType;
 use crate::error::Refusal;
+use crate::messages::shape_text;
 
 /// Where the rules are stated, as refusals cite them.
 const SPLIT_PAGE: &str = "DML_SPLIT_OPERATOR_DESC";
@@ -95,12 +96,6 @@ fn ranks_text((low, high): (usize, usize)) -> String {
     } else {
         format!("{low} to {high} dimensions")
     }
-}
-
-/// "[4, 0, 2]".
-fn shape_text(shape: &[u64]) -> String {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    format!("[{}]", dims.join(", "))
 }
 
 /// Checks one tensor's split against DirectML's Split at `rules`' level: `label` names the
