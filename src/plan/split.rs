@@ -97,6 +97,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     let mut jobs: Vec<Vec<TensorJob>> = (0..count).map(|_| Vec::new()).collect();
     let mut refusals = Vec::new();
     let mut heads = HeadProblems::default();
+    let mut spec_problems = SpecProblems::default();
     let sibling = |name: &str| {
         let found = input
             .tensors
@@ -123,7 +124,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
                     let label = label(tensor);
                     let problems =
                         check_split(&rules, &label, &info.dtype, &info.shape, axis, &sizes);
-                    refusals.extend(problems);
+                    spec_problems.add(&label, problems);
                 }
                 for (output, share) in shares.into_iter().enumerate() {
                     let format = options.formats[output];
@@ -138,6 +139,7 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
     {
         refusals.push(blind_refusal(*ranks, &heads.blind));
     }
+    refusals.extend(spec_problems.refusals());
     for (mut refusal, more) in heads.cuts {
         if more > 0 {
             let s = if more == 1 { "" } else { "s" };
@@ -151,6 +153,39 @@ pub fn build<'a>(input: &'a Input, options: &SplitOptions) -> Result<Vec<Vec<Ten
         Ok(jobs)
     } else {
         Err(Error::Refused(refusals))
+    }
+}
+
+/// `--spec` refusals, each once with the other tensors it refuses alike (every layer's), so
+/// that a model's refusals do not drown in repeats.
+#[derive(Default)]
+struct SpecProblems(Vec<(String, Refusal, Vec<String>)>);
+
+impl SpecProblems {
+    /// Adds the refusals of the tensor `label`: to an earlier one alike (the same headline
+    /// but for the tensor's name), or as a new one.
+    fn add(&mut self, label: &str, refusals: Vec<Refusal>) {
+        for refusal in refusals {
+            let key = refusal.headline.replace(label, "");
+            match self.0.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, alike)) => alike.push(label.to_string()),
+                None => self.0.push((key, refusal, Vec::new())),
+            }
+        }
+    }
+
+    fn refusals(self) -> impl Iterator<Item = Refusal> {
+        self.0.into_iter().map(|(_, mut refusal, alike)| {
+            if !alike.is_empty() {
+                let s = if alike.len() == 1 { "" } else { "s" };
+                refusal.details.push(format!(
+                    "and {} more tensor{s} alike: {}",
+                    alike.len(),
+                    crate::outliers::bounded_list(&alike)
+                ));
+            }
+            refusal
+        })
     }
 }
 

@@ -136,3 +136,57 @@ fn the_sizes_must_still_add_up_and_other_runtimes_are_not_checked() {
     );
     assert_eq!(dir_entries(dir), before);
 }
+
+/// A rank split (chunks, replicas, kept norms) that DirectML's Split takes at 4.1 is written as
+/// without the flag; at 2.1, which takes 4 dimensions only, every 2-D tensor is refused
+/// (the norms, copied whole, are not split and not checked).
+#[test]
+fn a_rank_split_is_checked_tensor_by_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/split/ranks");
+    for name in [
+        "model.rules",
+        "model.safetensors",
+        "tp0.safetensors",
+        "tp3.safetensors",
+    ] {
+        fs::copy(fixtures.join(name), dir.join(name)).unwrap();
+    }
+    let args = |spec: &'static str| {
+        [
+            "split",
+            "--ranks",
+            "4",
+            "--heads",
+            "16:4",
+            "--rules",
+            "model.rules",
+            "model.safetensors",
+            "-o",
+            "rank{rank}.safetensors",
+            "--spec",
+            spec,
+        ]
+    };
+    let stderr = refused(dir, &args("directml:2.1"), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "DirectML Split at feature level 2.1 supports 4 dimensions",
+            "tensor `embed.weight` of model.safetensors has 2",
+            "and 7 more tensors alike: tensor `head.weight` of model.safetensors, tensor \
+             `layers.0.attn.kv.weight` of model.safetensors, tensor \
+             `layers.0.attn.qkv_proj.weight` of model.safetensors and 4 more",
+        ],
+    );
+    assert_eq!(stderr.matches("tjoin: error:").count(), 1, "{stderr}");
+    assert!(!stderr.contains("norm.weight"), "{stderr}");
+    succeeds(dir, &args("directml"));
+    for rank in [0, 3] {
+        assert_eq!(
+            fs::read(dir.join(format!("rank{rank}.safetensors"))).unwrap(),
+            fs::read(dir.join(format!("tp{rank}.safetensors"))).unwrap()
+        );
+    }
+}

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::plan::JoinPlan;
 use crate::sys::Region;
+use staging::tensor_descs;
 
 type Outcome<T> = std::result::Result<T, String>;
 
@@ -55,6 +56,7 @@ pub struct Gpu {
 }
 
 /// A compiled and initialized Join or Split.
+#[derive(Clone)]
 struct Operator {
     compiled: IDMLCompiledOperator,
     properties: DML_BINDING_PROPERTIES,
@@ -559,22 +561,13 @@ impl Gpu {
             .iter()
             .map(|b| buffer_tensor_desc(&b.desc))
             .collect();
-        let input_descs: Vec<DML_TENSOR_DESC> = inputs
-            .iter()
-            .map(|b| DML_TENSOR_DESC {
-                Type: DML_TENSOR_TYPE_BUFFER,
-                Desc: b as *const _ as *const c_void,
-            })
-            .collect();
+        let input_descs = tensor_descs(&inputs);
         let output = buffer_tensor_desc(&dispatch.output);
-        let output_desc = DML_TENSOR_DESC {
-            Type: DML_TENSOR_TYPE_BUFFER,
-            Desc: &output as *const _ as *const c_void,
-        };
+        let output_desc = tensor_descs(std::slice::from_ref(&output));
         let join = DML_JOIN_OPERATOR_DESC {
             InputCount: input_descs.len() as u32,
             InputTensors: input_descs.as_ptr(),
-            OutputTensor: &output_desc,
+            OutputTensor: &output_desc[0],
             Axis: dispatch.axis,
         };
         let desc = DML_OPERATOR_DESC {
@@ -696,21 +689,7 @@ impl Gpu {
         dispatch: &Dispatch,
         regions: &[Region],
     ) -> Outcome<()> {
-        let (input, new) = Gpu::ensure(
-            &self.device,
-            &mut self.input,
-            dispatch.input_buffer_bytes,
-            D3D12_RESOURCE_STATE_COPY_DEST,
-        )?;
-        if !new {
-            let barrier = transition(
-                &input,
-                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-                D3D12_RESOURCE_STATE_COPY_DEST,
-            );
-            // SAFETY: records a barrier on a live buffer.
-            unsafe { self.list.ResourceBarrier(&[barrier]) };
-        }
+        let input = self.input_to_fill(dispatch.input_buffer_bytes)?;
         let itemsize = job.dtype.itemsize() as usize;
         let mut staged = 0u64;
         for bound in &dispatch.inputs {
@@ -744,13 +723,7 @@ impl Gpu {
                 staged += len;
             }
         }
-        let barrier = transition(
-            &input,
-            D3D12_RESOURCE_STATE_COPY_DEST,
-            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-        );
-        // SAFETY: records a barrier on a live buffer.
-        unsafe { self.list.ResourceBarrier(&[barrier]) };
+        self.input_filled(&input);
         Ok(())
     }
 
@@ -766,10 +739,8 @@ impl Gpu {
         let operator = self
             .operators
             .get(&key)
-            .ok_or("the operator was not compiled")?;
-        let (compiled, properties) = (operator.compiled.clone(), operator.properties);
-        let persistent = operator.persistent.clone();
-        let table = self.binding_table(&compiled, properties.RequiredDescriptorCount)?;
+            .ok_or("the operator was not compiled")?
+            .clone();
         let input = self
             .input
             .as_ref()
@@ -782,75 +753,19 @@ impl Gpu {
             .collect();
         let input_descs: Vec<DML_BINDING_DESC> = inputs.iter().map(binding_desc).collect();
         let out_binding = buffer_binding(&output, 0, dispatch.output.total_bytes);
-        // SAFETY (this block): every binding borrows a live buffer for the call reading it;
-        // the dispatch is recorded on the live list with the table just filled.
-        unsafe {
-            if properties.TemporaryResourceSize > 0
-                && let Some((buffer, size)) = &self.temporary
-            {
-                let binding = buffer_binding(buffer, 0, *size);
-                table.BindTemporaryResource(Some(&binding_desc(&binding)));
-            }
-            if let Some((buffer, size)) = &persistent {
-                let binding = buffer_binding(buffer, 0, *size);
-                table.BindPersistentResource(Some(&binding_desc(&binding)));
-            }
-            table.BindInputs(Some(&input_descs));
-            table.BindOutputs(Some(&[binding_desc(&out_binding)]));
-            self.recorder.RecordDispatch(&self.list, &compiled, &table);
-            self.list.ResourceBarrier(&[transition(
-                &output,
-                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-                D3D12_RESOURCE_STATE_COPY_SOURCE,
-            )]);
-        }
-        self.submit()
+        let output_descs = [binding_desc(&out_binding)];
+        self.record(&operator, &input_descs, &output_descs, &output)
     }
 
     /// Copies the dispatch's output to `out` through the readback buffer, a slab at a time.
     fn read_back(&mut self, plan: &DmlPlan, dispatch: &Dispatch, out: &mut dyn Sink) -> Result<()> {
-        let output = self
-            .output
-            .as_ref()
-            .map(|(b, _)| b.clone())
-            .ok_or_else(|| self.device_error("no output buffer".to_string()))?;
-        for slab in plan.slabs(0..dispatch.output.data_bytes()) {
-            let len = slab.end - slab.start;
-            // SAFETY: records a copy between live buffers, within both.
-            unsafe {
-                self.list
-                    .CopyBufferRegion(&self.readback, 0, &output, slab.start, len)
-            };
-            self.submit().map_err(|why| self.device_error(why))?;
-            let mut mapped: *mut c_void = std::ptr::null_mut();
-            let read = D3D12_RANGE {
-                Begin: 0,
-                End: len as usize,
-            };
-            // SAFETY: maps the readback buffer, whose copy has completed.
-            unsafe { self.readback.Map(0, Some(&read), &mut mapped) }
-                .ok()
-                .map_err(|e| self.device_error(failed("mapping the readback buffer", e)))?;
-            // SAFETY: the map covers `len <= SLAB` bytes and lasts until Unmap below.
-            let bytes = unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), len as usize) };
-            let written = out.write_all(bytes);
-            let nothing_written = D3D12_RANGE { Begin: 0, End: 0 };
-            // SAFETY: unmaps what was mapped above; `bytes` is not used after this.
-            unsafe { self.readback.Unmap(0, Some(&nothing_written)) };
-            written.map_err(|e| Error::io("write the output", out.name(), e))?;
-        }
-        let barrier = transition(
-            &output,
-            D3D12_RESOURCE_STATE_COPY_SOURCE,
-            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-        );
-        // SAFETY: records a barrier on a live buffer. It runs now, so that no recorded
-        // command outlives a buffer the next dispatch may replace.
-        unsafe { self.list.ResourceBarrier(&[barrier]) };
-        self.submit().map_err(|why| self.device_error(why))
+        let output = self.output_buffer()?;
+        self.read_back_slabs(&output, plan.slabs(0..dispatch.output.data_bytes()), out)?;
+        self.output_read(&output)
     }
 }
 
 mod split;
+mod staging;
 #[cfg(test)]
 mod tests;

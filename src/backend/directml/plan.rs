@@ -21,6 +21,7 @@
 //! files and the device through staging buffers of `SLAB` bytes.
 
 pub use levels::*;
+use schedule::Span;
 use sizes::{lcm, round_down, round_up};
 use std::ops::Range;
 
@@ -446,11 +447,7 @@ impl DmlPlan {
     fn rounds_fit(&self, rounds: u64, device: &Device) -> bool {
         let unit = self.unit();
         let out = rounds.saturating_mul(self.round_bytes());
-        let mut input_buffer = 0;
-        for active in &self.active {
-            let bytes = rounds.saturating_mul(active.run);
-            input_buffer = round_up(input_buffer, BINDING_ALIGNMENT) + round_up(bytes, 4);
-        }
+        let input_buffer = schedule::aligned_bytes(self.active.iter().map(|a| a.run), rounds);
         out / unit <= MAX_ELEMENTS
             && round_up(out, 4) <= device.max_buffer
             && input_buffer <= device.max_buffer
@@ -458,77 +455,26 @@ impl DmlPlan {
 
     /// The fewest dispatches that fit: whole rounds when one does, else pieces of rounds.
     fn schedule_for(&self, device: &Device) -> Result<Schedule, String> {
-        let round = self.round_bytes();
-        if round == 0 || self.rounds == 0 {
-            return Ok(Schedule::Whole);
-        }
-        // `rounds_fit` only gets harder with more rounds: search for the most that fit.
-        let (mut fits, mut fails) = (0, self.rounds + 1);
-        while fails - fits > 1 {
-            let mid = fits + (fails - fits) / 2;
-            if self.rounds_fit(mid, device) {
-                fits = mid;
-            } else {
-                fails = mid;
-            }
-        }
-        match fits {
-            n if n == self.rounds => Ok(Schedule::Whole),
-            0 => self.cuts(device).map(Schedule::Pieces),
-            n => Ok(Schedule::Rounds(n)),
-        }
+        Schedule::fewest(
+            self.rounds,
+            self.round_bytes(),
+            |rounds| self.rounds_fit(rounds, device),
+            || self.cuts(device),
+        )
     }
 
     /// Where to cut a round that fits no dispatch whole: greedily, each piece taking as many
     /// bytes of consecutive runs as its input buffer (with each binding aligned) and its
-    /// output can hold. Every round is cut at the same places.
+    /// output can hold, never cutting a byte-swap unit. Every round is cut at the same places.
     fn cuts(&self, device: &Device) -> Result<Vec<u64>, String> {
-        let out_limit = round_down(device.max_buffer, 4).min(MAX_ELEMENTS * self.unit());
-        let mut cuts = vec![0];
-        let (mut at, mut used, mut out) = (0u64, 0u64, 0u64);
-        for active in &self.active {
-            let mut left = active.run;
-            while left > 0 {
-                let offset = round_up(used, BINDING_ALIGNMENT);
-                let room =
-                    round_down(device.max_buffer.saturating_sub(offset), 4).min(out_limit - out);
-                let take = if left <= room {
-                    left
-                } else {
-                    round_down(room, self.granule)
-                };
-                if take == 0 {
-                    if out == 0 {
-                        return Err(format!(
-                            "the device's buffer budget ({} bytes) cannot hold a piece of the join",
-                            device.max_buffer
-                        ));
-                    }
-                    cuts.push(at);
-                    (used, out) = (0, 0);
-                    continue;
-                }
-                used = offset + round_up(take, 4);
-                out += take;
-                at += take;
-                left -= take;
-            }
-        }
-        cuts.push(at);
-        Ok(cuts)
+        let runs = self.active.iter().map(|a| a.run);
+        schedule::greedy_cuts(runs, device.max_buffer, self.unit(), self.granule, "join")
     }
 
     /// How many dispatches run.
     pub fn dispatch_count(&self) -> u64 {
-        let round = self.round_bytes();
-        if round == 0 || self.rounds == 0 {
-            return 0;
-        }
-        match self.schedule {
-            Schedule::Whole => 1,
-            Schedule::Rounds(n) => self.rounds.div_ceil(n),
-            Schedule::Pieces(ref cuts) => self.rounds * (cuts.len() as u64 - 1),
-        }
+        self.schedule
+            .dispatch_count(self.rounds, self.round_bytes())
     }
 
     /// The dispatches, in output order.
@@ -538,18 +484,11 @@ impl DmlPlan {
 
     /// Dispatch `index` (below `dispatch_count`).
     pub fn dispatch(&self, index: u64) -> Dispatch {
-        match &self.schedule {
-            Schedule::Whole if self.form == Form::Native => self.native_dispatch(),
-            Schedule::Whole => self.rounds_dispatch(0, self.rounds),
-            &Schedule::Rounds(n) => {
-                let first = index * n;
-                self.rounds_dispatch(first, n.min(self.rounds - first))
-            }
-            Schedule::Pieces(cuts) => {
-                let per_round = cuts.len() as u64 - 1;
-                let (r, p) = (index / per_round, (index % per_round) as usize);
-                self.piece_dispatch(r, cuts[p]..cuts[p + 1])
-            }
+        match self.schedule.span(index, self.rounds) {
+            Span::Whole if self.form == Form::Native => self.native_dispatch(),
+            Span::Whole => self.rounds_dispatch(0, self.rounds),
+            Span::Rounds { first, count } => self.rounds_dispatch(first, count),
+            Span::Piece { round, range } => self.piece_dispatch(round, range),
         }
     }
 
@@ -607,20 +546,18 @@ impl DmlPlan {
         output: Vec<u32>,
         output_start: u64,
     ) -> Dispatch {
-        let mut offset = 0;
-        let mut inputs = Vec::with_capacity(parts.len());
-        for (input, source, sizes) in parts {
-            let desc = TensorDesc::packed(self.data_type, sizes);
-            let next = offset + desc.total_bytes;
-            inputs.push(Bound {
+        let sizes = parts.iter().map(|(_, _, sizes)| sizes.clone());
+        let (packed, input_buffer_bytes) = schedule::bind_packed(self.data_type, sizes);
+        let inputs = parts
+            .into_iter()
+            .zip(packed)
+            .map(|((input, source, _), (desc, offset))| Bound {
                 input,
                 source,
                 desc,
                 offset,
-            });
-            offset = round_up(next, BINDING_ALIGNMENT);
-        }
-        let input_buffer_bytes = inputs.last().map_or(0, |b| b.offset + b.desc.total_bytes);
+            })
+            .collect();
         let output = TensorDesc::packed(self.data_type, output);
         let output_bytes = output_start..output_start + output.data_bytes();
         Dispatch {
@@ -669,12 +606,14 @@ impl DmlPlan {
     }
 }
 
+/// `{1,2,3}`: sizes as `--dry-run` shows them.
 fn braces(sizes: &[u32]) -> String {
     let text: Vec<String> = sizes.iter().map(u32::to_string).collect();
     format!("{{{}}}", text.join(","))
 }
 
 mod levels;
+mod schedule;
 mod sizes;
 pub mod split;
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::ffi::c_void;
 use super::super::bindings::*;
 use super::super::plan::SLAB;
 use super::super::plan::split::{SplitDispatch, SplitPlan};
-use super::{Gpu, Outcome, binding_desc, buffer_binding, buffer_tensor_desc, failed, transition};
-use crate::error::{Error, Result};
+use super::{Gpu, Outcome, binding_desc, buffer_binding, buffer_tensor_desc, tensor_descs};
+use crate::error::Result;
 use crate::format::Sink;
 
 impl Gpu {
@@ -40,24 +40,15 @@ impl Gpu {
             return Ok(());
         }
         let input = buffer_tensor_desc(&dispatch.input);
-        let input_desc = DML_TENSOR_DESC {
-            Type: DML_TENSOR_TYPE_BUFFER,
-            Desc: &input as *const _ as *const c_void,
-        };
+        let input_desc = tensor_descs(std::slice::from_ref(&input));
         let outputs: Vec<DML_BUFFER_TENSOR_DESC> = dispatch
             .outputs
             .iter()
             .map(|b| buffer_tensor_desc(&b.desc))
             .collect();
-        let output_descs: Vec<DML_TENSOR_DESC> = outputs
-            .iter()
-            .map(|b| DML_TENSOR_DESC {
-                Type: DML_TENSOR_TYPE_BUFFER,
-                Desc: b as *const _ as *const c_void,
-            })
-            .collect();
+        let output_descs = tensor_descs(&outputs);
         let split = DML_SPLIT_OPERATOR_DESC {
-            InputTensor: &input_desc,
+            InputTensor: &input_desc[0],
             OutputCount: output_descs.len() as u32,
             OutputTensors: output_descs.as_ptr(),
             Axis: dispatch.axis,
@@ -74,21 +65,7 @@ impl Gpu {
 
     /// Copies the dispatch's byte range of `input` into the input buffer, a slab at a time.
     fn upload_split_input(&mut self, dispatch: &SplitDispatch, input: &[u8]) -> Outcome<()> {
-        let (buffer, new) = Gpu::ensure(
-            &self.device,
-            &mut self.input,
-            dispatch.input.total_bytes,
-            D3D12_RESOURCE_STATE_COPY_DEST,
-        )?;
-        if !new {
-            let barrier = transition(
-                &buffer,
-                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-                D3D12_RESOURCE_STATE_COPY_DEST,
-            );
-            // SAFETY: records a barrier on a live buffer.
-            unsafe { self.list.ResourceBarrier(&[barrier]) };
-        }
+        let buffer = self.input_to_fill(dispatch.input.total_bytes)?;
         let range = dispatch.input_bytes.clone();
         let bytes = input
             .get(range.start as usize..range.end as usize)
@@ -107,13 +84,7 @@ impl Gpu {
             };
             self.submit()?;
         }
-        let barrier = transition(
-            &buffer,
-            D3D12_RESOURCE_STATE_COPY_DEST,
-            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-        );
-        // SAFETY: records a barrier on a live buffer.
-        unsafe { self.list.ResourceBarrier(&[barrier]) };
+        self.input_filled(&buffer);
         Ok(())
     }
 
@@ -128,10 +99,8 @@ impl Gpu {
         let operator = self
             .split_operators
             .get(&dispatch.shape_key())
-            .ok_or("the operator was not compiled")?;
-        let (compiled, properties) = (operator.compiled.clone(), operator.properties);
-        let persistent = operator.persistent.clone();
-        let table = self.binding_table(&compiled, properties.RequiredDescriptorCount)?;
+            .ok_or("the operator was not compiled")?
+            .clone();
         let input = self
             .input
             .as_ref()
@@ -144,29 +113,12 @@ impl Gpu {
             .map(|b| buffer_binding(&output, b.offset, b.desc.total_bytes))
             .collect();
         let output_descs: Vec<DML_BINDING_DESC> = outputs.iter().map(binding_desc).collect();
-        // SAFETY (this block): every binding borrows a live buffer for the call reading it;
-        // the dispatch is recorded on the live list with the table just filled.
-        unsafe {
-            if properties.TemporaryResourceSize > 0
-                && let Some((buffer, size)) = &self.temporary
-            {
-                let binding = buffer_binding(buffer, 0, *size);
-                table.BindTemporaryResource(Some(&binding_desc(&binding)));
-            }
-            if let Some((buffer, size)) = &persistent {
-                let binding = buffer_binding(buffer, 0, *size);
-                table.BindPersistentResource(Some(&binding_desc(&binding)));
-            }
-            table.BindInputs(Some(&[binding_desc(&in_binding)]));
-            table.BindOutputs(Some(&output_descs));
-            self.recorder.RecordDispatch(&self.list, &compiled, &table);
-            self.list.ResourceBarrier(&[transition(
-                &output,
-                D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-                D3D12_RESOURCE_STATE_COPY_SOURCE,
-            )]);
-        }
-        self.submit()
+        self.record(
+            &operator,
+            &[binding_desc(&in_binding)],
+            &output_descs,
+            &output,
+        )
     }
 
     /// Copies each output of the dispatch to its part's sink through the readback buffer.
@@ -175,51 +127,14 @@ impl Gpu {
         dispatch: &SplitDispatch,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<()> {
-        let output = self
-            .output
-            .as_ref()
-            .map(|(b, _)| b.clone())
-            .ok_or_else(|| self.device_error("no output buffer".to_string()))?;
+        let output = self.output_buffer()?;
         for bound in &dispatch.outputs {
-            let out = &mut *sinks[bound.part];
-            let len = bound.desc.data_bytes();
-            let mut done = 0;
-            while done < len {
-                let take = (len - done).min(SLAB);
-                let at = bound.offset + done;
-                // SAFETY: records a copy between live buffers, within both.
-                unsafe {
-                    self.list
-                        .CopyBufferRegion(&self.readback, 0, &output, at, take)
-                };
-                self.submit().map_err(|why| self.device_error(why))?;
-                let mut mapped: *mut c_void = std::ptr::null_mut();
-                let read = D3D12_RANGE {
-                    Begin: 0,
-                    End: take as usize,
-                };
-                // SAFETY: maps the readback buffer, whose copy has completed.
-                unsafe { self.readback.Map(0, Some(&read), &mut mapped) }
-                    .ok()
-                    .map_err(|e| self.device_error(failed("mapping the readback buffer", e)))?;
-                // SAFETY: the map covers `take <= SLAB` bytes and lasts until Unmap below.
-                let bytes =
-                    unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), take as usize) };
-                let written = out.write_all(bytes);
-                let nothing_written = D3D12_RANGE { Begin: 0, End: 0 };
-                // SAFETY: unmaps what was mapped above; `bytes` is not used after this.
-                unsafe { self.readback.Unmap(0, Some(&nothing_written)) };
-                written.map_err(|e| Error::io("write the output", out.name(), e))?;
-                done += take;
-            }
+            let (offset, len) = (bound.offset, bound.desc.data_bytes());
+            let slabs = (0..len)
+                .step_by(SLAB as usize)
+                .map(move |at| offset + at..offset + (at + SLAB).min(len));
+            self.read_back_slabs(&output, slabs, &mut *sinks[bound.part])?;
         }
-        let barrier = transition(
-            &output,
-            D3D12_RESOURCE_STATE_COPY_SOURCE,
-            D3D12_RESOURCE_STATE_UNORDERED_ACCESS,
-        );
-        // SAFETY: records a barrier on a live buffer, run now as the join's readback does.
-        unsafe { self.list.ResourceBarrier(&[barrier]) };
-        self.submit().map_err(|why| self.device_error(why))
+        self.output_read(&output)
     }
 }

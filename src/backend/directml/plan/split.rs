@@ -12,10 +12,9 @@
 
 use std::ops::Range;
 
-use super::sizes::{round_down, round_up};
-use super::{
-    BINDING_ALIGNMENT, DataType, Device, Form, MAX_ELEMENTS, Schedule, ShapeKey, TensorDesc,
-};
+use super::schedule::{Span, aligned_bytes, bind_packed, greedy_cuts};
+use super::sizes::round_up;
+use super::{DataType, Device, Form, MAX_ELEMENTS, Schedule, ShapeKey, TensorDesc, braces};
 use crate::dtype::{DType, gcd};
 
 /// How one split runs through DirectML.
@@ -247,11 +246,7 @@ impl SplitPlan {
     /// Whether dispatches of `rounds` rounds stay within the element limit and the budget.
     fn rounds_fit(&self, rounds: u64, device: &Device) -> bool {
         let input = rounds.saturating_mul(self.round_bytes());
-        let mut outputs = 0;
-        for &run in self.runs.iter().filter(|&&r| r > 0) {
-            let bytes = rounds.saturating_mul(run);
-            outputs = round_up(outputs, BINDING_ALIGNMENT) + round_up(bytes, 4);
-        }
+        let outputs = aligned_bytes(self.active().map(|(_, run)| run), rounds);
         input / self.unit() <= MAX_ELEMENTS
             && rounds <= u64::from(u32::MAX)
             && round_up(input, 4) <= device.max_buffer
@@ -259,26 +254,15 @@ impl SplitPlan {
     }
 
     fn schedule_for(&self, device: &Device) -> Result<Schedule, String> {
-        if self.round_bytes() == 0 || self.rounds == 0 {
-            return Ok(Schedule::Whole);
-        }
-        if self.width > u64::from(u32::MAX) {
+        if self.round_bytes() > 0 && self.rounds > 0 && self.width > u64::from(u32::MAX) {
             return Ok(Schedule::Pieces(self.cuts(device)?));
         }
-        let (mut fits, mut fails) = (0, self.rounds + 1);
-        while fails - fits > 1 {
-            let mid = fits + (fails - fits) / 2;
-            if self.rounds_fit(mid, device) {
-                fits = mid;
-            } else {
-                fails = mid;
-            }
-        }
-        match fits {
-            n if n == self.rounds => Ok(Schedule::Whole),
-            0 => self.cuts(device).map(Schedule::Pieces),
-            n => Ok(Schedule::Rounds(n)),
-        }
+        Schedule::fewest(
+            self.rounds,
+            self.round_bytes(),
+            |rounds| self.rounds_fit(rounds, device),
+            || self.cuts(device),
+        )
     }
 
     /// Where to cut a round too large for one dispatch: greedily, each piece taking as many
@@ -286,52 +270,19 @@ impl SplitPlan {
     /// input can hold. Every round is cut at the same places.
     fn cuts(&self, device: &Device) -> Result<Vec<u64>, String> {
         let unit = self.unit();
-        let in_limit = round_down(device.max_buffer, 4).min(MAX_ELEMENTS * unit);
-        let mut cuts = vec![0];
-        let (mut at, mut used, mut taken) = (0u64, 0u64, 0u64);
-        for &run in &self.runs {
-            let mut left = run;
-            while left > 0 {
-                let offset = round_up(used, BINDING_ALIGNMENT);
-                let room =
-                    round_down(device.max_buffer.saturating_sub(offset), 4).min(in_limit - taken);
-                let take = if left <= room {
-                    left
-                } else {
-                    round_down(room, unit)
-                };
-                if take == 0 {
-                    if taken == 0 {
-                        return Err(format!(
-                            "the device's buffer budget ({} bytes) cannot hold a piece of the \
-                             split",
-                            device.max_buffer
-                        ));
-                    }
-                    cuts.push(at);
-                    (used, taken) = (0, 0);
-                    continue;
-                }
-                used = offset + round_up(take, 4);
-                taken += take;
-                at += take;
-                left -= take;
-            }
-        }
-        cuts.push(at);
-        Ok(cuts)
+        greedy_cuts(
+            self.runs.iter().copied(),
+            device.max_buffer,
+            unit,
+            unit,
+            "split",
+        )
     }
 
     /// How many dispatches run.
     pub fn dispatch_count(&self) -> u64 {
-        if self.round_bytes() == 0 || self.rounds == 0 {
-            return 0;
-        }
-        match &self.schedule {
-            Schedule::Whole => 1,
-            Schedule::Rounds(n) => self.rounds.div_ceil(*n),
-            Schedule::Pieces(cuts) => self.rounds * (cuts.len() as u64 - 1),
-        }
+        self.schedule
+            .dispatch_count(self.rounds, self.round_bytes())
     }
 
     /// The dispatches, in order: each part's bytes come out front to back.
@@ -341,8 +292,8 @@ impl SplitPlan {
 
     /// Dispatch `index` (below `dispatch_count`).
     pub fn dispatch(&self, index: u64) -> SplitDispatch {
-        match &self.schedule {
-            Schedule::Whole => match &self.native {
+        match self.schedule.span(index, self.rounds) {
+            Span::Whole => match &self.native {
                 Some((axis, input, parts)) => {
                     let outputs = self
                         .active()
@@ -353,15 +304,8 @@ impl SplitPlan {
                 }
                 None => self.rounds_dispatch(0, self.rounds),
             },
-            &Schedule::Rounds(n) => {
-                let first = index * n;
-                self.rounds_dispatch(first, n.min(self.rounds - first))
-            }
-            Schedule::Pieces(cuts) => {
-                let per_round = cuts.len() as u64 - 1;
-                let (r, p) = (index / per_round, (index % per_round) as usize);
-                self.piece_dispatch(r, cuts[p]..cuts[p + 1])
-            }
+            Span::Rounds { first, count } => self.rounds_dispatch(first, count),
+            Span::Piece { round, range } => self.piece_dispatch(round, range),
         }
     }
 
@@ -420,20 +364,18 @@ impl SplitPlan {
         input_start: u64,
         parts: Vec<(usize, Range<u64>, Vec<u32>)>,
     ) -> SplitDispatch {
-        let mut offset = 0;
-        let mut outputs = Vec::with_capacity(parts.len());
-        for (part, bytes, sizes) in parts {
-            let desc = TensorDesc::packed(self.data_type, sizes);
-            let next = offset + desc.total_bytes;
-            outputs.push(SplitBound {
+        let sizes = parts.iter().map(|(_, _, sizes)| sizes.clone());
+        let (packed, output_buffer_bytes) = bind_packed(self.data_type, sizes);
+        let outputs = parts
+            .into_iter()
+            .zip(packed)
+            .map(|((part, bytes, _), (desc, offset))| SplitBound {
                 part,
                 bytes,
                 desc,
                 offset,
-            });
-            offset = round_up(next, BINDING_ALIGNMENT);
-        }
-        let output_buffer_bytes = outputs.last().map_or(0, |b| b.offset + b.desc.total_bytes);
+            })
+            .collect();
         let input = TensorDesc::packed(self.data_type, input);
         let input_bytes = input_start..input_start + input.data_bytes();
         SplitDispatch {
@@ -469,15 +411,10 @@ impl SplitPlan {
     }
 }
 
-fn braces(sizes: &[u32]) -> String {
-    let text: Vec<String> = sizes.iter().map(u32::to_string).collect();
-    format!("{{{}}}", text.join(","))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::directml::plan::FeatureLevel;
+    use crate::backend::directml::plan::{BINDING_ALIGNMENT, FeatureLevel};
 
     fn device(level: &str, max_buffer: u64) -> Device {
         Device {
