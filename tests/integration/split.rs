@@ -5,14 +5,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
-use crate::util::{
-    self, assert_mentions, dir_entries, killed_by, npy_header, refused, succeeds, write_npy,
-    writing_into,
-};
+use crate::util::{self, assert_mentions, dir_entries, npy_header, refused, succeeds, write_npy};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -687,6 +681,11 @@ fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
 #[cfg(unix)]
 #[test]
 fn an_interrupted_split_leaves_nothing() {
+    use crate::util::{killed_by, writing_into};
+    use std::process::{Command, Stdio};
+    use std::thread::sleep;
+    use std::time::{Duration, Instant};
+
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     // A Fortran-order input whose parts go to safetensors, in C order: gathered element by
