@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::{Backend, Engine};
 use crate::config::{Action, Cut, OpenConfig, SplitConfig};
+use crate::engine::{self, split::Part};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
@@ -264,12 +265,16 @@ fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport
     SplitReport::new(input, &files)
 }
 
-/// Writes every file of every output into its member of `set`, in the order they were added.
+/// Writes every file of every output into its member of `set`, in the order they were added:
+/// in lockstep when the outputs allow it (`in_lockstep`), else one output after another.
 fn write_all(
     planned: &mut [PlannedOutput],
     set: &mut OutputSet,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
+    if in_lockstep(planned) {
+        return write_lockstep(planned, set.members_mut(), bar);
+    }
     let mut members = set.members_mut().iter_mut();
     for output in planned {
         for (_, tensors) in &output.files {
@@ -283,6 +288,97 @@ fn write_all(
                 .write_all(text.as_bytes())
                 .map_err(|e| Error::io("write the output", path, e))?;
         }
+    }
+    Ok(())
+}
+
+/// Whether the outputs can be written in lockstep, each tensor of the input into every
+/// output before the next tensor, so that the engine reads it once for all of them
+/// (`engine::split`): every output is one file (a sharded one keeps the path of one output
+/// after another), and they all list the same tensors of the input in the same order (their
+/// writers may order them differently, with different formats).
+fn in_lockstep(planned: &[PlannedOutput]) -> bool {
+    let Some(first) = planned.first() else {
+        return false;
+    };
+    let single = |o: &PlannedOutput| o.files.len() == 1 && o.index.is_none();
+    let source = |t: &TensorJob| t.sources.first().map(|&s| s as *const crate::input::Tensor);
+    planned.len() > 1
+        && planned.iter().all(|o| {
+            single(o)
+                && o.jobs.len() == first.jobs.len()
+                && o.jobs
+                    .iter()
+                    .zip(&first.jobs)
+                    .all(|(a, b)| source(a) == source(b) && a.out.name == b.out.name)
+        })
+}
+
+/// Writes every output in lockstep (`in_lockstep` holds): every output's header, then each
+/// tensor's parts into all of their outputs at once (`engine::split`), then every output's
+/// end; `members` holds each output's one file, in the outputs' order.
+fn write_lockstep(
+    planned: &mut [PlannedOutput],
+    members: &mut [crate::output::Member],
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let mut jobs: Vec<&[TensorJob]> = Vec::with_capacity(planned.len());
+    let mut writers: Vec<&mut dyn Writer> = Vec::with_capacity(planned.len());
+    for output in planned.iter_mut() {
+        let PlannedOutput {
+            jobs: listed,
+            writer,
+            ..
+        } = output;
+        let listed: &Vec<TensorJob> = listed;
+        jobs.push(listed);
+        writers.push(writer.as_mut());
+    }
+    for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+        let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+        writer
+            .start(member, &described)
+            .map_err(|e| failed(e, member))?;
+    }
+    for index in 0..jobs[0].len() {
+        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+            writer
+                .start_tensor(member, &jobs[index].out)
+                .map_err(|e| failed(e, member))?;
+        }
+        let parts: Vec<Part> = jobs
+            .iter()
+            .map(|jobs| Part {
+                plan: &jobs[index].plan,
+                sources: &jobs[index].sources,
+            })
+            .collect();
+        let mut data: Vec<Box<dyn Sink + '_>> = writers
+            .iter_mut()
+            .zip(members.iter_mut())
+            .map(|(writer, member)| writer.data_sink(member))
+            .collect();
+        let mut counted: Vec<Counted> = data
+            .iter_mut()
+            .map(|inner| Counted {
+                inner: inner.as_mut(),
+                bar,
+            })
+            .collect();
+        let mut outs: Vec<&mut dyn Sink> = counted.iter_mut().map(|c| c as &mut dyn Sink).collect();
+        engine::split::execute(&parts, &mut outs)?;
+        drop(outs);
+        drop(counted);
+        drop(data);
+        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+            writer
+                .end_tensor(member, &jobs[index].out)
+                .map_err(|e| failed(e, member))?;
+        }
+    }
+    for (writer, member) in writers.iter_mut().zip(members.iter_mut()) {
+        writer.finish(member).map_err(|e| failed(e, member))?;
     }
     Ok(())
 }
