@@ -349,6 +349,10 @@ pub struct SplitConfig {
     /// The model's query and key-value heads (`--heads Q:KV`), instead of those its
     /// config.json states.
     pub heads: Option<(u64, u64)>,
+    /// The engine that moves the data (`--backend`).
+    pub backend: crate::backend::Backend,
+    /// DirectML's adapter (`--dml-adapter`).
+    pub adapter: Option<crate::backend::directml::Adapter>,
     /// Write the outputs, or only report the plan.
     pub action: Action,
     /// When to show a progress bar (`Never` when asked to be quiet).

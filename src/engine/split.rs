@@ -182,3 +182,13 @@ fn flush(buffer: &mut Vec<u8>, out: &mut dyn Sink) -> Result<()> {
     buffer.clear();
     Ok(())
 }
+
+/// Checks the CRC-32 of `tensor` over `data`, all of its data, if it is a stored .npz
+/// member: for an engine that read it whole without the cursors (DirectML's Split).
+pub fn verify_whole(tensor: &Tensor, data: &[u8]) -> Result<()> {
+    let Some((name, mut check)) = tensor.crc_check() else {
+        return Ok(());
+    };
+    check.hasher.update(data);
+    check.verify(&name)
+}

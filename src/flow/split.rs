@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::split::SplitEngine;
 use crate::backend::{Backend, Engine};
 use crate::config::{Action, Cut, OpenConfig, SplitConfig};
-use crate::engine::{self, split::Part};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
@@ -75,9 +75,25 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     for ((path, &format), jobs) in config.outputs.iter().zip(&formats).zip(jobs) {
         planned.push(plan_output(config, input, path, format, jobs)?);
     }
+    // The engine, chosen (and DirectML's plans made) before anything is written.
+    let lockstep = in_lockstep(&planned);
+    let tensors: Vec<Vec<&TensorJob>> = match planned.first() {
+        Some(first) if lockstep => (0..first.jobs.len())
+            .map(|index| planned.iter().map(|o| &o.jobs[index]).collect())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let chosen = SplitEngine::choose(
+        config.backend,
+        config.adapter,
+        lockstep.then_some(tensors.as_slice()),
+    );
+    drop(tensors);
+    let mut engine = chosen?;
     if let Action::DryRun(form) = config.action {
         let mut report = report(input, &planned);
         report.heads = heads;
+        report.backend = engine.note.clone();
         return report.print(form);
     }
     let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
@@ -102,7 +118,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     for path in planned.iter().flat_map(|p| &p.removes) {
         set.remove_at_commit(path)?;
     }
-    let written = write_all(&mut planned, &mut set, &progress.bar);
+    let written = write_all(&mut planned, &mut set, &mut engine, &progress.bar);
     progress.finish();
     written?;
     input.check_unchanged()?;
@@ -266,14 +282,16 @@ fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport
 }
 
 /// Writes every file of every output into its member of `set`, in the order they were added:
-/// in lockstep when the outputs allow it (`in_lockstep`), else one output after another.
+/// in lockstep when the outputs allow it (`in_lockstep`), by `engine`, else one output after
+/// another, by the CPU engine (the only one `SplitEngine::choose` allows then).
 fn write_all(
     planned: &mut [PlannedOutput],
     set: &mut OutputSet,
+    engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
     if in_lockstep(planned) {
-        return write_lockstep(planned, set.members_mut(), bar);
+        return write_lockstep(planned, set.members_mut(), engine, bar);
     }
     let mut members = set.members_mut().iter_mut();
     for output in planned {
@@ -303,23 +321,24 @@ fn in_lockstep(planned: &[PlannedOutput]) -> bool {
     };
     let single = |o: &PlannedOutput| o.files.len() == 1 && o.index.is_none();
     let source = |t: &TensorJob| t.sources.first().map(|&s| s as *const crate::input::Tensor);
-    planned.len() > 1
-        && planned.iter().all(|o| {
-            single(o)
-                && o.jobs.len() == first.jobs.len()
-                && o.jobs
-                    .iter()
-                    .zip(&first.jobs)
-                    .all(|(a, b)| source(a) == source(b) && a.out.name == b.out.name)
-        })
+    planned.iter().all(|o| {
+        single(o)
+            && o.jobs.len() == first.jobs.len()
+            && o.jobs
+                .iter()
+                .zip(&first.jobs)
+                .all(|(a, b)| source(a) == source(b) && a.out.name == b.out.name)
+    })
 }
 
 /// Writes every output in lockstep (`in_lockstep` holds): every output's header, then each
 /// tensor's parts into all of their outputs at once (`engine::split`), then every output's
-/// end; `members` holds each output's one file, in the outputs' order.
+/// end; `members` holds each output's one file, in the outputs' order, and `engine` (chosen
+/// for these outputs) writes each tensor's parts.
 fn write_lockstep(
     planned: &mut [PlannedOutput],
     members: &mut [crate::output::Member],
+    engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
@@ -347,13 +366,7 @@ fn write_lockstep(
                 .start_tensor(member, &jobs[index].out)
                 .map_err(|e| failed(e, member))?;
         }
-        let parts: Vec<Part> = jobs
-            .iter()
-            .map(|jobs| Part {
-                plan: &jobs[index].plan,
-                sources: &jobs[index].sources,
-            })
-            .collect();
+        let parts: Vec<&TensorJob> = jobs.iter().map(|jobs| &jobs[index]).collect();
         let mut data: Vec<Box<dyn Sink + '_>> = writers
             .iter_mut()
             .zip(members.iter_mut())
@@ -367,7 +380,7 @@ fn write_lockstep(
             })
             .collect();
         let mut outs: Vec<&mut dyn Sink> = counted.iter_mut().map(|c| c as &mut dyn Sink).collect();
-        engine::split::execute(&parts, &mut outs)?;
+        engine.execute(index, &parts, &mut outs)?;
         drop(outs);
         drop(counted);
         drop(data);
