@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::util::{assert_mentions, dir_entries, refused, tjoin, write_npy};
+use crate::util::{assert_mentions, refused, tjoin, write_npy};
 
 /// A C-order .npy file of `descr` (`size` bytes an element) and `shape` at `path`, its bytes
 /// counting up so that every element differs from its neighbours.
@@ -48,7 +48,7 @@ fn split_through_directml_fails_cleanly_where_there_is_none() {
     }
     assert!(stderr.contains("--backend auto runs the split"), "{stderr}");
     assert_eq!(
-        dir_entries(dir.path()),
+        crate::util::dir_entries(dir.path()),
         ["x.npy"],
         "no output, no temporary file"
     );
