@@ -24,7 +24,7 @@ pub struct SplitEngine {
 impl SplitEngine {
     /// Chooses the engine for a split whose tensors are `tensors` (each its parts' jobs, one
     /// per output, in the order written; `None` when the outputs are not written in
-    /// lockstep, which DirectML's Split needs): opens the DirectML device when asked to and
+    /// lockstep, which DirectML's Split needs: sharded, ordered unlike, or too many): opens the DirectML device when asked to and
     /// plans every tensor on it, so that a refusal comes before any output.
     pub fn choose(
         backend: Backend,
@@ -67,8 +67,9 @@ impl SplitEngine {
         let mut declined = Vec::new();
         match tensors {
             None => declined.push(
-                "its outputs are sharded, or list the tensors in different orders: DirectML's \
-                 Split writes every part of a tensor at once, into outputs written in step"
+                "its outputs are sharded, list the tensors in different orders, or are too many \
+                 to write at once: DirectML's Split writes every part of a tensor at once, into \
+                 outputs written in step"
                     .to_string(),
             ),
             Some(tensors) => {

@@ -76,7 +76,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         planned.push(plan_output(config, input, path, format, jobs)?);
     }
     // The engine, chosen (and DirectML's plans made) before anything is written.
-    let lockstep = in_lockstep(&planned);
+    let lockstep = in_lockstep(&planned, config.output.compress);
     let tensors: Vec<Vec<&TensorJob>> = match planned.first() {
         Some(first) if lockstep => (0..first.jobs.len())
             .map(|index| planned.iter().map(|o| &o.jobs[index]).collect())
@@ -118,7 +118,8 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     for path in planned.iter().flat_map(|p| &p.removes) {
         set.remove_at_commit(path)?;
     }
-    let written = write_all(&mut planned, &mut set, &mut engine, &progress.bar);
+    let compress = config.output.compress;
+    let written = write_all(&mut planned, &mut set, compress, &mut engine, &progress.bar);
     progress.finish();
     written?;
     input.check_unchanged()?;
@@ -282,15 +283,17 @@ fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport
 }
 
 /// Writes every file of every output into its member of `set`, in the order they were added:
-/// in lockstep when the outputs allow it (`in_lockstep`), by `engine`, else one output after
+/// in lockstep when the outputs allow it (`in_lockstep`; `compress` deflates .npz members),
+/// by `engine`, else one output after
 /// another, by the CPU engine (the only one `SplitEngine::choose` allows then).
 fn write_all(
     planned: &mut [PlannedOutput],
     set: &mut OutputSet,
+    compress: bool,
     engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
-    if in_lockstep(planned) {
+    if in_lockstep(planned, compress) {
         return write_lockstep(planned, set.members_mut(), engine, bar);
     }
     let mut members = set.members_mut().iter_mut();
@@ -310,15 +313,36 @@ fn write_all(
     Ok(())
 }
 
+/// The most outputs written in lockstep; more are written one after another, sparing the
+/// memory of a writer's state and of the engine's buffer for each.
+const LOCKSTEP_OUTPUTS: usize = 256;
+/// The most outputs written in lockstep when their writers hold a buffer per tensor (JSON's
+/// text of 1 MiB, a deflated .npz member's state).
+const LOCKSTEP_BUFFERED: usize = 16;
+
 /// Whether the outputs can be written in lockstep, each tensor of the input into every
 /// output before the next tensor, so that the engine reads it once for all of them
 /// (`engine::split`): every output is one file (a sharded one keeps the path of one output
-/// after another), and they all list the same tensors of the input in the same order (their
-/// writers may order them differently, with different formats).
-fn in_lockstep(planned: &[PlannedOutput]) -> bool {
+/// after another), they are not too many (`LOCKSTEP_OUTPUTS`, `LOCKSTEP_BUFFERED`; `compress`
+/// deflates .npz members), and they all list the same tensors of the input in the same order
+/// (their writers may order them differently, with different formats).
+fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
     let Some(first) = planned.first() else {
         return false;
     };
+    // Writers that hold a buffer per tensor (JSON's text, a deflated member's state) hold
+    // one per output in lockstep: fewer outputs, so that memory stays bounded.
+    let buffered = planned
+        .iter()
+        .any(|o| o.format == Format::Json || (o.format == Format::Npz && compress));
+    let most = if buffered {
+        LOCKSTEP_BUFFERED
+    } else {
+        LOCKSTEP_OUTPUTS
+    };
+    if planned.len() > most {
+        return false;
+    }
     let single = |o: &PlannedOutput| o.files.len() == 1 && o.index.is_none();
     let source = |t: &TensorJob| t.sources.first().map(|&s| s as *const crate::input::Tensor);
     planned.iter().all(|o| {
