@@ -87,6 +87,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--heads', '--heads', [CompletionResultType]::ParameterName, 'The model''s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads')
             [CompletionResult]::new('--spec', '--spec', [CompletionResultType]::ParameterName, 'Check every tensor''s cut against DirectML''s Split (DML_SPLIT_OPERATOR_DESC) at a feature level: directml (4.1), directml:LEVEL')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can')
+            [CompletionResult]::new('--dml-adapter', '--dml-adapter', [CompletionResultType]::ParameterName, 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index')
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'When to show a progress bar on stderr')
             [CompletionResult]::new('--exact', '--exact', [CompletionResultType]::ParameterName, 'With --parts: refuse a length that N does not divide, instead of uneven parts')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Refuse to replace an existing output (checked for every output before any is written)')

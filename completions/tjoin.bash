@@ -285,7 +285,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__split)
-            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --progress --quiet --help"
+            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --backend --dml-adapter --progress --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -396,6 +396,14 @@ _tjoin_words() {
                     ;;
                 --dry-run)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "cpu directml auto" -- "${cur}"))
+                    return 0
+                    ;;
+                --dml-adapter)
+                    COMPREPLY=($(compgen -W "default warp 0 1" -- "${cur}"))
                     return 0
                     ;;
                 --progress)

@@ -83,6 +83,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --heads 'The model''s attention heads and key-value heads (Q:KV, or Q when they are equal), instead of those of the config.json beside the input: with --ranks, every rank must get whole heads'
             cand --spec 'Check every tensor''s cut against DirectML''s Split (DML_SPLIT_OPERATOR_DESC) at a feature level: directml (4.1), directml:LEVEL'
             cand --dry-run 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing'
+            cand --backend 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can'
+            cand --dml-adapter 'DirectML''s adapter: default (first hardware GPU), warp (software), or an index'
             cand --progress 'When to show a progress bar on stderr'
             cand --exact 'With --parts: refuse a length that N does not divide, instead of uneven parts'
             cand -n 'Refuse to replace an existing output (checked for every output before any is written)'

@@ -135,6 +135,13 @@ directml:2.1\t''
 directml:1.0\t''"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dry-run -d 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l backend -d 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can' -r -f -a "cpu\t'The CPU copy engine'
+directml\t'DirectML (Windows, built with the `directml` feature); fails when it cannot run'
+auto\t'DirectML when a device is available and runs every tensor, else the CPU engine'"
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dml-adapter -d 'DirectML\'s adapter: default (first hardware GPU), warp (software), or an index' -r -f -a "default\t''
+warp\t''
+0\t''
+1\t''"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
 always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"

@@ -345,6 +345,10 @@ pub struct SplitConfig {
     pub heads: Option<(u64, u64)>,
     /// `--spec directml[:LEVEL]`: refuse a split DirectML's Split could not run at that level.
     pub spec: Option<Spec>,
+    /// The engine that moves the data (`--backend`).
+    pub backend: crate::backend::Backend,
+    /// DirectML's adapter (`--dml-adapter`).
+    pub adapter: Option<crate::backend::directml::Adapter>,
     /// Write the outputs, or only report the plan.
     pub action: Action,
     /// When to show a progress bar (`Never` when asked to be quiet).

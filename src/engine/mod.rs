@@ -31,6 +31,7 @@
 //!   `outer == 1`, and at most `GROUP` at once otherwise. A join of more inputs than that
 //!   with `outer > 1` first joins groups of them into temporary files, so that neither file
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
+//! - A tensor cut into parts (`tjoin split`) is read once for all of them (`split.rs`).
 
 pub mod blocks;
 mod cursors;
@@ -40,6 +41,9 @@ mod gather;
 mod packer;
 #[cfg(test)]
 mod slice_tests;
+pub mod split;
+#[cfg(test)]
+mod split_tests;
 #[cfg(test)]
 mod tests;
 mod threads;

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::split::SplitEngine;
 use crate::backend::{Backend, Engine};
 use crate::config::{Action, Cut, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
@@ -75,9 +76,25 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     for ((path, &format), jobs) in config.outputs.iter().zip(&formats).zip(jobs) {
         planned.push(plan_output(config, input, path, format, jobs)?);
     }
+    // The engine, chosen (and DirectML's plans made) before anything is written.
+    let lockstep = in_lockstep(&planned, config.output.compress);
+    let tensors: Vec<Vec<&TensorJob>> = match planned.first() {
+        Some(first) if lockstep => (0..first.jobs.len())
+            .map(|index| planned.iter().map(|o| &o.jobs[index]).collect())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let chosen = SplitEngine::choose(
+        config.backend,
+        config.adapter,
+        lockstep.then_some(tensors.as_slice()),
+    );
+    drop(tensors);
+    let mut engine = chosen?;
     if let Action::DryRun(form) = config.action {
         let mut report = report(input, &planned);
         report.heads = heads;
+        report.backend = engine.note.clone();
         return report.print(form);
     }
     let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
@@ -102,7 +119,8 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     for path in planned.iter().flat_map(|p| &p.removes) {
         set.remove_at_commit(path)?;
     }
-    let written = write_all(&mut planned, &mut set, &progress.bar);
+    let compress = config.output.compress;
+    let written = write_all(&mut planned, &mut set, compress, &mut engine, &progress.bar);
     progress.finish();
     written?;
     input.check_unchanged()?;
@@ -265,12 +283,20 @@ fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport
     SplitReport::new(input, &files)
 }
 
-/// Writes every file of every output into its member of `set`, in the order they were added.
+/// Writes every file of every output into its member of `set`, in the order they were added:
+/// in lockstep when the outputs allow it (`in_lockstep`; `compress` deflates .npz members),
+/// by `engine`, else one output after
+/// another, by the CPU engine (the only one `SplitEngine::choose` allows then).
 fn write_all(
     planned: &mut [PlannedOutput],
     set: &mut OutputSet,
+    compress: bool,
+    engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
+    if in_lockstep(planned, compress) {
+        return write_lockstep(planned, set.members_mut(), engine, bar);
+    }
     let mut members = set.members_mut().iter_mut();
     for output in planned {
         for (_, tensors) in &output.files {
@@ -284,6 +310,113 @@ fn write_all(
                 .write_all(text.as_bytes())
                 .map_err(|e| Error::io("write the output", path, e))?;
         }
+    }
+    Ok(())
+}
+
+/// The most outputs written in lockstep; more are written one after another, sparing the
+/// memory of a writer's state and of the engine's buffer for each.
+const LOCKSTEP_OUTPUTS: usize = 256;
+/// The most outputs written in lockstep when their writers hold a buffer per tensor (JSON's
+/// text of 1 MiB, a deflated .npz member's state).
+const LOCKSTEP_BUFFERED: usize = 16;
+
+/// Whether the outputs can be written in lockstep, each tensor of the input into every
+/// output before the next tensor, so that the engine reads it once for all of them
+/// (`engine::split`): every output is one file (a sharded one keeps the path of one output
+/// after another), they are not too many (`LOCKSTEP_OUTPUTS`, `LOCKSTEP_BUFFERED`; `compress`
+/// deflates .npz members), and they all list the same tensors of the input in the same order
+/// (their writers may order them differently, with different formats).
+fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
+    let Some(first) = planned.first() else {
+        return false;
+    };
+    // Writers that hold a buffer per tensor (JSON's text, a deflated member's state) hold
+    // one per output in lockstep: fewer outputs, so that memory stays bounded.
+    let buffered = planned
+        .iter()
+        .any(|o| o.format == Format::Json || (o.format == Format::Npz && compress));
+    let most = if buffered {
+        LOCKSTEP_BUFFERED
+    } else {
+        LOCKSTEP_OUTPUTS
+    };
+    if planned.len() > most {
+        return false;
+    }
+    let single = |o: &PlannedOutput| o.files.len() == 1 && o.index.is_none();
+    let source = |t: &TensorJob| t.sources.first().map(|&s| s as *const crate::input::Tensor);
+    planned.iter().all(|o| {
+        single(o)
+            && o.jobs.len() == first.jobs.len()
+            && o.jobs
+                .iter()
+                .zip(&first.jobs)
+                .all(|(a, b)| source(a) == source(b) && a.out.name == b.out.name)
+    })
+}
+
+/// Writes every output in lockstep (`in_lockstep` holds): every output's header, then each
+/// tensor's parts into all of their outputs at once (`engine::split`), then every output's
+/// end; `members` holds each output's one file, in the outputs' order, and `engine` (chosen
+/// for these outputs) writes each tensor's parts.
+fn write_lockstep(
+    planned: &mut [PlannedOutput],
+    members: &mut [crate::output::Member],
+    engine: &mut SplitEngine,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
+    let mut jobs: Vec<&[TensorJob]> = Vec::with_capacity(planned.len());
+    let mut writers: Vec<&mut dyn Writer> = Vec::with_capacity(planned.len());
+    for output in planned.iter_mut() {
+        let PlannedOutput {
+            jobs: listed,
+            writer,
+            ..
+        } = output;
+        let listed: &Vec<TensorJob> = listed;
+        jobs.push(listed);
+        writers.push(writer.as_mut());
+    }
+    for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+        let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+        writer
+            .start(member, &described)
+            .map_err(|e| failed(e, member))?;
+    }
+    for index in 0..jobs[0].len() {
+        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+            writer
+                .start_tensor(member, &jobs[index].out)
+                .map_err(|e| failed(e, member))?;
+        }
+        let parts: Vec<&TensorJob> = jobs.iter().map(|jobs| &jobs[index]).collect();
+        let mut data: Vec<Box<dyn Sink + '_>> = writers
+            .iter_mut()
+            .zip(members.iter_mut())
+            .map(|(writer, member)| writer.data_sink(member))
+            .collect();
+        let mut counted: Vec<Counted> = data
+            .iter_mut()
+            .map(|inner| Counted {
+                inner: inner.as_mut(),
+                bar,
+            })
+            .collect();
+        let mut outs: Vec<&mut dyn Sink> = counted.iter_mut().map(|c| c as &mut dyn Sink).collect();
+        engine.execute(index, &parts, &mut outs)?;
+        drop(outs);
+        drop(counted);
+        drop(data);
+        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
+            writer
+                .end_tensor(member, &jobs[index].out)
+                .map_err(|e| failed(e, member))?;
+        }
+    }
+    for (writer, member) in writers.iter_mut().zip(members.iter_mut()) {
+        writer.finish(member).map_err(|e| failed(e, member))?;
     }
     Ok(())
 }

@@ -28,6 +28,9 @@ pub struct SplitReport {
     /// (`--heads` or a config.json), if known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heads: Option<Heads>,
+    /// Why `--backend` chose its engine; `None` for the default CPU engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 /// One file a split writes (a sharded checkpoint's shards and index are each one).
@@ -83,6 +86,7 @@ impl SplitReport {
             bytes: outputs.iter().map(|o| o.bytes).sum(),
             outputs,
             heads: None,
+            backend: None,
         }
     }
 
@@ -113,6 +117,9 @@ impl SplitReport {
             self.outputs.len(),
             self.bytes
         );
+        if let Some(note) = &self.backend {
+            text.push_str(&format!("backend: {note}\n"));
+        }
         if let Some(heads) = &self.heads {
             let dim = heads.head_dim.map_or(String::new(), |d| format!(" of {d}"));
             text.push_str(&format!(

@@ -41,6 +41,7 @@ mod sharded;
 mod sharded_commit;
 mod spec;
 mod split;
+mod split_directml;
 mod split_heads;
 mod split_spec;
 mod splitmix;

@@ -727,3 +727,36 @@ fn an_interrupted_split_leaves_nothing() {
     assert_eq!(killed_by(output.status), Some(libc::SIGINT));
     assert_eq!(dir_entries(dir), ["big.npy"]);
 }
+
+/// Outputs are written in lockstep (each tensor into every output before the next) up to a
+/// number of them, fewer for writers that buffer each tensor (JSON); past it one after
+/// another. Both ways, on the last axis, join back byte for byte.
+#[test]
+fn many_outputs_in_lockstep_or_one_after_another_join_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data: Vec<u8> = (0..3 * 40u32)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect();
+    write_npy(&d.join("x.npy"), "<f4", &[3, 40], false, &data);
+    for ext in ["npy", "json"] {
+        let template = format!("p{{part:02}}.{ext}");
+        succeeds(
+            d,
+            &[
+                "split", "-a", "-1", "--parts", "20", "x.npy", "-o", &template,
+            ],
+        );
+        let parts: Vec<String> = (0..20).map(|k| format!("p{k:02}.{ext}")).collect();
+        // JSON's nested arrays read back as float64: cast back.
+        let mut args = vec!["-a", "-1", "--cast", "float32"];
+        args.extend(parts.iter().map(String::as_str));
+        args.extend(["-o", "back.npy"]);
+        succeeds(d, &args);
+        assert_eq!(
+            fs::read(d.join("back.npy")).unwrap(),
+            fs::read(d.join("x.npy")).unwrap(),
+            "{ext}"
+        );
+    }
+}
