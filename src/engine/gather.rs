@@ -352,8 +352,8 @@ impl Tiles {
 /// is written in order, a few of its rows at a time, while the reads go down the tile's
 /// rows, whose lines stay cached for the next columns. The kernel this replaced gathered
 /// blocks of 16 x 8 elements into an array with 4-byte stores and copied it out with 16-byte
-/// loads, which the processor cannot forward from the stores: it ran at 1-1.5 GB/s, this at
-/// 3-5 (benches/README.md, issue 34).
+/// loads (which, most likely, the processor cannot forward from those stores): it ran at
+/// 1-3 GB/s for float32, this at 2-4 (benches/README.md, issue 34, "The transpose again").
 fn transpose<const N: usize>(read: &[u8], pitch: usize, rows: usize, cols: usize, out: &mut [u8]) {
     let row_bytes = rows * N;
     let (whole_rows, whole_cols) = if N <= 4 {
