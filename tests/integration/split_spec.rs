@@ -102,7 +102,7 @@ fn empty_parts_and_empty_tensors_are_refused_as_directml_has_no_size_zero() {
             "size of zero in any dimension is invalid",
             "output 3 of",
             "size 0 along axis 0",
-            "cut into at most 2 parts",
+            "sizes without the zeros ([1, 1]), or at most 2 parts",
         ],
     );
     succeeds(dir.path(), &strs(&split("", "0", "3")));

@@ -234,7 +234,9 @@ pub fn check_split(
             ),
             details: vec![format!("sizes along axis {axis}: {}", shape_text(sizes))],
             hint: Some(format!(
-                "cut into at most {} parts, so that each gets at least one",
+                "give every output at least one along axis {axis}: sizes without the zeros \
+                 ({}), or at most {} parts",
+                shape_text(&sizes.iter().copied().filter(|&s| s > 0).collect::<Vec<_>>()),
                 shape[axis]
             )),
         });
@@ -423,7 +425,10 @@ mod tests {
         );
         assert_eq!(
             refused[0].hint.as_deref(),
-            Some("cut into at most 2 parts, so that each gets at least one")
+            Some(
+                "give every output at least one along axis 0: sizes without the zeros \
+                 ([1, 1]), or at most 2 parts"
+            )
         );
         let refused = check_split(&rules, "`w`", &f32, &[0, 2], 1, &[1, 1]);
         assert!(refused[0].headline.contains("size 0 in dimension 0"));
