@@ -106,7 +106,8 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         .flat_map(|p| &p.jobs)
         .map(|t| t.plan.bytes)
         .sum();
-    let progress = progress::start(total, config.progress, &config.outputs[0]);
+    let files: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    let progress = progress::start_all(total, config.progress, &files);
     let folders = Folders::make(config)?;
     let mut set = OutputSet::new(config.output.no_clobber);
     if config.outputs.iter().any(|path| config.sharded(path)) {

@@ -104,12 +104,22 @@ fn three_digits(bytes: f64) -> String {
 /// The progress of a job that writes `total` bytes of data to `output` (`-` for standard
 /// output), hidden when it should not show.
 pub fn start(total: u64, when: When, output: &Path) -> Progress {
-    let label = if output == Path::new("-") {
+    start_all(total, when, &[output])
+}
+
+/// The progress of a job that writes `total` bytes of data to all of `outputs` together (a
+/// split's parts), named by the first: "p0.npy and 7 more".
+pub fn start_all(total: u64, when: When, outputs: &[&Path]) -> Progress {
+    let first = outputs.first().copied().unwrap_or(Path::new("-"));
+    let mut label = if first == Path::new("-") {
         "standard output".to_string()
     } else {
         // The bar draws it as it is: quoted here.
-        crate::messages::path(Path::new(output.file_name().unwrap_or(output.as_os_str())))
+        crate::messages::path(Path::new(first.file_name().unwrap_or(first.as_os_str())))
     };
+    if outputs.len() > 1 {
+        label = format!("{label} and {} more", outputs.len() - 1);
+    }
     let bar = bar(total, when, &label);
     if !bar.is_hidden() {
         let (_, width) = console::Term::stderr().size();
@@ -293,6 +303,24 @@ impl Sink for Counted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_of_several_outputs_is_named_by_the_first_and_how_many_more() {
+        let (a, b, c) = (
+            Path::new("out/p0.npy"),
+            Path::new("p1.npy"),
+            Path::new("p2.npy"),
+        );
+        assert_eq!(
+            start_all(10, When::Never, &[a, b, c]).label,
+            "p0.npy and 2 more"
+        );
+        assert_eq!(start_all(10, When::Never, &[a]).label, "p0.npy");
+        assert_eq!(
+            start(10, When::Never, Path::new("-")).label,
+            "standard output"
+        );
+    }
 
     /// The widest line a layout can draw at `width`, with its bar at the narrowest.
     fn widest(template: &str, label: &str) -> usize {
