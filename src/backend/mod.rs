@@ -44,83 +44,36 @@ impl Engine {
     /// Chooses the engine for `job` (in the order it is written): opens the DirectML device
     /// when asked to and plans every tensor on it, so that a refusal comes before any output.
     pub fn choose(backend: Backend, adapter: Option<Adapter>, job: &[TensorJob]) -> Result<Engine> {
-        let cpu = |note: Option<String>| Engine {
-            kind: Kind::Cpu,
-            note,
-        };
-        if backend == Backend::Cpu {
-            if adapter.is_some() {
-                return Err(Error::refused(
-                    "--dml-adapter applies to --backend directml or auto only",
-                    "drop --dml-adapter, or add --backend directml",
-                ));
-            }
-            return Ok(cpu(None));
-        }
-        let session = match directml::open(adapter.unwrap_or_default()) {
-            Ok(session) => session,
-            Err(why) if backend == Backend::Auto => {
-                return Ok(cpu(Some(format!("cpu, as --backend auto chose: {why}"))));
-            }
-            Err(why) => {
-                return Err(Error::Device {
-                    reason: why,
-                    hint: "--backend auto runs the join on the CPU engine when DirectML is \
-                           unavailable, as does --backend cpu"
-                        .to_string(),
-                });
-            }
-        };
-        let on = format!(
-            "DirectML on {} (feature level {})",
-            session.adapter, session.device.level
-        );
-        let mut plans = Vec::with_capacity(job.len());
-        let mut declined = Vec::new();
-        for tensor in job {
-            if tensor.placement.as_ref().is_some_and(|p| p.grid.walked()) {
-                let why = "its blocks are cut on several axes, which only the CPU engine joins";
+        let chosen = choose(backend, adapter, "join", |session, declined| {
+            let mut plans = Vec::with_capacity(job.len());
+            for tensor in job {
                 let name = crate::messages::name(&tensor.out.name);
-                declined.push(format!("tensor `{name}`: {why}"));
-                continue;
-            }
-            match dml::plan(&tensor.plan, &session.device) {
-                Ok(plan) => plans.push(plan),
-                Err(why) => {
-                    let name = crate::messages::name(&tensor.out.name);
+                if tensor.placement.as_ref().is_some_and(|p| p.grid.walked()) {
+                    let why = "its blocks are cut on several axes, which only the CPU engine joins";
                     declined.push(format!("tensor `{name}`: {why}"));
+                    continue;
+                }
+                match dml::plan(&tensor.plan, &session.device) {
+                    Ok(plan) => plans.push(plan),
+                    Err(why) => declined.push(format!("tensor `{name}`: {why}")),
                 }
             }
-        }
-        if declined.is_empty() {
-            let why = match backend {
-                Backend::Auto => {
-                    ", as --backend auto chose: the device is available and runs every tensor"
-                }
-                _ => "",
-            };
-            return Ok(Engine {
-                note: Some(format!("{on}{why}")),
-                kind: Kind::DirectMl {
-                    session: Box::new(session),
-                    plans,
-                },
-            });
-        }
-        if backend == Backend::Auto {
-            return Ok(cpu(Some(format!(
-                "cpu, as --backend auto chose: {on} cannot run {}",
-                declined.join("; ")
-            ))));
-        }
-        Err(Error::Refused(vec![Refusal {
-            headline: format!("cannot run this join through {on}"),
-            details: declined,
-            hint: Some(
-                "--backend auto runs such joins on the CPU engine, as does --backend cpu"
-                    .to_string(),
-            ),
-        }]))
+            plans
+        })?;
+        Ok(match chosen {
+            Chosen::Cpu(note) => Engine {
+                kind: Kind::Cpu,
+                note,
+            },
+            Chosen::DirectMl {
+                session,
+                plans,
+                note,
+            } => Engine {
+                kind: Kind::DirectMl { session, plans },
+                note: Some(note),
+            },
+        })
     }
 
     /// What the engine does with tensor `index` of the job, for `--dry-run`.
@@ -143,6 +96,88 @@ impl Engine {
             }
         }
     }
+}
+
+/// What choosing a backend came to, for the join's engine and the split's alike.
+pub(crate) enum Chosen<P> {
+    /// The CPU engine, with what `--dry-run` says about the choice (`None`: the default).
+    Cpu(Option<String>),
+    /// DirectML, with a plan for every tensor, in order.
+    DirectMl {
+        session: Box<directml::Session>,
+        plans: Vec<P>,
+        note: String,
+    },
+}
+
+/// Chooses the engine for a `what` (a join, a split): the CPU engine for `--backend cpu`;
+/// else opens the DirectML device and plans every tensor on it with `plan_all`, which pushes
+/// onto its second argument the tensors DirectML cannot run and why. `--backend auto` falls
+/// back to the CPU engine, saying why; `--backend directml` refuses, before any output.
+pub(crate) fn choose<P>(
+    backend: Backend,
+    adapter: Option<Adapter>,
+    what: &str,
+    plan_all: impl FnOnce(&directml::Session, &mut Vec<String>) -> Vec<P>,
+) -> Result<Chosen<P>> {
+    if backend == Backend::Cpu {
+        if adapter.is_some() {
+            return Err(Error::refused(
+                "--dml-adapter applies to --backend directml or auto only",
+                "drop --dml-adapter, or add --backend directml",
+            ));
+        }
+        return Ok(Chosen::Cpu(None));
+    }
+    let session = match directml::open(adapter.unwrap_or_default()) {
+        Ok(session) => session,
+        Err(why) if backend == Backend::Auto => {
+            return Ok(Chosen::Cpu(Some(format!(
+                "cpu, as --backend auto chose: {why}"
+            ))));
+        }
+        Err(why) => {
+            return Err(Error::Device {
+                reason: why,
+                hint: format!(
+                    "--backend auto runs the {what} on the CPU engine when DirectML is \
+                     unavailable, as does --backend cpu"
+                ),
+            });
+        }
+    };
+    let on = format!(
+        "DirectML on {} (feature level {})",
+        session.adapter, session.device.level
+    );
+    let mut declined = Vec::new();
+    let plans = plan_all(&session, &mut declined);
+    if declined.is_empty() {
+        let why = match backend {
+            Backend::Auto => {
+                ", as --backend auto chose: the device is available and runs every tensor"
+            }
+            _ => "",
+        };
+        return Ok(Chosen::DirectMl {
+            session: Box::new(session),
+            plans,
+            note: format!("{on}{why}"),
+        });
+    }
+    if backend == Backend::Auto {
+        return Ok(Chosen::Cpu(Some(format!(
+            "cpu, as --backend auto chose: {on} cannot run {}",
+            declined.join("; ")
+        ))));
+    }
+    Err(Error::Refused(vec![Refusal {
+        headline: format!("cannot run this {what} through {on}"),
+        details: declined,
+        hint: Some(format!(
+            "--backend auto runs such {what}s on the CPU engine, as does --backend cpu"
+        )),
+    }]))
 }
 
 #[cfg(test)]

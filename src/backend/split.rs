@@ -2,11 +2,11 @@
 //! (`engine::split`), or DirectML's Split operator, which takes one tensor and writes every
 //! part into its sink. Chosen for every tensor before anything is written, as the join's.
 
-use super::Backend;
 use super::directml::plan::split::SplitPlan;
 use super::directml::{self, Adapter};
+use super::{Backend, Chosen};
 use crate::engine::{self, split::Part};
-use crate::error::{Error, Refusal, Result};
+use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::plan::job::TensorJob;
 
@@ -31,86 +31,44 @@ impl SplitEngine {
         adapter: Option<Adapter>,
         tensors: Option<&[Vec<&TensorJob>]>,
     ) -> Result<SplitEngine> {
-        let cpu = |note: Option<String>| SplitEngine {
-            session: None,
-            plans: Vec::new(),
-            note,
-        };
-        if backend == Backend::Cpu {
-            if adapter.is_some() {
-                return Err(Error::refused(
-                    "--dml-adapter applies to --backend directml or auto only",
-                    "drop --dml-adapter, or add --backend directml",
-                ));
-            }
-            return Ok(cpu(None));
-        }
-        let session = match directml::open(adapter.unwrap_or_default()) {
-            Ok(session) => session,
-            Err(why) if backend == Backend::Auto => {
-                return Ok(cpu(Some(format!("cpu, as --backend auto chose: {why}"))));
-            }
-            Err(why) => {
-                return Err(Error::Device {
-                    reason: why,
-                    hint: "--backend auto runs the split on the CPU engine when DirectML is \
-                           unavailable, as does --backend cpu"
+        let chosen = super::choose(backend, adapter, "split", |session, declined| {
+            let Some(tensors) = tensors else {
+                declined.push(
+                    "its outputs are sharded, list the tensors in different orders, or are too \
+                     many to write at once: DirectML's Split writes every part of a tensor at \
+                     once, into outputs written in step"
                         .to_string(),
-                });
-            }
-        };
-        let on = format!(
-            "DirectML on {} (feature level {})",
-            session.adapter, session.device.level
-        );
-        let mut plans = Vec::new();
-        let mut declined = Vec::new();
-        match tensors {
-            None => declined.push(
-                "its outputs are sharded, list the tensors in different orders, or are too many \
-                 to write at once: DirectML's Split writes every part of a tensor at once, into \
-                 outputs written in step"
-                    .to_string(),
-            ),
-            Some(tensors) => {
-                for jobs in tensors {
-                    match plan(&session, jobs) {
-                        Ok(plan) => plans.push(plan),
-                        Err(why) => {
-                            let name = crate::messages::name(&jobs[0].out.name);
-                            declined.push(format!("tensor `{name}`: {why}"));
-                        }
+                );
+                return Vec::new();
+            };
+            let mut plans = Vec::with_capacity(tensors.len());
+            for jobs in tensors {
+                match plan(session, jobs) {
+                    Ok(plan) => plans.push(plan),
+                    Err(why) => {
+                        let name = crate::messages::name(&jobs[0].out.name);
+                        declined.push(format!("tensor `{name}`: {why}"));
                     }
                 }
             }
-        }
-        if declined.is_empty() {
-            let why = match backend {
-                Backend::Auto => {
-                    ", as --backend auto chose: the device is available and runs every tensor"
-                }
-                _ => "",
-            };
-            return Ok(SplitEngine {
-                session: Some(Box::new(session)),
+            plans
+        })?;
+        Ok(match chosen {
+            Chosen::Cpu(note) => SplitEngine {
+                session: None,
+                plans: Vec::new(),
+                note,
+            },
+            Chosen::DirectMl {
+                session,
                 plans,
-                note: Some(format!("{on}{why}")),
-            });
-        }
-        if backend == Backend::Auto {
-            return Ok(cpu(Some(format!(
-                "cpu, as --backend auto chose: {on} cannot run {}",
-                declined.join("; ")
-            ))));
-        }
-        Err(Error::Refused(vec![Refusal {
-            headline: format!("cannot run this split through {on}"),
-            details: declined,
-            hint: Some(
-                "--backend auto runs such splits on the CPU engine, as does --backend cpu"
-                    .to_string(),
-            ),
-        }]))
+                note,
+            } => SplitEngine {
+                session: Some(session),
+                plans,
+                note: Some(note),
+            },
+        })
     }
 
     /// Writes the data of tensor `index` of the split: each of its parts' `jobs` (one per
