@@ -7,41 +7,12 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::split::{Part, execute};
-use super::tests::stored_npz;
+use super::tests::{Memory, stored_npz};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::input::{Input, OpenOptions, Tensor};
 use crate::plan::{self, JoinPlan, Source};
 use crate::sys::spill::Spill;
-
-/// An output in memory that fails once it would hold more than `fail_at` bytes.
-struct Memory {
-    bytes: Vec<u8>,
-    fail_at: usize,
-}
-
-impl Memory {
-    fn new() -> Memory {
-        Memory {
-            bytes: Vec::new(),
-            fail_at: usize::MAX,
-        }
-    }
-}
-
-impl Sink for Memory {
-    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        if self.bytes.len() + bytes.len() > self.fail_at {
-            return Err(std::io::Error::other("the disk is full"));
-        }
-        self.bytes.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn name(&self) -> &Path {
-        Path::new("memory")
-    }
-}
 
 fn open(path: &Path) -> Input {
     let options = OpenOptions {

@@ -16,9 +16,19 @@ thread_local! {
 
 /// An output in memory that declines kernel copies, as a pipe does, and fails once it
 /// holds `fail_at` bytes.
-struct Memory {
-    bytes: Vec<u8>,
-    fail_at: usize,
+pub(super) struct Memory {
+    pub(super) bytes: Vec<u8>,
+    pub(super) fail_at: usize,
+}
+
+impl Memory {
+    /// An output in memory that never fails.
+    pub(super) fn new() -> Memory {
+        Memory {
+            bytes: Vec::new(),
+            fail_at: usize::MAX,
+        }
+    }
 }
 
 impl Sink for Memory {
