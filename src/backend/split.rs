@@ -5,7 +5,7 @@
 use super::directml::plan::split::SplitPlan;
 use super::directml::{self, Adapter};
 use super::{Backend, Chosen};
-use crate::engine::{self, split::Part};
+use crate::engine::{self, split::Part, split::Splitter};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::plan::job::TensorJob;
@@ -19,6 +19,8 @@ pub struct SplitEngine {
     plans: Vec<Option<SplitPlan>>,
     /// One line on the backend and why; `None` for the default CPU engine.
     pub note: Option<String>,
+    /// The CPU engine, which keeps its buffers from one tensor to the next.
+    cpu: Splitter,
 }
 
 impl SplitEngine {
@@ -58,6 +60,7 @@ impl SplitEngine {
                 session: None,
                 plans: Vec::new(),
                 note,
+                cpu: Splitter::default(),
             },
             Chosen::DirectMl {
                 session,
@@ -67,6 +70,7 @@ impl SplitEngine {
                 session: Some(session),
                 plans,
                 note: Some(note),
+                cpu: Splitter::default(),
             },
         })
     }
@@ -94,7 +98,7 @@ impl SplitEngine {
                 sources: &job.sources,
             })
             .collect();
-        engine::split::execute(&parts, outs)
+        self.cpu.execute(&parts, outs)
     }
 }
 

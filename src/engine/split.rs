@@ -3,7 +3,10 @@
 //! another each would read every page of the tensor once per part when the axis is not the
 //! first (a round holds a run of every part). Here the tensor is read once, front to back:
 //! each round's runs go to their parts' sinks in order, through a buffer per part, flushed
-//! when full; runs of at least `DIRECT_RUN` bytes are written straight from the map.
+//! when full; runs of at least `DIRECT_RUN` bytes are written straight from the map. For a
+//! large tensor, where a second core is free, a second thread copies the runs into the
+//! buffers while this one writes the filled ones (as the join's packer does): the copy and
+//! the write then overlap.
 //!
 //! What the pass does not do is left to the per-part path (`super::execute`), part after
 //! part, with the same bytes as a result: parts of one round (`outer == 1`, a split on the
@@ -11,11 +14,16 @@
 //! reading only its own bytes; byte swaps, casts and gathered (re-laid-out) sources; and
 //! parts that are not slices of one tensor in order.
 
-use super::{Cursors, DIRECT_RUN, map};
+use std::ops::Range;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+
+use super::threads::stopped;
+use super::{Cursors, DIRECT_RUN, RELEASE_BUDGET, map};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::input::Tensor;
 use crate::plan::{InputPlan, JoinPlan};
+use crate::sys::Region;
 
 /// The bytes of all the parts' buffers together, at most.
 const BUFFERS_TOTAL: usize = 16 << 20;
@@ -23,6 +31,11 @@ const BUFFERS_TOTAL: usize = 16 << 20;
 const PART_BUFFER: usize = 1 << 20;
 /// The smallest buffer of a part: below it a write costs more than its bytes' copy.
 const PART_BUFFER_MIN: usize = 64 << 10;
+/// Tensors whose runs come to at least this many bytes are copied on a second thread while
+/// this one writes; below it the thread costs more than it saves.
+const THREAD_MIN: u64 = 4 << 20;
+/// The page size the kernel copies whole pages of.
+const PAGE: u64 = 4096;
 /// The most parts the pass writes at once; more go part after part, whose buffers would
 /// otherwise pass `BUFFERS_TOTAL`.
 const MOST_PARTS: usize = BUFFERS_TOTAL / PART_BUFFER_MIN;
@@ -35,21 +48,57 @@ pub struct Part<'p, 'a> {
     pub sources: &'p [&'a Tensor],
 }
 
-/// Writes the data of every part of one split tensor, each into its sink (`outs[k]` for
-/// `parts[k]`): in one pass over the tensor when the parts are slices of it along one axis
-/// in order, as they are, else part after part. Fails with the first failure of a sink or
-/// of the input (a stored .npz member's CRC-32 check, checked before it returns).
-pub fn execute(parts: &[Part], outs: &mut [&mut dyn Sink]) -> Result<()> {
-    debug_assert_eq!(parts.len(), outs.len());
-    match one_pass(parts) {
-        Some(pass) => pass.run(parts, outs),
-        None => {
-            for (part, out) in parts.iter().zip(outs.iter_mut()) {
-                super::execute(part.plan, part.sources, *out)?;
+/// The CPU engine of a split, kept for all of its tensors: the parts' buffers of one
+/// tensor's pass are given back to it and lent to the next tensor's, so that a split of many
+/// tensors does not take fresh pages for every one (a 1 GiB checkpoint into 4 ranks faulted in
+/// 35,000 pages instead of 5,000, 20% of its time).
+#[derive(Default)]
+pub struct Splitter {
+    /// Empty buffers of one capacity, the last pass's.
+    pool: Vec<Vec<u8>>,
+}
+
+impl Splitter {
+    /// Writes the data of every part of one split tensor, each into its sink (`outs[k]` for
+    /// `parts[k]`): in one pass over the tensor when the parts are slices of it along one
+    /// axis in order, as they are, else part after part. Fails with the first failure of a
+    /// sink or of the input (a stored .npz member's CRC-32 check, checked before it returns).
+    pub fn execute(&mut self, parts: &[Part], outs: &mut [&mut dyn Sink]) -> Result<()> {
+        debug_assert_eq!(parts.len(), outs.len());
+        match one_pass(parts) {
+            Some(pass) => pass.run(parts, outs, self),
+            None => {
+                for (part, out) in parts.iter().zip(outs.iter_mut()) {
+                    super::execute(part.plan, part.sources, *out)?;
+                }
+                Ok(())
             }
-            Ok(())
         }
     }
+
+    /// An empty buffer of `size` bytes' capacity: one given back, or a new one. Buffers of
+    /// another capacity are let go.
+    fn take(&mut self, size: usize) -> Vec<u8> {
+        if self.pool.last().is_some_and(|b| b.capacity() != size) {
+            self.pool.clear();
+        }
+        self.pool.pop().unwrap_or_else(|| Vec::with_capacity(size))
+    }
+
+    /// Keeps `buffers` for the next pass.
+    fn give(&mut self, buffers: impl IntoIterator<Item = Vec<u8>>) {
+        self.pool.extend(buffers.into_iter().map(|mut b| {
+            b.clear();
+            b
+        }));
+    }
+}
+
+/// Writes the data of every part of one split tensor, each into its sink, as
+/// `Splitter::execute` does, with buffers of its own.
+#[cfg(test)]
+pub(super) fn execute(parts: &[Part], outs: &mut [&mut dyn Sink]) -> Result<()> {
+    Splitter::default().execute(parts, outs)
 }
 
 /// Whether `parts` are written in one pass (else part after part).
@@ -84,7 +133,13 @@ fn one_pass<'a>(parts: &[Part<'_, 'a>]) -> Option<Pass<'a>> {
     let tensor = *first.sources.first()?;
     let outer = first.plan.outer;
     let pitch = first.plan.inputs.first()?.pitch();
-    if outer <= 1 {
+    // A split on the first axis (one round) is the per-part path's where the kernel may copy
+    // its parts (the data start on a page) or a CRC-32 check is read apart from the writes
+    // (`Packer::whole_input`); elsewhere the pass writes each part from one map of the
+    // tensor, where the per-part path reads a part of up to `READ_INPUT` through a buffer.
+    let first_axis = outer == 1
+        && (first.plan.inputs.first()?.data_offset % PAGE == 0 || tensor.stored_crc.is_some());
+    if outer == 0 || first_axis {
         return None;
     }
     let mut end = 0;
@@ -110,54 +165,157 @@ fn one_pass<'a>(parts: &[Part<'_, 'a>]) -> Option<Pass<'a>> {
 }
 
 impl Pass<'_> {
-    /// Reads the tensor once, front to back, handing each round's runs to their parts.
-    fn run(&self, parts: &[Part], outs: &mut [&mut dyn Sink]) -> Result<()> {
+    /// Reads the tensor once, front to back, handing each round's runs to their parts: on
+    /// this thread, or, for a large tensor where a second core is free, copying the runs
+    /// into the parts' buffers on a second thread while this one writes what it fills (as
+    /// the join's packer does), so that the copy and the write overlap.
+    fn run(&self, parts: &[Part], outs: &mut [&mut dyn Sink], pool: &mut Splitter) -> Result<()> {
         let plans: Vec<&InputPlan> = self
             .active
             .iter()
             .map(|&k| &parts[k].plan.inputs[0])
             .collect();
-        let region = map(self.tensor, plans[0])?;
-        let regions = [region];
-        let mut cursors = Cursors::new(&regions, &[self.tensor]);
-        let bytes = regions[0].bytes();
+        let regions = [map(self.tensor, plans[0])?];
         let size = (BUFFERS_TOTAL / self.active.len()).clamp(PART_BUFFER_MIN, PART_BUFFER);
-        let mut buffers: Vec<Vec<u8>> = self
-            .active
+        let buffers: Vec<Vec<u8>> = plans.iter().map(|_| pool.take(size)).collect();
+        // The bytes copied into buffers (longer runs are written from the map).
+        let copied = plans
             .iter()
-            .map(|_| Vec::with_capacity(size))
-            .collect();
+            .map(|p| p.run_bytes)
+            .filter(|&run| run < DIRECT_RUN);
+        if !self.threaded(copied.sum::<u64>() * self.outer) {
+            let mut to = To::Here(outs);
+            let (done, buffers) = self.pack(&plans, &regions, buffers, &mut to);
+            pool.give(buffers);
+            return done;
+        }
+        let (pieces, received) = mpsc::sync_channel(SPARE_BUFFERS);
+        let (spares, spare) = mpsc::channel();
+        for _ in 0..SPARE_BUFFERS {
+            let _ = spares.send(pool.take(size));
+        }
+        std::thread::scope(|scope| {
+            let (plans, regions) = (&plans, &regions);
+            let packer = scope.spawn(move || {
+                let mut to = To::Sent {
+                    pieces,
+                    spare: &spare,
+                };
+                let (done, buffers) = self.pack(plans, regions, buffers, &mut to);
+                // The end of the pieces' channel closes here, which ends the writer's loop;
+                // the spares' end goes back, to take back what the writer gives back.
+                drop(to);
+                (done, buffers, spare)
+            });
+            // Returning drops the channels' ends (`received` and `spares`), which wakes a
+            // packer waiting on either.
+            let written = self.write_pieces(received, spares, &regions[0], outs);
+            let (packed, buffers, spare) = packer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // The writer is done: every buffer it wrote is back.
+            pool.give(buffers.into_iter().chain(spare.try_iter()));
+            written.and(packed)
+        })
+    }
+
+    /// Whether the runs are copied on a second thread: `bytes` to copy into buffers, at least
+    /// `THREAD_MIN`, where a second core is free to copy (tests can force it).
+    fn threaded(&self, bytes: u64) -> bool {
+        #[cfg(test)]
+        if super::tests::FORCE_THREADS.get() {
+            return true;
+        }
+        bytes >= THREAD_MIN && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    }
+
+    /// Walks the rounds, copying each run shorter than `DIRECT_RUN` into its part's buffer
+    /// (`buffers[slot]`), handed to `to` when full; a longer run is handed over as a piece of
+    /// the map. Checks the input's CRC-32 (a stored .npz member) at the end. Gives back the
+    /// buffers it holds at the end, for the next tensor.
+    fn pack(
+        &self,
+        plans: &[&InputPlan],
+        regions: &[Region; 1],
+        mut buffers: Vec<Vec<u8>>,
+        to: &mut To,
+    ) -> (Result<()>, Vec<Vec<u8>>) {
+        let done = self.pack_into(plans, regions, &mut buffers, to);
+        (done, buffers)
+    }
+
+    /// `pack`'s walk, with the parts' buffers (one per active part, empty, of the size a
+    /// part's buffer has).
+    fn pack_into(
+        &self,
+        plans: &[&InputPlan],
+        regions: &[Region; 1],
+        buffers: &mut [Vec<u8>],
+        to: &mut To,
+    ) -> Result<()> {
+        let mut cursors = Cursors::new(regions, &[self.tensor]);
         for round in 0..self.outer {
             for (slot, p) in plans.iter().enumerate() {
-                let out = &mut *outs[self.active[slot]];
+                let part = self.active[slot];
                 let at = p.run_at(round);
                 // The plan's runs lie inside the tensor's data, whose length the header
                 // declared and the map holds.
-                let run = &bytes[at as usize..(at + p.run_bytes) as usize];
+                let run = at as usize..(at + p.run_bytes) as usize;
                 cursors.skip_to(0, at);
                 let buffer = &mut buffers[slot];
                 if p.run_bytes >= DIRECT_RUN {
-                    flush(buffer, out)?;
-                    self.write_mapped(out, run)?;
+                    to.flush(part, buffer)?;
+                    // In pieces, each released once written, so that a long run does not
+                    // keep its pages in this process's memory.
+                    for start in run.clone().step_by(RELEASE_BUDGET as usize) {
+                        let end = (start + RELEASE_BUDGET as usize).min(run.end);
+                        to.mapped(self, part, &regions[0], start..end)?;
+                        cursors.advance(0, (end - start) as u64);
+                    }
                 } else {
                     if buffer.len() + run.len() > buffer.capacity() {
-                        flush(buffer, out)?;
+                        to.flush(part, buffer)?;
                     }
-                    buffer.extend_from_slice(run);
+                    buffer.extend_from_slice(&regions[0].bytes()[run]);
+                    cursors.advance(0, p.run_bytes);
                 }
-                cursors.advance(0, p.run_bytes);
             }
         }
         for (slot, buffer) in buffers.iter_mut().enumerate() {
-            flush(buffer, &mut *outs[self.active[slot]])?;
+            to.flush(self.active[slot], buffer)?;
         }
         cursors.verify()
     }
 
+    /// The writing side when a second thread copies: writes each piece to its part's sink as
+    /// it comes, giving the buffers back, until the copying is done or a write fails.
+    fn write_pieces(
+        &self,
+        pieces: Receiver<Piece>,
+        spares: Sender<Vec<u8>>,
+        region: &Region,
+        outs: &mut [&mut dyn Sink],
+    ) -> Result<()> {
+        for piece in pieces {
+            match piece {
+                Piece::Packed { part, mut buffer } => {
+                    flush(&mut buffer, &mut *outs[part])?;
+                    let _ = spares.send(buffer);
+                }
+                Piece::Mapped { part, run } => self.write_mapped(&mut *outs[part], region, run)?,
+            }
+        }
+        Ok(())
+    }
+
     /// Writes bytes of the tensor's map to `out`; a failure is the input's when it is now
     /// shorter than its header said (a write from a map's lost pages fails), else `out`'s.
-    fn write_mapped(&self, out: &mut dyn Sink, run: &[u8]) -> Result<()> {
-        super::direct::write_in_pieces(out, run).map_err(|error| {
+    fn write_mapped(&self, out: &mut dyn Sink, region: &Region, run: Range<usize>) -> Result<()> {
+        let written = super::direct::write_in_pieces(out, &region.bytes()[run.clone()]);
+        // The pages are not read again (the cursors' releases may have passed them already
+        // when a second thread copies the rest).
+        region.release(run.start, run.end);
+        written.map_err(|error| {
             let info = &self.tensor.info;
             match self.tensor.file.open(&self.tensor.name) {
                 Ok(file) => super::direct::shrunk_or(
@@ -169,6 +327,63 @@ impl Pass<'_> {
                 Err(_) => error,
             }
         })
+    }
+}
+
+/// Buffers in flight between the copying thread and the writing one, beside each part's own.
+const SPARE_BUFFERS: usize = 4;
+
+/// What the copying thread hands the writing one.
+enum Piece {
+    /// A part's filled buffer, which comes back (emptied) to be filled again.
+    Packed { part: usize, buffer: Vec<u8> },
+    /// A range of the tensor's map, written as it is.
+    Mapped { part: usize, run: Range<usize> },
+}
+
+/// Where the pass's pieces go.
+enum To<'o, 's> {
+    /// Written on this thread, to the parts' sinks.
+    Here(&'o mut [&'s mut dyn Sink]),
+    /// Handed to the writing thread, which gives each buffer back once written.
+    Sent {
+        pieces: SyncSender<Piece>,
+        spare: &'o Receiver<Vec<u8>>,
+    },
+}
+
+impl To<'_, '_> {
+    /// Hands over what `buffer` holds for `part`, leaving it empty (the same buffer, or a
+    /// spare the writing thread gave back).
+    fn flush(&mut self, part: usize, buffer: &mut Vec<u8>) -> Result<()> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match self {
+            To::Here(outs) => flush(buffer, &mut *outs[part]),
+            To::Sent { pieces, spare } => {
+                let full = std::mem::replace(buffer, spare.recv().map_err(|_| stopped())?);
+                pieces
+                    .send(Piece::Packed { part, buffer: full })
+                    .map_err(|_| stopped())
+            }
+        }
+    }
+
+    /// Hands over `run` of the tensor's map (`region`) for `part`, written as it is.
+    fn mapped(
+        &mut self,
+        pass: &Pass,
+        part: usize,
+        region: &Region,
+        run: Range<usize>,
+    ) -> Result<()> {
+        match self {
+            To::Here(outs) => pass.write_mapped(&mut *outs[part], region, run),
+            To::Sent { pieces, .. } => pieces
+                .send(Piece::Mapped { part, run })
+                .map_err(|_| stopped()),
+        }
     }
 }
 

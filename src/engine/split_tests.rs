@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::split::{Part, execute};
-use super::tests::{Memory, stored_npz};
+use super::tests::{FORCE_THREADS, Memory, stored_npz};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::input::{Input, OpenOptions, Tensor};
@@ -95,16 +95,28 @@ fn split_both(tensor: &Tensor, plans: &[JoinPlan]) -> Result<(Bytes, Bytes)> {
             sources: &sources,
         })
         .collect();
-    let mut memories: Vec<Memory> = plans.iter().map(|_| Memory::new()).collect();
-    let mut outs: Vec<&mut dyn Sink> = memories.iter_mut().map(|m| m as &mut dyn Sink).collect();
-    execute(&parts, &mut outs)?;
+    // On this thread, then with the copies on a second one: the same bytes.
+    let mut both = Vec::new();
+    for threads in [false, true] {
+        let mut memories: Vec<Memory> = plans.iter().map(|_| Memory::new()).collect();
+        let mut outs: Vec<&mut dyn Sink> =
+            memories.iter_mut().map(|m| m as &mut dyn Sink).collect();
+        FORCE_THREADS.set(threads);
+        let done = execute(&parts, &mut outs);
+        FORCE_THREADS.set(false);
+        done?;
+        both.push(memories.into_iter().map(|m| m.bytes).collect::<Bytes>());
+    }
+    let threaded = both.pop().unwrap();
+    let one = both.pop().unwrap();
+    assert!(one == threaded, "the pass gave other bytes on two threads");
     let mut apart = Vec::new();
     for plan in plans {
         let mut out = Memory::new();
         super::execute(plan, &sources, &mut out)?;
         apart.push(out.bytes);
     }
-    Ok((memories.into_iter().map(|m| m.bytes).collect(), apart))
+    Ok((one, apart))
 }
 
 /// Whether the pass (not the per-part path) writes `plans`.
@@ -215,7 +227,7 @@ fn random_splits_match_the_per_part_path_and_join_back_to_the_input() {
 }
 
 #[test]
-fn a_split_on_the_last_axis_takes_one_pass_and_one_on_the_first_does_not() {
+fn which_splits_take_one_pass() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.npy");
     npy(&path, "<f4", 4, &[6, 16], false, &mut Random(7));
@@ -223,8 +235,9 @@ fn a_split_on_the_last_axis_takes_one_pass_and_one_on_the_first_does_not() {
     let tensor = &input.tensors[0];
     let last = plans(tensor, 1, &[0..4, 4..4, 4..10, 10..16]);
     assert!(in_one_pass(tensor, &last));
+    // On the first axis, from one map of the tensor, whose data start 128 bytes into a page.
     let first = plans(tensor, 0, &[0..2, 2..6]);
-    assert!(!in_one_pass(tensor, &first));
+    assert!(in_one_pass(tensor, &first));
     // Out of order or overlapping slices go part after part.
     let crossed = plans(tensor, 1, &[4..8, 0..4]);
     assert!(!in_one_pass(tensor, &crossed));
@@ -232,6 +245,26 @@ fn a_split_on_the_last_axis_takes_one_pass_and_one_on_the_first_does_not() {
     assert!(!in_one_pass(tensor, &overlapping));
     let (one, apart) = split_both(tensor, &overlapping).unwrap();
     assert_eq!(one, apart);
+
+    // Data that start on a page go part after part on the first axis (the kernel may copy
+    // them), in one pass on the last.
+    let bytes = std::fs::read(&path).unwrap();
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let (header, data) = bytes[10..].split_at(header_len);
+    let mut header = header.trim_ascii_end().to_vec();
+    header.resize(4096 - 10 - 1, b' ');
+    header.push(b'\n');
+    let mut aligned = b"\x93NUMPY\x01\x00".to_vec();
+    aligned.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    aligned.extend_from_slice(&header);
+    aligned.extend_from_slice(data);
+    let path = dir.path().join("aligned.npy");
+    std::fs::write(&path, aligned).unwrap();
+    let input = open(&path);
+    let tensor = &input.tensors[0];
+    assert_eq!(tensor.info.data_offset, 4096);
+    assert!(!in_one_pass(tensor, &plans(tensor, 0, &[0..2, 2..6])));
+    assert!(in_one_pass(tensor, &plans(tensor, 1, &[0..4, 4..16])));
 }
 
 #[test]
@@ -254,13 +287,19 @@ fn a_failing_sink_fails_the_split() {
                 sources: &sources,
             })
             .collect();
-        let mut good = Memory::new();
-        let mut failing = Memory::new();
-        failing.fail_at = 1000;
-        let mut outs: Vec<&mut dyn Sink> = vec![&mut good, &mut failing];
-        let error = execute(&parts, &mut outs).unwrap_err().to_string();
-        assert!(error.contains("memory"), "{error}");
-        assert!(error.contains("the disk is full"), "{error}");
+        // On this thread and with the copies on a second one.
+        for threads in [false, true] {
+            let mut good = Memory::new();
+            let mut failing = Memory::new();
+            failing.fail_at = 1000;
+            let mut outs: Vec<&mut dyn Sink> = vec![&mut good, &mut failing];
+            FORCE_THREADS.set(threads);
+            let done = execute(&parts, &mut outs);
+            FORCE_THREADS.set(false);
+            let error = done.unwrap_err().to_string();
+            assert!(error.contains("memory"), "{error}");
+            assert!(error.contains("the disk is full"), "{error}");
+        }
     }
 }
 
@@ -276,6 +315,8 @@ fn a_damaged_member_is_refused_and_a_sound_one_split() {
         let tensor = &input.tensors[0];
         assert!(tensor.stored_crc.is_some());
         // The last part leaves the end of every row out: the check still reads it.
+        // On the first axis the per-part path reads the check apart from the writes.
+        assert!(!in_one_pass(tensor, &plans(tensor, 0, &[0..32, 32..64])));
         let plans = plans(tensor, 1, &[0..16, 16..30, 30..40]);
         assert!(in_one_pass(tensor, &plans));
         let sources = [tensor];
@@ -289,7 +330,10 @@ fn a_damaged_member_is_refused_and_a_sound_one_split() {
         let mut memories = [Memory::new(), Memory::new(), Memory::new()];
         let mut outs: Vec<&mut dyn Sink> =
             memories.iter_mut().map(|m| m as &mut dyn Sink).collect();
+        // The copies on a second thread when damaged: the check runs there.
+        FORCE_THREADS.set(damaged);
         let done = execute(&parts, &mut outs);
+        FORCE_THREADS.set(false);
         if damaged {
             let error = done.unwrap_err().to_string();
             assert!(error.contains("x.npy fails its CRC-32 check"), "{error}");
@@ -305,4 +349,72 @@ fn a_damaged_member_is_refused_and_a_sound_one_split() {
             assert_eq!(memories[2].bytes, cols(30..40));
         }
     }
+}
+
+#[test]
+fn long_and_short_runs_of_one_round_reach_their_parts_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    // Runs of 400,000 bytes (past `DIRECT_RUN`: written from the map) beside runs of 4 and
+    // 396 bytes (copied into buffers), three rounds, each way of writing in every round.
+    npy(&path, "<f4", 4, &[3, 200_100], false, &mut Random(5));
+    let input = open(&path);
+    let tensor = &input.tensors[0];
+    let plans = plans(tensor, 1, &[0..100_000, 100_000..100_001, 100_001..200_100]);
+    assert!(in_one_pass(tensor, &plans));
+    let (one, apart) = split_both(tensor, &plans).unwrap();
+    assert!(one == apart, "the pass differs from the per-part path");
+    let data = std::fs::read(&path).unwrap();
+    let data = &data[tensor.info.data_offset as usize..];
+    let lens = [100_000, 1, 100_099];
+    assert!(joined(&one, &lens, &[3, 200_100], 1, 4) == data);
+}
+
+/// A sink that waits before its first write, then fails it: the copying thread fills every
+/// buffer meanwhile and waits for one back.
+struct LateFailure;
+
+impl Sink for LateFailure {
+    fn write_all(&mut self, _: &[u8]) -> std::io::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Err(std::io::Error::other("the disk is full"))
+    }
+
+    fn name(&self) -> &Path {
+        Path::new("late")
+    }
+}
+
+#[test]
+fn a_write_that_fails_while_the_copying_thread_waits_for_a_buffer_ends_the_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    // 12 MiB in runs of 64 bytes: 6 MiB a part, six 1 MiB buffers each.
+    npy(&path, "<f4", 4, &[98_304, 32], false, &mut Random(13));
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let input = open(&path);
+        let tensor = &input.tensors[0];
+        let plans = plans(tensor, 1, &[0..16, 16..32]);
+        let sources = [tensor];
+        let parts: Vec<Part> = plans
+            .iter()
+            .map(|plan| Part {
+                plan,
+                sources: &sources,
+            })
+            .collect();
+        let (mut failing, mut good) = (LateFailure, Memory::new());
+        let mut outs: Vec<&mut dyn Sink> = vec![&mut failing, &mut good];
+        FORCE_THREADS.set(true);
+        let _ = done.send(execute(&parts, &mut outs).map_err(|e| e.to_string()));
+    });
+    let result = waited
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the split ended, not waiting on a buffer the writer never gives back");
+    let error = result.unwrap_err();
+    assert!(
+        error.contains("late") && error.contains("the disk is full"),
+        "{error}"
+    );
 }
