@@ -4,17 +4,19 @@
 //! first (a round holds a run of every part). Here the tensor is read once, front to back:
 //! each round's runs go to their parts' sinks in order, through a buffer per part, flushed
 //! when full; runs of at least `DIRECT_RUN` bytes are written straight from the map. For a
-//! large tensor, where a second core is free, a second thread copies the runs into the
-//! buffers while this one writes the filled ones (as the join's packer does): the copy and
-//! the write then overlap.
+//! large tensor, where a second core is free, two threads share the work (`Mode`): each
+//! copies and writes half of the parts, or, where the halves would be uneven, one copies
+//! while the other writes. The buffers are kept from one tensor to the next (`Splitter`).
 //!
 //! What the pass does not do is left to the per-part path (`super::execute`), part after
-//! part, with the same bytes as a result: parts of one round (`outer == 1`, a split on the
-//! first axis), which that path copies inside the kernel or from the map already, each
-//! reading only its own bytes; byte swaps, casts and gathered (re-laid-out) sources; and
-//! parts that are not slices of one tensor in order.
+//! part, with the same bytes as a result: parts of one round (a split on the first axis)
+//! whose data start on a page, where the kernel may copy them, or whose CRC-32 is checked
+//! (that path reads it apart from the writes); byte swaps, casts and gathered (re-laid-out)
+//! sources; and parts that are not slices of one tensor in order. Other first-axis parts go
+//! through the pass, which writes each from one map of the tensor.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
 use super::threads::stopped;
@@ -107,6 +109,22 @@ pub(super) fn takes_one_pass(parts: &[Part]) -> bool {
     one_pass(parts).is_some()
 }
 
+/// The mode the pass that writes `parts` takes, if one does: "one", "halves" or "packer".
+#[cfg(test)]
+pub(super) fn pass_mode(parts: &[Part]) -> Option<&'static str> {
+    let pass = one_pass(parts)?;
+    let plans: Vec<&InputPlan> = pass
+        .active
+        .iter()
+        .map(|&k| &parts[k].plan.inputs[0])
+        .collect();
+    Some(match pass.mode(&plans) {
+        Mode::One => "one",
+        Mode::Halves(_) => "halves",
+        Mode::Packer => "packer",
+    })
+}
+
 /// A pass over one tensor: the tensor, its rounds, and which parts have bytes.
 struct Pass<'a> {
     tensor: &'a Tensor,
@@ -166,9 +184,8 @@ fn one_pass<'a>(parts: &[Part<'_, 'a>]) -> Option<Pass<'a>> {
 
 impl Pass<'_> {
     /// Reads the tensor once, front to back, handing each round's runs to their parts: on
-    /// this thread, or, for a large tensor where a second core is free, copying the runs
-    /// into the parts' buffers on a second thread while this one writes what it fills (as
-    /// the join's packer does), so that the copy and the write overlap.
+    /// this thread; or, for a large tensor where a second core is free, on two threads
+    /// (`Mode`), so that the copies and the writes of the parts' runs take both cores.
     fn run(&self, parts: &[Part], outs: &mut [&mut dyn Sink], pool: &mut Splitter) -> Result<()> {
         let plans: Vec<&InputPlan> = self
             .active
@@ -177,92 +194,169 @@ impl Pass<'_> {
             .collect();
         let regions = [map(self.tensor, plans[0])?];
         let size = (BUFFERS_TOTAL / self.active.len()).clamp(PART_BUFFER_MIN, PART_BUFFER);
-        let buffers: Vec<Vec<u8>> = plans.iter().map(|_| pool.take(size)).collect();
+        let mut buffers: Vec<Vec<u8>> = plans.iter().map(|_| pool.take(size)).collect();
+        let all = 0..plans.len();
+        let done = match self.mode(&plans) {
+            Mode::One => {
+                let mut to = To::Here { outs, first: 0 };
+                self.pack(&plans, all, &regions, &mut buffers, &mut to, None)
+            }
+            Mode::Halves(second) => self.halves(&plans, second, &regions, &mut buffers, outs),
+            Mode::Packer => {
+                let (done, spares) = self.packer(&plans, &regions, &mut buffers, outs, size, pool);
+                pool.give(spares);
+                done
+            }
+        };
+        pool.give(buffers);
+        done
+    }
+
+    /// How the pass runs: on this thread below `THREAD_MIN` bytes to copy into buffers or
+    /// without a second core (tests can force two threads).
+    fn mode(&self, plans: &[&InputPlan]) -> Mode {
         // The bytes copied into buffers (longer runs are written from the map).
         let copied = plans
             .iter()
             .map(|p| p.run_bytes)
             .filter(|&run| run < DIRECT_RUN);
-        if !self.threaded(copied.sum::<u64>() * self.outer) {
-            let mut to = To::Here(outs);
-            let (done, buffers) = self.pack(&plans, &regions, buffers, &mut to);
-            pool.give(buffers);
-            return done;
+        let copied = copied.sum::<u64>() * self.outer;
+        #[cfg(test)]
+        let forced = super::tests::FORCE_THREADS.get();
+        #[cfg(not(test))]
+        let forced = false;
+        let cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        if !forced && (copied < THREAD_MIN || !cores) {
+            return Mode::One;
         }
+        // The parts cut in two halves in order, where the halves' bytes come closest; a CRC-32
+        // check needs all of the tensor's bytes in order, on one thread.
+        let bytes: Vec<u64> = plans.iter().map(|p| p.run_bytes).collect();
+        let total: u64 = bytes.iter().sum();
+        let (mut first, mut best) = (0, (0, u64::MAX));
+        for (slot, b) in bytes.iter().enumerate().take(bytes.len() - 1) {
+            first += b;
+            let larger = first.max(total - first);
+            if larger < best.1 {
+                best = (slot + 1, larger);
+            }
+        }
+        if self.tensor.stored_crc.is_none() && best.1 * 3 <= total * 2 {
+            Mode::Halves(best.0)
+        } else {
+            Mode::Packer
+        }
+    }
+
+    /// Each half of the parts (slots `..second` and `second..`) on a thread of its own, each
+    /// copying and writing its parts' runs as `Mode::One` does; a failure on either stops
+    /// both, and the first is returned.
+    fn halves(
+        &self,
+        plans: &[&InputPlan],
+        second: usize,
+        regions: &[Region; 1],
+        buffers: &mut [Vec<u8>],
+        outs: &mut [&mut dyn Sink],
+    ) -> Result<()> {
+        let stop = AtomicBool::new(false);
+        let (left, right) = outs.split_at_mut(self.active[second]);
+        let (buffers_left, buffers_right) = buffers.split_at_mut(second);
+        let half = |slots: Range<usize>, outs, first, buffers: &mut [Vec<u8>]| {
+            let mut to = To::Here { outs, first };
+            let done = self.pack(plans, slots, regions, buffers, &mut to, Some(&stop));
+            // The first failure stops the other half; whether it was first is kept.
+            let first = done.is_err() && !stop.swap(true, Ordering::Relaxed);
+            (done, first)
+        };
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                half(
+                    second..plans.len(),
+                    right,
+                    self.active[second],
+                    buffers_right,
+                )
+            });
+            let (mine, mine_first) = half(0..second, left, 0, buffers_left);
+            let (theirs, _) = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if mine_first {
+                mine.and(theirs)
+            } else {
+                theirs.and(mine)
+            }
+        })
+    }
+
+    /// A second thread copies the runs into the parts' buffers while this one writes what it
+    /// fills, as the join's packer does. Returns the spare buffers, for the next tensor.
+    fn packer(
+        &self,
+        plans: &[&InputPlan],
+        regions: &[Region; 1],
+        buffers: &mut [Vec<u8>],
+        outs: &mut [&mut dyn Sink],
+        size: usize,
+        pool: &mut Splitter,
+    ) -> (Result<()>, Vec<Vec<u8>>) {
         let (pieces, received) = mpsc::sync_channel(SPARE_BUFFERS);
         let (spares, spare) = mpsc::channel();
         for _ in 0..SPARE_BUFFERS {
             let _ = spares.send(pool.take(size));
         }
         std::thread::scope(|scope| {
-            let (plans, regions) = (&plans, &regions);
             let packer = scope.spawn(move || {
                 let mut to = To::Sent {
                     pieces,
                     spare: &spare,
                 };
-                let (done, buffers) = self.pack(plans, regions, buffers, &mut to);
+                let done = self.pack(plans, 0..plans.len(), regions, buffers, &mut to, None);
                 // The end of the pieces' channel closes here, which ends the writer's loop;
                 // the spares' end goes back, to take back what the writer gives back.
                 drop(to);
-                (done, buffers, spare)
+                (done, spare)
             });
             // Returning drops the channels' ends (`received` and `spares`), which wakes a
             // packer waiting on either.
             let written = self.write_pieces(received, spares, &regions[0], outs);
-            let (packed, buffers, spare) = packer
+            let (packed, spare) = packer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             // The writer is done: every buffer it wrote is back.
-            pool.give(buffers.into_iter().chain(spare.try_iter()));
-            written.and(packed)
+            (written.and(packed), spare.try_iter().collect())
         })
     }
 
-    /// Whether the runs are copied on a second thread: `bytes` to copy into buffers, at least
-    /// `THREAD_MIN`, where a second core is free to copy (tests can force it).
-    fn threaded(&self, bytes: u64) -> bool {
-        #[cfg(test)]
-        if super::tests::FORCE_THREADS.get() {
-            return true;
-        }
-        bytes >= THREAD_MIN && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
-    }
-
-    /// Walks the rounds, copying each run shorter than `DIRECT_RUN` into its part's buffer
-    /// (`buffers[slot]`), handed to `to` when full; a longer run is handed over as a piece of
-    /// the map. Checks the input's CRC-32 (a stored .npz member) at the end. Gives back the
-    /// buffers it holds at the end, for the next tensor.
+    /// Walks the rounds for the parts of `slots`, copying each run shorter than `DIRECT_RUN`
+    /// into its part's buffer (`buffers[slot - slots.start]`), handed to `to` when full; a
+    /// longer run is handed over as a piece of the map. Checks the input's CRC-32 (a stored
+    /// .npz member) at the end. Stops early, failing, once `stop` is set (the other half
+    /// failed).
     fn pack(
         &self,
         plans: &[&InputPlan],
-        regions: &[Region; 1],
-        mut buffers: Vec<Vec<u8>>,
-        to: &mut To,
-    ) -> (Result<()>, Vec<Vec<u8>>) {
-        let done = self.pack_into(plans, regions, &mut buffers, to);
-        (done, buffers)
-    }
-
-    /// `pack`'s walk, with the parts' buffers (one per active part, empty, of the size a
-    /// part's buffer has).
-    fn pack_into(
-        &self,
-        plans: &[&InputPlan],
+        slots: Range<usize>,
         regions: &[Region; 1],
         buffers: &mut [Vec<u8>],
         to: &mut To,
+        stop: Option<&AtomicBool>,
     ) -> Result<()> {
         let mut cursors = Cursors::new(regions, &[self.tensor]);
         for round in 0..self.outer {
-            for (slot, p) in plans.iter().enumerate() {
+            if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+                return Err(stopped());
+            }
+            for slot in slots.clone() {
+                let p = plans[slot];
                 let part = self.active[slot];
                 let at = p.run_at(round);
                 // The plan's runs lie inside the tensor's data, whose length the header
                 // declared and the map holds.
                 let run = at as usize..(at + p.run_bytes) as usize;
                 cursors.skip_to(0, at);
-                let buffer = &mut buffers[slot];
+                let buffer = &mut buffers[slot - slots.start];
                 if p.run_bytes >= DIRECT_RUN {
                     to.flush(part, buffer)?;
                     // In pieces, each released once written, so that a long run does not
@@ -281,7 +375,7 @@ impl Pass<'_> {
                 }
             }
         }
-        for (slot, buffer) in buffers.iter_mut().enumerate() {
+        for (slot, buffer) in slots.clone().zip(buffers.iter_mut()) {
             to.flush(self.active[slot], buffer)?;
         }
         cursors.verify()
@@ -341,10 +435,25 @@ enum Piece {
     Mapped { part: usize, run: Range<usize> },
 }
 
+/// How a pass runs.
+enum Mode {
+    /// On this thread.
+    One,
+    /// The parts in two halves, the second starting at this slot, each on a thread of its
+    /// own that copies and writes its parts' runs: both cores copy and write.
+    Halves(usize),
+    /// A second thread copies every run while this one writes: where the halves would be
+    /// uneven, or the tensor's CRC-32 must be checked in order.
+    Packer,
+}
+
 /// Where the pass's pieces go.
 enum To<'o, 's> {
-    /// Written on this thread, to the parts' sinks.
-    Here(&'o mut [&'s mut dyn Sink]),
+    /// Written on this thread, to the parts' sinks from part `first` on.
+    Here {
+        outs: &'o mut [&'s mut dyn Sink],
+        first: usize,
+    },
     /// Handed to the writing thread, which gives each buffer back once written.
     Sent {
         pieces: SyncSender<Piece>,
@@ -360,7 +469,7 @@ impl To<'_, '_> {
             return Ok(());
         }
         match self {
-            To::Here(outs) => flush(buffer, &mut *outs[part]),
+            To::Here { outs, first } => flush(buffer, &mut *outs[part - *first]),
             To::Sent { pieces, spare } => {
                 let full = std::mem::replace(buffer, spare.recv().map_err(|_| stopped())?);
                 pieces
@@ -379,7 +488,7 @@ impl To<'_, '_> {
         run: Range<usize>,
     ) -> Result<()> {
         match self {
-            To::Here(outs) => pass.write_mapped(&mut *outs[part], region, run),
+            To::Here { outs, first } => pass.write_mapped(&mut *outs[part - *first], region, run),
             To::Sent { pieces, .. } => pieces
                 .send(Piece::Mapped { part, run })
                 .map_err(|_| stopped()),

@@ -81,6 +81,11 @@ fn plans(tensor: &Tensor, axis: usize, ranges: &[Range<u64>]) -> Vec<JoinPlan> {
         .collect()
 }
 
+/// The parts of a split of the tensor in `sources` by `plans`.
+fn parts_of<'p, 'a>(plans: &'p [JoinPlan], sources: &'p [&'a Tensor]) -> Vec<Part<'p, 'a>> {
+    plans.iter().map(|plan| Part { plan, sources }).collect()
+}
+
 /// Each part's bytes.
 type Bytes = Vec<Vec<u8>>;
 
@@ -88,13 +93,7 @@ type Bytes = Vec<Vec<u8>>;
 /// declines), and part after part by the per-part path; returns both.
 fn split_both(tensor: &Tensor, plans: &[JoinPlan]) -> Result<(Bytes, Bytes)> {
     let sources = [tensor];
-    let parts: Vec<Part> = plans
-        .iter()
-        .map(|plan| Part {
-            plan,
-            sources: &sources,
-        })
-        .collect();
+    let parts = parts_of(plans, &sources);
     // On this thread, then with the copies on a second one: the same bytes.
     let mut both = Vec::new();
     for threads in [false, true] {
@@ -119,16 +118,20 @@ fn split_both(tensor: &Tensor, plans: &[JoinPlan]) -> Result<(Bytes, Bytes)> {
     Ok((one, apart))
 }
 
+/// The mode of the pass that writes `plans` on two threads, if a pass does.
+fn threaded_mode(tensor: &Tensor, plans: &[JoinPlan]) -> Option<&'static str> {
+    let sources = [tensor];
+    let parts = parts_of(plans, &sources);
+    FORCE_THREADS.set(true);
+    let mode = super::split::pass_mode(&parts);
+    FORCE_THREADS.set(false);
+    mode
+}
+
 /// Whether the pass (not the per-part path) writes `plans`.
 fn in_one_pass(tensor: &Tensor, plans: &[JoinPlan]) -> bool {
     let sources = [tensor];
-    let parts: Vec<Part> = plans
-        .iter()
-        .map(|plan| Part {
-            plan,
-            sources: &sources,
-        })
-        .collect();
+    let parts = parts_of(plans, &sources);
     super::split::takes_one_pass(&parts)
 }
 
@@ -161,7 +164,7 @@ fn random_splits_match_the_per_part_path_and_join_back_to_the_input() {
         (">f4", 4),
         ("<c8", 8),
     ];
-    let mut passes = 0;
+    let (mut passes, mut halves, mut packers) = (0, 0, 0);
     for case in 0..300 {
         let rank = 1 + r.below(4) as usize;
         // Mostly short dimensions, sometimes long ones (runs past `DIRECT_RUN`), sometimes 0.
@@ -192,6 +195,11 @@ fn random_splits_match_the_per_part_path_and_join_back_to_the_input() {
         let ranges: Vec<Range<u64>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
         let plans = plans(tensor, axis, &ranges);
         passes += usize::from(in_one_pass(tensor, &plans));
+        match threaded_mode(tensor, &plans) {
+            Some("halves") => halves += 1,
+            Some("packer") => packers += 1,
+            _ => {}
+        }
         let what =
             format!("case {case}: {descr} {shape:?} fortran {fortran}, {ranges:?} on {axis}");
         let (one, apart) = split_both(tensor, &plans).unwrap();
@@ -224,6 +232,11 @@ fn random_splits_match_the_per_part_path_and_join_back_to_the_input() {
     }
     // The random cases reach the pass, not only the per-part path.
     assert!(passes > 50, "only {passes} cases took the one pass");
+    // And both ways of running it on two threads.
+    assert!(
+        halves > 20 && packers > 20,
+        "halves {halves}, packers {packers}"
+    );
 }
 
 #[test]
@@ -280,13 +293,7 @@ fn a_failing_sink_fails_the_split() {
         let plans = plans(tensor, 1, &[0..half, half..shape[1]]);
         assert!(in_one_pass(tensor, &plans));
         let sources = [tensor];
-        let parts: Vec<Part> = plans
-            .iter()
-            .map(|plan| Part {
-                plan,
-                sources: &sources,
-            })
-            .collect();
+        let parts = parts_of(&plans, &sources);
         // On this thread and with the copies on a second one.
         for threads in [false, true] {
             let mut good = Memory::new();
@@ -320,13 +327,7 @@ fn a_damaged_member_is_refused_and_a_sound_one_split() {
         let plans = plans(tensor, 1, &[0..16, 16..30, 30..40]);
         assert!(in_one_pass(tensor, &plans));
         let sources = [tensor];
-        let parts: Vec<Part> = plans
-            .iter()
-            .map(|plan| Part {
-                plan,
-                sources: &sources,
-            })
-            .collect();
+        let parts = parts_of(&plans, &sources);
         let mut memories = [Memory::new(), Memory::new(), Memory::new()];
         let mut outs: Vec<&mut dyn Sink> =
             memories.iter_mut().map(|m| m as &mut dyn Sink).collect();
@@ -385,36 +386,52 @@ impl Sink for LateFailure {
     }
 }
 
+/// A sink in memory that takes 100 ms for each write: still writing when the other fails.
+struct Slow(Memory);
+
+impl Sink for Slow {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        self.0.write_all(bytes)
+    }
+
+    fn name(&self) -> &Path {
+        Path::new("slow")
+    }
+}
+
 #[test]
-fn a_write_that_fails_while_the_copying_thread_waits_for_a_buffer_ends_the_split() {
+fn a_write_that_fails_late_on_either_thread_ends_the_split_with_its_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.npy");
-    // 12 MiB in runs of 64 bytes: 6 MiB a part, six 1 MiB buffers each.
+    // 12 MiB in rows of 32 float32: parts of many 1 MiB buffers each.
     npy(&path, "<f4", 4, &[98_304, 32], false, &mut Random(13));
-    let (done, waited) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let input = open(&path);
-        let tensor = &input.tensors[0];
-        let plans = plans(tensor, 1, &[0..16, 16..32]);
-        let sources = [tensor];
-        let parts: Vec<Part> = plans
-            .iter()
-            .map(|plan| Part {
-                plan,
-                sources: &sources,
-            })
-            .collect();
-        let (mut failing, mut good) = (LateFailure, Memory::new());
-        let mut outs: Vec<&mut dyn Sink> = vec![&mut failing, &mut good];
-        FORCE_THREADS.set(true);
-        let _ = done.send(execute(&parts, &mut outs).map_err(|e| e.to_string()));
-    });
-    let result = waited
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the split ended, not waiting on a buffer the writer never gives back");
-    let error = result.unwrap_err();
-    assert!(
-        error.contains("late") && error.contains("the disk is full"),
-        "{error}"
-    );
+    // Uneven parts take a copying thread, which fills every buffer while the failing write
+    // waits, then waits for one back; even ones take two halves, and the other half stops.
+    // The failing output first or second (the other half's thread, or this one's).
+    for (cut, mode, at) in [(4, "packer", 0), (16, "halves", 0), (16, "halves", 1)] {
+        let path = path.clone();
+        let (done, waited) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let input = open(&path);
+            let tensor = &input.tensors[0];
+            let plans = plans(tensor, 1, &[0..cut, cut..32]);
+            assert_eq!(threaded_mode(tensor, &plans), Some(mode));
+            let sources = [tensor];
+            let parts = parts_of(&plans, &sources);
+            let (mut failing, mut good) = (LateFailure, Slow(Memory::new()));
+            let mut outs: Vec<&mut dyn Sink> = vec![&mut failing, &mut good];
+            outs.rotate_left(at);
+            FORCE_THREADS.set(true);
+            let _ = done.send(execute(&parts, &mut outs).map_err(|e| e.to_string()));
+        });
+        let result = waited
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{mode}: the split waits for a buffer never given back"));
+        let error = result.unwrap_err();
+        assert!(
+            error.contains("late") && error.contains("the disk is full"),
+            "{mode}: {error}"
+        );
+    }
 }
