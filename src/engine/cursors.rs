@@ -78,13 +78,16 @@ impl<'r> Cursors<'r> {
 
     /// Moves input `index`'s cursor forward to byte `at` of its data, where a slice's next
     /// run starts. The bytes passed over go through its CRC-32 check, if it has one; else
-    /// they are not read at all.
+    /// they are not read at all, but count towards the next release: pages that hold both
+    /// bytes read and bytes passed over are resident all the same (a split's half of the
+    /// parts reads half of every page).
     #[inline]
     pub(super) fn skip_to(&mut self, index: usize, at: u64) {
         if self.checks[index].is_some() {
             self.pass_over(index, at);
-        } else {
-            self.read[index] = self.read[index].max(at);
+        } else if at > self.read[index] {
+            self.pending += at - self.read[index];
+            self.read[index] = at;
         }
     }
 

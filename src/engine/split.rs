@@ -33,8 +33,8 @@ const BUFFERS_TOTAL: usize = 16 << 20;
 const PART_BUFFER: usize = 1 << 20;
 /// The smallest buffer of a part: below it a write costs more than its bytes' copy.
 const PART_BUFFER_MIN: usize = 64 << 10;
-/// Tensors whose runs come to at least this many bytes are copied on a second thread while
-/// this one writes; below it the thread costs more than it saves.
+/// Tensors of at least this many bytes to split take two threads; below it a thread costs
+/// more than it saves.
 const THREAD_MIN: u64 = 4 << 20;
 /// The page size the kernel copies whole pages of.
 const PAGE: u64 = 4096;
@@ -212,30 +212,27 @@ impl Pass<'_> {
         done
     }
 
-    /// How the pass runs: on this thread below `THREAD_MIN` bytes to copy into buffers or
-    /// without a second core (tests can force two threads).
+    /// How the pass runs: on this thread below `THREAD_MIN` bytes or without a second core;
+    /// else in two halves where they come out even enough (neither has more than 2/3 of the
+    /// bytes) and no CRC-32 must be read in order; else with a copying thread where at least
+    /// `THREAD_MIN` bytes are copied into buffers. Tests can force two threads.
     fn mode(&self, plans: &[&InputPlan]) -> Mode {
+        let runs: Vec<u64> = plans.iter().map(|p| p.run_bytes).collect();
+        let total: u64 = runs.iter().sum();
         // The bytes copied into buffers (longer runs are written from the map).
-        let copied = plans
-            .iter()
-            .map(|p| p.run_bytes)
-            .filter(|&run| run < DIRECT_RUN);
-        let copied = copied.sum::<u64>() * self.outer;
+        let copied: u64 = runs.iter().filter(|&&run| run < DIRECT_RUN).sum();
         #[cfg(test)]
         let forced = super::tests::FORCE_THREADS.get();
         #[cfg(not(test))]
         let forced = false;
         let cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        if !forced && (copied < THREAD_MIN || !cores) {
+        if !forced && (total * self.outer < THREAD_MIN || !cores) {
             return Mode::One;
         }
-        // The parts cut in two halves in order, where the halves' bytes come closest; a CRC-32
-        // check needs all of the tensor's bytes in order, on one thread.
-        let bytes: Vec<u64> = plans.iter().map(|p| p.run_bytes).collect();
-        let total: u64 = bytes.iter().sum();
+        // The parts cut in two halves in order, where the halves' bytes come closest.
         let (mut first, mut best) = (0, (0, u64::MAX));
-        for (slot, b) in bytes.iter().enumerate().take(bytes.len() - 1) {
-            first += b;
+        for (slot, run) in runs.iter().enumerate().take(runs.len() - 1) {
+            first += run;
             let larger = first.max(total - first);
             if larger < best.1 {
                 best = (slot + 1, larger);
@@ -243,14 +240,17 @@ impl Pass<'_> {
         }
         if self.tensor.stored_crc.is_none() && best.1 * 3 <= total * 2 {
             Mode::Halves(best.0)
-        } else {
+        } else if forced || copied * self.outer >= THREAD_MIN {
             Mode::Packer
+        } else {
+            Mode::One
         }
     }
 
     /// Each half of the parts (slots `..second` and `second..`) on a thread of its own, each
-    /// copying and writing its parts' runs as `Mode::One` does; a failure on either stops
-    /// both, and the first is returned.
+    /// copying and writing its parts' runs as `Mode::One` does (first-axis parts, written
+    /// from the map, are written by both cores so too); a failure on either stops both, and
+    /// the first is returned.
     fn halves(
         &self,
         plans: &[&InputPlan],
