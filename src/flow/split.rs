@@ -95,6 +95,11 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         let mut report = report(input, &planned);
         report.heads = heads;
         report.backend = engine.note.clone();
+        report.rules = config
+            .spec
+            .as_ref()
+            .and_then(crate::plan::spec::split::SplitRules::of)
+            .map(|rules| rules.title());
         return report.print(form);
     }
     let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();

@@ -31,6 +31,10 @@ pub struct SplitReport {
     /// Why `--backend` chose its engine; `None` for the default CPU engine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// The rules every cut tensor passed (`--spec directml[:LEVEL]`: "DirectML Split at
+    /// feature level 4.1"); `None` without `--spec`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<String>,
 }
 
 /// One file a split writes (a sharded checkpoint's shards and index are each one).
@@ -87,6 +91,7 @@ impl SplitReport {
             outputs,
             heads: None,
             backend: None,
+            rules: None,
         }
     }
 
@@ -117,6 +122,9 @@ impl SplitReport {
             self.outputs.len(),
             self.bytes
         );
+        if let Some(rules) = &self.rules {
+            text.push_str(&format!("rules: {rules}, every cut tensor passes\n"));
+        }
         if let Some(note) = &self.backend {
             text.push_str(&format!("backend: {note}\n"));
         }

@@ -190,3 +190,32 @@ fn a_rank_split_is_checked_tensor_by_tensor() {
         );
     }
 }
+
+#[test]
+fn the_dry_run_names_the_rules_every_cut_tensor_passed() {
+    let dir = input("<f4", 4, &[6, 4]);
+    let mut args = split("directml:5.0", "0", "3");
+    args.push("--dry-run".to_string());
+    let stdout = String::from_utf8(succeeds(dir.path(), &strs(&args))).unwrap();
+    assert_mentions(
+        &stdout,
+        &["rules: DirectML Split at feature level 5.0 (the rules of"],
+    );
+    args.pop();
+    args.push("--dry-run=json".to_string());
+    let json: serde_json::Value =
+        serde_json::from_slice(&succeeds(dir.path(), &strs(&args))).unwrap();
+    assert!(
+        json["rules"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("DirectML Split at feature level 5.0")),
+        "{json}"
+    );
+    // Without --spec, no rules are claimed.
+    let plain = split("", "0", "3");
+    let mut plain: Vec<&str> = strs(&plain);
+    plain.push("--dry-run=json");
+    let json: serde_json::Value = serde_json::from_slice(&succeeds(dir.path(), &plain)).unwrap();
+    assert!(json.get("rules").is_none(), "{json}");
+    assert_eq!(dir_entries(dir.path()), ["in.npy"]);
+}
