@@ -347,38 +347,24 @@ impl Tiles {
 /// Puts `rows` rows of `cols` elements of `N` bytes (each row `pitch` bytes after the one
 /// before) into `out` column by column: `out` gets `cols` rows of `rows` elements.
 ///
-/// Elements of 1, 2 and 4 bytes go through squares of `8 / N` rows by `8 / N` elements,
-/// each row one `u64` (`square`); larger ones are copied one by one. Either way the output
-/// is written in order, a few of its rows at a time, while the reads go down the tile's
-/// rows, whose lines stay cached for the next columns. The kernel this replaced gathered
-/// blocks of 16 x 8 elements into an array with 4-byte stores and copied it out with 16-byte
-/// loads (which, most likely, the processor cannot forward from those stores): it ran at
-/// 1-3 GB/s for float32, this at 2-4 (benches/README.md, issue 34, "The transpose again").
+/// Elements of up to 8 bytes go through squares of rows of one word each (`squares`): a
+/// `u64` for elements of 1 and 2 bytes, a `u128` for 4 and 8, which `transpose_speed` timed
+/// fastest (per 256 MiB: bytes 0.089-0.092 s in `u64` squares against 0.172 in `u128` ones;
+/// float32 0.040 s in `u128` squares against 0.049 in `u64` ones; float64 0.035 against 0.037
+/// copied one by one); larger ones are copied one by one. Either way the output is written in order, a few of its rows at a
+/// time, while the reads go down the tile's rows, whose lines stay cached for the next
+/// columns. The kernel before these gathered blocks of 16 x 8 elements into an array with
+/// 4-byte stores and copied it out with 16-byte loads (which, most likely, the processor
+/// cannot forward from those stores): 1-3 GB/s for float32 (benches/README.md, issue 34,
+/// "The transpose again").
 fn transpose<const N: usize>(read: &[u8], pitch: usize, rows: usize, cols: usize, out: &mut [u8]) {
-    let row_bytes = rows * N;
-    let (whole_rows, whole_cols) = if N <= 4 {
-        let k = 8 / N;
-        let (whole_rows, whole_cols) = (rows / k * k, cols / k * k);
-        for t0 in (0..whole_cols).step_by(k) {
-            for q0 in (0..whole_rows).step_by(k) {
-                // One bounds check per square rather than per row: 24% fewer instructions.
-                let from = &read[q0 * pitch + t0 * N..][..(k - 1) * pitch + 8];
-                let mut square = [0u64; 8];
-                for (r, row) in square[..k].iter_mut().enumerate() {
-                    *row = u64::from_le_bytes(from[r * pitch..][..8].try_into().expect("8 bytes"));
-                }
-                transpose_square::<N>(&mut square);
-                let to = &mut out[t0 * row_bytes + q0 * N..][..(k - 1) * row_bytes + 8];
-                for (r, row) in square[..k].iter().enumerate() {
-                    to[r * row_bytes..][..8].copy_from_slice(&row.to_le_bytes());
-                }
-            }
-        }
-        (whole_rows, whole_cols)
-    } else {
-        (0, 0)
+    let (whole_rows, whole_cols) = match N {
+        1 | 2 => squares::<N, u64>(read, pitch, rows, cols, out),
+        4 | 8 => squares::<N, u128>(read, pitch, rows, cols, out),
+        _ => (0, 0),
     };
     // What the squares leave (all of it for wide elements), element by element.
+    let row_bytes = rows * N;
     for t in 0..cols {
         let first = if t < whole_cols { whole_rows } else { 0 };
         let to = &mut out[t * row_bytes..][..row_bytes];
@@ -389,15 +375,92 @@ fn transpose<const N: usize>(read: &[u8], pitch: usize, rows: usize, cols: usize
     }
 }
 
-/// Transposes a square of `8 / N` rows of `8 / N` elements of `N` bytes, each row one
-/// `u64` whose element `e` is its bytes `e * N..(e + 1) * N` in little-endian order: in
-/// `log2(8 / N)` rounds, each swapping the upper half of the elements of row `r` with the
-/// lower half of row `r + j` (Hacker's Delight's transpose of a bit matrix, by elements).
-fn transpose_square<const N: usize>(square: &mut [u64; 8]) {
-    let k = 8 / N;
+/// `transpose`'s squares of `W::BYTES / N` rows by as many elements, each row one word `W`:
+/// all of the tile's whole squares; returns the rows and columns they covered.
+fn squares<const N: usize, W: Word>(
+    read: &[u8],
+    pitch: usize,
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> (usize, usize) {
+    let row_bytes = rows * N;
+    let k = W::BYTES / N;
+    let (whole_rows, whole_cols) = (rows / k * k, cols / k * k);
+    let mut square = [W::ZERO; 16];
+    for t0 in (0..whole_cols).step_by(k) {
+        for q0 in (0..whole_rows).step_by(k) {
+            // One bounds check per square rather than per row: 24% fewer instructions.
+            let from = &read[q0 * pitch + t0 * N..][..(k - 1) * pitch + W::BYTES];
+            for (r, row) in square[..k].iter_mut().enumerate() {
+                *row = W::from_le(&from[r * pitch..][..W::BYTES]);
+            }
+            transpose_square::<N, W>(&mut square[..k]);
+            let to = &mut out[t0 * row_bytes + q0 * N..][..(k - 1) * row_bytes + W::BYTES];
+            for (r, row) in square[..k].iter().enumerate() {
+                row.to_le(&mut to[r * row_bytes..][..W::BYTES]);
+            }
+        }
+    }
+    (whole_rows, whole_cols)
+}
+
+/// A machine word the squares' rows are held in.
+trait Word:
+    Copy
+    + std::ops::BitXor<Output = Self>
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::BitXorAssign
+    + std::ops::Shl<usize, Output = Self>
+    + std::ops::Shr<usize, Output = Self>
+{
+    const BYTES: usize;
+    const ZERO: Self;
+    const ONES: Self;
+    /// The word of `bytes` (exactly `BYTES` of them), little-endian.
+    fn from_le(bytes: &[u8]) -> Self;
+    /// Its bytes, little-endian, into `bytes` (exactly `BYTES` of them).
+    fn to_le(self, bytes: &mut [u8]);
+}
+
+impl Word for u64 {
+    const BYTES: usize = 8;
+    const ZERO: u64 = 0;
+    const ONES: u64 = u64::MAX;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> u64 {
+        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+    }
+    #[inline]
+    fn to_le(self, bytes: &mut [u8]) {
+        bytes.copy_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Word for u128 {
+    const BYTES: usize = 16;
+    const ZERO: u128 = 0;
+    const ONES: u128 = u128::MAX;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> u128 {
+        u128::from_le_bytes(bytes.try_into().expect("16 bytes"))
+    }
+    #[inline]
+    fn to_le(self, bytes: &mut [u8]) {
+        bytes.copy_from_slice(&self.to_le_bytes());
+    }
+}
+
+/// Transposes a square of `W::BYTES / N` rows of as many elements of `N` bytes, each row one
+/// word whose element `e` is its bytes `e * N..(e + 1) * N` in little-endian order: in
+/// `log2(W::BYTES / N)` rounds, each swapping the upper half of the elements of row `r` with
+/// the lower half of row `r + j` (Hacker's Delight's transpose of a bit matrix, by elements).
+#[inline]
+fn transpose_square<const N: usize, W: Word>(square: &mut [W]) {
+    let k = W::BYTES / N;
     let mut j = k / 2;
     while j > 0 {
-        let low = low_elements::<N>(j);
+        let low = low_elements::<N, W>(j);
         let shift = 8 * N * j;
         for r in 0..k {
             if r & j == 0 {
@@ -410,15 +473,15 @@ fn transpose_square<const N: usize>(square: &mut [u64; 8]) {
     }
 }
 
-/// The mask of the elements of `N` bytes in a `u64` whose index has bit `j` clear.
-const fn low_elements<const N: usize>(j: usize) -> u64 {
-    let mut mask = 0;
-    let mut e = 0;
-    while e < 8 / N {
+/// The mask of the elements of `N` bytes in a word `W` whose index has bit `j` clear.
+#[inline]
+fn low_elements<const N: usize, W: Word>(j: usize) -> W {
+    let element = W::ONES >> (8 * (W::BYTES - N));
+    let mut mask = W::ZERO;
+    for e in 0..W::BYTES / N {
         if e & j == 0 {
-            mask |= (u64::MAX >> (64 - 8 * N)) << (8 * N * e);
+            mask ^= element << (8 * N * e);
         }
-        e += 1;
     }
     mask
 }
@@ -652,21 +715,21 @@ mod tests {
         }
         let original = square;
         let mut bytes = square;
-        transpose_square::<1>(&mut bytes);
+        transpose_square::<1, u64>(&mut bytes);
         for (e, row) in bytes.iter().enumerate() {
             let want: [u8; 8] = std::array::from_fn(|r| (r * 8 + e) as u8);
             assert_eq!(row.to_le_bytes(), want);
         }
-        transpose_square::<1>(&mut bytes);
+        transpose_square::<1, u64>(&mut bytes);
         assert_eq!(bytes, original);
         let mut pairs = square;
-        transpose_square::<2>(&mut pairs);
+        transpose_square::<2, u64>(&mut pairs[..4]);
         // Row 1 of the 4 x 4 square of u16: the second u16 of each of rows 0..4.
         let want: Vec<u8> = (0..4)
             .flat_map(|r| [(r * 8 + 2) as u8, (r * 8 + 3) as u8])
             .collect();
         assert_eq!(pairs[1].to_le_bytes().to_vec(), want);
-        transpose_square::<4>(&mut square);
+        transpose_square::<4, u64>(&mut square[..2]);
         assert_eq!(square[0].to_le_bytes(), [0, 1, 2, 3, 8, 9, 10, 11]);
         assert_eq!(square[1].to_le_bytes(), [4, 5, 6, 7, 12, 13, 14, 15]);
     }
