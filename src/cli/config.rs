@@ -148,8 +148,8 @@ impl JoinConfig {
             },
             action,
             engine: EngineConfig {
-                backend: cli.backend,
-                adapter: cli.dml_adapter,
+                backend: cli.engine.backend,
+                adapter: cli.engine.dml_adapter,
             },
             progress: if cli.quiet { When::Never } else { cli.progress },
             quiet: cli.quiet,

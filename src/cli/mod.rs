@@ -247,6 +247,24 @@ pub enum Subcommand {
     Split(split::SplitArgs),
 }
 
+/// The engine's flags, the same for the join and the split.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu, help_heading = ENGINE)]
+    pub backend: Backend,
+
+    /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
+    #[arg(
+        long,
+        value_name = "ADAPTER",
+        value_parser = Offering::new(Adapter::parse, || vec!["default", "warp", "0", "1"]),
+        hide_possible_values = true,
+        help_heading = ENGINE,
+    )]
+    pub dml_adapter: Option<Adapter>,
+}
+
 /// The flags and inputs of a join (and of `--append` and `--recover`), as clap parses them.
 /// The headings --help groups them under follow their order here.
 #[derive(Debug, clap::Args)]
@@ -474,19 +492,9 @@ pub struct JoinArgs {
     #[arg(long, value_name = "INDEX", value_hint = ValueHint::FilePath, help_heading = CHECKPOINTS)]
     pub names_from: Option<PathBuf>,
 
-    /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu, help_heading = ENGINE)]
-    pub backend: Backend,
-
-    /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
-    #[arg(
-        long,
-        value_name = "ADAPTER",
-        value_parser = Offering::new(Adapter::parse, || vec!["default", "warp", "0", "1"]),
-        hide_possible_values = true,
-        help_heading = ENGINE,
-    )]
-    pub dml_adapter: Option<Adapter>,
+    /// The engine that moves the data: `--backend`, `--dml-adapter`.
+    #[command(flatten)]
+    pub engine: EngineArgs,
 
     /// When to show a progress bar on stderr.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto, help_heading = ENGINE)]
@@ -695,7 +703,7 @@ mod tests {
     fn backends_default_to_the_cpu_and_adapters_parse() {
         let cli = Cli::try_parse_from(["tjoin", "-a", "0", "a.npy", "-o", "b.npy"]).unwrap();
         assert_eq!(
-            (cli.join.backend, cli.join.dml_adapter),
+            (cli.join.engine.backend, cli.join.engine.dml_adapter),
             (Backend::Cpu, None)
         );
         let cli = Cli::try_parse_from([
@@ -710,7 +718,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            (cli.join.backend, cli.join.dml_adapter),
+            (cli.join.engine.backend, cli.join.engine.dml_adapter),
             (Backend::Auto, Some(Adapter::Warp))
         );
         assert!(Cli::try_parse_from(["tjoin", "--dml-adapter", "x", "a.npy", "-o", "b"]).is_err());

@@ -8,8 +8,6 @@ use std::sync::Arc;
 use clap::ValueHint;
 
 use super::{Offering, parse_key_value};
-use crate::backend::Backend;
-use crate::backend::directml::Adapter;
 use crate::config::{
     Action, Cut, DEFAULT_MAX_SHARD_SIZE, OutputConfig, PlanForm, SplitConfig, When,
 };
@@ -122,18 +120,9 @@ pub struct SplitArgs {
     #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
     pub dry_run: Option<PlanForm>,
 
-    /// Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can.
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Backend::Cpu)]
-    pub backend: Backend,
-
-    /// DirectML's adapter: default (first hardware GPU), warp (software), or an index.
-    #[arg(
-        long,
-        value_name = "ADAPTER",
-        value_parser = Offering::new(Adapter::parse, || vec!["default", "warp", "0", "1"]),
-        hide_possible_values = true,
-    )]
-    pub dml_adapter: Option<Adapter>,
+    /// The engine that moves the data: `--backend`, `--dml-adapter`.
+    #[command(flatten)]
+    pub engine: super::EngineArgs,
 
     /// When to show a progress bar on stderr.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto)]
@@ -235,8 +224,8 @@ impl SplitConfig {
             max_shard_size: args.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
             heads: args.heads,
             spec: args.spec,
-            backend: args.backend,
-            adapter: args.dml_adapter,
+            backend: args.engine.backend,
+            adapter: args.engine.dml_adapter,
             action: args.dry_run.map_or(Action::Write, Action::DryRun),
             progress: if args.quiet {
                 When::Never
