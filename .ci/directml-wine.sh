@@ -450,16 +450,29 @@ show_failures() {
     grep -E '^test .* \.\.\. FAILED$' "$1" | head -10 | sed 's/^/      /'
     awk '/^---- /{on=1} /^failures:$/{on=0} on' "$1" | head -60 | sed 's/^/      /'
 }
+filter_of() {
+    case $(basename "$1") in
+        integration-*) echo "directml:: files_in_use:: --skip generated_bindings_are_current" ;;
+    esac
+}
+# The binaries run side by side (by now the Linux stages are ending, and one Wine process
+# keeps about one core busy), each with its log and its exit status in a file.
+# (Only these are waited for: Xvfb and Wine's desktop process run in the background too.)
+runs=()
+for t in "${TESTS[@]}"; do
+    log=$WORK/$(basename "$t" .exe).log
+    read -ra filter <<<"$(filter_of "$t")"
+    rm -f "$log.status"
+    (cd "$BIN/deps" && timeout 900 wine "$t" "${filter[@]}" </dev/null >"$log" 2>&1
+        echo $? >"$log.status") &
+    runs+=($!)
+done
+wait "${runs[@]}"
 TESTS_RETRIED=0
 for t in "${TESTS[@]}"; do
     log=$WORK/$(basename "$t" .exe).log
-    filter=()
-    case $(basename "$t") in
-        integration-*)
-            filter=(directml:: files_in_use:: --skip generated_bindings_are_current) ;;
-    esac
-    (cd "$BIN/deps" && timeout 900 wine "$t" "${filter[@]}" </dev/null >"$log" 2>&1)
-    status=$?
+    read -ra filter <<<"$(filter_of "$t")"
+    status=$(cat "$log.status" 2>/dev/null || echo lost)
     summary=$(grep '^test result' "$log" | tail -1)
     # Wine on a busy machine has failed a test here once in many runs (2026-11-27, its
     # message not kept): one or two failed tests are tried once more on their own, the
