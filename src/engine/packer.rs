@@ -455,6 +455,7 @@ impl<'a> Packer<'a> {
         let runs: Vec<usize> = plan.inputs.iter().map(|p| p.run_bytes as usize).collect();
         let round_bytes: usize = runs.iter().sum();
         let chunk = (self.capacity / round_bytes) as u64;
+        let pair = runs.len() == 2 && runs.iter().all(|&run| (1..=PAIR_MAX_RUN).contains(&run));
         self.flush()?;
         // Every byte of a chunk is overwritten by the runs, so each buffer is zeroed once, the
         // first time it is used, and never again: zeroing it per chunk was half of this
@@ -466,6 +467,24 @@ impl<'a> Packer<'a> {
                 packed.resize(chunk as usize * round_bytes, 0);
             }
             let rounds = chunk.min(plan.outer - first) as usize;
+            if pair {
+                let side = |index: usize| {
+                    let p = &plan.inputs[index];
+                    let start = p.run_at(first) as usize;
+                    let span = (rounds - 1) * p.pitch() as usize + runs[index];
+                    let bytes = &regions[index].bytes()[start..];
+                    (bytes, span, p.pitch() as usize, runs[index])
+                };
+                let (a, b) = (side(0), side(1));
+                pack_pair(&mut packed[..rounds * round_bytes], rounds, a, b);
+                for (index, (_, span, ..)) in [a, b].into_iter().enumerate() {
+                    cursors.skip_to(index, plan.inputs[index].run_at(first));
+                    cursors.advance(index, span as u64);
+                }
+                self.out.emit(&mut packed, rounds * round_bytes)?;
+                first += rounds as u64;
+                continue;
+            }
             let mut offset = 0;
             let each = runs.iter().zip(regions).zip(&plan.inputs);
             for (index, ((&run, region), p)) in each.enumerate() {
@@ -579,6 +598,76 @@ pub(super) fn strided_copy(dst: &mut [u8], stride: usize, src: &[u8], pitch: usi
         };
     }
     specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 18 20 24 28 32 36 40 48 56 64 80 96 128);
+}
+
+/// The longest run [`pack_pair`] takes: three 16-byte words.
+const PAIR_MAX_RUN: usize = 48;
+
+/// One input's side of [`pack_pair`]: its bytes from its first run on (as far as they go,
+/// past the runs copied too), how many of them the runs span, the bytes between the starts
+/// of its runs, and a run's length.
+pub(super) type Side<'s> = (&'s [u8], usize, usize, usize);
+
+/// Packs `rounds` rounds of the runs of two inputs, `a`'s then `b`'s, into `dst` (one round
+/// every `a.3 + b.3` bytes), each run copied in whole 16-byte words. The bytes a word
+/// carries past its run land where the next run (the other input's, or the next round's) is
+/// written right after, so a 12-byte run and a 20-byte run take three loads and stores
+/// instead of four, in one loop instead of two passes over the buffer. The last rounds,
+/// where a word would read past an input's bytes or write past `dst`, are copied exactly.
+pub(super) fn pack_pair(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
+    match (a.3.div_ceil(16), b.3.div_ceil(16)) {
+        (1, 1) => pair::<16, 16>(dst, rounds, a, b),
+        (1, 2) => pair::<16, 32>(dst, rounds, a, b),
+        (1, 3) => pair::<16, 48>(dst, rounds, a, b),
+        (2, 1) => pair::<32, 16>(dst, rounds, a, b),
+        (2, 2) => pair::<32, 32>(dst, rounds, a, b),
+        (2, 3) => pair::<32, 48>(dst, rounds, a, b),
+        (3, 1) => pair::<48, 16>(dst, rounds, a, b),
+        (3, 2) => pair::<48, 32>(dst, rounds, a, b),
+        _ => pair::<48, 48>(dst, rounds, a, b),
+    }
+}
+
+fn pair<const WA: usize, const WB: usize>(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
+    let ((a_bytes, a_span, a_pitch, a_run), (b_bytes, b_span, b_pitch, b_run)) = (a, b);
+    assert!(a_run <= WA && b_run <= WB);
+    let stride = a_run + b_run;
+    // The rounds from the first whose words all fall inside the inputs' bytes and `dst`.
+    let fit = |len: usize, width: usize, step: usize| {
+        len.checked_sub(width).map_or(0, |rest| rest / step + 1)
+    };
+    let wide = rounds
+        .min(fit(a_bytes.len(), WA, a_pitch))
+        .min(fit(b_bytes.len(), WB, b_pitch))
+        .min(fit(dst.len(), a_run + WB, stride));
+    let rows = (
+        sys::Rows {
+            bytes: a_bytes,
+            pitch: a_pitch,
+        },
+        sys::Rows {
+            bytes: b_bytes,
+            pitch: b_pitch,
+        },
+    );
+    sys::copy_row_pairs::<WA, WB>(dst, stride, a_run, rows, wide);
+    if wide < rounds {
+        let rest = &mut dst[wide * stride..];
+        strided_copy(
+            rest,
+            stride,
+            &a_bytes[wide * a_pitch..a_span],
+            a_pitch,
+            a_run,
+        );
+        strided_copy(
+            &mut rest[a_run..],
+            stride,
+            &b_bytes[wide * b_pitch..b_span],
+            b_pitch,
+            b_run,
+        );
+    }
 }
 
 pub(super) fn strided_copy_n<const N: usize>(

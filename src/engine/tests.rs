@@ -1,7 +1,7 @@
 //! Unit tests of the copy engine: every copy path, the threads and the packer's helpers.
 
 use super::gather::offset_of;
-use super::packer::strided_copy;
+use super::packer::{pack_pair, strided_copy};
 use super::*;
 use crate::format::Layout;
 use crate::input::{Input, OpenOptions};
@@ -443,6 +443,44 @@ fn strided_copies_interleave_runs_for_every_size() {
                     .iter()
                     .all(|&b| b == 0xAA)
             );
+        }
+    }
+}
+
+#[test]
+fn pairs_of_runs_pack_exactly_whatever_their_widened_words_carry() {
+    // Every pair of run lengths `pack_pair` takes, runs back to back and a slice's (pitch
+    // past the run), inputs that end at their last run (so the last rounds are copied
+    // exactly) and inputs with bytes after it: the rounds equal two exact strided copies,
+    // and no byte past them is touched.
+    for a_run in [1, 4, 12, 16, 17, 20, 33, 48] {
+        for b_run in [1, 3, 12, 20, 31, 32, 47, 48] {
+            for (a_gap, b_gap) in [(0, 0), (5, 0), (0, 16), (40, 3)] {
+                for tail in [0, 64] {
+                    for rounds in [1, 2, 3, 9] {
+                        let (a_pitch, b_pitch) = (a_run + a_gap, b_run + b_gap);
+                        let a_span = (rounds - 1) * a_pitch + a_run;
+                        let b_span = (rounds - 1) * b_pitch + b_run;
+                        let a: Vec<u8> = (0..a_span + tail).map(|i| (i * 7 + 1) as u8).collect();
+                        let b: Vec<u8> = (0..b_span + tail).map(|i| (i * 13 + 5) as u8).collect();
+                        let stride = a_run + b_run;
+                        let mut want = vec![0xAA; rounds * stride + 8];
+                        strided_copy(&mut want, stride, &a[..a_span], a_pitch, a_run);
+                        strided_copy(&mut want[a_run..], stride, &b[..b_span], b_pitch, b_run);
+                        let mut got = vec![0xAA; rounds * stride + 8];
+                        let sides = (
+                            (&a[..], a_span, a_pitch, a_run),
+                            (&b[..], b_span, b_pitch, b_run),
+                        );
+                        pack_pair(&mut got[..rounds * stride], rounds, sides.0, sides.1);
+                        let case = format!(
+                            "runs {a_run}+{b_run} gaps {a_gap}+{b_gap} tail {tail} rounds {rounds}"
+                        );
+                        assert_eq!(got[..rounds * stride], want[..rounds * stride], "{case}");
+                        assert!(got[rounds * stride..].iter().all(|&x| x == 0xAA), "{case}");
+                    }
+                }
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The OS layer: memory maps, positional I/O, page-cache probes, opening without waiting,
+//! The OS layer: memory maps, raw copies of interleaved rows, positional I/O, page-cache probes, opening without waiting,
 //! reads with a limit, the append lock, file identity, the process's resources and the
 //! SIGBUS handler. Its files and the DirectML backend's are the only ones allowed `unsafe`
 //! (each allows it itself; the crate denies it), and every `unsafe` block says why it is sound,
@@ -7,6 +7,7 @@
 //! Callers name everything as `crate::sys::X`: the files are private and re-exported here.
 
 mod cache;
+mod copy;
 mod fs;
 mod io;
 mod lock;
@@ -19,6 +20,7 @@ pub mod spill;
 pub mod windows;
 
 pub use cache::*;
+pub use copy::*;
 pub use fs::*;
 pub use io::*;
 pub use lock::*;
