@@ -628,6 +628,11 @@ pub(super) fn pack_pair(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
     }
 }
 
+/// [`pack_pair`] with `a`'s runs copied in words of `WA` bytes and `b`'s in words of `WB`:
+/// the widened rounds first, then the rest exactly. Every byte a word writes past its run is
+/// written again later (the other run of its round, a later round, or the exact rest), so the
+/// rounds end as two exact strided copies leave them (the test
+/// `pairs_of_runs_pack_exactly_whatever_their_widened_words_carry` checks every width).
 fn pair<const WA: usize, const WB: usize>(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
     let ((a_bytes, a_span, a_pitch, a_run), (b_bytes, b_span, b_pitch, b_run)) = (a, b);
     assert!(a_run <= WA && b_run <= WB);
