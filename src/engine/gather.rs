@@ -425,33 +425,25 @@ trait Word:
     fn to_le(self, bytes: &mut [u8]);
 }
 
-impl Word for u64 {
-    const BYTES: usize = 8;
-    const ZERO: u64 = 0;
-    const ONES: u64 = u64::MAX;
-    #[inline]
-    fn from_le(bytes: &[u8]) -> u64 {
-        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
-    }
-    #[inline]
-    fn to_le(self, bytes: &mut [u8]) {
-        bytes.copy_from_slice(&self.to_le_bytes());
-    }
+/// `Word` for the unsigned integer types: their size, and their little-endian bytes.
+macro_rules! word {
+    ($($t:ty)*) => {$(
+        impl Word for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            const ZERO: $t = 0;
+            const ONES: $t = <$t>::MAX;
+            #[inline]
+            fn from_le(bytes: &[u8]) -> $t {
+                <$t>::from_le_bytes(bytes.try_into().expect("a word's bytes"))
+            }
+            #[inline]
+            fn to_le(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
 }
-
-impl Word for u128 {
-    const BYTES: usize = 16;
-    const ZERO: u128 = 0;
-    const ONES: u128 = u128::MAX;
-    #[inline]
-    fn from_le(bytes: &[u8]) -> u128 {
-        u128::from_le_bytes(bytes.try_into().expect("16 bytes"))
-    }
-    #[inline]
-    fn to_le(self, bytes: &mut [u8]) {
-        bytes.copy_from_slice(&self.to_le_bytes());
-    }
-}
+word!(u64 u128);
 
 /// Transposes a square of `W::BYTES / N` rows of as many elements of `N` bytes, each row one
 /// word whose element `e` is its bytes `e * N..(e + 1) * N` in little-endian order: in

@@ -470,16 +470,21 @@ impl<'a> Packer<'a> {
             if pair {
                 let side = |index: usize| {
                     let p = &plan.inputs[index];
-                    let start = p.run_at(first) as usize;
-                    let span = (rounds - 1) * p.pitch() as usize + runs[index];
-                    let bytes = &regions[index].bytes()[start..];
-                    (bytes, span, p.pitch() as usize, runs[index])
+                    let (pitch, run) = (p.pitch() as usize, runs[index]);
+                    Side {
+                        rows: sys::Rows {
+                            bytes: &regions[index].bytes()[p.run_at(first) as usize..],
+                            pitch,
+                        },
+                        span: (rounds - 1) * pitch + run,
+                        run,
+                    }
                 };
                 let (a, b) = (side(0), side(1));
                 pack_pair(&mut packed[..rounds * round_bytes], rounds, a, b);
-                for (index, (_, span, ..)) in [a, b].into_iter().enumerate() {
+                for (index, side) in [a, b].into_iter().enumerate() {
                     cursors.skip_to(index, plan.inputs[index].run_at(first));
-                    cursors.advance(index, span as u64);
+                    cursors.advance(index, side.span as u64);
                 }
                 self.out.emit(&mut packed, rounds * round_bytes)?;
                 first += rounds as u64;
@@ -603,19 +608,27 @@ pub(super) fn strided_copy(dst: &mut [u8], stride: usize, src: &[u8], pitch: usi
 /// The longest run [`pack_pair`] takes: three 16-byte words.
 const PAIR_MAX_RUN: usize = 48;
 
-/// One input's side of [`pack_pair`]: its bytes from its first run on (as far as they go,
-/// past the runs copied too), how many of them the runs span, the bytes between the starts
-/// of its runs, and a run's length.
-pub(super) type Side<'s> = (&'s [u8], usize, usize, usize);
+/// One input's side of [`pack_pair`].
+#[derive(Clone, Copy)]
+pub(super) struct Side<'s> {
+    /// Its bytes from its first run on, as far as they go (past the runs copied too, which
+    /// the widened words may read), and the bytes between the starts of its runs.
+    pub rows: sys::Rows<'s>,
+    /// How many of those bytes the runs span, from the first run's start to the last one's
+    /// end.
+    pub span: usize,
+    /// A run's length.
+    pub run: usize,
+}
 
 /// Packs `rounds` rounds of the runs of two inputs, `a`'s then `b`'s, into `dst` (one round
-/// every `a.3 + b.3` bytes), each run copied in whole 16-byte words. The bytes a word
+/// every `a.run + b.run` bytes), each run copied in whole 16-byte words. The bytes a word
 /// carries past its run land where the next run (the other input's, or the next round's) is
 /// written right after, so a 12-byte run and a 20-byte run take three loads and stores
 /// instead of four, in one loop instead of two passes over the buffer. The last rounds,
 /// where a word would read past an input's bytes or write past `dst`, are copied exactly.
 pub(super) fn pack_pair(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
-    match (a.3.div_ceil(16), b.3.div_ceil(16)) {
+    match (a.run.div_ceil(16), b.run.div_ceil(16)) {
         (1, 1) => pair::<16, 16>(dst, rounds, a, b),
         (1, 2) => pair::<16, 32>(dst, rounds, a, b),
         (1, 3) => pair::<16, 48>(dst, rounds, a, b),
@@ -634,44 +647,24 @@ pub(super) fn pack_pair(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
 /// rounds end as two exact strided copies leave them (the test
 /// `pairs_of_runs_pack_exactly_whatever_their_widened_words_carry` checks every width).
 fn pair<const WA: usize, const WB: usize>(dst: &mut [u8], rounds: usize, a: Side, b: Side) {
-    let ((a_bytes, a_span, a_pitch, a_run), (b_bytes, b_span, b_pitch, b_run)) = (a, b);
-    assert!(a_run <= WA && b_run <= WB);
-    let stride = a_run + b_run;
+    assert!(a.run <= WA && b.run <= WB);
+    let stride = a.run + b.run;
     // The rounds from the first whose words all fall inside the inputs' bytes and `dst`.
     let fit = |len: usize, width: usize, step: usize| {
         len.checked_sub(width).map_or(0, |rest| rest / step + 1)
     };
     let wide = rounds
-        .min(fit(a_bytes.len(), WA, a_pitch))
-        .min(fit(b_bytes.len(), WB, b_pitch))
-        .min(fit(dst.len(), a_run + WB, stride));
-    let rows = (
-        sys::Rows {
-            bytes: a_bytes,
-            pitch: a_pitch,
-        },
-        sys::Rows {
-            bytes: b_bytes,
-            pitch: b_pitch,
-        },
-    );
-    sys::copy_row_pairs::<WA, WB>(dst, stride, a_run, rows, wide);
+        .min(fit(a.rows.bytes.len(), WA, a.rows.pitch))
+        .min(fit(b.rows.bytes.len(), WB, b.rows.pitch))
+        .min(fit(dst.len(), a.run + WB, stride));
+    sys::copy_row_pairs::<WA, WB>(dst, stride, a.run, (a.rows, b.rows), wide);
     if wide < rounds {
         let rest = &mut dst[wide * stride..];
-        strided_copy(
-            rest,
-            stride,
-            &a_bytes[wide * a_pitch..a_span],
-            a_pitch,
-            a_run,
-        );
-        strided_copy(
-            &mut rest[a_run..],
-            stride,
-            &b_bytes[wide * b_pitch..b_span],
-            b_pitch,
-            b_run,
-        );
+        let (a_pitch, b_pitch) = (a.rows.pitch, b.rows.pitch);
+        let a_exact = &a.rows.bytes[wide * a_pitch..a.span];
+        let b_exact = &b.rows.bytes[wide * b_pitch..b.span];
+        strided_copy(rest, stride, a_exact, a_pitch, a.run);
+        strided_copy(&mut rest[a.run..], stride, b_exact, b_pitch, b.run);
     }
 }
 

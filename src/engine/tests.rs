@@ -1,7 +1,7 @@
 //! Unit tests of the copy engine: every copy path, the threads and the packer's helpers.
 
 use super::gather::offset_of;
-use super::packer::{pack_pair, strided_copy};
+use super::packer::{Side, pack_pair, strided_copy};
 use super::*;
 use crate::format::Layout;
 use crate::input::{Input, OpenOptions};
@@ -447,6 +447,12 @@ fn strided_copies_interleave_runs_for_every_size() {
     }
 }
 
+/// One input's side of `pack_pair`.
+fn side(bytes: &[u8], span: usize, pitch: usize, run: usize) -> Side<'_> {
+    let rows = crate::sys::Rows { bytes, pitch };
+    Side { rows, span, run }
+}
+
 #[test]
 fn pairs_of_runs_pack_exactly_whatever_their_widened_words_carry() {
     // Every pair of run lengths `pack_pair` takes, runs back to back and a slice's (pitch
@@ -468,11 +474,12 @@ fn pairs_of_runs_pack_exactly_whatever_their_widened_words_carry() {
                         strided_copy(&mut want, stride, &a[..a_span], a_pitch, a_run);
                         strided_copy(&mut want[a_run..], stride, &b[..b_span], b_pitch, b_run);
                         let mut got = vec![0xAA; rounds * stride + 8];
-                        let sides = (
-                            (&a[..], a_span, a_pitch, a_run),
-                            (&b[..], b_span, b_pitch, b_run),
+                        pack_pair(
+                            &mut got[..rounds * stride],
+                            rounds,
+                            side(&a, a_span, a_pitch, a_run),
+                            side(&b, b_span, b_pitch, b_run),
                         );
-                        pack_pair(&mut got[..rounds * stride], rounds, sides.0, sides.1);
                         let case = format!(
                             "runs {a_run}+{b_run} gaps {a_gap}+{b_gap} tail {tail} rounds {rounds}"
                         );

@@ -3,6 +3,7 @@
 
 /// One input's rows for [`copy_row_pairs`]: its bytes, and the bytes between the starts of
 /// its rows.
+#[derive(Clone, Copy)]
 pub struct Rows<'r> {
     /// The input's bytes, from its first row's start.
     pub bytes: &'r [u8],
