@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_tjoin_global_optspecs
-    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= strict allow-unmatched any-order uneven dry-run= rules= axis-for= keep= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
+    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
 end
 
 function __fish_tjoin_needs_command
@@ -69,6 +69,8 @@ complete -c tjoin -n "__fish_tjoin_needs_command" -l expect-shape -d 'Refuse the
 complete -c tjoin -n "__fish_tjoin_needs_command" -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l dry-run -d 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
+complete -c tjoin -n "__fish_tjoin_needs_command" -l print-plan -d 'After writing, print on stdout the plan that was carried out, as --dry-run prints it' -r -f -a "text\t'A table for people'
+json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_needs_command" -l rules -d 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags\'' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
@@ -134,6 +136,8 @@ directml:3.0\t''
 directml:2.1\t''
 directml:1.0\t''"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dry-run -d 'Check everything and print every output, its tensors and slices (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
+json\t'One JSON object for scripts; a refusal is printed as one too'"
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l print-plan -d 'After writing, print on stdout the plan that was carried out, as --dry-run prints it (=json: as one JSON object; a refusal or a failure then as JSON on stdout too)' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l backend -d 'Move the data on the CPU, through DirectML (Windows), or auto: DirectML when it can' -r -f -a "cpu\t'The CPU copy engine'
 directml\t'DirectML (Windows, built with the `directml` feature); fails when it cannot run'

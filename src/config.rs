@@ -85,6 +85,8 @@ pub struct JoinConfig {
     pub output: OutputConfig,
     /// Write the output, or only report the plan.
     pub action: Action,
+    /// Once the output is written, print the plan that was carried out (`--print-plan`).
+    pub print_plan: Option<PlanForm>,
     /// The engine that moves the data.
     pub engine: EngineConfig,
     /// When to show a progress bar (`Never` when asked to be quiet).
@@ -351,6 +353,8 @@ pub struct SplitConfig {
     pub adapter: Option<crate::backend::directml::Adapter>,
     /// Write the outputs, or only report the plan.
     pub action: Action,
+    /// Once the outputs are written, print the plan that was carried out (`--print-plan`).
+    pub print_plan: Option<PlanForm>,
     /// When to show a progress bar (`Never` when asked to be quiet).
     pub progress: When,
 }

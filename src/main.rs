@@ -15,7 +15,7 @@ fn main() -> ExitCode {
             tjoin::messages::eprintln_styled(&tjoin::error::render(&error, color));
             // A script that asked for the plan as JSON reads the refusal from stdout too;
             // should stdout fail, the status stays the refusal's.
-            if cli.join.dry_run == Some(tjoin::config::PlanForm::Json) {
+            if cli.json_on_stdout() {
                 let json = tjoin::error::to_json(&error);
                 let _ = tjoin::messages::print_exact(&format!("{json}\n"));
             }

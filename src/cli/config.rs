@@ -112,6 +112,14 @@ impl JoinConfig {
             (None, _) => forced,
         };
         let action = cli.dry_run.map_or(Action::Write, Action::DryRun);
+        if let (Some(_), Some(path)) = (cli.print_plan, &cli.output)
+            && (path.as_os_str() == STDOUT || path == Path::new("/dev/stdout"))
+        {
+            return Err(Error::refused(
+                "--print-plan prints the plan on standard output, where -o - writes the data",
+                "write the output to a file, or drop --print-plan",
+            ));
+        }
         let inputs = input_paths(cli)?;
         // Whether numbered inputs are in order is told by their names alone; the refusal
         // waits in the config until the inputs are open (DTensor rank files are exempt).
@@ -147,6 +155,7 @@ impl JoinConfig {
                 sharded,
             },
             action,
+            print_plan: cli.print_plan,
             engine: EngineConfig {
                 backend: cli.engine.backend,
                 adapter: cli.engine.dml_adapter,

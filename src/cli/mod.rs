@@ -443,6 +443,23 @@ pub struct JoinArgs {
     )]
     pub dry_run: Option<PlanForm>,
 
+    /// After writing, print on stdout the plan that was carried out, as --dry-run prints it.
+    ///
+    /// =json: as one JSON object, the one --dry-run=json prints; a refusal or a failure is then
+    /// printed on stdout as JSON too, as --dry-run=json prints it (for scripts, and tjoin's
+    /// Python module). Not with -o -, whose data stdout carries.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORM",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "text",
+        conflicts_with = "dry_run",
+        help_heading = CHECKS,
+    )]
+    pub print_plan: Option<PlanForm>,
+
     /// Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags'.
     ///
     /// `#` starts a comment. The first rule that matches a tensor decides it: the --keep flags,
@@ -512,18 +529,68 @@ impl Cli {
     /// `required_unless_present_any`, so that the completions, which leave out the hidden
     /// `--generate`, build from the same flags.)
     pub fn from_args() -> Cli {
-        let cli = Cli::parse();
+        let cli = Cli::try_parse().unwrap_or_else(|error| exit_with(error));
         let join = &cli.join;
         let other_command =
             cli.generate.is_some() || join.recover.is_some() || cli.command.is_some();
         if join.inputs.is_empty() && join.files_from.is_none() && !other_command {
             let why = "no input was named: name the files to join, or list them with --files-from";
-            <Cli as clap::CommandFactory>::command()
-                .error(clap::error::ErrorKind::MissingRequiredArgument, why)
-                .exit();
+            exit_with(
+                <Cli as clap::CommandFactory>::command()
+                    .error(clap::error::ErrorKind::MissingRequiredArgument, why),
+            );
         }
         cli
     }
+
+    /// Whether the plan goes to stdout as JSON (`--dry-run=json`, `--print-plan=json`, of
+    /// the join or of `tjoin split`): a script reads the refusal from there too.
+    pub fn json_on_stdout(&self) -> bool {
+        let json = Some(PlanForm::Json);
+        match &self.command {
+            Some(Subcommand::Split(split)) => split.dry_run == json || split.print_plan == json,
+            None => self.join.dry_run == json || self.join.print_plan == json,
+        }
+    }
+}
+
+/// Ends the process with clap's `error` as clap does (its text on stderr, status 2; help and
+/// the version on stdout, status 0), and, when the command line asks for the plan as JSON,
+/// the error as JSON on stdout too, as a refusal would be: clap refused the arguments before
+/// they were parsed, so its words are looked for as they were typed (`require_equals` makes
+/// them one word each), up to a `--`.
+fn exit_with(error: clap::Error) -> ! {
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--dry-run=json" || arg == "--print-plan=json");
+    if json && error.use_stderr() {
+        let json = crate::error::to_json(&usage_error(&error));
+        let _ = crate::messages::print_exact(&format!("{json}\n"));
+    }
+    error.exit()
+}
+
+/// clap's refusal of the arguments as tjoin's error: its first line the headline, its `tip:`
+/// lines the hint, the lines between (`[possible values: ...]`, the arguments missing) the
+/// details; the usage line and the pointer to --help are left out.
+fn usage_error(error: &clap::Error) -> crate::error::Error {
+    let text = error.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let headline = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    let (mut details, mut tips) = (Vec::new(), Vec::new());
+    for line in lines.take_while(|line| !line.starts_with("Usage:")) {
+        match line.strip_prefix("tip: ") {
+            Some(tip) => tips.push(tip),
+            None => details.push(line.to_string()),
+        }
+    }
+    crate::error::Error::Refused(vec![crate::error::Refusal {
+        headline,
+        details,
+        hint: (!tips.is_empty()).then(|| tips.join("\nhint: ")),
+    }])
 }
 
 /// A value parser that offers a list of values to shell completion while a function of

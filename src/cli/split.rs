@@ -120,6 +120,12 @@ pub struct SplitArgs {
     #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
     pub dry_run: Option<PlanForm>,
 
+    /// After writing, print on stdout the plan that was carried out, as --dry-run prints it
+    /// (=json: as one JSON object; a refusal or a failure then as JSON on stdout too).
+    #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true,
+          default_missing_value = "text", conflicts_with = "dry_run")]
+    pub print_plan: Option<PlanForm>,
+
     /// The engine that moves the data: `--backend`, `--dml-adapter`.
     #[command(flatten)]
     pub engine: super::EngineArgs,
@@ -227,6 +233,7 @@ impl SplitConfig {
             backend: args.engine.backend,
             adapter: args.engine.dml_adapter,
             action: args.dry_run.map_or(Action::Write, Action::DryRun),
+            print_plan: args.print_plan,
             progress: if args.quiet {
                 When::Never
             } else {

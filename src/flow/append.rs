@@ -67,23 +67,33 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let chosen = config.engine();
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, std::slice::from_ref(&added))?;
     let old_len = target.info.data_offset + target.info.data_len;
+    let report = || {
+        let output = (Description::File(&first.name.path), Some(Format::Npy));
+        let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
+        report.output.append = Some(AppendReport {
+            bytes: added.plan.bytes,
+            offset: old_len,
+            data_before: target.info.data_len,
+        });
+        report
+    };
     match config.action {
         Action::DryRun(form) => {
             let journal = grow::journal_path(&first.name.path);
             if journal.exists() {
                 return Err(interrupted(&first.name.path, &journal));
             }
-            let output = (Description::File(&first.name.path), Some(Format::Npy));
-            let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
-            report.output.append = Some(AppendReport {
-                bytes: added.plan.bytes,
-                offset: old_len,
-                data_before: target.info.data_len,
-            });
+            let mut report = report();
             report.warnings = warnings.into_vec();
             report.print(form)
         }
         Action::Write => {
+            // `--print-plan`: the plan is made now, printed once the target has grown.
+            let carried_out = config.print_plan.map(|form| {
+                let mut report = report();
+                report.written = true;
+                (report, form)
+            });
             let header = Headers {
                 old: old_header,
                 new: new_header,
@@ -95,7 +105,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
                 &mut engine,
                 header,
                 old_len,
-            )
+            )?;
+            match carried_out {
+                Some((report, form)) => report.print(form),
+                None => Ok(()),
+            }
         }
     }
 }

@@ -73,12 +73,18 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         // text.
         Action::Write => Some(PlanForm::Text),
     };
+    let output = (planned.describe(), target.format);
     if let Some(form) = form {
-        let output = (planned.describe(), target.format);
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         report.warnings = warnings.into_vec();
         return report.print(form);
     }
+    // `--print-plan`: the plan is made now, printed once the output is in place.
+    let carried_out = config.print_plan.map(|form| {
+        let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
+        report.written = true;
+        (report, form)
+    });
     // The early copy writes one file, the one a file output plans.
     let one_file = matches!(planned.describe(), Description::File(_));
     let early = early.filter(|_| one_file);
@@ -97,7 +103,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     // mapped or open: every map and handle of the inputs goes before the commit.
     drop((engine, job));
     drop(inputs);
-    finished.commit()
+    finished.commit()?;
+    match carried_out {
+        Some((report, form)) => report.print(form),
+        None => Ok(()),
+    }
 }
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.

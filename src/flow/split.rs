@@ -92,16 +92,14 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     drop(tensors);
     let mut engine = chosen?;
     if let Action::DryRun(form) = config.action {
-        let mut report = report(input, &planned);
-        report.heads = heads;
-        report.backend = engine.note.clone();
-        report.rules = config
-            .spec
-            .as_ref()
-            .and_then(crate::plan::spec::split::SplitRules::of)
-            .map(|rules| rules.title());
-        return report.print(form);
+        return report(config, input, &planned, heads, &engine).print(form);
     }
+    // `--print-plan`: the plan is made now, printed once the outputs are in place.
+    let carried_out = config.print_plan.map(|form| {
+        let mut report = report(config, input, &planned, heads, &engine);
+        report.written = true;
+        (report, form)
+    });
     let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
     if config.output.no_clobber {
         check_no_clobber(&paths)?;
@@ -137,7 +135,10 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     set.commit()?;
     folders.keep();
     progress.summary();
-    Ok(())
+    match carried_out {
+        Some((report, form)) => report.print(form),
+        None => Ok(()),
+    }
 }
 
 /// The most bytes of a config.json tjoin reads: a model's is a few KiB.
@@ -273,8 +274,15 @@ fn output_files<'p>(planned: &'p PlannedOutput) -> impl Iterator<Item = &'p Path
     files.chain(planned.index.as_ref().map(|(path, _)| path))
 }
 
-/// The plan report: every file of every output, with its tensors.
-fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport {
+/// The plan report: every file of every output, with its tensors; the heads a rank split
+/// was checked by, the engine's note and the rules of `--spec`.
+fn report(
+    config: &SplitConfig,
+    input: &crate::input::Input,
+    planned: &[PlannedOutput],
+    heads: Option<Heads>,
+    engine: &SplitEngine,
+) -> SplitReport {
     let mut files = Vec::new();
     for output in planned {
         let format = output.format.name();
@@ -286,7 +294,15 @@ fn report(input: &crate::input::Input, planned: &[PlannedOutput]) -> SplitReport
             files.push((path.display().to_string(), "index", Vec::new()));
         }
     }
-    SplitReport::new(input, &files)
+    let mut report = SplitReport::new(input, &files);
+    report.heads = heads;
+    report.backend = engine.note.clone();
+    report.rules = config
+        .spec
+        .as_ref()
+        .and_then(crate::plan::spec::split::SplitRules::of)
+        .map(|rules| rules.title());
+    report
 }
 
 /// Writes every file of every output into its member of `set`, in the order they were added:

@@ -48,6 +48,10 @@ pub struct PlanReport {
     /// ([`super::warning::Warnings`]); in neither rendering, which is the plan alone.
     #[serde(skip)]
     pub warnings: Vec<Warning>,
+    /// Whether the plan was carried out (`--print-plan`) rather than only checked
+    /// (`--dry-run`); the text's first line says which, the JSON is the same.
+    #[serde(skip)]
+    pub written: bool,
 }
 
 /// One input.
@@ -305,6 +309,7 @@ impl PlanReport {
                 .map(|(at, t)| TensorReport::new(t, rules, engine.describe(at)))
                 .collect(),
             warnings: Vec::new(),
+            written: false,
         }
     }
 
@@ -553,6 +558,7 @@ mod tests {
                 }],
             }],
             warnings: vec![Warning::UnmatchedRule("a rule".to_string())],
+            written: false,
         }
     }
 

@@ -35,6 +35,10 @@ pub struct SplitReport {
     /// feature level 4.1"); `None` without `--spec`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rules: Option<String>,
+    /// Whether the split was carried out (`--print-plan`) rather than only checked
+    /// (`--dry-run`); the text's first line says which, the JSON is the same.
+    #[serde(skip)]
+    pub written: bool,
 }
 
 /// One file a split writes (a sharded checkpoint's shards and index are each one).
@@ -92,6 +96,7 @@ impl SplitReport {
             heads: None,
             backend: None,
             rules: None,
+            written: false,
         }
     }
 
@@ -115,8 +120,12 @@ impl SplitReport {
     }
 
     fn text(&self) -> String {
+        let (done, splits) = match self.written {
+            true => ("written", "was split"),
+            false => ("dry run: nothing written", "splits"),
+        };
         let mut text = format!(
-            "dry run: nothing written; {} ({}) splits into {} files, {} bytes of data\n",
+            "{done}; {} ({}) {splits} into {} files, {} bytes of data\n",
             quote(&self.input),
             self.format,
             self.outputs.len(),

@@ -14,10 +14,13 @@ use super::plan::{PlanReport, ShardsReport, TensorReport};
 /// operator takes it) or `kept` and the rule that decided it, the output, and what the engine
 /// does with each tensor; with `--append`, where the new data goes.
 pub fn render(report: &PlanReport) -> String {
-    let mut text = format!(
-        "dry run: nothing written; the join passes {}\n",
-        report.rules
-    );
+    let mut text = match report.written {
+        true => format!("written; the join passed {}\n", report.rules),
+        false => format!(
+            "dry run: nothing written; the join passes {}\n",
+            report.rules
+        ),
+    };
     if let Some(note) = &report.backend {
         text.push_str(&format!("backend: {note}\n"));
     }

@@ -5,7 +5,8 @@ use std::fs;
 
 use crate::util::{f32_le, read_npy, refused, succeeds, write_npy};
 
-fn two_inputs(dir: &std::path::Path) {
+/// a.npy (float32 [1, 2]) and b.npy (float32 [2, 2]) in `dir`.
+pub(crate) fn two_inputs(dir: &std::path::Path) {
     write_npy(
         &dir.join("a.npy"),
         "<f4",

@@ -32,6 +32,7 @@ mod named_files;
 mod output_paths;
 mod output_safety;
 mod pipelines;
+mod print_plan;
 mod property;
 mod pytorch;
 mod pytorch_set;
