@@ -1,6 +1,7 @@
 //! The man page and the shell completion scripts, generated from the clap definition in
-//! `cli/mod.rs` by the hidden `tjoin --generate KIND`. The results are checked in under `man/` and
-//! `completions/`, and a test fails when they are stale.
+//! `cli/mod.rs` by the hidden `tjoin --generate KIND` (and the Python module's table of flags,
+//! `python.rs`). The results are checked in under `man/`, `completions/` and `python/tjoin/`,
+//! and a test fails when they are stale.
 
 use std::io::{self, Write};
 
@@ -25,6 +26,8 @@ pub enum Kind {
     Powershell,
     /// `completions/tjoin.elv`.
     Elvish,
+    /// `python/tjoin/_flags.py`: the flags the Python module takes as keyword arguments.
+    Python,
 }
 
 impl Kind {
@@ -37,6 +40,7 @@ impl Kind {
             Kind::Fish => "completions/tjoin.fish",
             Kind::Powershell => "completions/_tjoin.ps1",
             Kind::Elvish => "completions/tjoin.elv",
+            Kind::Python => "python/tjoin/_flags.py",
         }
     }
 }
@@ -47,6 +51,7 @@ pub fn generate(kind: Kind, out: &mut dyn Write) -> io::Result<()> {
         Kind::Man => return man_page(out),
         Kind::Bash => return bash(out),
         Kind::Zsh => return zsh(out),
+        Kind::Python => return super::python::flags(out),
         Kind::Fish => Shell::Fish,
         Kind::Powershell => Shell::PowerShell,
         Kind::Elvish => Shell::Elvish,

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod generate;
+mod python;
 pub mod split;
 
 use std::path::PathBuf;
