@@ -1,58 +1,30 @@
-"""tjoin, the command-line tool, installed as a binary beside this package.
+"""tjoin from Python: join and split tensors in files, by the tjoin binary installed with this
+package (never another tjoin on PATH).
 
-Call it as a command: ``subprocess.run([find_tjoin_bin(), "-a", "0", "a.npy", "b.npy",
-"-o", "out.npy"], check=True)``. Its ``--dry-run=json`` prints the plan (or the refusal)
-as one JSON object for a script to read. ``python -m tjoin ARGS`` runs it too.
+``tjoin.join(inputs, output, axis=None, **options)`` joins, ``tjoin.split(input, output, axis,
+parts=, sizes=, ranks=, **options)`` splits, and ``tjoin.plan(inputs, output=None, axis=None,
+**options)`` checks a join and returns its plan, writing nothing; each returns the plan as a
+dict (``tjoin --dry-run=json``'s), for what was written. ``options`` are tjoin's long flags with
+underscores: ``no_clobber=True``, ``cast="bfloat16"``, ``keep=["*norm*"]``. A refusal raises
+``tjoin.TjoinError`` (``.refusal``, ``.exit_code``); an option tjoin does not have raises
+``TypeError`` before anything runs. Progress is not shown unless asked for (``progress=True``).
+
+>>> import tjoin
+>>> tjoin.join(["x.npy", "y.npy"], "xy.npy", axis=0)["output"]["path"]
+'xy.npy'
+
+The command itself: ``python -m tjoin ARGS`` runs it as ``tjoin ARGS``, and
+``find_tjoin_bin()`` gives its path, for ``subprocess.run([tjoin.find_tjoin_bin(), ...])``.
 """
 
-from __future__ import annotations
+from tjoin._api import StrPath, TjoinError, join, plan, split
+from tjoin._binary import find_tjoin_bin
+from tjoin._flags import VERSION as __version__
 
-import os
-import sys
-import sysconfig
+__all__ = ["TjoinError", "StrPath", "find_tjoin_bin", "join", "plan", "split", "__version__"]
 
-__all__ = ["find_tjoin_bin"]
-
-
-def _user_scheme() -> str:
-    if sys.version_info >= (3, 10):
-        return sysconfig.get_preferred_scheme("user")
-    if os.name == "nt":
-        return "nt_user"
-    if sys.platform == "darwin" and getattr(sys, "_framework", None):
-        return "osx_framework_user"
-    return "posix_user"
-
-
-def find_tjoin_bin() -> str:
-    """The path of the tjoin binary that was installed with this package.
-
-    pip puts it in the scripts folder of the install scheme that holds this package: a
-    virtual environment's ``bin`` (``Scripts`` on Windows), the system's, or the user's with
-    ``pip install --user``; with ``pip install --target DIR``, in ``DIR/bin``. The scheme
-    whose library folder holds this package is looked at first, so that another tjoin on
-    PATH or in another scheme is not taken for it. Raises ``FileNotFoundError`` naming every
-    folder looked in when the binary is in none of them.
-    """
-    exe = "tjoin" + (sysconfig.get_config_var("EXE") or "")
-    package = os.path.dirname(os.path.abspath(__file__))
-    package_parent = os.path.dirname(package)
-    ours = []
-    others = []
-    for scheme in (None, _user_scheme()):
-        try:
-            paths = sysconfig.get_paths() if scheme is None else sysconfig.get_paths(scheme)
-        except KeyError:
-            continue
-        libraries = {os.path.normcase(os.path.abspath(paths[key])) for key in ("purelib", "platlib")}
-        mine = os.path.normcase(package_parent) in libraries
-        (ours if mine else others).append(paths["scripts"])
-    # `pip install --target DIR` puts the package in DIR and the binary in DIR/bin.
-    places = ours + [os.path.join(package_parent, "bin")] + others
-    for folder in places:
-        candidate = os.path.join(folder, exe)
-        if os.path.isfile(candidate):
-            return candidate
-    raise FileNotFoundError(
-        "the tjoin binary is not where pip installs it; looked in: " + ", ".join(places)
-    )
+# Named as the user names them (tracebacks say tjoin.TjoinError, help() and doctest find them
+# here).
+for _public in (TjoinError, find_tjoin_bin, join, plan, split):
+    _public.__module__ = __name__
+del _public
