@@ -490,7 +490,9 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
          --dry-run=json the plan is one JSON object with the fields below; a refusal is then \
          also printed on standard output, as {\"error\": {\"exit_code\", \"refusals\": \
          [{\"headline\", \"details\", \"hint\"}]}}, beside the usual message on standard \
-         error. The plan's fields:",
+         error (a usage mistake too, when --dry-run=json was typed). --print-plan[=json] \
+         prints the same plan once the output is written (a refusal or failure, with =json, \
+         as above): what a run wrote, for a script. The plan's fields:",
     )]);
     for (field, meaning) in DRY_RUN_FIELDS {
         roff.control("TP", [])
