@@ -127,8 +127,9 @@ class Functions(InAFolder):
             rules="rules/llama.rules",
             heads="2:2",
         )
-        self.assertEqual([o["path"] for o in split["outputs"]], ["tp0.safetensors", "tp1.safetensors"])
-        tjoin.join(["tp0.safetensors", "tp1.safetensors"], "back.safetensors", rules=["rules/llama.rules"])
+        ranks = [o["path"] for o in split["outputs"]]
+        self.assertEqual(ranks, ["tp0.safetensors", "tp1.safetensors"])
+        tjoin.join(ranks, "back.safetensors", rules=["rules/llama.rules"])
         self.assertEqual(
             Path("back.safetensors").read_bytes(), Path("original.safetensors").read_bytes()
         )
@@ -197,8 +198,9 @@ class Options(InAFolder):
         with mock.patch("subprocess.Popen", never):
             for call, said in [
                 (lambda: tjoin.join(["x.npy"], "o.npy", kep=["*"]), "did you mean 'keep'?"),
-                (lambda: tjoin.join(["x.npy"], "o.npy", dry_run=True), "'dry_run'"),
-                (lambda: tjoin.plan(["x.npy"], print_plan="json"), "'print_plan'"),
+                (lambda: tjoin.join(["x.npy"], "o.npy", dry_run=True), "set by tjoin.plan()"),
+                (lambda: tjoin.plan(["x.npy"], print_plan="json"), "'print_plan' (--print-plan"),
+                (lambda: tjoin.plan(["x.npy"], progress=True), "'progress'"),
                 (lambda: tjoin.split("x.npy", "p{part}.npy", stack=True), "'stack'"),
                 (lambda: tjoin.join(["x.npy"], "o.npy", no_clobber="yes"), "no_clobber="),
                 (lambda: tjoin.join(["x.npy"], "o.npy", cast=True), "cast="),

@@ -180,11 +180,14 @@ def _words(
             offered = [name for name in table if name not in set_here]
             close = difflib.get_close_matches(keyword, offered, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if entry is not None:
+                done_by = "tjoin.plan()" if keyword == "dry_run" else f"tjoin.{function}() itself"
+                hint = f" ({entry[0]} is set by {done_by})"
             raise TypeError(
                 f"tjoin.{function}() got an unexpected keyword argument {keyword!r}{hint}"
             )
         flag, kind = entry
-        if value is None or value is False and kind in ("bare", "optional"):
+        if value is None or (value is False and kind in ("bare", "optional")):
             continue
         if kind == "bare" or (kind == "optional" and value is True):
             if value is not True:
