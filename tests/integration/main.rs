@@ -47,5 +47,6 @@ mod split_heads;
 mod split_spec;
 mod splitmix;
 mod terminal;
+mod training;
 mod usability;
 mod util;

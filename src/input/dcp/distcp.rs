@@ -20,9 +20,11 @@
 //!
 //! Which entries: `FILE:NAME` on the `.metadata` file names a tensor by its dotted key, or a
 //! key path (`ck/.metadata:optim`), whose tensors are then named without it. Without one, a
-//! checkpoint whose top level has a `model` entry gives that entry's tensors, named without
-//! `model.` (what `model.load_state_dict` takes of `dcp_to_torch_save`'s output), and notes
-//! what it leaves out; any other gives every tensor under its dotted key.
+//! checkpoint saved from a state dict with a `model` sub-dict (as `planner_data` records each
+//! key's path) gives that sub-dict's tensors, named without `model.` (what
+//! `model.load_state_dict` takes of `dcp_to_torch_save`'s output), and notes what it leaves
+//! out; any other gives every tensor under its dotted key, as saved: the keys of a plain
+//! `model.state_dict()` start with `model.` too, beside `lm_head.weight`.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -90,7 +92,7 @@ pub fn open(
     let skipped: Vec<String> = metadata
         .entries
         .iter()
-        .filter(|e| e.tensor.is_none() && (!choice.asked || choice.name_of(&e.fqn).is_some()))
+        .filter(|e| e.tensor.is_none() && (!choice.asked || choice.name_of(e).is_some()))
         .map(|e| format!("`{}`", excerpt(&e.fqn)))
         .collect();
     if !skipped.is_empty() && choice.notes_bytes {
@@ -104,7 +106,7 @@ pub fn open(
         ));
     }
     for entry in &metadata.entries {
-        let Some(out_name) = choice.name_of(&entry.fqn) else {
+        let Some(out_name) = choice.name_of(entry) else {
             continue;
         };
         let Some(tensor) = &entry.tensor else {
@@ -228,6 +230,9 @@ struct Choice {
     prefix: Option<String>,
     /// Whether it was asked for (`FILE:NAME`) rather than chosen.
     asked: bool,
+    /// Whether the entries taken are those of a `model` sub-dict, as `planner_data` records
+    /// it ([`sub_dict_key`]), rather than those whose key starts with `prefix`.
+    sub_dict: bool,
     /// Whether a skipped entry that is not a tensor is worth a note (not when one tensor is
     /// asked for).
     notes_bytes: bool,
@@ -246,6 +251,7 @@ impl Choice {
                 return Ok(Choice {
                     prefix: Some(wanted.to_string()),
                     asked: true,
+                    sub_dict: false,
                     notes_bytes: false,
                     notes: Vec::new(),
                 });
@@ -254,6 +260,7 @@ impl Choice {
                 return Ok(Choice {
                     prefix: Some(wanted.to_string()),
                     asked: true,
+                    sub_dict: false,
                     notes_bytes: true,
                     notes: Vec::new(),
                 });
@@ -261,25 +268,48 @@ impl Choice {
             let names: Vec<String> = metadata.entries.iter().map(|e| e.fqn.clone()).collect();
             return Err(crate::format::no_such_tensor(name, wanted, &names));
         }
+        // A `model` sub-dict only where DCP's planner_data records one: the keys of a plain
+        // `model.state_dict()` start with `model.` too (`lm_head.weight` beside them), and
+        // are kept as saved.
+        let in_model = |e: &metadata::Entry| sub_dict_key(e).is_some();
         let has_model = metadata
             .entries
             .iter()
-            .any(|e| e.tensor.is_some() && under(MODEL, &e.fqn));
+            .any(|e| e.tensor.is_some() && in_model(e));
         if !has_model {
+            let unknown = metadata.entries.iter().all(|e| e.path.is_none())
+                && metadata
+                    .entries
+                    .iter()
+                    .any(|e| e.tensor.is_some() && under(MODEL, &e.fqn));
+            let notes = if unknown {
+                vec![format!(
+                    "kept every tensor under its saved key: {METADATA} records no planner_data, \
+                     so whether `{MODEL}.` is a sub-dict cannot be told; name {}:{MODEL} to \
+                     take the entries under `{MODEL}`, named without it",
+                    crate::messages::path(&name.path)
+                )]
+            } else {
+                Vec::new()
+            };
             return Ok(Choice {
                 prefix: None,
                 asked: false,
+                sub_dict: false,
                 notes_bytes: true,
-                notes: Vec::new(),
+                notes,
             });
         }
         // What the model's entries leave out, by top-level key.
         let mut left: Vec<(String, usize)> = Vec::new();
         for entry in &metadata.entries {
-            if entry.tensor.is_none() || under(MODEL, &entry.fqn) {
+            if entry.tensor.is_none() || in_model(entry) {
                 continue;
             }
-            let top = entry.fqn.split('.').next().unwrap_or_default().to_string();
+            let top = match &entry.path {
+                Some(path) => path[0].clone(),
+                None => entry.fqn.split('.').next().unwrap_or_default().to_string(),
+            };
             match left.iter_mut().find(|(t, _)| *t == top) {
                 Some((_, n)) => *n += 1,
                 None => left.push((top, 1)),
@@ -302,13 +332,18 @@ impl Choice {
         Ok(Choice {
             prefix: Some(MODEL.to_string()),
             asked: false,
+            sub_dict: true,
             notes_bytes: true,
             notes,
         })
     }
 
-    /// The name the entry `fqn` takes in the input, if it is taken.
-    fn name_of(&self, fqn: &str) -> Option<String> {
+    /// The name the entry takes in the input, if it is taken.
+    fn name_of(&self, entry: &metadata::Entry) -> Option<String> {
+        if self.sub_dict {
+            return sub_dict_key(entry);
+        }
+        let fqn = entry.fqn.as_str();
         let Some(prefix) = &self.prefix else {
             return Some(fqn.to_string());
         };
@@ -327,6 +362,15 @@ impl Choice {
             }
             _ => String::new(),
         }
+    }
+}
+
+/// The key an entry has inside a `model` sub-dict of the state dict that was saved, by its
+/// `planner_data` path (`("model", "layers.0.weight")`); `None` for any other entry.
+fn sub_dict_key(entry: &metadata::Entry) -> Option<String> {
+    match entry.path.as_deref() {
+        Some([top, rest @ ..]) if top == MODEL && !rest.is_empty() => Some(rest.join(".")),
+        _ => None,
     }
 }
 

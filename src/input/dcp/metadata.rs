@@ -8,8 +8,10 @@
 //! `storage_data`, which maps each chunk (`MetadataIndex`: the key and the chunk's offsets) to
 //! a `_StorageInfo`: the file under the checkpoint's folder, the offset and the length of its
 //! bytes there, and the `transform_descriptors` of a stream extension (compression), if any.
-//! `planner_data` (each key's path in the nested state dict) is not needed: the keys are
-//! already the dotted names. Megatron-Core adds `mcore_data`, also not needed.
+//! And `planner_data`, when the save planner flattened the state dict (DCP's default): each
+//! key's path in the nested dict that was saved, which tells a `{"model": {...}}` sub-dict from
+//! keys that merely start with `model.` (a plain `model.state_dict()`). Megatron-Core adds
+//! `mcore_data`, not needed.
 
 use std::collections::HashMap;
 
@@ -33,6 +35,10 @@ pub struct Metadata {
 pub struct Entry {
     /// Its dotted key: `model.layers.0.weight`.
     pub fqn: String,
+    /// Its path in the nested state dict that was saved (`planner_data`): `["model",
+    /// "layers.0.weight"]` for a key of a `model` sub-dict, `["model.layers.0.weight"]` for a
+    /// top-level key; `None` when `.metadata` records no paths.
+    pub path: Option<Vec<String>>,
     /// A tensor's description, or `None` for a value that is not a tensor.
     pub tensor: Option<TensorEntry>,
 }
@@ -79,6 +85,7 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
     let Some(Node::Dict(entries)) = root.field(nodes, "state_dict_metadata") else {
         return Err("its Metadata has no state_dict_metadata dict".to_string());
     };
+    let mut paths = planner_paths(nodes, root)?;
     let mut read_entries = Vec::with_capacity(entries.len());
     for &(key, value) in entries {
         let fqn = text(nodes.node(key), "a key of state_dict_metadata")?;
@@ -88,7 +95,8 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
             Node::Object(o) if o.class == DataClass::BytesStorageMetadata => None,
             _ => Some(tensor_entry(nodes, value, &what)?),
         };
-        read_entries.push(Entry { fqn, tensor });
+        let path = paths.as_mut().and_then(|p| p.remove(&fqn));
+        read_entries.push(Entry { fqn, path, tensor });
     }
     let Some(Node::Dict(storage)) = root.field(nodes, "storage_data") else {
         return Err(
@@ -144,6 +152,52 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
         entries: read_entries,
         storage: read_storage,
     })
+}
+
+/// `planner_data`'s path of each key, checked to join into the key (as DCP's
+/// `flatten_state_dict` makes them); `None` when it is absent (a planner that does not flatten).
+fn planner_paths(
+    nodes: &[Node],
+    root: &Object,
+) -> Result<Option<HashMap<String, Vec<String>>>, String> {
+    let entries = match root.field(nodes, "planner_data") {
+        None | Some(Node::None) => return Ok(None),
+        Some(Node::Dict(entries)) => entries,
+        Some(other) => {
+            return Err(format!(
+                "its Metadata has planner_data that is {}, not a dict",
+                kind_of(other)
+            ));
+        }
+    };
+    let mut paths = HashMap::with_capacity(entries.len());
+    for &(key, value) in entries {
+        let fqn = text(nodes.node(key), "a key of planner_data")?;
+        let what = format!("the planner_data of `{}`", excerpt(&fqn));
+        let (Node::Tuple(items) | Node::List(items)) = nodes.node(value) else {
+            return Err(format!("{what} is not a tuple of keys"));
+        };
+        let path = items
+            .iter()
+            .map(|&i| match nodes.node(i) {
+                Node::Str(s) => Ok(s.to_string()),
+                Node::Int(n) => Ok(n.to_string()),
+                other => Err(format!("{what} holds {}, not a key", kind_of(other))),
+            })
+            .collect::<Result<Vec<String>, String>>()?;
+        // A path that does not spell its key would rename the tensor on the file's word.
+        if path.is_empty() || path.join(".") != fqn {
+            return Err(format!(
+                "{what} is a path ({}) that does not join into its key",
+                path.iter()
+                    .map(|p| format!("`{}`", excerpt(p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        paths.insert(fqn, path);
+    }
+    Ok(Some(paths))
 }
 
 fn tensor_entry(nodes: &[Node], value: &Node, what: &str) -> Result<TensorEntry, String> {

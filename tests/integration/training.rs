@@ -1,0 +1,78 @@
+//! Training checkpoints as real training code saves them (fixtures/training/): a plain model
+//! state dict saved by DCP keeps every name as saved; the optimizer's step counters stay
+//! exact under `--cast`; `--exclude`/`--only` export the model alone from a torchtitan-like
+//! checkpoint; and whatever is left out is said in every run.
+
+use std::fs;
+use std::path::Path;
+
+use crate::util::{assert_mentions, refused, succeeds};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/training");
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}")
+}
+
+fn expected(file: &str) -> Vec<u8> {
+    fs::read(Path::new(FIXTURES).join(file)).unwrap()
+}
+
+/// Runs tjoin with `args` into `out.safetensors` in a fresh folder; its bytes.
+fn written(args: &[&str]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = args.to_vec();
+    args.extend(["-o", "out.safetensors"]);
+    succeeds(dir.path(), &args);
+    fs::read(dir.path().join("out.safetensors")).unwrap()
+}
+
+fn dry_run(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = args.to_vec();
+    args.extend(["--dry-run", "-o", "out.safetensors"]);
+    String::from_utf8(succeeds(dir.path(), &args)).unwrap()
+}
+
+#[test]
+fn a_plain_model_state_dict_saved_by_dcp_keeps_every_name_as_saved() {
+    // dcp.save(model.state_dict()) of a LlamaForCausalLM, in one process and under FSDP2:
+    // its keys start with `model.` beside `lm_head.weight`, but no `model` sub-dict was saved
+    // (planner_data records each key as a path of one): every tensor, named as saved.
+    for case in ["causal_lm", "causal_lm_fsdp2"] {
+        let out = written(&[&fixture(case)]);
+        assert!(
+            out == expected(&format!("{case}.expected.safetensors")),
+            "{case} differs from dcp_to_torch_save's tensors"
+        );
+    }
+    // Without planner_data nothing tells a sub-dict from a prefix: names kept, and said.
+    let case = fixture("causal_lm_no_planner_data");
+    assert!(written(&[&case]) == expected("causal_lm.expected.safetensors"));
+    assert_mentions(
+        &dry_run(&[&case]),
+        &[
+            "kept every tensor under its saved key: .metadata records no planner_data",
+            "causal_lm_no_planner_data/.metadata:model to take the entries under `model`",
+            "lm_head.weight  ",
+        ],
+    );
+    // A path that does not spell its key would rename a tensor on the file's word.
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = refused(
+        dir.path(),
+        &[
+            &fixture("causal_lm_bad_planner_data"),
+            "-o",
+            "out.safetensors",
+        ],
+        1,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "the planner_data of `lm_head.weight` is a path (`model`, `lm_head`, `weight`) \
+           that does not join into its key",
+        ],
+    );
+}
