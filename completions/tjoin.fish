@@ -31,7 +31,7 @@ npz\t''
 safetensors\t''
 pt\t''"
 complete -c tjoin -n "__fish_tjoin_needs_command" -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied' -r -f
-complete -c tjoin -n "__fish_tjoin_needs_command" -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only' -r -f -a "bool\t''
+complete -c tjoin -n "__fish_tjoin_needs_command" -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only; in a file of several tensors, optimizer step counters (`*.step`, one element) stay exact' -r -f -a "bool\t''
 int8\t''
 int16\t''
 int32\t''
@@ -44,7 +44,7 @@ float16\t''
 bfloat16\t''
 float32\t''
 float64\t''"
-complete -c tjoin -n "__fish_tjoin_needs_command" -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so it may be an input, and a device or FIFO is written to where it is' -r -F
+complete -c tjoin -n "__fish_tjoin_needs_command" -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so one input may be rewritten in place (the output of a join of several is never one of them: --append grows a file), and a device or FIFO is written to where it is' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''
 npz\t''

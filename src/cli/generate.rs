@@ -200,7 +200,7 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "tensors",
-        "one object per output tensor, in output order: name, kept (copied from the first input: by --keep, or as the only input), axis (counted from 0; null when kept or made from blocks), chunks (the proportions of a chunked join's parts, [1, 1, 1] for `chunks 3`; null otherwise), plain (true when the rule says `plain`), replicas (K of `replicas K`; null otherwise), blocks (for a distributed checkpoint's tensor: grid, its axes and the segments along each, and blocks, each block's path, offsets and shape, in the order they are placed; null otherwise), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, shape, bytes, inputs (the positions it comes from, in join order: once per chunk, and the first of each replica group) and engine (what DirectML does with it, or null).",
+        "one object per output tensor, in output order: name, kept (copied from the first input: by --keep, or as the only input), axis (counted from 0; null when kept or made from blocks), chunks (the proportions of a chunked join's parts, [1, 1, 1] for `chunks 3`; null otherwise), plain (true when the rule says `plain`), replicas (K of `replicas K`; null otherwise), blocks (for a distributed checkpoint's tensor: grid, its axes and the segments along each, and blocks, each block's path, offsets and shape, in the order they are placed; null otherwise), rule (the tensor rule that decided it, as written: \"--keep '*norm*'\", \"llama.rules:8: *.o_proj.weight = 1\"; null when -a did), dtype, counter (true for a step counter --cast left in its own type, exact), shape, bytes, inputs (the positions it comes from, in join order: once per chunk, and the first of each replica group) and engine (what DirectML does with it, or null).",
     ),
     (
         "output",
@@ -517,8 +517,9 @@ fn man_page(out: &mut dyn Write) -> io::Result<()> {
          run at once (SIGBUS) with the same promise: no output. On Windows an input cannot be \
          shortened while tjoin has it mapped: Windows refuses the truncation \
          (ERROR_USER_MAPPED_FILE) to the program that tries it, the input stays whole and so \
-         does the output. The output may replace one of the inputs: the inputs are checked, \
-         then closed and unmapped, then the output is renamed over its target.",
+         does the output. One input may be rewritten in place (the output of a join of \
+         several is never one of its inputs): the input is checked, then closed and \
+         unmapped, then the output is renamed over its target.",
     )]);
     append_section(&mut roff);
     limits_section(&mut roff);

@@ -111,8 +111,8 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tjoin --recover train.npy",
     ),
     (
-        "Rewrite a file with its join (x.npy is replaced only once the output is complete):",
-        "tjoin -a 0 x.npy y.npy -o x.npy",
+        "Convert a file in place (x.npy is replaced only once the output is complete):",
+        "tjoin x.npy --cast int64 -o x.npy",
     ),
     (
         "Join through DirectML's Join operator on Windows' software adapter (WARP):",
@@ -310,14 +310,16 @@ pub struct JoinArgs {
     pub stack: bool,
 
     /// Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16,
-    /// bfloat16, float32, float64. A distributed checkpoint's floating-point tensors only.
+    /// bfloat16, float32, float64. A distributed checkpoint's floating-point tensors only; in
+    /// a file of several tensors, optimizer step counters (`*.step`, one element) stay exact.
     #[arg(long, value_name = "DTYPE", value_parser = Offering::any(cast_names), hide_possible_values = true, help_heading = JOIN)]
     pub cast: Option<String>,
 
     /// The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a
     /// folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named
     /// tensors (not for .npy or JSON inputs without --name); a file is replaced only when
-    /// complete, so it may be an input, and a device or FIFO is written to where it is.
+    /// complete, so one input may be rewritten in place (the output of a join of several is
+    /// never one of them: --append grows a file), and a device or FIFO is written to where it is.
     #[arg(
         short,
         long,

@@ -242,12 +242,8 @@ fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
                 "{} is the file being appended to, {}: it would grow while it is read",
                 input.name, inputs[0].name
             ),
-            format!(
-                "append a copy of it, or join with a rewrite: tjoin -a 0 {} {} -o {}",
-                crate::messages::path(&inputs[0].name.path),
-                input.name.label(),
-                crate::messages::path(&inputs[0].name.path)
-            ),
+            "leave it out of the inputs to append (a glob that matches the file being \
+             appended to matches it too), or append a copy of it",
         )),
         None => Ok(()),
     }

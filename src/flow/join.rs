@@ -32,6 +32,9 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let chosen = config.engine();
     let mut early = config.early_copy().map(EarlyCopy::new);
     let inputs = open_inputs(&open, early.as_mut())?;
+    if let Some(output) = &config.output.path {
+        check_output_not_an_input(&inputs, output)?;
+    }
     let mut warnings = Warnings::new(config.quiet);
     for input in &inputs {
         if let Some(warning) = input.shards().and_then(Warning::total_size) {
@@ -108,6 +111,43 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         Some((report, form)) => report.print(form),
         None => Ok(()),
     }
+}
+
+/// Refuses a join of several inputs whose output is one of them (the same file by device and
+/// inode, whatever the names: `./x`, a symbolic link, a hard link): run again, a glob that
+/// matches its own output (`shards/*.npy -o shards/train.npy`) would join the old output as
+/// data, every row twice, as `cat` refuses to. One input rewritten in place (a `--cast`, a
+/// conversion) reads nothing else and stays allowed.
+fn check_output_not_an_input(inputs: &[Input], output: &Path) -> Result<()> {
+    if inputs.len() < 2 {
+        return Ok(());
+    }
+    let Some(target) = sys::path_id(output) else {
+        return Ok(());
+    };
+    let same = inputs
+        .iter()
+        .find(|input| !input.name.is_stdin() && sys::path_id(&input.name.path) == Some(target));
+    let Some(input) = same else {
+        return Ok(());
+    };
+    let first = input.name.position == 1;
+    Err(Error::refused(
+        format!(
+            "the output {} is {}: the join would read the old output as data (a glob that \
+             matches its own output, run again, joins it twice)",
+            crate::messages::path(output),
+            input.name
+        ),
+        if first {
+            "to add the other inputs to it in place, use --append with it first (tjoin \
+             --append -a AXIS OUTPUT INPUTS...); to replace it with the join of the others, \
+             leave it out of the inputs"
+        } else {
+            "leave it out of the inputs to replace it with the join of the others (a glob \
+             that matches the output matches it too), or name another output"
+        },
+    ))
 }
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.

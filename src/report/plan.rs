@@ -112,6 +112,8 @@ pub struct TensorReport {
     pub bytes: u64,
     /// The proportions of the parts each input's piece is joined by (`chunks` in its rule).
     pub chunks: Option<Vec<u64>>,
+    /// A step counter `--cast` left in its own type, exact.
+    pub counter: bool,
     /// Element type.
     pub dtype: String,
     /// What DirectML does with it; `None` on the CPU engine.
@@ -389,6 +391,7 @@ impl TensorReport {
                 crate::plan::chunks::Fused::Chunks(shares) => Some(shares.clone()),
                 _ => None,
             },
+            counter: t.counter,
             dtype: t.out.dtype.to_string(),
             engine,
             inputs: t.sources.iter().map(|s| s.name.position).collect(),
@@ -538,6 +541,7 @@ mod tests {
                 }),
                 bytes: 24,
                 chunks: Some(vec![4, 1, 1]),
+                counter: false,
                 dtype: "float32".to_string(),
                 engine: Some("Join".to_string()),
                 inputs: vec![1],

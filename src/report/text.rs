@@ -3,8 +3,8 @@
 //! command line and is quoted ([`crate::messages::quote`]); standard output's gate quotes
 //! each line again.
 
-use crate::messages::quote;
 use crate::messages::shape_text;
+use crate::messages::{excerpt, quote};
 use crate::plan::Grid;
 
 use super::plan::{PlanReport, ShardsReport, TensorReport};
@@ -94,6 +94,7 @@ pub fn render(report: &PlanReport) -> String {
             })
             .collect();
         text.push_str(&table(&rows));
+        text.push_str(&counters_text(report));
         text.push_str(&blocks_text(report));
     }
     let output = &report.output;
@@ -269,6 +270,27 @@ fn shards_text(shards: &ShardsReport, report: &PlanReport) -> String {
         text.push_str(&format!("  {line}\n"));
     }
     text
+}
+
+/// The step counters `--cast` left exact, named.
+fn counters_text(report: &PlanReport) -> String {
+    let counters: Vec<String> = report
+        .tensors
+        .iter()
+        .filter(|t| t.counter)
+        .map(|t| format!("`{}`", excerpt(&t.name)))
+        .collect();
+    if counters.is_empty() {
+        return String::new();
+    }
+    let count = counters.len();
+    format!(
+        "kept exact: {count} step counter{} left in {} own type by --cast ({}): a cast \
+         would round them (1001 in bfloat16 is 1000)\n",
+        if count == 1 { "" } else { "s" },
+        if count == 1 { "its" } else { "their" },
+        crate::error::capped(counters, 10).join(", ")
+    )
 }
 
 /// The join axis as the operator takes it, and as given when that differs or a rule gave it.

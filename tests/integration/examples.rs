@@ -126,11 +126,11 @@ const WRITES: &[(&str, &str, Holds)] = &[
         "video.npy",
         Holds::Npy("|u1", &[3, 2, 2]),
     ),
-    // "Rewrite a file with its join": [2, 3] and [1, 3].
+    // "Convert a file in place": [2, 3] int32 rewritten as int64.
     (
-        "tjoin -a 0 x.npy y.npy -o x.npy",
+        "tjoin x.npy --cast int64 -o x.npy",
         "x.npy",
-        Holds::Npy("<i4", &[3, 3]),
+        Holds::Npy("<i8", &[2, 3]),
     ),
 ];
 

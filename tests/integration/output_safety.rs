@@ -1,9 +1,12 @@
-//! The output file: written only on success, safe over an input, no leftovers, normal permissions.
+//! The output file: written only on success, never one of the inputs of a join, no leftovers,
+//! normal permissions.
 
 use std::fs;
 use std::path::Path;
 
-use crate::util::{assert_mentions, dir_entries, npy_bytes, read_npy, refused, tjoin, write_npy};
+use crate::util::{
+    assert_mentions, dir_entries, npy_bytes, read_npy, refused, succeeds, tjoin, write_npy,
+};
 
 /// Little-endian bytes of `values`, the data of an `<i4` array.
 fn i32_le(values: impl IntoIterator<Item = i32>) -> Vec<u8> {
@@ -16,20 +19,55 @@ fn write_i4(dir: &Path, name: &str, shape: &[u64], values: impl IntoIterator<Ite
 }
 
 #[test]
-fn output_may_overwrite_an_input() {
+fn a_join_whose_output_is_one_of_its_inputs_is_refused_and_one_input_may_be_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     write_i4(dir.path(), "x.npy", &[2, 3], 0..6);
     write_i4(dir.path(), "y.npy", &[1, 3], 6..9);
-    tjoin()
-        .current_dir(dir.path())
-        .args(["-a", "0", "x.npy", "y.npy", "-o", "x.npy"])
-        .assert()
-        .success();
+    // The first run of `*.npy -o z.npy` joins x and y; run again, the glob matches z.npy.
+    let args = ["-a", "0", "x.npy", "y.npy", "-o", "z.npy"];
+    succeeds(dir.path(), &args);
+    let joined = fs::read(dir.path().join("z.npy")).unwrap();
+    let stderr = refused(
+        dir.path(),
+        &["-a", "0", "x.npy", "y.npy", "z.npy", "-o", "z.npy"],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "the output z.npy is input 3 (z.npy): the join would read the old output as data",
+            "leave it out of the inputs",
+        ],
+    );
+    assert_eq!(fs::read(dir.path().join("z.npy")).unwrap(), joined);
+    // The same file by another name: `./x.npy`, a symbolic link; as the first input, the hint
+    // is --append, which grows it in place.
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("x.npy", dir.path().join("link.npy")).unwrap();
+    #[cfg(unix)]
+    let names = ["./x.npy", "link.npy"];
+    #[cfg(not(unix))]
+    let names = ["./x.npy"];
+    for output in names {
+        let stderr = refused(dir.path(), &["-a", "0", "x.npy", "y.npy", "-o", output], 2);
+        assert_mentions(
+            &stderr,
+            &["is input 1 (x.npy)", "use --append with it first"],
+        );
+    }
+    succeeds(dir.path(), &["--append", "-a", "0", "x.npy", "y.npy"]);
     assert_eq!(
         fs::read(dir.path().join("x.npy")).unwrap(),
         npy_bytes("<i4", &[3, 3], false, &i32_le(0..9))
     );
-    assert_eq!(dir_entries(dir.path()), ["x.npy", "y.npy"]);
+    // One input rewritten in place reads nothing else: replaced atomically when complete.
+    succeeds(dir.path(), &["y.npy", "--cast", "int64", "-o", "y.npy"]);
+    let mut int64 = Vec::new();
+    (6..9i64).for_each(|v| int64.extend(v.to_le_bytes()));
+    assert_eq!(
+        fs::read(dir.path().join("y.npy")).unwrap(),
+        npy_bytes("<i8", &[1, 3], false, &int64)
+    );
 }
 
 #[test]

@@ -6,6 +6,8 @@
 use std::fs;
 use std::path::Path;
 
+use safetensors::{Dtype, SafeTensors};
+
 use crate::util::{assert_mentions, refused, succeeds};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/training");
@@ -75,4 +77,54 @@ fn a_plain_model_state_dict_saved_by_dcp_keeps_every_name_as_saved() {
            that does not join into its key",
         ],
     );
+}
+
+/// Each tensor of the safetensors file `bytes`: its dtype and data.
+fn tensors_of(bytes: &[u8]) -> Vec<(String, Dtype, Vec<u8>)> {
+    let file = SafeTensors::deserialize(bytes).unwrap();
+    let mut tensors: Vec<_> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (name, view.dtype(), view.data().to_vec()))
+        .collect();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+}
+
+#[test]
+fn cast_keeps_optimizer_step_counters_exact_and_says_so() {
+    // AdamW's state after 1001 steps, saved by torch.save and (torchtitan's layout, FSDP2) by
+    // DCP: each `step` is a float32 0-d tensor holding 1001, which bfloat16 rounds to 1000.
+    let cases = [
+        (fixture("adamw.pt"), "state.0.step", 12, 4),
+        (
+            fixture("titan"),
+            "optimizer.state.output.weight.step",
+            16,
+            4,
+        ),
+    ];
+    for (input, first_step, count, steps) in cases {
+        let out = written(&[&input, "--cast", "bfloat16"]);
+        let tensors = tensors_of(&out);
+        assert_eq!(tensors.len(), count, "{input}");
+        let counters: Vec<_> = tensors.iter().filter(|t| t.0.ends_with(".step")).collect();
+        assert_eq!(counters.len(), steps, "{input}");
+        for (name, dtype, data) in &tensors {
+            if name.ends_with(".step") {
+                assert_eq!(*dtype, Dtype::F32, "{input}: {name}");
+                assert_eq!(data[..], 1001f32.to_le_bytes(), "{input}: {name}");
+            } else {
+                assert_eq!(*dtype, Dtype::BF16, "{input}: {name}");
+            }
+        }
+        let text = dry_run(&[&input, "--cast", "bfloat16"]);
+        assert_mentions(
+            &text,
+            &[
+                &format!("kept exact: {steps} step counters left in their own type by --cast ("),
+                &format!("`{first_step}`"),
+            ],
+        );
+    }
 }

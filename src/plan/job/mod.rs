@@ -57,6 +57,8 @@ pub struct TensorJob<'a> {
     pub parts: Parts,
     /// Copied from the first input by `--keep` rather than joined.
     pub kept: bool,
+    /// A step counter `--cast` left in its own type ([`is_counter`]).
+    pub counter: bool,
     /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
     /// did (the axis is `-a`'s).
     pub rule: Option<usize>,
@@ -92,6 +94,19 @@ pub struct JobOptions<'c> {
 }
 
 impl<'c> JobOptions<'c> {
+    /// These options for the tensor `name`, and whether `--cast` leaves it as it is, being a
+    /// counter ([`is_counter`]) of a multi-tensor output: the cast is a blanket over weights
+    /// and moments, and a rounded step count (1001 in bfloat16 is 1000) is a wrong result.
+    fn for_tensor(&self, name: &str, info: &TensorInfo, shape: &[u64]) -> (JobOptions<'c>, bool) {
+        let counter =
+            self.cast.is_some_and(|to| to != &info.dtype) && is_counter(name, info, shape);
+        let options = JobOptions {
+            cast: self.cast.filter(|_| !counter),
+            ..*self
+        };
+        (options, counter)
+    }
+
     /// A join of whole .npy files along `axis`, cast to `cast`, with no rules: what the
     /// engine's tests build.
     #[cfg(test)]
@@ -138,6 +153,16 @@ impl<'c> JobOptions<'c> {
         let axis = axis.or(self.spec.profile.default_axis);
         sources.len() == 1 && (axis.is_none() || sources[0].info.shape.is_empty())
     }
+}
+
+/// Whether the tensor `name` is a counter that a cast must not round: a floating-point tensor
+/// of one element whose name ends in `step`, as torch's optimizers keep their step counts
+/// (AdamW's `state.N.step`, a float32 0-d tensor; `optimizer.state.<param>.step` in a DCP
+/// checkpoint).
+pub fn is_counter(name: &str, info: &TensorInfo, shape: &[u64]) -> bool {
+    info.dtype.is_floating()
+        && shape.iter().product::<u64>() == 1
+        && name.rsplit('.').next() == Some("step")
 }
 
 /// The joined tensor's name when neither `--name` nor the inputs give one.
@@ -281,8 +306,11 @@ fn build_blocks<'a>(
     let mut jobs = Vec::new();
     let mut refusals = Vec::new();
     for (name, blocks) in grid::by_tensor(blocks) {
-        let dtype = &blocks[0].tensor.info.dtype;
-        let cast = options.cast.filter(|_| dtype.is_floating());
+        let info = &blocks[0].tensor.info;
+        let shape = recorded(name).unwrap_or(&info.shape);
+        let (tensor_options, counter) = options.for_tensor(name, info, shape);
+        let options = &tensor_options;
+        let cast = options.cast.filter(|_| info.dtype.is_floating());
         let decided = options.decide(name);
         let planned = match decided {
             Some((_, Treatment::Keep)) => {
@@ -304,6 +332,7 @@ fn build_blocks<'a>(
         match planned {
             Ok(job) => jobs.push(TensorJob {
                 rule: decided.map(|(at, _)| at),
+                counter,
                 ..job
             }),
             Err(problems) => refusals.extend(problems),
@@ -396,6 +425,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         if sources.len() != inputs.len() {
             continue;
         }
+        let info = &sources[0].info;
+        let (tensor_options, counter) = options.for_tensor(name, info, &info.shape);
+        let options = &tensor_options;
         let decided = options.decide(name);
         let parts = options.parts(decided);
         let unstated = || {
@@ -499,6 +531,7 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
                 }
                 jobs.push(TensorJob {
                     rule: decided.map(|(at, _)| at),
+                    counter,
                     ..job
                 })
             }
@@ -628,6 +661,7 @@ pub(crate) fn job<'a>(name: &str, plan: JoinPlan, sources: Vec<&'a Tensor>) -> T
         ranges: None,
         parts: Parts::default(),
         kept: false,
+        counter: false,
         rule: None,
         placement: None,
     }
