@@ -58,6 +58,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         writer.as_ref(),
         &mut warnings,
     )?;
+    // Said once the join is planned: a refusal says what is wrong instead.
+    let left_out = inputs.iter().map(|i| (i.name.to_string(), i.left_out()));
+    if let Some(warning) = Warning::left_out(left_out) {
+        warnings.push(warning);
+    }
     let tensors = Tensors {
         described: &described(&job),
         named: rules.name.is_some() || inputs.iter().any(|i| i.format.is_container()),

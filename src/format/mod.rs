@@ -164,6 +164,9 @@ pub struct Contents {
     /// What the reader left out or found worth saying, for `--dry-run` (a checkpoint's
     /// values that are not tensors, tensors that share a storage).
     pub notes: Vec<String>,
+    /// What the reader left out of the tensors it gives, one short phrase each (`2 values
+    /// that are not tensors`): said in every run, where `notes` are for `--dry-run`.
+    pub left_out: Vec<String>,
     /// The format the file turned out to be, when not the one it was read as (a zip archive
     /// that holds a `torch.save` checkpoint rather than .npy members).
     pub format: Option<Format>,
@@ -623,6 +626,7 @@ mod tests {
                 tensors: Vec::new(),
                 metadata: None,
                 notes: Vec::new(),
+                left_out: Vec::new(),
                 format: None,
                 distributed: Vec::new(),
             })

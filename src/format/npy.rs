@@ -35,6 +35,7 @@ pub const FORMAT: Descriptor = Descriptor {
             }],
             metadata: None,
             notes: Vec::new(),
+            left_out: Vec::new(),
             format: None,
             distributed: Vec::new(),
         })

@@ -87,6 +87,7 @@ pub fn read(
         tensors,
         metadata: None,
         notes: Vec::new(),
+        left_out: Vec::new(),
         format: None,
         distributed: Vec::new(),
     })

@@ -156,6 +156,7 @@ pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Resul
         tensors,
         metadata: header.metadata,
         notes: Vec::new(),
+        left_out: Vec::new(),
         format: None,
         distributed: Vec::new(),
     })

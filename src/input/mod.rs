@@ -56,6 +56,9 @@ pub struct Extras {
     /// What its reader noted for `--dry-run`: a checkpoint's values that are not tensors,
     /// its tensors that share a storage.
     pub notes: Vec<String>,
+    /// What its reader left out of the tensors it gives, one short phrase each: said in
+    /// every run ([`Input::left_out`]).
+    pub left_out: Vec<String>,
     /// For a sharded checkpoint (an index, or a folder), its index and shards.
     pub shards: Option<sharded::ShardSet>,
     /// For a PyTorch distributed checkpoint, where each of the input's tensors (a block of a
@@ -82,6 +85,7 @@ impl Extras {
         let empty = self.selected.is_none()
             && self.metadata.is_none()
             && self.notes.is_empty()
+            && self.left_out.is_empty()
             && self.shards.is_none()
             && self.offsets.is_none()
             && self.recorded.is_none()
@@ -435,6 +439,7 @@ impl Input {
                 selected,
                 metadata: contents.metadata,
                 notes: contents.notes,
+                left_out: contents.left_out,
                 distributed: contents.distributed,
                 ..Extras::default()
             }
@@ -458,6 +463,7 @@ impl Input {
             extras: Extras {
                 metadata: read.metadata,
                 notes: read.notes,
+                left_out: read.left_out,
                 shards: Some(shards),
                 more_watched,
                 ..Extras::default()
@@ -480,6 +486,12 @@ impl Input {
     /// What its reader noted for `--dry-run`.
     pub fn notes(&self) -> &[String] {
         self.extras.as_ref().map_or(&[], |e| e.notes.as_slice())
+    }
+
+    /// What its reader left out of the tensors it gives (values that are not tensors, an
+    /// optimizer's state beside a model), one short phrase each.
+    pub fn left_out(&self) -> &[String] {
+        self.extras.as_ref().map_or(&[], |e| e.left_out.as_slice())
     }
 
     /// For a sharded checkpoint, its index and shards.

@@ -49,6 +49,8 @@ pub(crate) struct Read {
     pub metadata: Option<Vec<(String, String)>>,
     /// What the shards' reader noted for `--dry-run`, every shard's.
     pub notes: Vec<String>,
+    /// What the shards' reader left out, every shard's.
+    pub left_out: Vec<String>,
 }
 
 /// Whether `path` names a sharded checkpoint's index (`model.safetensors.index.json`,
@@ -327,6 +329,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
     let mut notes = Vec::new();
+    let mut left_out = Vec::new();
     let mut paths = Vec::with_capacity(files.len());
     for file in &files {
         let path = folder.join(file);
@@ -402,6 +405,12 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
             metadata = contents.metadata;
         }
         notes.extend(contents.notes);
+        left_out.extend(
+            contents
+                .left_out
+                .into_iter()
+                .map(|l| format!("{l} in {}", crate::messages::quote(file))),
+        );
         watched.push(Watched::new(&shard.path, &data, stamp));
         paths.push(path);
     }
@@ -430,6 +439,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         format,
         metadata,
         notes,
+        left_out,
     };
     Ok(Input::of_files(name, tensors, read, shards, watched))
 }

@@ -23,6 +23,9 @@ pub enum Warning {
     /// A tensor rule that matched no tensor, as `plan::rules` describes it (rule and where
     /// it was written).
     UnmatchedRule(String),
+    /// What the inputs' readers left out of the output (values that are not tensors, an
+    /// optimizer's state beside a model), by input: one line in every run.
+    LeftOut(Vec<(String, Vec<String>)>),
     /// A single-file checkpoint in a sharded output's folder, which libraries that look for
     /// it before the index would load instead of the new set.
     Shadowing {
@@ -32,6 +35,15 @@ pub enum Warning {
 }
 
 impl Warning {
+    /// The warning that says what `inputs`' readers left out, if they left out anything.
+    pub fn left_out<'a>(inputs: impl Iterator<Item = (String, &'a [String])>) -> Option<Warning> {
+        let left: Vec<(String, Vec<String>)> = inputs
+            .filter(|(_, what)| !what.is_empty())
+            .map(|(input, what)| (input, what.to_vec()))
+            .collect();
+        (!left.is_empty()).then_some(Warning::LeftOut(left))
+    }
+
     /// The warning to give when `set`'s index says a `total_size` its tensors do not hold.
     pub fn total_size(set: &ShardSet) -> Option<Warning> {
         let said = set.total_size?;
@@ -58,6 +70,18 @@ impl fmt::Display for Warning {
                 crate::messages::path(index)
             ),
             Warning::UnmatchedRule(described) => f.write_str(described),
+            Warning::LeftOut(inputs) => {
+                const SHOWN: usize = 3;
+                f.write_str("left out of the output: ")?;
+                for (at, (input, what)) in inputs.iter().take(SHOWN).enumerate() {
+                    let sep = if at == 0 { "" } else { "; " };
+                    write!(f, "{sep}{input}: {}", what.join(", "))?;
+                }
+                if inputs.len() > SHOWN {
+                    write!(f, "; and from {} more inputs", inputs.len() - SHOWN)?;
+                }
+                f.write_str(" (--dry-run names each)")
+            }
             Warning::Shadowing { file } => write!(
                 f,
                 "{} stays in the folder (it is not a file of the previous index); libraries \

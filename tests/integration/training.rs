@@ -8,7 +8,7 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use crate::util::{assert_mentions, refused, succeeds};
+use crate::util::{assert_mentions, refused, succeeds, tjoin};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/training");
 
@@ -127,4 +127,48 @@ fn cast_keeps_optimizer_step_counters_exact_and_says_so() {
             ],
         );
     }
+}
+
+/// Runs tjoin with `args` into `out.safetensors` in a fresh folder; its standard error.
+fn stderr_of(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .args(["-o", "out.safetensors"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "tjoin {args:?} failed");
+    assert!(dir.path().join("out.safetensors").is_file());
+    String::from_utf8(output.stderr).unwrap()
+}
+
+#[test]
+fn what_a_real_run_leaves_out_is_said_in_one_line_unless_quiet() {
+    let ranks2 = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/dcp_default/ranks2");
+    let cases = [
+        (
+            fixture("adamw.pt"),
+            "adamw.pt): 1 value that is not a tensor (--dry-run names each)",
+        ),
+        (
+            fixture("titan"),
+            "titan): 45 entries that are not tensors (--dry-run names each)",
+        ),
+        (
+            ranks2.to_string(),
+            "ranks2): 1 tensor under `optim`, 2 entries that are not tensors",
+        ),
+    ];
+    for (input, said) in cases {
+        let stderr = stderr_of(&[&input]);
+        assert_mentions(
+            &stderr,
+            &["tjoin: warning: left out of the output: input 1 ", said],
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert_eq!(stderr_of(&[&input, "-q"]), "");
+    }
+    // Nothing left out: nothing said.
+    assert_eq!(stderr_of(&[&fixture("causal_lm")]), "");
 }

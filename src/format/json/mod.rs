@@ -120,6 +120,7 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
         }],
         metadata: None,
         notes: Vec::new(),
+        left_out: Vec::new(),
         format: None,
         distributed: Vec::new(),
     })

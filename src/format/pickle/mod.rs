@@ -416,7 +416,12 @@ fn tensors(
     } else if let Some((name, why)) = unreadable.first() {
         return Err(unreadable_error(input, name, why));
     }
-    if select.is_none() {
+    let mut left_out = Vec::new();
+    if select.is_none() && !skipped.is_empty() {
+        left_out.push(match skipped.len() {
+            1 => "1 value that is not a tensor".to_string(),
+            n => format!("{n} values that are not tensors"),
+        });
         notes.extend(skipped.iter().map(|s| format!("skipped {s}")));
     }
     // Tensors that share a storage (tied weights) are each written whole.
@@ -471,6 +476,7 @@ fn tensors(
         tensors: found,
         metadata: Some(vec![("format".to_string(), "pt".to_string())]),
         notes,
+        left_out,
         format: None,
         distributed,
     })

@@ -95,7 +95,12 @@ pub fn open(
         .filter(|e| e.tensor.is_none() && (!choice.asked || choice.name_of(e).is_some()))
         .map(|e| format!("`{}`", excerpt(&e.fqn)))
         .collect();
+    let mut left_out = choice.left_out.clone();
     if !skipped.is_empty() && choice.notes_bytes {
+        left_out.push(match skipped.len() {
+            1 => "1 entry that is not a tensor".to_string(),
+            n => format!("{n} entries that are not tensors"),
+        });
         notes.push(format!(
             "skipped {} entr{} that {} not tensors ({}): DCP saved them as pickled bytes \
              (BytesStorageMetadata), which tjoin does not run",
@@ -168,6 +173,9 @@ pub fn open(
         });
     }
     notes.extend(files.notes());
+    if files.megatron_common() {
+        left_out.push("common.pt".to_string());
+    }
     let metadata_file = DataFile::closed(Arc::clone(&metadata_ref.path), metadata_stamp.clone());
     let watched = Watched::new(&metadata_ref.path, &metadata_file, metadata_stamp);
     Ok(Input {
@@ -179,6 +187,7 @@ pub fn open(
             selected,
             metadata: Some(vec![("format".to_string(), "pt".to_string())]),
             notes,
+            left_out,
             offsets: Some(offsets),
             recorded: Some(recorded),
             more_watched: files.into_watched(),
@@ -236,8 +245,10 @@ struct Choice {
     /// Whether a skipped entry that is not a tensor is worth a note (not when one tensor is
     /// asked for).
     notes_bytes: bool,
-    /// What the choice left out, for `--dry-run`.
+    /// What the choice took and left out, for `--dry-run`.
     notes: Vec<String>,
+    /// What the choice left out, one short phrase each, said in every run.
+    left_out: Vec<String>,
 }
 
 impl Choice {
@@ -254,6 +265,7 @@ impl Choice {
                     sub_dict: false,
                     notes_bytes: false,
                     notes: Vec::new(),
+                    left_out: Vec::new(),
                 });
             }
             if metadata.entries.iter().any(|e| under(wanted, &e.fqn)) {
@@ -263,6 +275,7 @@ impl Choice {
                     sub_dict: false,
                     notes_bytes: true,
                     notes: Vec::new(),
+                    left_out: Vec::new(),
                 });
             }
             let names: Vec<String> = metadata.entries.iter().map(|e| e.fqn.clone()).collect();
@@ -298,6 +311,7 @@ impl Choice {
                 sub_dict: false,
                 notes_bytes: true,
                 notes,
+                left_out: Vec::new(),
             });
         }
         // What the model's entries leave out, by top-level key.
@@ -319,7 +333,13 @@ impl Choice {
             "took the tensors under `{MODEL}`, the model's entries, named without `{MODEL}.` \
              (as model.load_state_dict takes them)"
         )];
+        let mut left_out = Vec::new();
         for (top, count) in left {
+            left_out.push(format!(
+                "{count} tensor{} under `{}`",
+                if count == 1 { "" } else { "s" },
+                excerpt(&top)
+            ));
             notes.push(format!(
                 "left out {count} tensor{} under `{}`: name {}:{} to export {}",
                 if count == 1 { "" } else { "s" },
@@ -335,6 +355,7 @@ impl Choice {
             sub_dict: true,
             notes_bytes: true,
             notes,
+            left_out,
         })
     }
 
@@ -591,10 +612,15 @@ impl<'a> Files<'a> {
         Ok((Arc::clone(&opened.path), data))
     }
 
+    /// Whether the folder holds Megatron-Core's `common.pt`, which is not read.
+    fn megatron_common(&self) -> bool {
+        self.folder.join("common.pt").is_file()
+    }
+
     /// Notes about the folder: the files of Megatron-Core's `torch_dist` form beside DCP's.
     fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        if self.folder.join("common.pt").is_file() {
+        if self.megatron_common() {
             notes.push(
                 "skipped common.pt (Megatron-Core's state that is not sharded: its arguments, \
                  versions and iteration, a pickle of Python objects that tjoin does not run)"
