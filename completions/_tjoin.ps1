@@ -41,6 +41,8 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--rules', '--rules', [CompletionResultType]::ParameterName, 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags''')
             [CompletionResult]::new('--axis-for', '--axis-for', [CompletionResultType]::ParameterName, 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins')
             [CompletionResult]::new('--keep', '--keep', [CompletionResultType]::ParameterName, 'Copy tensors matching GLOB from the first input, once checked identical in all')
+            [CompletionResult]::new('--exclude', '--exclude', [CompletionResultType]::ParameterName, 'Leave out the tensors of multi-tensor inputs whose names match GLOB; repeatable')
+            [CompletionResult]::new('--only', '--only', [CompletionResultType]::ParameterName, 'Take only the tensors of multi-tensor inputs whose names match a GLOB; repeatable')
             [CompletionResult]::new('--max-shard-size', '--max-shard-size', [CompletionResultType]::ParameterName, 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)')
             [CompletionResult]::new('--names-from', '--names-from', [CompletionResultType]::ParameterName, 'Put each tensor of a sharded output (-o DIR/) in the file this index''s weight_map names for it (a model.safetensors.index.json), as PyTorch''s fqn_to_index_mapping does, instead of splitting by --max-shard-size')

@@ -61,7 +61,7 @@ _tjoin_words() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version split help"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version split help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -184,6 +184,20 @@ _tjoin_words() {
                     return 0
                     ;;
                 --keep)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --exclude)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --only)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

@@ -38,6 +38,8 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --rules 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags'''
             cand --axis-for 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins'
             cand --keep 'Copy tensors matching GLOB from the first input, once checked identical in all'
+            cand --exclude 'Leave out the tensors of multi-tensor inputs whose names match GLOB; repeatable'
+            cand --only 'Take only the tensors of multi-tensor inputs whose names match a GLOB; repeatable'
             cand --max-shard-size 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB'
             cand --prefix 'Name a sharded output''s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index''s prefix, else model)'
             cand --names-from 'Put each tensor of a sharded output (-o DIR/) in the file this index''s weight_map names for it (a model.safetensors.index.json), as PyTorch''s fqn_to_index_mapping does, instead of splitting by --max-shard-size'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_tjoin_global_optspecs
-    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
+    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
 end
 
 function __fish_tjoin_needs_command
@@ -74,6 +74,8 @@ json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_needs_command" -l rules -d 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags\'' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l axis-for -d 'Join tensors whose names match GLOB along AXIS instead; repeatable, first match wins' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l keep -d 'Copy tensors matching GLOB from the first input, once checked identical in all' -r -f
+complete -c tjoin -n "__fish_tjoin_needs_command" -l exclude -d 'Leave out the tensors of multi-tensor inputs whose names match GLOB; repeatable' -r -f
+complete -c tjoin -n "__fish_tjoin_needs_command" -l only -d 'Take only the tensors of multi-tensor inputs whose names match a GLOB; repeatable' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l max-shard-size -d 'The most tensor bytes per shard of a sharded output (-o DIR/): 5GB (the default), 500MB, 2GiB' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l prefix -d 'Name a sharded output\'s files PREFIX-00001-of-0000N.safetensors and PREFIX.safetensors.index.json (default: the input index\'s prefix, else model)' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l names-from -d 'Put each tensor of a sharded output (-o DIR/) in the file this index\'s weight_map names for it (a model.safetensors.index.json), as PyTorch\'s fqn_to_index_mapping does, instead of splitting by --max-shard-size' -r -F

@@ -40,6 +40,7 @@ use crate::input::reference::Reference;
 pub use crate::output::kind::OutputKind;
 pub use crate::output::progress::When;
 pub use crate::output::shards::ShardedOutput;
+use crate::plan::filter::Filter;
 use crate::plan::job::JobOptions;
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::spec::Spec;
@@ -79,6 +80,8 @@ pub struct JoinConfig {
     pub input_format: Option<Format>,
     /// Join along a new axis inserted at `rules.axis`, as numpy.stack.
     pub stack: bool,
+    /// `--exclude` and `--only`: which tensors of the multi-tensor inputs take part.
+    pub filters: Vec<Filter>,
     /// How tensors are matched, checked and joined.
     pub rules: JoinRules,
     /// Where the result goes, and in what form.

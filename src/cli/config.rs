@@ -20,6 +20,7 @@ use crate::format::index::SetName;
 use crate::input::reference::Reference;
 use crate::limits;
 use crate::output::progress::When;
+use crate::plan::filter::{Filter, FilterKind};
 use crate::plan::ranks;
 use crate::plan::rules::{self, Rule};
 use crate::sys::STDOUT;
@@ -132,6 +133,7 @@ impl JoinConfig {
             out_of_order,
             input_format: format_flag(&cli.input_format, "--input-format")?,
             stack: cli.stack,
+            filters: filters(cli),
             rules: JoinRules {
                 axis: cli.axis,
                 spec: cli.spec.unwrap_or_default(),
@@ -167,6 +169,19 @@ impl JoinConfig {
 }
 
 /// The tensor rules in the order they apply: the flags, then each `--rules` file's lines.
+/// `--exclude` and `--only`, as given.
+fn filters(cli: &JoinArgs) -> Vec<Filter> {
+    let exclude = cli.exclude.iter().map(|glob| (FilterKind::Exclude, glob));
+    let only = cli.only.iter().map(|glob| (FilterKind::Only, glob));
+    exclude
+        .chain(only)
+        .map(|(kind, glob)| Filter {
+            kind,
+            glob: glob.clone(),
+        })
+        .collect()
+}
+
 fn tensor_rules(cli: &JoinArgs) -> Result<Vec<Rule>> {
     let mut files = Vec::new();
     for path in &cli.rules {

@@ -195,6 +195,10 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
         "why --backend chose its engine, or null for the CPU engine.",
     ),
     (
+        "filtered",
+        "one object per --exclude (and one for the --only flags together): filter (as written) and removed (the names of the tensors it removed); empty without them.",
+    ),
+    (
         "inputs",
         "one object per input: position (from 1), path, format (npy, npz, safetensors, json, pt), tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes, and index: for a sharded checkpoint its path, files (the shards, in the order read), total_size (what the index says, or null) and tensor_bytes (what the tensors hold); null for other inputs; and notes: what its reader noted (a checkpoint's values that are not tensors, its tensors that share a storage).",
     ),

@@ -488,6 +488,21 @@ pub struct JoinArgs {
     #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other, help_heading = CHECKPOINTS)]
     pub keep: Vec<String>,
 
+    /// Leave out the tensors of multi-tensor inputs whose names match GLOB; repeatable.
+    ///
+    /// Applied before any check: `tjoin step-1000/ --exclude 'optimizer.*' -o model.safetensors`
+    /// exports the model of a checkpoint that keeps its optimizer's state beside it. A filter
+    /// that removes nothing is refused; --dry-run says what each removed.
+    #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other, conflicts_with = "append", help_heading = CHECKPOINTS)]
+    pub exclude: Vec<String>,
+
+    /// Take only the tensors of multi-tensor inputs whose names match a GLOB; repeatable.
+    ///
+    /// Applied before any check, with --exclude (a tensor both match is left out). Flags that
+    /// remove nothing are refused; --dry-run says what they removed.
+    #[arg(long, value_name = "GLOB", value_hint = ValueHint::Other, conflicts_with = "append", help_heading = CHECKPOINTS)]
+    pub only: Vec<String>,
+
     /// Join tensors no rule decides even when every input holds them identical (else refused).
     ///
     /// Such tensors are replicated (each tensor-parallel shard holds a copy, as of its norms),

@@ -31,10 +31,11 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let target = config.target();
     let chosen = config.engine();
     let mut early = config.early_copy().map(EarlyCopy::new);
-    let inputs = open_inputs(&open, early.as_mut())?;
+    let mut inputs = open_inputs(&open, early.as_mut())?;
     if let Some(output) = &config.output.path {
         check_output_not_an_input(&inputs, output)?;
     }
+    let filtered = crate::plan::filter::apply(&mut inputs, &config.filters)?;
     let mut warnings = Warnings::new(config.quiet);
     for input in &inputs {
         if let Some(warning) = input.shards().and_then(Warning::total_size) {
@@ -85,6 +86,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         report.warnings = warnings.into_vec();
+        report.filtered = filtered.into_iter().map(Into::into).collect();
         return report.print(form);
     }
     // `--print-plan`: the plan is made now, printed once the output is in place.

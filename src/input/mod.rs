@@ -488,6 +488,46 @@ impl Input {
         self.extras.as_ref().map_or(&[], |e| e.notes.as_slice())
     }
 
+    /// Keeps only the tensors `keep` accepts, and what goes with each by its place: a
+    /// distributed checkpoint's offsets, a DTensor block's layout and replicas.
+    pub fn retain_tensors(&mut self, keep: impl Fn(&Tensor) -> bool) {
+        let mask: Vec<bool> = self.tensors.iter().map(&keep).collect();
+        if mask.iter().all(|&k| k) {
+            return;
+        }
+        let mut place = Vec::with_capacity(mask.len());
+        let mut kept = 0;
+        for &k in &mask {
+            place.push(k.then_some(kept));
+            kept += usize::from(k);
+        }
+        let tensors = std::mem::take(&mut self.tensors).into_vec();
+        self.tensors = tensors
+            .into_iter()
+            .zip(&mask)
+            .filter_map(|(t, &k)| k.then_some(t))
+            .collect();
+        let Some(extras) = self.extras.as_mut() else {
+            return;
+        };
+        if let Some(offsets) = extras.offsets.take() {
+            let offsets = offsets
+                .into_iter()
+                .zip(&mask)
+                .filter_map(|(o, &k)| k.then_some(o));
+            extras.offsets = Some(offsets.collect());
+        }
+        let moved = |at: usize| place.get(at).copied().flatten();
+        let distributed = std::mem::take(&mut extras.distributed).into_iter();
+        extras.distributed = distributed
+            .filter_map(|(at, d)| Some((moved(at)?, d)))
+            .collect();
+        let replicas = std::mem::take(&mut extras.replicas).into_iter();
+        extras.replicas = replicas
+            .filter_map(|(at, r)| Some((moved(at)?, r)))
+            .collect();
+    }
+
     /// What its reader left out of the tensors it gives (values that are not tensors, an
     /// optimizer's state beside a model), one short phrase each.
     pub fn left_out(&self) -> &[String] {

@@ -5,6 +5,7 @@
 
 pub(crate) mod chunks;
 pub(crate) mod compare;
+pub mod filter;
 pub(crate) mod grid;
 pub(crate) mod heads;
 pub(crate) mod job;

@@ -32,6 +32,8 @@ pub struct PlanReport {
     pub axis_given: Option<i64>,
     /// Why `--backend` chose its engine; `None` for the default CPU engine.
     pub backend: Option<String>,
+    /// What each `--exclude` (and the `--only` flags together) removed.
+    pub filtered: Vec<FilterReport>,
     /// The inputs, in order.
     pub inputs: Vec<InputReport>,
     /// The output.
@@ -52,6 +54,24 @@ pub struct PlanReport {
     /// (`--dry-run`); the text's first line says which, the JSON is the same.
     #[serde(skip)]
     pub written: bool,
+}
+
+/// What a filter removed.
+#[derive(Debug, Clone, Serialize)]
+pub struct FilterReport {
+    /// The filter as written: `--exclude 'optimizer.*'`.
+    pub filter: String,
+    /// The names of the tensors it removed.
+    pub removed: Vec<String>,
+}
+
+impl From<crate::plan::filter::Removed> for FilterReport {
+    fn from(removed: crate::plan::filter::Removed) -> FilterReport {
+        FilterReport {
+            filter: removed.filter,
+            removed: removed.names,
+        }
+    }
 }
 
 /// One input.
@@ -295,6 +315,7 @@ impl PlanReport {
         PlanReport {
             axis_given: rules.axis,
             backend: engine.note.clone(),
+            filtered: Vec::new(),
             inputs: inputs.iter().map(InputReport::new).collect(),
             output: OutputReport {
                 append: None,
@@ -477,6 +498,7 @@ mod tests {
         PlanReport {
             axis_given: Some(-1),
             backend: Some("DirectML, as asked".to_string()),
+            filtered: Vec::new(),
             inputs: vec![InputReport {
                 format: "safetensors",
                 index: Some(IndexReport {

@@ -65,6 +65,7 @@ pub fn render(report: &PlanReport) -> String {
     text.push_str(&table(&rows));
     text.push_str(&index_notes(report));
     text.push_str(&reader_notes(report));
+    text.push_str(&filtered_text(report));
     if single {
         text.push_str(&format!("axis: {}\n", axis(&report.tensors[0], report)));
     } else {
@@ -268,6 +269,22 @@ fn shards_text(shards: &ShardsReport, report: &PlanReport) -> String {
     });
     for line in crate::error::capped(left_alone.collect(), 20) {
         text.push_str(&format!("  {line}\n"));
+    }
+    text
+}
+
+/// What each filter removed.
+fn filtered_text(report: &PlanReport) -> String {
+    let mut text = String::new();
+    for filter in &report.filtered {
+        let count = filter.removed.len();
+        let names = filter.removed.iter().map(|n| format!("`{}`", excerpt(n)));
+        text.push_str(&format!(
+            "{} removed {count} tensor{}: {}\n",
+            filter.filter,
+            if count == 1 { "" } else { "s" },
+            crate::error::capped(names.collect(), 5).join(", ")
+        ));
     }
     text
 }

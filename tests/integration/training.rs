@@ -172,3 +172,60 @@ fn what_a_real_run_leaves_out_is_said_in_one_line_unless_quiet() {
     // Nothing left out: nothing said.
     assert_eq!(stderr_of(&[&fixture("causal_lm")]), "");
 }
+
+#[test]
+fn exclude_and_only_choose_tensors_before_any_check_and_refuse_a_filter_that_removes_nothing() {
+    // torchtitan's layout: the model's keys at the top level beside `optimizer`.
+    let titan = fixture("titan");
+    let out = written(&[&titan, "--exclude", "optimizer.*"]);
+    assert!(out == expected("titan.model.expected.safetensors"));
+    assert_mentions(
+        &dry_run(&[&titan, "--exclude", "optimizer.*"]),
+        &[
+            "--exclude 'optimizer.*' removed 12 tensors: `optimizer.state.",
+            "tok_embeddings.weight         blocks 2 on axis 0",
+        ],
+    );
+    // --only with --exclude: the optimizer's moments without its counters.
+    let text = dry_run(&[&titan, "--only", "optimizer.*", "--exclude", "*.step"]);
+    assert_mentions(
+        &text,
+        &[
+            "--exclude '*.step' removed 4 tensors",
+            "--only 'optimizer.*' removed 4 tensors: `tok_embeddings.weight`",
+            "optimizer.state.norm.weight.exp_avg_sq ",
+        ],
+    );
+    assert!(!text.contains("weight.step "), "{text}");
+    // Applied before the checks: a whole-file join of two copies refuses the identical
+    // 0-d counters unless they are left out.
+    let adamw = fixture("adamw.pt");
+    let dir = tempfile::tempdir().unwrap();
+    let two = ["-a", "0", "--join-identical", &adamw, &adamw];
+    refused(
+        dir.path(),
+        &[&two[..], &["-o", "out.safetensors"]].concat(),
+        2,
+    );
+    written(&[&two[..], &["--exclude", "*.step"]].concat());
+    // A filter that removes nothing is refused, like a rule that matches no tensor.
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--exclude", "optim.*"],
+            "--exclude 'optim.*' matches no tensor of the inputs, so it removes nothing",
+        ),
+        (
+            &["--only", "*"],
+            "--only '*' matches every tensor of the inputs, so it removes nothing",
+        ),
+        (&["--exclude", "*"], "the filters leave input 1 ("),
+        (
+            &["--only", "tok_*", "--only", "x*"],
+            "--only 'x*' matches no tensor",
+        ),
+    ];
+    for (flags, said) in cases {
+        let args = [&[titan.as_str()][..], flags, &["-o", "out.safetensors"]].concat();
+        assert_mentions(&refused(dir.path(), &args, 2), &[said]);
+    }
+}
