@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig};
 use crate::dtype::{DType, Swaps};
-use crate::error::{Error, InputRef, Result};
+use crate::error::{Error, InputRef, Refusal, Result};
 use crate::flow::join;
 use crate::format::Sink;
 use crate::format::npy::{self, NpyWriter};
@@ -43,6 +43,9 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let inputs = join::open_inputs(&config.open_config(), None)?;
     let first = &inputs[0];
     check_target(first, &inputs, rules.axis)?;
+    if rules.cast.is_none() {
+        check_types(&inputs)?;
+    }
     let mut warnings = Warnings::new(config.quiet);
     let matcher = rules.matcher();
     let options = rules.job_options(&matcher, Format::Npy);
@@ -225,6 +228,60 @@ fn check_cast(cast: Option<&DType>, target: &Tensor) -> Result<()> {
         )),
         _ => Ok(()),
     }
+}
+
+/// Refuses new inputs whose element type is not the target's, without `--cast`: an append
+/// keeps the file's own type, so the one fix it accepts is `--cast` to that type (the join's
+/// own refusal would suggest the type numpy promotes to, which the append then refuses).
+fn check_types(inputs: &[Input]) -> Result<()> {
+    let Some(target) = inputs[0].tensors.first() else {
+        return Ok(());
+    };
+    let own = &target.info.dtype;
+    let differing: Vec<&Tensor> = inputs[1..]
+        .iter()
+        .flat_map(|i| i.tensors.iter())
+        .filter(|t| &t.info.dtype != own)
+        .collect();
+    let Some(first) = differing.first() else {
+        return Ok(());
+    };
+    let castable = differing
+        .iter()
+        .all(|t| crate::dtype::cast::castable(&t.info.dtype, own));
+    let hint = if castable {
+        format!(
+            "add --cast {own}: it converts the new inputs to the file's own type (a value that \
+             does not fit is refused, naming it); to hold another type, rewrite the whole file \
+             with a join and -o instead"
+        )
+    } else {
+        format!(
+            "{} cannot be cast to {own}: rewrite the whole file with a join and -o instead",
+            first.info.dtype
+        )
+    };
+    Err(Error::Refused(vec![Refusal {
+        headline: format!(
+            "cannot append to {}, which holds {own}: an append keeps the file's own type, and \
+             {} new input{}",
+            inputs[0].name,
+            differing.len(),
+            if differing.len() == 1 {
+                " holds another"
+            } else {
+                "s hold others"
+            }
+        ),
+        details: crate::error::capped(
+            differing
+                .iter()
+                .map(|t| format!("{}  {}", t.name, t.info.dtype))
+                .collect(),
+            10,
+        ),
+        hint: Some(hint),
+    }]))
 }
 
 /// Refuses an input that is the target itself: it grows while it is read.

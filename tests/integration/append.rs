@@ -7,8 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::util::{
-    assert_mentions, dir_entries, npy_bytes, parse_npy, refused, succeeds, succeeds_with_stdin,
-    tjoin, write_npy,
+    assert_mentions, dir_entries, f32_le, npy_bytes, parse_npy, read_npy, refused, succeeds,
+    succeeds_with_stdin, tjoin, write_npy,
 };
 
 fn fixtures() -> PathBuf {
@@ -169,7 +169,7 @@ fn appends_along_another_axis_are_refused_with_the_rewrite_as_the_hint() {
 }
 
 #[test]
-fn element_types_are_checked_as_in_a_join_and_cast_only_to_the_files_own() {
+fn element_types_are_checked_and_cast_only_to_the_files_own() {
     let dir = tempfile::tempdir().unwrap();
     zeros(dir.path(), "target.npy", "<f8", &[2, 2], false);
     zeros(dir.path(), "ints.npy", "<i2", &[1, 2], false);
@@ -178,8 +178,8 @@ fn element_types_are_checked_as_in_a_join_and_cast_only_to_the_files_own() {
         &["--append", "-a", "0", "target.npy", "ints.npy"],
         2,
         &[
-            "cannot join inputs of different element types",
-            "--cast float64",
+            "cannot append to input 1 (target.npy), which holds float64",
+            "hint: add --cast float64",
         ],
     );
     refused_untouched(
@@ -437,4 +437,36 @@ fn a_journal_cut_short_before_the_file_changed_is_removed_by_recover() {
         ],
     );
     assert!(dir.path().join(JOURNAL).exists());
+}
+
+/// The dtype refusal of an append gives the one fix the append accepts: `--cast` to the
+/// file's own type (the join's refusal suggested the promoted type, which the append then
+/// refused with a second message).
+#[test]
+fn an_append_of_another_type_is_refused_with_the_cast_the_append_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_npy(&d.join("t.npy"), "<f4", &[2, 3], false, &f32_le(&[0.0; 6]));
+    let ones: Vec<u8> = [1.0f64; 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(&d.join("n.npy"), "<f8", &[1, 3], false, &ones);
+    let before = fs::read(d.join("t.npy")).unwrap();
+    let stderr = refused(d, &["--append", "-a", "0", "t.npy", "n.npy"], 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "cannot append to input 1 (t.npy), which holds float32",
+            "input 2 (n.npy)  float64",
+            "hint: add --cast float32",
+        ],
+    );
+    assert!(!stderr.contains("--cast float64"), "{stderr}");
+    assert_eq!(fs::read(d.join("t.npy")).unwrap(), before);
+    // The fix the hint gives is accepted.
+    succeeds(
+        d,
+        &["--append", "-a", "0", "t.npy", "n.npy", "--cast", "float32"],
+    );
+    let grown = read_npy(&d.join("t.npy"));
+    assert_eq!(grown.shape, [3, 3]);
+    assert!(grown.data[24..] == f32_le(&[1.0; 3]));
 }
