@@ -59,10 +59,49 @@ fn missing_output_is_a_usage_error() {
 }
 
 #[test]
-fn missing_axis_is_a_usage_error() {
+fn missing_axis_is_refused_with_the_axis_a_user_needs() {
+    // Plain files: numpy's default.
     let dir = folder_with_f32(&[&[2, 3], &[2, 3]]);
     let stderr = refused(dir.path(), &["a.npy", "b.npy", "-o", "out.npy"], 2);
-    assert_mentions(&stderr, &["no axis given", "-a/--axis", "onnx-1"]);
+    assert_mentions(
+        &stderr,
+        &[
+            "no axis given",
+            "-a/--axis",
+            "hint: add -a 0 to join along the first axis",
+        ],
+    );
+    assert!(!stderr.contains("onnx-1"), "{stderr}");
+    // A checkpoint merge: one refusal, and the rules files that exist.
+    let merge = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/merge/llama");
+    let (tp0, tp1) = (merge.join("tp0.safetensors"), merge.join("tp1.safetensors"));
+    let args = [
+        tp0.to_str().unwrap(),
+        tp1.to_str().unwrap(),
+        "-o",
+        "out.safetensors",
+    ];
+    let stderr = refused(dir.path(), &args, 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "no axis given for 21 tensors that no rule decides",
+            "`model.layers.0.self_attn.o_proj.weight`",
+            "hint: name the rules file of the model's family with --rules (the repository's \
+             rules/ folder holds bert-mlm.rules, bert.rules,",
+            "llama.rules,",
+        ],
+    );
+    assert_eq!(stderr.matches("tjoin: error:").count(), 1, "{stderr}");
+    // The hint names the files the folder holds.
+    let mut shipped: Vec<String> =
+        fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("rules"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".rules"))
+            .collect();
+    shipped.sort();
+    assert_mentions(&stderr, &[&format!("folder holds {})", shipped.join(", "))]);
 }
 
 #[test]

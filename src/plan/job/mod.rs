@@ -399,6 +399,9 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         let paths: Vec<&std::path::Path> = inputs.iter().map(|i| &*i.name.path).collect();
         ranks::check_repeated(&paths)?;
     }
+    if let Some(refusal) = refusals::merge_without_axis(inputs, &names, options) {
+        return Err(Error::Refused(vec![refusal]));
+    }
     let mut refusals: Vec<Refusal> = names_mismatch(inputs, &names, &by_name)
         .into_iter()
         .collect();

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped};
+use crate::format::Format;
 use crate::input::{Input, Tensor};
 use crate::messages::excerpt;
 use crate::messages::shape_text;
@@ -663,5 +664,47 @@ pub(super) fn names_mismatch(
         ),
         details,
         hint: Some(hint),
+    })
+}
+
+/// The refusal of a merge of checkpoints (files of named tensors, not all `.npz` dataset
+/// shards) in which tensors that no rule decides have no axis: one refusal naming them, whose
+/// hint is a rules file, where each tensor's refusal would say `-a 0` (a dataset's answer,
+/// wrong for the row-split tensors of a tensor-parallel checkpoint).
+pub(super) fn merge_without_axis(
+    inputs: &[Input],
+    names: &[&str],
+    options: &JobOptions,
+) -> Option<Refusal> {
+    let datasets = inputs.iter().all(|i| i.format == Format::Npz);
+    if options.axis.is_some()
+        || options.spec.profile.default_axis.is_some()
+        || inputs.len() < 2
+        || datasets
+    {
+        return None;
+    }
+    let undecided: Vec<String> = names
+        .iter()
+        .filter(|name| options.decide(name).is_none())
+        .map(|name| format!("`{}`", excerpt(name)))
+        .collect();
+    if undecided.is_empty() {
+        return None;
+    }
+    let count = undecided.len();
+    Some(Refusal {
+        headline: format!(
+            "no axis given for {count} tensor{} that no rule decides: merging checkpoints \
+             takes each tensor's axis from a rule, or -a/--axis",
+            if count == 1 { "" } else { "s" }
+        ),
+        details: capped(undecided, 10),
+        hint: Some(format!(
+            "name the rules file of the model's family with --rules (the repository's rules/ \
+             folder holds {}), or give --axis-for GLOB=AXIS and --keep GLOB for these tensors, \
+             or -a for every tensor no rule decides",
+            crate::plan::rules::SHIPPED.join(", ")
+        )),
     })
 }

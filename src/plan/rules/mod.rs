@@ -94,6 +94,21 @@ pub struct Rule {
     pub required: bool,
 }
 
+/// The rules files shipped in the repository's `rules/` folder, for hints (a test keeps the
+/// list the folder's).
+pub const SHIPPED: &[&str] = &[
+    "bert-mlm.rules",
+    "bert.rules",
+    "gpt-neox.rules",
+    "gpt2.rules",
+    "llama.rules",
+    "megatron-gpt.rules",
+    "mixtral.rules",
+    "phi3.rules",
+    "qwen2.rules",
+    "vllm.rules",
+];
+
 impl Rule {
     /// Whether the rule matches the tensor `name`.
     pub fn matches(&self, name: &str) -> bool {

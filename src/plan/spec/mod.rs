@@ -350,7 +350,10 @@ fn axis_missing(title: &str) -> Refusal {
     Refusal {
         headline: format!("no axis given: name one with -a/--axis ({title} requires one)"),
         details: Vec::new(),
-        hint: Some("only --spec onnx-1 has a default axis (1)".to_string()),
+        hint: Some(
+            "add -a 0 to join along the first axis, as numpy.concatenate does by default"
+                .to_string(),
+        ),
     }
 }
 
