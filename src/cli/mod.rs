@@ -134,8 +134,8 @@ fn help_examples() -> String {
     text
 }
 
-/// Join tensors stored in .npy, .npz, .safetensors and .json files along one axis, like numpy.concatenate, ONNX Concat or
-/// DirectML Join, streaming the data so that files larger than memory join in constant memory.
+/// Join tensors stored in .npy, .npz, .safetensors, .json, PyTorch .bin/.pt and DCP checkpoint
+/// files along one axis, like numpy.concatenate, ONNX Concat or DirectML Join, streaming the data so that files larger than memory join in constant memory.
 ///
 /// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
 /// for byte. Every rule is checked on the inputs' headers before anything is written, and a
@@ -270,9 +270,10 @@ pub struct EngineArgs {
 /// The headings --help groups them under follow their order here.
 #[derive(Debug, clap::Args)]
 pub struct JoinArgs {
-    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, FILE:NAME, a
-    /// sharded checkpoint (its *.safetensors.index.json or pytorch_model.bin.index.json, or its
-    /// folder), or `-` for standard input.
+    /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, PyTorch .bin/.pt
+    /// files (read without running their pickles), FILE:NAME, a sharded checkpoint (its
+    /// *.safetensors.index.json or pytorch_model.bin.index.json, or its folder), a DCP
+    /// checkpoint (the folder of .metadata and .distcp files), or `-` for standard input.
     ///
     /// A pipe or device (`<(zcat a.npy.gz)`) is read once into a temporary file, as `-` is.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]

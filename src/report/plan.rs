@@ -357,7 +357,12 @@ impl InputReport {
             files.len()
         });
         InputReport {
-            format: input.format.name(),
+            // A DCP checkpoint of the default form (its `.metadata` records the full shapes)
+            // is read as safetensors are, but is none.
+            format: match input.recorded() {
+                Some(_) => "dcp",
+                None => input.format.name(),
+            },
             index: input.shards().map(|set| IndexReport {
                 files: set.files.iter().map(|f| shown(f)).collect(),
                 path: shown(&set.index),

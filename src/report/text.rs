@@ -90,7 +90,7 @@ pub fn render(report: &PlanReport) -> String {
                     t.dtype.clone(),
                     shape_text(&t.shape),
                     bytes(t.bytes),
-                    format!("by {}", decided_by(t, report)),
+                    decided_by(t, report),
                 ]
             })
             .collect();
@@ -321,13 +321,15 @@ fn axis(tensor: &TensorReport, report: &PlanReport) -> String {
     }
 }
 
-/// What decided how a tensor is treated: its rule, or `-a`.
+/// What decided how a tensor is treated: its rule, or `-a`; a copy of the one input's
+/// tensor is decided by nothing (no axis is taken).
 fn decided_by(tensor: &TensorReport, report: &PlanReport) -> String {
     match (&tensor.rule_cited, report.axis_given) {
-        (Some(rule), _) => rule.clone(),
-        (None, _) if tensor.blocks.is_some() => "the blocks' offsets".to_string(),
-        (None, Some(given)) => format!("-a {given}"),
-        (None, None) => "the default axis".to_string(),
+        (Some(rule), _) => format!("by {rule}"),
+        (None, _) if tensor.blocks.is_some() => "by the blocks' offsets".to_string(),
+        (None, _) if tensor.kept && report.inputs.len() == 1 => "from the only input".to_string(),
+        (None, Some(given)) => format!("by -a {given}"),
+        (None, None) => "by the default axis".to_string(),
     }
 }
 

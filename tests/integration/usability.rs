@@ -348,3 +348,56 @@ fn dry_run_json_is_the_plan_for_scripts() {
     assert_eq!(plan["output"]["bytes"], 32);
     assert_eq!(dir_entries(dir.path()), ["a.npy", "b.npy", "c.npy"]);
 }
+
+/// What tjoin reads is said where a new user looks first: `--help`'s first line, the man
+/// page's NAME, INPUT's help; `--dry-run` labels a DCP checkpoint as one (it is read as
+/// safetensors are, but is none), and a copy of one input is not "by the default axis".
+#[test]
+fn the_help_and_the_dry_run_name_pytorch_and_dcp_inputs() {
+    let help = tjoin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let first = help.lines().next().unwrap();
+    assert_mentions(first, &["PyTorch .bin/.pt", "DCP"]);
+    let input = help.split("[INPUT]...  ").nth(1).unwrap();
+    let input = input.split("\n\n").next().unwrap();
+    let input = input.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_mentions(
+        &input,
+        &[
+            "PyTorch .bin/.pt files (read without running their pickles)",
+            "a DCP checkpoint (the folder of .metadata and .distcp files)",
+        ],
+    );
+    let man =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/tjoin.1")).unwrap();
+    let name = man.lines().skip_while(|l| *l != ".SH NAME").nth(1).unwrap();
+    assert_mentions(name, &["PyTorch .bin/.pt", "DCP"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/training/causal_lm");
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args([ckpt.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_mentions(&text, &["causal_lm  dcp  12 blocks in 1 files"]);
+    write_npy(
+        &dir.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32_le(&[1.0, 2.0]),
+    );
+    let out = tjoin()
+        .current_dir(dir.path())
+        .args(["a.npy", "--dry-run", "-o", "b.npy"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_mentions(
+        &text,
+        &["copied  float32  [2]  8 bytes  from the only input"],
+    );
+    assert!(!text.contains("default axis"), "{text}");
+}
