@@ -279,3 +279,45 @@ fn every_test_runs_the_binary_under_test_through_util() {
         "tests that start cargo's tjoin instead of util::bin(): {direct:?}"
     );
 }
+
+/// README's "Installing" says what works today: tjoin is not on PyPI, so no command there
+/// installs it from PyPI as if it were, and the command that does work (a wheel built with
+/// maturin) is shown with the tag it gave, which the text explains.
+#[test]
+fn the_readme_installs_only_what_works() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Installing\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has an Installing section");
+    let commands: Vec<&str> = section
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .flat_map(str::lines)
+        .collect();
+    for command in &commands {
+        for registry in [
+            "pip install tjoin",
+            "uv tool install tjoin",
+            "pipx install tjoin",
+        ] {
+            assert!(
+                !command.starts_with(registry),
+                "README's Installing runs `{command}`, but tjoin is not on PyPI"
+            );
+        }
+        assert!(!command.contains("--no-binary tjoin"), "{command}");
+    }
+    assert!(section.contains("tjoin is not on PyPI yet"), "{section}");
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.starts_with("maturin build --release ")
+                && c.contains("-manylinux_2_34_x86_64.whl")),
+        "{section}"
+    );
+    assert!(section.contains("the tag `manylinux_2_34`"), "{section}");
+}
