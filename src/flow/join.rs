@@ -86,13 +86,14 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         report.warnings = warnings.into_vec();
-        report.filtered = filtered.into_iter().map(Into::into).collect();
+        report.filtered = filtered.iter().cloned().map(Into::into).collect();
         return report.print(form);
     }
     // `--print-plan`: the plan is made now, printed once the output is in place.
     let carried_out = config.print_plan.map(|form| {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         report.written = true;
+        report.filtered = filtered.into_iter().map(Into::into).collect();
         (report, form)
     });
     // The early copy writes one file, the one a file output plans.
