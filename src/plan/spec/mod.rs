@@ -262,7 +262,7 @@ fn check_quietly(
     }
     let axis = axis
         .or(profile.default_axis)
-        .ok_or_else(|| vec![axis_missing(&title)])?;
+        .ok_or_else(|| vec![axis_missing(&title, spec.check_types)])?;
     check_no_scalars(inputs).map_err(|r| vec![r])?;
     let mut refusals: Vec<Refusal> = rank_unsupported(&title, profile, inputs)
         .into_iter()
@@ -346,14 +346,17 @@ fn too_many_inputs(title: &str, profile: &Profile, count: usize) -> Refusal {
     }
 }
 
-fn axis_missing(title: &str) -> Refusal {
+/// The refusal of a join with no axis; `explicit`: under a `--spec` the user gave, whose
+/// profiles differ in this (only onnx-1 has a default axis).
+fn axis_missing(title: &str, explicit: bool) -> Refusal {
+    let numpy = "add -a 0 to join along the first axis, as numpy.concatenate does by default";
     Refusal {
         headline: format!("no axis given: name one with -a/--axis ({title} requires one)"),
         details: Vec::new(),
-        hint: Some(
-            "add -a 0 to join along the first axis, as numpy.concatenate does by default"
-                .to_string(),
-        ),
+        hint: Some(match explicit {
+            true => format!("{numpy}; of the --spec profiles only onnx-1 has a default axis (1)"),
+            false => numpy.to_string(),
+        }),
     }
 }
 
