@@ -63,6 +63,19 @@ pub enum DataClass {
     PosixPath,
     /// `pathlib.WindowsPath(*parts)`: the same, saved on Windows (not read).
     WindowsPath,
+    /// `LossScaler`, a DeepSpeed optimizer's static loss scale (DeepSpeed ZeRO optimizer
+    /// files; not read).
+    LossScaler,
+    /// `DynamicLossScaler`, the same for fp16 training (DeepSpeed ZeRO optimizer files; not
+    /// read).
+    DynamicLossScaler,
+    /// `ZeroStageEnum(stage)`, an int enum: the ZeRO stage a DeepSpeed optimizer file was
+    /// saved by.
+    ZeroStageEnum,
+    /// `fragment_address(numel, start)`, a dataclass: where a parameter's slice lies in a
+    /// rank's flat partition (DeepSpeed ZeRO 1 and 2 optimizer files; not read, the
+    /// parameters' shapes say the same).
+    FragmentAddress,
 }
 
 /// Every class, for [`DataClass::resolve`].
@@ -89,12 +102,17 @@ const ALL: &[DataClass] = &[
     DataClass::StorageInfo,
     DataClass::PosixPath,
     DataClass::WindowsPath,
+    DataClass::LossScaler,
+    DataClass::DynamicLossScaler,
+    DataClass::ZeroStageEnum,
+    DataClass::FragmentAddress,
 ];
 
 const DTENSOR_SPEC: &str = "torch.distributed.tensor._dtensor_spec";
 const PLACEMENTS: &str = "torch.distributed.tensor.placement_types";
 const MESH_LAYOUT: &str = "torch.distributed._mesh_layout";
 const DCP_METADATA: &str = "torch.distributed.checkpoint.metadata";
+const LOSS_SCALER: &str = "deepspeed.runtime.fp16.loss_scaler";
 
 impl DataClass {
     /// The module and name the pickle spells, and the names of the fields its positional
@@ -143,6 +161,16 @@ impl DataClass {
             ),
             DataClass::PosixPath => ("pathlib", "PosixPath", &[]),
             DataClass::WindowsPath => ("pathlib", "WindowsPath", &[]),
+            DataClass::LossScaler => (LOSS_SCALER, "LossScaler", &[]),
+            DataClass::DynamicLossScaler => (LOSS_SCALER, "DynamicLossScaler", &[]),
+            DataClass::ZeroStageEnum => {
+                ("deepspeed.runtime.zero.config", "ZeroStageEnum", &["value"])
+            }
+            DataClass::FragmentAddress => (
+                "deepspeed.utils.tensor_fragment",
+                "fragment_address",
+                &["numel", "start"],
+            ),
         }
     }
 
@@ -168,7 +196,58 @@ impl DataClass {
 
 #[cfg(test)]
 mod tests {
+    use super::super::value::Node;
+    use super::super::vm;
     use super::*;
+
+    /// The object at the root of `bytes`, a pickle that must run.
+    fn object(bytes: &[u8]) -> (vm::Pickled, super::super::value::Object) {
+        let pickled = vm::run(bytes, vm::LIMITS).unwrap_or_else(|f| panic!("{}", f.describe()));
+        match pickled.node(pickled.root).clone() {
+            Node::Object(object) => (pickled, *object),
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deepspeeds_records_are_inert_and_its_other_classes_refused_by_name() {
+        // `ZeroStageEnum(3)` as torch.save writes it: REDUCE of the class with its value.
+        let (pickled, stage) =
+            object(b"\x80\x02cdeepspeed.runtime.zero.config\nZeroStageEnum\nK\x03\x85R.");
+        assert_eq!(stage.class, DataClass::ZeroStageEnum);
+        assert_eq!(stage.field(&*pickled.nodes, "value"), Some(&Node::Int(3)));
+        // `fragment_address(numel=30, start=0)`: NEWOBJ, then BUILD with its attributes.
+        let (pickled, fragment) = object(
+            b"\x80\x02cdeepspeed.utils.tensor_fragment\nfragment_address\n)\x81}(\
+              X\x05\x00\x00\x00numelK\x1eX\x05\x00\x00\x00startK\x00ub.",
+        );
+        assert_eq!(fragment.class, DataClass::FragmentAddress);
+        assert_eq!(
+            fragment.field(&*pickled.nodes, "numel"),
+            Some(&Node::Int(30))
+        );
+        for scaler in ["LossScaler", "DynamicLossScaler"] {
+            let bytes =
+                format!("\u{80}\u{2}cdeepspeed.runtime.fp16.loss_scaler\n{scaler}\n)\u{81}.");
+            let bytes: Vec<u8> = bytes.chars().map(|c| c as u8).collect();
+            assert_eq!(
+                object(&bytes).1.class.path().rsplit('.').next(),
+                Some(scaler)
+            );
+        }
+        // Any other class of DeepSpeed is refused, saying which ones tjoin reads.
+        let fault = vm::run(
+            b"\x80\x02cdeepspeed.runtime.zero.offload_config\nOffloadDeviceEnum\n.",
+            vm::LIMITS,
+        )
+        .unwrap_err();
+        let text = fault.describe();
+        assert!(
+            text.contains("deepspeed.runtime.zero.offload_config.OffloadDeviceEnum")
+                && text.contains("a class of DeepSpeed that tjoin does not read"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn every_class_is_listed_once_and_resolves_to_itself() {

@@ -91,6 +91,14 @@ pub fn resolve(module: &str, name: &str) -> Step<Global> {
              torch.distributed.checkpoint"
         ));
     }
+    if module == "deepspeed" || module.starts_with("deepspeed.") {
+        return refused(format!(
+            "the pickle names {shown}, a class of DeepSpeed that tjoin does not read: it reads \
+             the records of a ZeRO checkpoint (LossScaler, DynamicLossScaler, ZeroStageEnum, \
+             fragment_address) and nothing else of DeepSpeed; convert this checkpoint with \
+             DeepSpeed's zero_to_fp32.py, or report the class so that it can be read as data"
+        ));
+    }
     if CODE_MODULES.contains(&module) || module.starts_with("os.") {
         return refused(format!(
             "the pickle calls {shown}, which a checkpoint never needs: tjoin runs no code from \

@@ -133,39 +133,8 @@ pub fn read_zip(
     select: Option<&str>,
 ) -> Result<Contents> {
     let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
-    let pkl_name = format!("{archive}/data.pkl");
-    let pkl = by_name[pkl_name.as_str()];
-    let bytes = read_member(file, pkl, input, &crate::limits::PICKLE)?;
-    let pickled = run_pickle(&bytes, input, &pkl_name, 0)?;
-    if pickled.len != bytes.len() {
-        return Err(malformed(
-            input,
-            format!(
-                "its member {} has {} bytes after the pickle's STOP",
-                excerpt(&pkl_name),
-                bytes.len() - pickled.len
-            ),
-        ));
-    }
-    let order = match by_name.get(format!("{archive}/byteorder").as_str()) {
-        None => ByteOrder::Little,
-        Some(member) => {
-            let text = read_member(file, member, input, &BYTEORDER)?;
-            match text.as_slice() {
-                b"little" => ByteOrder::Little,
-                b"big" => ByteOrder::Big,
-                other => {
-                    return Err(malformed(
-                        input,
-                        format!(
-                            "its byteorder member says {}, not little or big",
-                            excerpt(&String::from_utf8_lossy(other))
-                        ),
-                    ));
-                }
-            }
-        }
-    };
+    let pickled = run_data_pkl(file, input, &by_name, archive)?;
+    let order = byte_order(file, input, &by_name, archive)?;
     let locate = |storage: &value::Storage, unit: u64| -> Result<Located> {
         let name = format!("{archive}/data/{}", storage.key);
         let Some(member) = by_name.get(name.as_str()) else {
@@ -211,6 +180,115 @@ pub fn read_zip(
     };
     let holdings = holdings(&pickled, input)?;
     tensors(holdings, input, select, order, locate)
+}
+
+/// A `torch.save` archive read as records: its pickle run, and where each storage's bytes lie.
+/// What a reader of a format built on `torch.save` (DeepSpeed's ZeRO checkpoints) interprets;
+/// no storage's bytes are read.
+pub struct Saved {
+    /// The pickle, run.
+    pub pickled: Pickled,
+    /// Whether the archive records big-endian storages.
+    pub big_endian: bool,
+    /// Each storage member's data start and length, by the storage's key.
+    storages: HashMap<String, (u64, u64)>,
+    /// Its storage members that are compressed, by key.
+    compressed: Vec<String>,
+}
+
+impl Saved {
+    /// Where the storage `key`'s bytes start in the file and how many there are; `None` if the
+    /// archive has no such member.
+    pub fn storage(&self, key: &str) -> Option<(u64, u64)> {
+        self.storages.get(key).copied()
+    }
+
+    /// Whether the storage `key` is compressed, so cannot be read in place.
+    pub fn is_compressed(&self, key: &str) -> bool {
+        self.compressed.iter().any(|k| k == key)
+    }
+}
+
+/// Reads the ZIP form of the `torch.save` file `file` of `len` bytes as records (see
+/// [`Saved`]). Errors name `input`.
+pub fn read_saved(file: &File, len: u64, input: &InputRef) -> Result<Saved> {
+    let members = zip::directory(file, len).map_err(|reason| malformed(input, reason))?;
+    let Some(archive) = archive_of(&members) else {
+        return Err(malformed(input, NO_DATA_PKL.to_string()));
+    };
+    let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
+    let pickled = run_data_pkl(file, input, &by_name, &archive)?;
+    let big_endian = byte_order(file, input, &by_name, &archive)? == ByteOrder::Big;
+    let prefix = format!("{archive}/data/");
+    let mut storages = HashMap::new();
+    let mut compressed = Vec::new();
+    for member in &members {
+        let Some(key) = member.name.strip_prefix(&prefix) else {
+            continue;
+        };
+        if member.method != STORED || member.compressed != member.size {
+            compressed.push(key.to_string());
+        }
+        storages.insert(key.to_string(), (member.data_start, member.size));
+    }
+    Ok(Saved {
+        pickled,
+        big_endian,
+        storages,
+        compressed,
+    })
+}
+
+/// Reads and runs the archive's `ARCHIVE/data.pkl`, which must end at its `STOP`.
+fn run_data_pkl(
+    file: &File,
+    input: &InputRef,
+    by_name: &HashMap<&str, &Member>,
+    archive: &str,
+) -> Result<Pickled> {
+    let pkl_name = format!("{archive}/data.pkl");
+    let pkl = by_name[pkl_name.as_str()];
+    let bytes = read_member(file, pkl, input, &crate::limits::PICKLE)?;
+    let pickled = run_pickle(&bytes, input, &pkl_name, 0)?;
+    if pickled.len != bytes.len() {
+        return Err(malformed(
+            input,
+            format!(
+                "its member {} has {} bytes after the pickle's STOP",
+                excerpt(&pkl_name),
+                bytes.len() - pickled.len
+            ),
+        ));
+    }
+    Ok(pickled)
+}
+
+/// The byte order the archive's `ARCHIVE/byteorder` records (little when it has none).
+fn byte_order(
+    file: &File,
+    input: &InputRef,
+    by_name: &HashMap<&str, &Member>,
+    archive: &str,
+) -> Result<ByteOrder> {
+    Ok(match by_name.get(format!("{archive}/byteorder").as_str()) {
+        None => ByteOrder::Little,
+        Some(member) => {
+            let text = read_member(file, member, input, &BYTEORDER)?;
+            match text.as_slice() {
+                b"little" => ByteOrder::Little,
+                b"big" => ByteOrder::Big,
+                other => {
+                    return Err(malformed(
+                        input,
+                        format!(
+                            "its byteorder member says {}, not little or big",
+                            excerpt(&String::from_utf8_lossy(other))
+                        ),
+                    ));
+                }
+            }
+        }
+    })
 }
 
 /// Reads the legacy form; with `select`, only that tensor.
