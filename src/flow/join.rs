@@ -269,6 +269,11 @@ pub(crate) fn plan<'a>(
     writer: &dyn Writer,
     warnings: &mut Warnings,
 ) -> Result<Vec<TensorJob<'a>>> {
+    for input in inputs {
+        for said in input.consolidated().map_or(&[][..], |c| &c.warnings) {
+            warnings.push(Warning::Input(said.clone()));
+        }
+    }
     if !options.strict {
         for described in job::unmatched_rules(inputs, options) {
             warnings.push(Warning::UnmatchedRule(described));

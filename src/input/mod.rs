@@ -8,6 +8,7 @@
 //! files must not run out of file descriptors.
 
 pub mod dcp;
+pub mod deepspeed;
 pub mod dtensor;
 pub mod reference;
 pub mod sharded;
@@ -77,6 +78,23 @@ pub struct Extras {
     /// each with the place in `tensors` of the copy kept: compared with it before the
     /// output is written, and not written.
     pub replicas: Vec<(usize, Tensor)>,
+    /// For a checkpoint consolidated into another model's state dict (DeepSpeed ZeRO), how
+    /// its blocks become the output's tensors.
+    pub consolidated: Option<Box<Consolidated>>,
+}
+
+/// How a checkpoint whose tensors are runs of flat vectors (DeepSpeed ZeRO's partitions)
+/// becomes the state dict it was saved from.
+pub struct Consolidated {
+    /// The shape each flattened tensor is viewed in, by name: its blocks are runs of its
+    /// flattened elements, placed by `Extras::offsets` along its one axis.
+    pub views: std::collections::HashMap<String, Vec<u64>>,
+    /// The element type its floating-point tensors are written in unless `--cast` says
+    /// otherwise (what the checkpoint's own converter writes).
+    pub dtype: crate::dtype::DType,
+    /// What the run must say on standard error (a tensor taken from where the converter
+    /// does not take it).
+    pub warnings: Vec<String>,
 }
 
 impl Extras {
@@ -91,7 +109,8 @@ impl Extras {
             && self.recorded.is_none()
             && self.more_watched.is_empty()
             && self.distributed.is_empty()
-            && self.replicas.is_empty();
+            && self.replicas.is_empty()
+            && self.consolidated.is_none();
         (!empty).then(|| Box::new(self))
     }
 }
@@ -346,6 +365,12 @@ impl Input {
             // DCP's default form: the folder, or its `.metadata` file.
             return dcp::distcp::open(name, selected, options, fetched.is_dir());
         }
+        if let Some(fetched) = &fetched
+            && deepspeed::is_checkpoint(&path, fetched.is_dir())
+        {
+            // A DeepSpeed ZeRO checkpoint: its folder, or a tag's folder in it.
+            return deepspeed::open(name, selected, options);
+        }
         if path.extension().is_some_and(|e| e == "distcp") {
             return Err(dcp::distcp::rank_file_named(&name));
         }
@@ -542,6 +567,11 @@ impl Input {
     /// For a distributed checkpoint, where each tensor starts inside its full tensor.
     pub fn offsets(&self) -> Option<&[Vec<u64>]> {
         self.extras.as_ref()?.offsets.as_deref()
+    }
+
+    /// For a consolidated checkpoint (DeepSpeed ZeRO), how its blocks become tensors.
+    pub fn consolidated(&self) -> Option<&Consolidated> {
+        self.extras.as_ref()?.consolidated.as_deref()
     }
 
     /// For a distributed checkpoint that records them, each tensor's full shape.

@@ -32,6 +32,9 @@ pub enum Warning {
         /// The single file.
         file: PathBuf,
     },
+    /// What an input's reader says every run must tell (a DeepSpeed stage-1 checkpoint's
+    /// frozen parameters, taken from where its converter does not take them).
+    Input(String),
 }
 
 impl Warning {
@@ -69,7 +72,9 @@ impl fmt::Display for Warning {
                  differently)",
                 crate::messages::path(index)
             ),
-            Warning::UnmatchedRule(described) => f.write_str(described),
+            Warning::UnmatchedRule(described) | Warning::Input(described) => {
+                f.write_str(described)
+            }
             Warning::LeftOut(inputs) => {
                 const SHOWN: usize = 3;
                 f.write_str("left out of the output: ")?;

@@ -9,6 +9,7 @@ mod append_journal;
 mod containers;
 mod dcp;
 mod dcp_default;
+mod deepspeed;
 mod directml;
 mod docs;
 mod dtensor;

@@ -184,7 +184,17 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
     {
         compare::replicas(checkpoint)?;
         let recorded = |name: &str| input::dcp::recorded_shape(checkpoint, name);
-        build_blocks(blocks, &recorded, options)
+        match checkpoint.consolidated() {
+            None => build_blocks(blocks, &recorded, options),
+            Some(consolidated) => {
+                // A DeepSpeed checkpoint: written in its converter's element type unless
+                // --cast says otherwise, each flattened tensor viewed in its shape.
+                let cast = options.cast.or(Some(&consolidated.dtype));
+                let options = JobOptions { cast, ..*options };
+                let jobs = build_blocks(blocks, &recorded, &options)?;
+                Ok(view(jobs, &consolidated.views))
+            }
+        }
     } else if whole_files(inputs, options) {
         build_whole(inputs, options)
     } else {
@@ -343,6 +353,23 @@ fn build_blocks<'a>(
     } else {
         Err(Error::Refused(refusals))
     }
+}
+
+/// Views each job whose tensor `views` names in the shape it gives: its blocks were runs of
+/// its flattened elements, joined along their one axis in C order, so that its bytes are the
+/// tensor's in that shape as they are.
+fn view<'a>(mut jobs: Vec<TensorJob<'a>>, views: &HashMap<String, Vec<u64>>) -> Vec<TensorJob<'a>> {
+    for job in &mut jobs {
+        if let Some(shape) = views.get(&job.out.name) {
+            debug_assert_eq!(
+                job.plan.shape.iter().product::<u64>(),
+                shape.iter().product::<u64>()
+            );
+            job.out.shape.clone_from(shape);
+            job.plan.shape.clone_from(shape);
+        }
+    }
+    jobs
 }
 
 /// Checks a tensor made from blocks against `--spec`'s join rules, as the joins it is made
