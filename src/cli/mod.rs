@@ -63,6 +63,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     MERGE_EXAMPLE,
     (
+        "Consolidate a DeepSpeed ZeRO checkpoint (following its latest) as zero_to_fp32.py does:",
+        "tjoin zero/ -o model.safetensors",
+    ),
+    (
         "Re-shard a checkpoint into shards of at most 2 GB, with their index, in merged/:",
         "tjoin model.safetensors -o merged/ --max-shard-size 2GB",
     ),

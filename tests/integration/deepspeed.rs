@@ -26,8 +26,14 @@ const CASES: &[(&str, u8)] = &[
     ("untied_s3_bf16_ws3", 3),
 ];
 
+/// The case's folder, which holds its oracles and the checkpoint folder `ckpt/`.
 fn case(name: &str) -> PathBuf {
     Path::new(FIXTURES).join(name)
+}
+
+/// The checkpoint folder of the case `name`, as DeepSpeed saved it.
+fn ckpt(name: &str) -> PathBuf {
+    case(name).join("ckpt")
 }
 
 /// Runs tjoin on `args` then `-o out.safetensors` in a fresh folder; the output's bytes and
@@ -63,7 +69,7 @@ fn zero_checkpoints_consolidate_into_what_zero_to_fp32_writes() {
     // Stages 1, 2, 3 x fp32, bf16 on 2 and 3 ranks: odd sizes (padded groups, parameters
     // across ranks), a tied head, a frozen layer, float and int64 buffers.
     for &(name, stage) in CASES {
-        let folder = case(name);
+        let folder = ckpt(name);
         let (out, stderr) = consolidated(&[folder.to_str().unwrap()]);
         if stage == 1 {
             // The script's output lacks the frozen layer (#5439); tjoin's holds it, from the
@@ -79,7 +85,7 @@ fn zero_checkpoints_consolidate_into_what_zero_to_fp32_writes() {
 
 #[test]
 fn a_tag_folder_is_read_as_the_checkpoint_latest_names() {
-    let tagged = case("s3_fp32_ws3").join(TAG);
+    let tagged = ckpt("s3_fp32_ws3").join(TAG);
     let (out, _) = consolidated(&[tagged.to_str().unwrap()]);
     assert_same("s3_fp32_ws3", "expected.safetensors", &out);
 }
@@ -92,7 +98,7 @@ fn casts_equal_what_torch_to_gives() {
         ("s3_fp32_ws2", "bfloat16", "expected_bf16.safetensors"),
         ("s3_bf16_ws2", "float16", "expected_fp16.safetensors"),
     ] {
-        let folder = case(name);
+        let folder = ckpt(name);
         let (out, _) = consolidated(&[folder.to_str().unwrap(), "--cast", cast]);
         assert_same(name, oracle, &out);
     }
@@ -102,7 +108,7 @@ fn casts_equal_what_torch_to_gives() {
 fn a_sharded_output_equals_the_scripts_shards_and_index() {
     for name in ["untied_s2_fp32_ws2", "untied_s3_bf16_ws3"] {
         let dir = tempfile::tempdir().unwrap();
-        let folder = case(name);
+        let folder = ckpt(name);
         let args = [
             folder.to_str().unwrap(),
             "--max-shard-size",
@@ -111,7 +117,7 @@ fn a_sharded_output_equals_the_scripts_shards_and_index() {
             "out/",
         ];
         succeeds(dir.path(), &args);
-        let expected = folder.join("expected_sharded");
+        let expected = case(name).join("expected_sharded");
         let written = dir.path().join("out");
         assert_eq!(dir_entries(&written), dir_entries(&expected), "{name}");
         for file in dir_entries(&expected) {
@@ -129,7 +135,7 @@ fn a_sharded_output_equals_the_scripts_shards_and_index() {
 #[test]
 fn a_dry_run_says_what_is_left_out_and_where_frozen_parameters_come_from() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = case("s1_bf16_ws2");
+    let folder = ckpt("s1_bf16_ws2");
     let args = [
         folder.to_str().unwrap(),
         "--dry-run",
@@ -161,9 +167,9 @@ fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     let root = dir.path().join("ckpt");
     let tagged = root.join(TAG);
     fs::create_dir_all(&tagged).unwrap();
-    fs::copy(case(name).join("latest"), root.join("latest")).unwrap();
-    for file in dir_entries(&case(name).join(TAG)) {
-        fs::copy(case(name).join(TAG).join(&file), tagged.join(&file)).unwrap();
+    fs::copy(ckpt(name).join("latest"), root.join("latest")).unwrap();
+    for file in dir_entries(&ckpt(name).join(TAG)) {
+        fs::copy(ckpt(name).join(TAG).join(&file), tagged.join(&file)).unwrap();
     }
     (dir, tagged)
 }
@@ -203,7 +209,7 @@ fn a_missing_rank_is_refused_naming_its_file() {
 fn a_rank_from_another_world_size_is_refused() {
     // Rank 2 of a 3-rank save put beside a 2-rank save's files.
     let (dir, tagged) = copy_of("s1_fp32_ws2");
-    let stranger = case("s1_fp32_ws3")
+    let stranger = ckpt("s1_fp32_ws3")
         .join(TAG)
         .join("zero_pp_rank_2_mp_rank_00_optim_states.pt");
     fs::copy(
@@ -248,7 +254,7 @@ fn files_of_other_kinds_or_sets_are_refused_naming_them() {
 
 #[test]
 fn shapes_that_do_not_add_up_are_refused() {
-    let folder = case("bad_shapes");
+    let folder = ckpt("bad_shapes");
     let dir = tempfile::tempdir().unwrap();
     let stderr = refused(
         dir.path(),
@@ -261,7 +267,7 @@ fn shapes_that_do_not_add_up_are_refused() {
 
 #[test]
 fn a_deepspeed_class_that_is_not_a_record_is_refused_by_name() {
-    let folder = case("bad_global");
+    let folder = ckpt("bad_global");
     let dir = tempfile::tempdir().unwrap();
     let stderr = refused(
         dir.path(),
@@ -299,4 +305,25 @@ fn latest_naming_no_folder_beside_it_is_refused() {
     fs::remove_dir(dir.path().join("out")).unwrap();
     let stderr = refusal_of(dir.path(), 2);
     assert_mentions(&stderr, &["global_step9", "has no folder of that name"]);
+}
+
+#[test]
+fn a_trainer_folder_with_weights_beside_latest_is_refused_naming_both() {
+    // Hugging Face's Trainer saves model.safetensors beside DeepSpeed's `latest`.
+    let (dir, _) = copy_of("s2_fp32_ws2");
+    let weights = case("s2_fp32_ws2").join("expected.safetensors");
+    fs::copy(weights, dir.path().join("ckpt/model.safetensors")).unwrap();
+    let stderr = refusal_of(dir.path(), 2);
+    assert_mentions(
+        &stderr,
+        &[
+            "model.safetensors",
+            "cannot tell which one",
+            "ckpt/global_step1",
+        ],
+    );
+    // The tag's folder is read.
+    let tagged = dir.path().join("ckpt").join(TAG);
+    let (out, _) = consolidated(&[tagged.to_str().unwrap()]);
+    assert_same("s2_fp32_ws2", "expected.safetensors", &out);
 }

@@ -75,6 +75,8 @@ const BORROWED: &[(&str, &str)] = &[
     // DCP's default form: a .metadata and two .distcp files; Megatron-Core's torch_dist.
     ("step-1000", "fixtures/dcp_default/ranks2"),
     ("iter_0000010", "fixtures/dcp_default/megatron"),
+    // A DeepSpeed ZeRO stage-3 checkpoint of 2 ranks, as deepspeed saved it.
+    ("zero", "fixtures/deepspeed/s3_bf16_ws2/ckpt"),
 ];
 
 /// What a document says an output file holds.

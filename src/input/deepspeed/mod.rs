@@ -170,6 +170,36 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
         ));
     }
     let tagged = folder.join(&tag);
+    // Hugging Face's Trainer saves the model's weights beside DeepSpeed's `latest`: the folder
+    // is then two checkpoints, and which one is meant cannot be told.
+    let weights: Vec<String> = std::fs::read_dir(&folder)
+        .map_err(|e| name.io_error("list", e))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| {
+            [".safetensors", ".bin", ".index.json"]
+                .iter()
+                .any(|x| f.ends_with(x))
+        })
+        .collect();
+    if !weights.is_empty() {
+        let mut weights: Vec<String> = weights.iter().map(|w| excerpt(w).into_owned()).collect();
+        weights.sort();
+        let tagged_shown = crate::messages::path(&tagged);
+        return Err(refusal(
+            format!(
+                "{name} holds a DeepSpeed checkpoint (`latest` names `{}`) and model weights \
+                 beside it, and tjoin cannot tell which one to read:",
+                excerpt(&tag)
+            ),
+            weights,
+            &format!(
+                "name the one you mean: {tagged_shown} for the ZeRO checkpoint's fp32 \
+                 weights, or the weights file (or its index) in {}",
+                crate::messages::path(&folder)
+            ),
+        ));
+    }
     if !tagged.is_dir() {
         return Err(refusal(
             format!(
