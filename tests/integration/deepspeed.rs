@@ -304,7 +304,18 @@ fn latest_naming_no_folder_beside_it_is_refused() {
     fs::write(dir.path().join("ckpt/latest"), "global_step9\n").unwrap();
     fs::remove_dir(dir.path().join("out")).unwrap();
     let stderr = refusal_of(dir.path(), 2);
-    assert_mentions(&stderr, &["global_step9", "has no folder of that name"]);
+    assert_mentions(&stderr, &["global_step9", "no folder of that name"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn latest_naming_a_link_is_refused() {
+    // A tag that is a link leads where the file says, not where the user named.
+    let (dir, tagged) = copy_of("s2_fp32_ws2");
+    std::os::unix::fs::symlink(&tagged, dir.path().join("ckpt/elsewhere")).unwrap();
+    fs::write(dir.path().join("ckpt/latest"), "elsewhere").unwrap();
+    let stderr = refusal_of(dir.path(), 2);
+    assert_mentions(&stderr, &["`elsewhere`", "a link"]);
 }
 
 #[test]

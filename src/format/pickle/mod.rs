@@ -203,6 +203,18 @@ impl Saved {
         self.storages.get(key).copied()
     }
 
+    /// A pickle's records alone, with no storage: what the unit tests of a reader of records
+    /// give it.
+    #[cfg(test)]
+    pub(crate) fn records_only(pickled: Pickled) -> Saved {
+        Saved {
+            pickled,
+            big_endian: false,
+            storages: HashMap::new(),
+            compressed: Vec::new(),
+        }
+    }
+
     /// Whether the storage `key` is compressed, so cannot be read in place.
     pub fn is_compressed(&self, key: &str) -> bool {
         self.compressed.iter().any(|k| k == key)

@@ -340,7 +340,8 @@ fn trained_stage12(
                 pieces: cut(&parts, offset, numel, 0),
                 kind: Kind::Trained,
             });
-            offset += numel + paddings.flatten().map_or(0, |p| p[i]);
+            let padding = paddings.flatten().map_or(0, |p| p[i]);
+            offset = offset.saturating_add(numel).saturating_add(padding);
         }
         let lean = optims.iter().all(|o| o.paddings.is_some());
         if let Some(problem) = group_misfit(g, shapes.len(), offset, available, world, lean) {
@@ -442,7 +443,7 @@ fn trained_stage3(
             pieces,
             kind: Kind::Trained,
         });
-        offset += part;
+        offset = offset.saturating_add(part);
     }
     if offset != per_rank {
         problems.push(format!(

@@ -200,10 +200,19 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
             ),
         ));
     }
-    if !tagged.is_dir() {
+    // The tag is data: the folder it names must be a folder in this one, not a link that
+    // leads elsewhere.
+    let found = std::fs::symlink_metadata(&tagged);
+    if !found.as_ref().is_ok_and(|m| m.is_dir()) {
+        let why = match found {
+            Ok(m) if m.file_type().is_symlink() => {
+                "a link, which tjoin does not follow from a file's word"
+            }
+            _ => "no folder of that name",
+        };
         return Err(refusal(
             format!(
-                "{latest_ref} names the tag `{}`, but {} has no folder of that name",
+                "{latest_ref} names the tag `{}`, but in {} that is {why}",
                 excerpt(&tag),
                 crate::messages::path(&folder)
             ),
@@ -474,10 +483,7 @@ fn check_ranks(
         }
     }
     let have: Vec<u64> = optims.iter().map(|o| o.0).collect();
-    let missing: Vec<String> = (0..world.min(1 << 20))
-        .filter(|r| !have.contains(r))
-        .map(|r| format!("zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
-        .collect();
+    let missing = absent(world, |r| have.contains(&r), "optim");
     if !missing.is_empty() || have.len() as u64 != world {
         problems.push(format!(
             "the optimizer files record a partition count of {world}, and the folder holds {} \
@@ -487,20 +493,17 @@ fn check_ranks(
             if missing.is_empty() {
                 String::new()
             } else {
-                format!("; missing: {}", capped(missing, 8).join(", "))
+                format!("; missing: {}", missing.join(", "))
             }
         ));
     }
     let models: Vec<Option<u64>> = listing.models.iter().map(|m| m.0).collect();
     if stage == 3 {
-        let missing: Vec<String> = (0..world.min(1 << 20))
-            .filter(|r| !models.contains(&Some(*r)))
-            .map(|r| format!("zero_pp_rank_{r}_mp_rank_00_model_states.pt"))
-            .collect();
+        let missing = absent(world, |r| models.contains(&Some(r)), "model");
         if !missing.is_empty() {
             problems.push(format!(
                 "stage 3 saves a model-states file per rank; missing: {}",
-                capped(missing, 8).join(", ")
+                missing.join(", ")
             ));
         }
     } else if !models.contains(&None) {
@@ -517,6 +520,23 @@ fn check_ranks(
         "copy every rank's files of the save into the folder (a rank that did not save, or \
          an old checkpoint written over, leaves a set like this one)",
     ))
+}
+
+/// The names of the first ranks' `kind` files (`optim`, `model`) of a world of `world` ranks
+/// that are not `present`, and how many more there are: a damaged partition count may say
+/// billions.
+fn absent(world: u64, present: impl Fn(u64) -> bool, kind: &str) -> Vec<String> {
+    const SHOWN: usize = 8;
+    let mut missing = (0..world).filter(|&r| !present(r));
+    let mut names: Vec<String> = missing
+        .by_ref()
+        .take(SHOWN)
+        .map(|r| format!("zero_pp_rank_{r}_mp_rank_00_{kind}_states.pt"))
+        .collect();
+    if names.len() == SHOWN && missing.next().is_some() {
+        names.push("and more".to_string());
+    }
+    names
 }
 
 /// What `--dry-run` says the output leaves out, and how it was read.

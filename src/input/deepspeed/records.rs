@@ -140,13 +140,27 @@ fn text(node: &Node, what: &str) -> Result<String, String> {
     }
 }
 
-/// `name -> shape` entries (`param_shapes[g]`, `frozen_param_shapes`).
+/// The most elements a recorded shape may have: 2^56 (256 PiB of float32), far beyond any
+/// model, and small enough that sums of a few thousand such sizes cannot overflow.
+const MAX_NUMEL: u64 = 1 << 56;
+
+/// `name -> shape` entries (`param_shapes[g]`, `frozen_param_shapes`), each of at most
+/// [`crate::format::MAX_RANK`] dimensions and [`MAX_NUMEL`] elements.
 fn shapes(saved: &Saved, node: &Node, what: &str) -> Result<Vec<(String, Vec<u64>)>, String> {
     entries(saved, node, what)?
         .into_iter()
         .map(|(name, shape)| {
             let of = format!("the shape of `{}` in {what}", excerpt(&name));
-            Ok((name, numbers(saved, shape, &of)?))
+            let shape = numbers(saved, shape, &of)?;
+            let numel = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+            if shape.len() > crate::format::MAX_RANK || numel.is_none_or(|n| n > MAX_NUMEL) {
+                return Err(format!(
+                    "{of} is {}: {} dimensions, more elements than tjoin reads ({MAX_NUMEL})",
+                    crate::messages::excerpt(&shape_text(&shape)),
+                    shape.len()
+                ));
+            }
+            Ok((name, shape))
         })
         .collect()
 }
@@ -374,4 +388,42 @@ pub fn optim_states(saved: &Saved) -> Result<OptimStates, String> {
         paddings,
         left_out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::pickle::vm;
+
+    /// `{"module": {}, "buffer_names": [], "param_shapes": [{"a": SHAPE}]}`, as protocol 2
+    /// pickles it, with SHAPE's pickled items.
+    fn model_pickle(shape: &[u8]) -> Vec<u8> {
+        let mut bytes = b"\x80\x02}(X\x06\x00\x00\x00module}X\x0c\x00\x00\x00buffer_names]\
+            X\x0c\x00\x00\x00param_shapes](}X\x01\x00\x00\x00a("
+            .to_vec();
+        bytes.extend_from_slice(shape);
+        bytes.extend_from_slice(b"tseu.");
+        bytes
+    }
+
+    fn read(shape: &[u8]) -> Result<ModelStates, String> {
+        let bytes = model_pickle(shape);
+        let pickled = vm::run(&bytes, vm::LIMITS).unwrap_or_else(|f| panic!("{}", f.describe()));
+        model_states(&Saved::records_only(pickled))
+    }
+
+    #[test]
+    fn a_shape_whose_size_overflows_is_refused_not_wrapped() {
+        // (7, 5) is read.
+        let states = read(b"K\x07K\x05").unwrap();
+        assert_eq!(states.param_shapes, [[("a".to_string(), vec![7, 5])]]);
+        // (2**40, 2**40) has 2**80 elements, which a u64 product would wrap to 0.
+        let huge = b"\x8a\x06\x00\x00\x00\x00\x00\x01\x8a\x06\x00\x00\x00\x00\x00\x01";
+        let why = read(huge).unwrap_err();
+        assert!(
+            why.contains("the shape of `a` in `param_shapes[0]`")
+                && why.contains("more elements than tjoin reads"),
+            "{why}"
+        );
+    }
 }
