@@ -149,10 +149,10 @@ fn a_dry_run_says_what_is_left_out_and_where_frozen_parameters_come_from() {
         &stdout,
         &[
             "ZeRO stage 1 on 2 ranks",
-            "`optimizer_state_dict.base_optimizer_state`",
+            "left out, never read: the optimizer's state, its moments \
+             (`optimizer_state_dict.base_optimizer_state` of each rank's optimizer file)",
             "`ds_config`",
             "`global_steps`",
-            "the optimizer's moments are never read",
             "`head.weight` (of `embed.weight`)",
             "2 frozen parameters (`frozen.weight`, `frozen.bias`)",
             "in bfloat16 as it holds them",

@@ -550,24 +550,32 @@ fn notes(
 ) -> Vec<String> {
     let version = models[0].version.as_deref().unwrap_or("an unknown version");
     let mut notes = vec![format!(
-        "a {FORM} of ZeRO stage {stage} on {world} rank{} (saved by deepspeed {}): the \
-         trained parameters are read from the ranks' flat fp32 partitions ({} file{}), as \
-         zero_to_fp32.py reads them",
+        "a DeepSpeed checkpoint at ZeRO stage {stage} on {world} rank{} (saved by deepspeed \
+         {}): the trained parameters are read from the ranks' flat fp32 partitions ({} \
+         file{}), as zero_to_fp32.py reads them",
         if world == 1 { "" } else { "s" },
         excerpt(version),
         optim_files.len(),
         if optim_files.len() == 1 { "" } else { "s" }
     )];
-    let mut left: Vec<String> = optims[0].left_out.clone();
-    left.extend(models[0].left_out.iter().cloned());
-    if !left.is_empty() {
+    let quoted = |keys: &[String]| -> String {
+        capped(
+            keys.iter().map(|k| format!("`{}`", excerpt(k))).collect(),
+            20,
+        )
+        .join(", ")
+    };
+    if !optims[0].left_out.is_empty() {
         notes.push(format!(
-            "left out (not weights): {} (the optimizer's moments are never read)",
-            capped(
-                left.iter().map(|k| format!("`{}`", excerpt(k))).collect(),
-                20
-            )
-            .join(", ")
+            "left out, never read: the optimizer's state, its moments ({} of each rank's \
+             optimizer file)",
+            quoted(&optims[0].left_out)
+        ));
+    }
+    if !models[0].left_out.is_empty() {
+        notes.push(format!(
+            "left out (not weights): {} of the model-states file",
+            quoted(&models[0].left_out)
         ));
     }
     let tied: Vec<String> = entries
