@@ -277,7 +277,8 @@ pub struct JoinArgs {
     /// The tensors to join, in order: .npy, .npz, .safetensors, .json files, PyTorch .bin/.pt
     /// files (read without running their pickles), FILE:NAME, a sharded checkpoint (its
     /// *.safetensors.index.json or pytorch_model.bin.index.json, or its folder), a DCP
-    /// checkpoint (the folder of .metadata and .distcp files), or `-` for standard input.
+    /// checkpoint (the folder of .metadata and .distcp files), a DeepSpeed ZeRO checkpoint (the
+    /// folder of `latest`, or a tag's folder), or `-` for standard input.
     ///
     /// A pipe or device (`<(zcat a.npy.gz)`) is read once into a temporary file, as `-` is.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]

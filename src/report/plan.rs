@@ -358,10 +358,11 @@ impl InputReport {
         });
         InputReport {
             // A DCP checkpoint of the default form (its `.metadata` records the full shapes)
-            // is read as safetensors are, but is none.
-            format: match input.recorded() {
-                Some(_) => "dcp",
-                None => input.format.name(),
+            // is read as safetensors are, but is none; nor is a DeepSpeed checkpoint.
+            format: match (input.consolidated(), input.recorded()) {
+                (Some(_), _) => "deepspeed",
+                (None, Some(_)) => "dcp",
+                (None, None) => input.format.name(),
             },
             index: input.shards().map(|set| IndexReport {
                 files: set.files.iter().map(|f| shown(f)).collect(),

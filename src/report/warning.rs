@@ -72,9 +72,7 @@ impl fmt::Display for Warning {
                  differently)",
                 crate::messages::path(index)
             ),
-            Warning::UnmatchedRule(described) | Warning::Input(described) => {
-                f.write_str(described)
-            }
+            Warning::UnmatchedRule(described) | Warning::Input(described) => f.write_str(described),
             Warning::LeftOut(inputs) => {
                 const SHOWN: usize = 3;
                 f.write_str("left out of the output: ")?;

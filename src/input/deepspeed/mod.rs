@@ -417,17 +417,12 @@ pub fn open(name: InputRef, selected: Option<String>, options: OpenOptions) -> R
             ),
         }])
     })?;
-    let notes = notes(stage, world, &models, &optims, &entries, &optim_files);
-    let warnings = frozen_warning(&entries, &model_files);
-    build(
-        name,
-        entries,
-        model_files,
-        optim_files,
-        options,
-        notes,
-        warnings,
-    )
+    let said = Said {
+        warnings: frozen_warning(&entries, &model_files),
+        left_out: left_out(&models[0], &optims[0]),
+        notes: notes(stage, world, &models, &optims, &entries, &optim_files),
+    };
+    build(name, entries, (model_files, optim_files), options, said)
 }
 
 fn reorder<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
@@ -539,6 +534,31 @@ fn absent(world: u64, present: impl Fn(u64) -> bool, kind: &str) -> Vec<String> 
     names
 }
 
+/// What the input's reader says: in `--dry-run` (`notes`), in every run (`left_out`, short
+/// phrases; `warnings`, whole lines).
+struct Said {
+    notes: Vec<String>,
+    left_out: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// What every run says the output leaves out, in short phrases.
+fn left_out(model: &ModelStates, optim: &OptimStates) -> Vec<String> {
+    let mut left = Vec::new();
+    if !optim.left_out.is_empty() {
+        left.push("the optimizer's state (its moments, never read)".to_string());
+    }
+    if !model.left_out.is_empty() {
+        let names: Vec<String> = model
+            .left_out
+            .iter()
+            .map(|k| format!("`{}`", excerpt(k)))
+            .collect();
+        left.push(format!("the model file's {}", capped(names, 4).join(", ")));
+    }
+    left
+}
+
 /// What `--dry-run` says the output leaves out, and how it was read.
 fn notes(
     stage: u64,
@@ -631,12 +651,15 @@ fn frozen_warning(entries: &[Entry], model_files: &[Opened]) -> Vec<String> {
 fn build(
     name: InputRef,
     entries: Vec<Entry>,
-    model_files: Vec<Opened>,
-    optim_files: Vec<Opened>,
+    (model_files, optim_files): (Vec<Opened>, Vec<Opened>),
     options: OpenOptions,
-    mut notes: Vec<String>,
-    warnings: Vec<String>,
+    said: Said,
 ) -> Result<Input> {
+    let Said {
+        mut notes,
+        left_out,
+        warnings,
+    } = said;
     let keep = options.keeps_open(model_files.len() + optim_files.len());
     let data = |opened: &Opened| -> DataFile {
         match keep {
@@ -723,6 +746,7 @@ fn build(
             offsets: Some(offsets),
             recorded: Some(recorded),
             more_watched: watched.collect(),
+            left_out,
             consolidated: Some(Box::new(super::Consolidated {
                 views,
                 dtype: DType::Float32,
