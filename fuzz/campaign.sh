@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(npy_header safetensors_header npz_directory json_reader join dcp)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(npy_header safetensors_header npz_directory json_reader gguf_header join dcp)
 ./seed.sh > /dev/null
 # ASan keeps freed memory in a quarantine of up to 256 MiB by default, which -rss_limit_mb
 # would count as the target's: a small one makes the limit measure tjoin.

@@ -14,6 +14,7 @@ seed npy_header -name '*.npy' -size -64k
 seed safetensors_header -name '*.safetensors'
 seed npz_directory -name '*.npz'
 seed json_reader -name '*.json'
+seed gguf_header -name '*.gguf'
 seed pytorch_file \( -path '*pytorch*' -o -path '*transformers*' \) \( -name '*.pt' -o -name '*.bin' \) -size -64k
 mkdir -p corpus/pickle_vm
 for f in ../fixtures/pytorch/*.pt ../fixtures/transformers/llama/*.bin; do

@@ -1,6 +1,7 @@
 //! Tensor file formats: reading what a file declares about its tensors, and writing an
 //! output's headers around the data the copy engine streams. One module per format.
 
+pub mod gguf;
 pub(crate) mod index;
 pub mod json;
 pub mod npy;
@@ -109,6 +110,7 @@ pub const REGISTERED: &[&Descriptor] = &[
     &npz::FORMAT,
     &safetensors::FORMAT,
     &pickle::FORMAT,
+    &gguf::FORMAT,
 ];
 
 #[allow(non_upper_case_globals)]
@@ -124,6 +126,9 @@ impl Format {
     /// PyTorch's `torch.save` (`.pt`, `.pth`, `.bin`): a pickle read without running it,
     /// its storages beside it (`format/pickle/`). Read, not written.
     pub const PyTorch: Format = Format(&pickle::FORMAT);
+    /// llama.cpp's GGUF: keys, tensor infos, aligned data (`format/gguf/`). Its plain
+    /// tensors are read into joins; GGUF is written by the GGUF flow (`flow/gguf.rs`).
+    pub const Gguf: Format = Format(&gguf::FORMAT);
 }
 
 impl PartialEq for Format {
@@ -173,6 +178,20 @@ pub struct Contents {
     /// For each tensor that is one rank's block of a DTensor (by its place in `tensors`),
     /// the layout its file records: a `torch.save` of FSDP2 / DTensor state.
     pub distributed: Vec<(usize, pickle::dtensor::Distributed)>,
+}
+
+impl Contents {
+    /// The contents of a file that holds tensors and nothing else worth saying.
+    pub fn of_tensors(tensors: Vec<Found>) -> Contents {
+        Contents {
+            tensors,
+            metadata: None,
+            notes: Vec::new(),
+            left_out: Vec::new(),
+            format: None,
+            distributed: Vec::new(),
+        }
+    }
 }
 
 /// One tensor a reader found.
@@ -719,7 +738,10 @@ mod tests {
             rest <= 1,
             "at most one format takes the archives no other claims"
         );
-        assert_eq!(Format::names(), ["npy", "json", "npz", "safetensors", "pt"]);
+        assert_eq!(
+            Format::names(),
+            ["npy", "json", "npz", "safetensors", "pt", "gguf"]
+        );
     }
 
     #[test]

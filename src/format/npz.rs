@@ -83,14 +83,7 @@ pub fn read(
         };
         tensors.push(read_member(file, member, name, &tensor_ref)?);
     }
-    Ok(Contents {
-        tensors,
-        metadata: None,
-        notes: Vec::new(),
-        left_out: Vec::new(),
-        format: None,
-        distributed: Vec::new(),
-    })
+    Ok(Contents::of_tensors(tensors))
 }
 
 /// numpy's name for a member: its file name without `.npy`.
