@@ -83,7 +83,7 @@ _tjoin_words() {
                     return 0
                     ;;
                 --input-format)
-                    COMPREPLY=($(compgen -W "npy json npz safetensors pt" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "npy json npz safetensors pt gguf" -- "${cur}"))
                     return 0
                     ;;
                 --axis)
@@ -303,7 +303,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__split)
-            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --progress --quiet --help"
+            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --max-tensors --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --progress --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -353,12 +353,16 @@ _tjoin_words() {
                     fi
                     return 0
                     ;;
+                --max-tensors)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --format)
                     COMPREPLY=($(compgen -W "npy json npz safetensors" -- "${cur}"))
                     return 0
                     ;;
                 --input-format)
-                    COMPREPLY=($(compgen -W "npy json npz safetensors pt" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "npy json npz safetensors pt gguf" -- "${cur}"))
                     return 0
                     ;;
                 --json-form)

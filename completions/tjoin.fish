@@ -29,7 +29,8 @@ complete -c tjoin -n "__fish_tjoin_needs_command" -l input-format -d 'Read every
 json\t''
 npz\t''
 safetensors\t''
-pt\t''"
+pt\t''
+gguf\t''"
 complete -c tjoin -n "__fish_tjoin_needs_command" -s a -l axis -d 'The axis to join along; negative ones count from the back (-1 is the last). Not needed with one input, whose tensors are copied' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l cast -d 'Convert every input to DTYPE while joining: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64. A distributed checkpoint\'s floating-point tensors only; in a file of several tensors, optimizer step counters (`*.step`, one element) stay exact' -r -f -a "bool\t''
 int8\t''
@@ -109,7 +110,8 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l parts -d 'Cut into
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l sizes -d 'Cut into parts of these sizes along the axis (they must add up to its length): 900,100' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l ranks -d 'Cut into N tensor-parallel ranks by the tensor rules (--rules, --axis-for, --keep)' -r
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s o -l output -d 'The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`: {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order' -r -F
-complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l max-shard-size -d 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB)' -r -f
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l max-shard-size -d 'The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB). For a GGUF input, the most tensor bytes per file of the set it is split into' -r -f
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l max-tensors -d 'Split a GGUF file into a set of files of at most N tensors each, named as gguf-split names them (-o out/ gives out/MODEL-00001-of-0000K.gguf)' -r
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l format -d 'The outputs\' format (npy, json, npz, safetensors); overrides their extensions' -r -f -a "npy\t''
 json\t''
 npz\t''
@@ -118,7 +120,8 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l input-format -d 'R
 json\t''
 npz\t''
 safetensors\t''
-pt\t''"
+pt\t''
+gguf\t''"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l json-form -d 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'
 object\t'`{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`'"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l metadata -d 'Add or replace an entry of the .safetensors outputs\' __metadata__ (the input\'s is carried over); repeatable' -r -f

@@ -63,6 +63,43 @@ pub enum Command {
     /// Split one input into several outputs, committed together (`tjoin split`,
     /// `src/flow/split.rs`).
     Split(SplitConfig),
+    /// Merge a GGUF input into one GGUF file, or split it into a set, carrying keys and
+    /// tensors as they are (`src/flow/gguf.rs`).
+    Gguf(GgufConfig),
+}
+
+/// A GGUF merge or split: `-o *.gguf` with GGUF inputs, or `tjoin split` of a GGUF file.
+#[derive(Debug, Clone)]
+pub struct GgufConfig {
+    /// The input: one file, the first file of a split set, or every file of a set in order.
+    pub inputs: Vec<Arc<Path>>,
+    /// What to write.
+    pub job: GgufJob,
+    /// Refuse to replace an existing output.
+    pub no_clobber: bool,
+    /// Write, or only report the plan.
+    pub action: Action,
+    /// When to show a progress bar (`Never` when asked to be quiet).
+    pub progress: When,
+    /// Print nothing on stderr but errors.
+    pub quiet: bool,
+}
+
+/// What a GGUF run writes.
+#[derive(Debug, Clone)]
+pub enum GgufJob {
+    /// One file (`None`: a dry run without an output).
+    Merge(Option<PathBuf>),
+    /// A set, its files named as gguf-split names them: in `folder` after the input's stem,
+    /// or after `stem` (a path without `.gguf`).
+    Split {
+        /// The folder the files go in and the stem of their names.
+        folder: PathBuf,
+        /// The stem.
+        stem: String,
+        /// How the tensors are cut into files.
+        by: crate::plan::gguf::SplitBy,
+    },
 }
 
 /// A join: which inputs, by which rules, into what.

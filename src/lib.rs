@@ -32,7 +32,7 @@ use std::path::Path;
 
 use cli::Cli;
 use config::Command;
-use flow::{append, join, split};
+use flow::{append, gguf, join, split};
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
 /// flags into a command and run its flow: a join, an append, or a recovery. A subcommand
@@ -51,5 +51,6 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Append(config) => append::run(&config),
         Command::Recover(file) => append::recover(&file),
         Command::Split(config) => split::run(&config),
+        Command::Gguf(config) => gguf::run(&config),
     }
 }

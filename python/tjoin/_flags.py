@@ -67,6 +67,7 @@ SPLIT = {
     "json_form": ("--json-form", "value"),
     "keep": ("--keep", "repeat"),
     "max_shard_size": ("--max-shard-size", "value"),
+    "max_tensors": ("--max-tensors", "value"),
     "metadata": ("--metadata", "repeat"),
     "no_clobber": ("--no-clobber", "bare"),
     "output": ("--output", "repeat"),

@@ -31,7 +31,10 @@ impl Command {
     /// `--recover FILE`, `--append`, or a join. `crate::run` runs its flow.
     pub fn from_cli(cli: &Cli) -> Result<Command> {
         match &cli.command {
-            Some(Subcommand::Split(args)) => Ok(Command::Split(SplitConfig::from_args(args)?)),
+            Some(Subcommand::Split(args)) => match super::gguf::split(args)? {
+                Some(config) => Ok(Command::Gguf(config)),
+                None => Ok(Command::Split(SplitConfig::from_args(args)?)),
+            },
             None => Command::from_join_args(&cli.join),
         }
     }
@@ -40,6 +43,9 @@ impl Command {
     fn from_join_args(cli: &JoinArgs) -> Result<Command> {
         if let Some(file) = &cli.recover {
             return Ok(Command::Recover(file.clone()));
+        }
+        if let Some(config) = super::gguf::merge(cli)? {
+            return Ok(Command::Gguf(config));
         }
         let mut config = JoinConfig::from_args(cli)?;
         if !cli.append {

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod generate;
+pub mod gguf;
 mod python;
 pub mod split;
 
@@ -69,6 +70,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "Re-shard a checkpoint into shards of at most 2 GB, with their index, in merged/:",
         "tjoin model.safetensors -o merged/ --max-shard-size 2GB",
+    ),
+    (
+        "Merge a GGUF split set (named by its first file) into one GGUF file:",
+        "tjoin model-00001-of-00003.gguf -o model.gguf",
     ),
     (
         "Merge sharded tensor-parallel ranks (each a folder with an index) into a sharded model:",
@@ -139,7 +144,7 @@ fn help_examples() -> String {
 }
 
 /// Join tensors stored in .npy, .npz, .safetensors, .json, PyTorch .bin/.pt and DCP checkpoint
-/// files along one axis, like numpy.concatenate, ONNX Concat or DirectML Join, streaming the data so that files larger than memory join in constant memory.
+/// files along one axis, like numpy.concatenate, ONNX Concat or DirectML Join, streaming the data so that files larger than memory join in constant memory (and merge and split GGUF files).
 ///
 /// The output is the file numpy.save(out, numpy.concatenate(inputs, axis)) would write, byte
 /// for byte. Every rule is checked on the inputs' headers before anything is written, and a
@@ -191,6 +196,17 @@ fn help_examples() -> String {
 /// bytes in a 4-D UINT32/UINT16/UINT8 form. Where DirectML is unavailable it fails with exit
 /// status 1; --backend auto then uses the CPU engine, and --dry-run says which and why. The man
 /// page's DIRECTML section says how to check a Windows machine, and what is tested where.
+/// GGUF (llama.cpp's .gguf files, versions 2 and 3): a split set named by its first file
+/// (MODEL-00001-of-0000N.gguf, the others found beside it) or by all its files, in order, merges
+/// into one file with -o FILE.gguf: every key but split.*, every tensor in order, quantized ones
+/// as opaque bytes, each file checked first (split.no, split.count, split.tensors.count against
+/// the files found; every count and tensor against the file's length). A set written by
+/// gguf-py merges into the file it writes unsplit, byte for byte. `tjoin split --max-tensors N`
+/// or `--max-shard-size SIZE` splits a GGUF file into such a set. FILE.gguf:NAME reads one F32,
+/// F16, BF16, F64 or integer tensor (numpy's shape: ggml's dimensions reversed) into .npy, and a
+/// file without quantized tensors reads into .safetensors; quantized tensors are refused there,
+/// by name and type.
+///
 /// In pipelines: `-` as an input reads standard input (its format sniffed from its first bytes,
 /// or named with --input-format), `-o -` writes standard output (with --format), --files-from
 /// reads the inputs' paths from a file, and --cast converts every input to one element type in
@@ -249,6 +265,14 @@ pub enum Subcommand {
     /// sharded checkpoint, in shards of at most --max-shard-size. Joining the outputs back gives the input:
     /// `tjoin -a AXIS part-*.npy -o x.npy` for parts (when the input is little-endian),
     /// `tjoin --rules FILE tp*/model.safetensors -o model.safetensors` for ranks.
+    ///
+    /// A GGUF input (.gguf) is cut between tensors instead, into a set of files as llama.cpp's
+    /// gguf-split writes them: at most --max-tensors N tensors or --max-shard-size SIZE bytes of
+    /// tensor data (each padded to the alignment) a file, a tensor larger than that alone in its
+    /// file; the first file holds every key, then split.no, split.count and split.tensors.count,
+    /// the others only those three. -o out/ names them out/MODEL-00001-of-0000K.gguf after the
+    /// input; -o out/name.gguf names them out/name-00001-of-0000K.gguf. A set of more than 1024
+    /// files is written with a warning: llama.cpp opens every file of a set at once.
     Split(split::SplitArgs),
 }
 
@@ -278,7 +302,8 @@ pub struct JoinArgs {
     /// files (read without running their pickles), FILE:NAME, a sharded checkpoint (its
     /// *.safetensors.index.json or pytorch_model.bin.index.json, or its folder), a DCP
     /// checkpoint (the folder of .metadata and .distcp files), a DeepSpeed ZeRO checkpoint (the
-    /// folder of `latest`, or a tag's folder), or `-` for standard input.
+    /// folder of `latest`, or a tag's folder), a .gguf file or GGUF split set (its first file),
+    /// or `-` for standard input.
     ///
     /// A pipe or device (`<(zcat a.npy.gz)`) is read once into a temporary file, as `-` is.
     #[arg(value_name = "INPUT", value_hint = ValueHint::FilePath)]

@@ -34,7 +34,8 @@ pub struct SplitArgs {
 
     /// Cut into N parts as numpy.array_split does (the first len % N parts one longer).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536),
-          required_unless_present_any = ["sizes", "ranks"], conflicts_with_all = ["sizes", "ranks"])]
+          required_unless_present_any = ["sizes", "ranks", "max_tensors", "max_shard_size"],
+          conflicts_with_all = ["sizes", "ranks"])]
     pub parts: Option<u64>,
 
     /// With --parts: refuse a length that N does not divide, instead of uneven parts.
@@ -56,9 +57,16 @@ pub struct SplitArgs {
     pub output: Vec<PathBuf>,
 
     /// The most tensor bytes per shard of an output that names a folder (`tp{rank}/`): a
-    /// sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB).
+    /// sharded checkpoint, as a join writes one (5GB by default; 500MB, 2GiB). For a GGUF
+    /// input, the most tensor bytes per file of the set it is split into.
     #[arg(long, value_name = "SIZE", value_parser = super::parse_size, value_hint = ValueHint::Other)]
     pub max_shard_size: Option<u64>,
+
+    /// Split a GGUF file into a set of files of at most N tensors each, named as gguf-split
+    /// names them (-o out/ gives out/MODEL-00001-of-0000K.gguf).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with_all = ["parts", "sizes", "ranks", "max_shard_size"])]
+    pub max_tensors: Option<u64>,
 
     /// The outputs' format (npy, json, npz, safetensors); overrides their extensions.
     #[arg(long, value_name = "FORMAT", value_parser = Offering::any(Format::output_names), hide_possible_values = true)]
@@ -157,6 +165,12 @@ impl SplitConfig {
     /// The split the flags ask for, with every flag checked that can be checked before the
     /// input is opened.
     pub fn from_args(args: &SplitArgs) -> Result<SplitConfig> {
+        if args.parts.is_none() && args.sizes.is_none() && args.ranks.is_none() {
+            return Err(Error::refused(
+                "a split needs --parts, --sizes or --ranks (--max-shard-size alone splits GGUF                  files only)",
+                "add --parts N and -a AXIS, or --ranks N with the tensor rules",
+            ));
+        }
         let cut = match (args.parts, &args.sizes, args.ranks) {
             (_, Some(sizes), _) => Cut::Sizes(sizes.clone()),
             (_, _, Some(ranks)) => Cut::Ranks(ranks),

@@ -39,6 +39,7 @@ mod direct;
 pub mod early;
 mod gather;
 mod packer;
+pub mod ranges;
 #[cfg(test)]
 mod slice_tests;
 pub mod split;

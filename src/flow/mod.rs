@@ -3,5 +3,6 @@
 //! input into several outputs (`split.rs`).
 
 pub(crate) mod append;
+pub mod gguf;
 pub mod join;
 pub mod split;

@@ -537,7 +537,7 @@ fn check_no_clobber(outputs: &[&PathBuf]) -> Result<()> {
 
 /// The folders a split made for its outputs (`-o 'tp{rank}/model.safetensors'` makes `tp0`,
 /// `tp1`, ...): removed again, when still empty, unless the outputs are committed.
-struct Folders(Vec<PathBuf>);
+pub(super) struct Folders(Vec<PathBuf>);
 
 impl Folders {
     /// Makes the missing folders the outputs are in (a sharded checkpoint's is its own
@@ -554,28 +554,39 @@ impl Folders {
             let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
                 continue;
             };
-            if folder.is_dir() || made.0.iter().any(|m| m == folder) {
-                continue;
-            }
-            let above = folder.parent().filter(|f| !f.as_os_str().is_empty());
-            if above.is_some_and(|above| !above.is_dir()) {
-                return Err(Error::refused(
-                    format!(
-                        "cannot write {}: neither its folder nor the folder above exists",
-                        crate::messages::path(path)
-                    ),
-                    "create the folders first (tjoin split makes only the last one)",
-                ));
-            }
-            std::fs::create_dir(folder)
-                .map_err(|e| Error::io("create the output folder", folder, e))?;
-            made.0.push(folder.to_path_buf());
+            made.make_one(folder)?;
         }
         Ok(made)
     }
 
+    /// Makes `folder` if it is missing, one level deep (`make`'s rule).
+    pub(super) fn make_one(&mut self, folder: &Path) -> Result<()> {
+        if folder.is_dir() || self.0.iter().any(|m| m == folder) {
+            return Ok(());
+        }
+        let above = folder.parent().filter(|f| !f.as_os_str().is_empty());
+        if above.is_some_and(|above| !above.is_dir()) {
+            return Err(Error::refused(
+                format!(
+                    "cannot write into {}: neither it nor the folder above exists",
+                    crate::messages::path(folder)
+                ),
+                "create the folders first (tjoin split makes only the last one)",
+            ));
+        }
+        std::fs::create_dir(folder)
+            .map_err(|e| Error::io("create the output folder", folder, e))?;
+        self.0.push(folder.to_path_buf());
+        Ok(())
+    }
+
+    /// No folder made yet.
+    pub(super) fn none() -> Folders {
+        Folders(Vec::new())
+    }
+
     /// The outputs are committed: the folders stay.
-    fn keep(mut self) {
+    pub(super) fn keep(mut self) {
         self.0.clear();
     }
 }

@@ -10,6 +10,7 @@
 pub mod dcp;
 pub mod deepspeed;
 pub mod dtensor;
+pub mod gguf;
 pub mod reference;
 pub mod sharded;
 

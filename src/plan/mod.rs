@@ -6,6 +6,7 @@
 pub(crate) mod chunks;
 pub(crate) mod compare;
 pub mod filter;
+pub mod gguf;
 pub(crate) mod grid;
 pub(crate) mod heads;
 pub(crate) mod job;

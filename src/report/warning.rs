@@ -35,6 +35,12 @@ pub enum Warning {
     /// What an input's reader says every run must tell (a DeepSpeed stage-1 checkpoint's
     /// frozen parameters, taken from where its converter does not take them).
     Input(String),
+    /// A GGUF split into more files than llama.cpp, which keeps every file of a set open,
+    /// loads under the usual limit of open files.
+    ManyGgufFiles {
+        /// The files of the set.
+        count: u64,
+    },
 }
 
 impl Warning {
@@ -90,6 +96,10 @@ impl fmt::Display for Warning {
                 "{} stays in the folder (it is not a file of the previous index); libraries \
                  that look for it before the index would load it instead of the new set",
                 crate::messages::path(file)
+            ),
+            Warning::ManyGgufFiles { count } => write!(
+                f,
+                "the set has {count} files; llama.cpp opens every file of a set at once, and                  past the usual limit of 1024 open files (ulimit -n) it cannot load them: raise                  --max-tensors or --max-shard-size"
             ),
         }
     }

@@ -52,6 +52,19 @@ const BORROWED: &[(&str, &str)] = &[
     // The model the ranks were split from, sharded: a --like reference given as a folder.
     ("unsplit", "fixtures/sharded/tp/expected"),
     ("rules", "rules"),
+    // A GGUF set gguf-py split by tensor count.
+    (
+        "model-00001-of-00003.gguf",
+        "fixtures/gguf/by_count/model-00001-of-00003.gguf",
+    ),
+    (
+        "model-00002-of-00003.gguf",
+        "fixtures/gguf/by_count/model-00002-of-00003.gguf",
+    ),
+    (
+        "model-00003-of-00003.gguf",
+        "fixtures/gguf/by_count/model-00003-of-00003.gguf",
+    ),
     // A PyTorch distributed checkpoint: four ranks of a 2x2 mesh (without its expected file).
     ("checkpoint", "fixtures/dcp/mesh2x2"),
     // FSDP2 rank files (torch.save of DTensors) of 4 ranks, named and in a folder.

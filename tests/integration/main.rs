@@ -22,6 +22,7 @@ mod fixtures;
 mod flags;
 mod fused;
 mod generated;
+mod gguf;
 mod hostile;
 mod many_rules;
 mod merge_checks;

@@ -1,0 +1,185 @@
+//! GGUF's commands, told from the flags alone: a join whose output is a `.gguf` file (or
+//! `--format gguf`), or whose inputs are all `.gguf` files and that writes nothing (a dry
+//! run), is a GGUF merge; `tjoin split` of a `.gguf` input is a GGUF split. Both become a
+//! `config::GgufConfig`; the join's and the split's flags that make no sense for them are
+//! refused here.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::JoinArgs;
+use super::split::SplitArgs;
+use crate::config::{Action, GgufConfig, GgufJob, When};
+use crate::error::{Error, Result};
+use crate::format::gguf::is_gguf_name;
+use crate::input::gguf::numbered;
+use crate::plan::gguf::SplitBy;
+
+/// The GGUF merge a join's flags ask for, if they ask for one.
+pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
+    let forced = cli
+        .format
+        .as_deref()
+        .is_some_and(|f| f.eq_ignore_ascii_case("gguf"));
+    let to_gguf = forced || cli.output.as_deref().is_some_and(is_gguf_name);
+    let all_gguf = !cli.inputs.is_empty() && cli.inputs.iter().all(|p| is_gguf_name(p));
+    let dry_run_of_gguf = cli.output.is_none() && all_gguf && cli.files_from.is_none();
+    if !(to_gguf || dry_run_of_gguf) {
+        return Ok(None);
+    }
+    let misplaced = [
+        (cli.axis.is_some(), "-a/--axis"),
+        (cli.stack, "--stack"),
+        (cli.cast.is_some(), "--cast"),
+        (cli.name.is_some(), "--name"),
+        (!cli.metadata.is_empty(), "--metadata"),
+        (cli.compress, "--compress"),
+        (!cli.like.is_empty(), "--like"),
+        (!cli.rules.is_empty(), "--rules"),
+        (!cli.axis_for.is_empty(), "--axis-for"),
+        (!cli.keep.is_empty(), "--keep"),
+        (cli.expect_shape.is_some(), "--expect-shape"),
+        (cli.max_shard_size.is_some(), "--max-shard-size"),
+        (cli.append, "--append"),
+    ];
+    if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
+        return Err(Error::refused(
+            format!(
+                "{flag} does not apply to a GGUF merge, which carries every key and tensor of \
+                 a GGUF set into one file as they are"
+            ),
+            format!(
+                "drop {flag}; to split a GGUF file, use tjoin split --max-tensors N or \
+                 --max-shard-size SIZE"
+            ),
+        ));
+    }
+    if cli.files_from.is_some() {
+        return Err(Error::refused(
+            "--files-from does not apply to a GGUF merge",
+            "name the set's first file, or every file of it in order",
+        ));
+    }
+    if let Some(bad) = cli.inputs.iter().find(|p| !is_gguf_name(p)) {
+        return Err(Error::refused(
+            format!(
+                "a GGUF output is written only from GGUF inputs, but {} is not named .gguf",
+                crate::messages::path(bad)
+            ),
+            "name the GGUF set's first file (or all its files), or write .npy or .safetensors \
+             from GGUF's plain tensors",
+        ));
+    }
+    Ok(Some(GgufConfig {
+        inputs: cli.inputs.iter().map(|p| Arc::from(p.as_path())).collect(),
+        job: GgufJob::Merge(cli.output.clone()),
+        no_clobber: cli.no_clobber,
+        action: cli.dry_run.map_or(Action::Write, Action::DryRun),
+        progress: if cli.quiet { When::Never } else { cli.progress },
+        quiet: cli.quiet,
+    }))
+}
+
+/// The GGUF split `tjoin split`'s flags ask for, if its input is a `.gguf` file; refuses
+/// `--max-tensors` for any other input.
+pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
+    let forced = args
+        .input_format
+        .as_deref()
+        .is_some_and(|f| f.eq_ignore_ascii_case("gguf"));
+    if !forced && !is_gguf_name(&args.input) {
+        if args.max_tensors.is_some() {
+            return Err(Error::refused(
+                "--max-tensors splits GGUF files, but the input is not named .gguf",
+                "split other files with --parts, --sizes or --ranks",
+            ));
+        }
+        return Ok(None);
+    }
+    let by = match (args.max_tensors, args.max_shard_size) {
+        (Some(n), None) => SplitBy::Tensors(n),
+        (None, Some(bytes)) => SplitBy::Bytes(bytes),
+        _ => {
+            return Err(Error::refused(
+                "a GGUF split needs one of --max-tensors N and --max-shard-size SIZE",
+                "add --max-tensors 128 (gguf-split's default) or --max-shard-size 4GB",
+            ));
+        }
+    };
+    let misplaced = [
+        (args.axis.is_some(), "-a/--axis"),
+        (args.parts.is_some(), "--parts"),
+        (args.sizes.is_some(), "--sizes"),
+        (args.ranks.is_some(), "--ranks"),
+        (!args.rules.is_empty(), "--rules"),
+        (!args.axis_for.is_empty(), "--axis-for"),
+        (!args.keep.is_empty(), "--keep"),
+        (!args.metadata.is_empty(), "--metadata"),
+        (args.compress, "--compress"),
+        (args.format.is_some(), "--format"),
+    ];
+    if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
+        return Err(Error::refused(
+            format!(
+                "{flag} does not apply to a GGUF split, which cuts a file between tensors, each \
+                 carried whole"
+            ),
+            format!("drop {flag}"),
+        ));
+    }
+    let [output] = args.output.as_slice() else {
+        return Err(Error::refused(
+            "a GGUF split takes one -o: a folder (out/) or the files' stem (out/model.gguf)",
+            "give -o once; the files are named STEM-00001-of-0000N.gguf, as gguf-split names \
+             them",
+        ));
+    };
+    let (folder, stem) = names(&args.input, output);
+    Ok(Some(GgufConfig {
+        inputs: vec![Arc::from(args.input.as_path())],
+        job: GgufJob::Split { folder, stem, by },
+        no_clobber: args.no_clobber,
+        action: args.dry_run.map_or(Action::Write, Action::DryRun),
+        progress: if args.quiet {
+            When::Never
+        } else {
+            args.progress
+        },
+        quiet: args.quiet,
+    }))
+}
+
+/// The folder and stem of a split's files: `-o out/` (or an existing folder) puts them in
+/// `out/` after the input's stem (less a set's numbering); `-o out/model.gguf` or
+/// `-o out/model` names the stem, as gguf-split's output argument does.
+fn names(input: &Path, output: &Path) -> (PathBuf, String) {
+    let text = output.to_string_lossy();
+    let is_folder =
+        text.ends_with('/') || (cfg!(windows) && text.ends_with('\\')) || output.is_dir();
+    if is_folder {
+        let name = input
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let stem = match numbered(input) {
+            Some(_) => name
+                .rsplit_once("-of-")
+                .and_then(|(rest, _)| rest.rsplit_once('-'))
+                .map_or(name.to_string(), |(stem, _)| stem.to_string()),
+            None => strip_gguf(&name).to_string(),
+        };
+        return (output.to_path_buf(), stem);
+    }
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let folder = output.parent().map(Path::to_path_buf).unwrap_or_default();
+    (folder, strip_gguf(&name).to_string())
+}
+
+fn strip_gguf(name: &str) -> &str {
+    name.strip_suffix(".gguf")
+        .or_else(|| name.strip_suffix(".GGUF"))
+        .unwrap_or(name)
+}

@@ -1,0 +1,186 @@
+//! The GGUF flow: open a GGUF input (one file or a split set) and check every file of it,
+//! plan the output files from the headers alone (`plan::gguf`), then either report the plan
+//! or write each file under a temporary name (its header, then every tensor's bytes as they
+//! are, padded) and commit them together once every input is checked unchanged. A refusal
+//! writes nothing; a failure or an interrupt leaves no file behind.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Action, GgufConfig, GgufJob, PlanForm};
+use crate::engine::ranges::{Piece, copy_pieces};
+use crate::error::{Error, InputRef, Result};
+use crate::format::Sink;
+use crate::input::gguf::{GgufSet, split_name};
+use crate::output::progress;
+use crate::output::{Output, OutputSet};
+use crate::plan::gguf::{self, OutFile};
+use crate::report::{Warning, Warnings};
+
+/// Runs the GGUF merge or split `config` describes.
+pub fn run(config: &GgufConfig) -> Result<()> {
+    let set = GgufSet::open(&config.inputs)?;
+    let mut warnings = Warnings::new(config.quiet);
+    let planned: Vec<(PathBuf, OutFile)> = match &config.job {
+        GgufJob::Merge(output) => {
+            let path = output.clone().unwrap_or_else(|| PathBuf::from("-"));
+            vec![(path, gguf::merge(&set)?)]
+        }
+        GgufJob::Split { folder, stem, by } => {
+            let files = gguf::split(&set, *by)?;
+            let count = files.len() as u64;
+            if count > LLAMA_OPEN_FILES {
+                warnings.push(Warning::ManyGgufFiles { count });
+            }
+            files
+                .into_iter()
+                .enumerate()
+                .map(|(no, file)| (folder.join(split_name(stem, no as u64, count)), file))
+                .collect()
+        }
+    };
+    let form = match (config.action, &config.job) {
+        (Action::DryRun(form), _) => Some(form),
+        // A merge without -o writes nothing: the plan, as a join without -o prints it.
+        (Action::Write, GgufJob::Merge(None)) => Some(PlanForm::Text),
+        (Action::Write, _) => None,
+    };
+    if let Some(form) = form {
+        return report(&set, &planned, form);
+    }
+    write(config, &set, &planned)
+}
+
+/// llama.cpp keeps every file of a set open and mapped; past 1024, the usual limit of open
+/// files, it cannot load them.
+const LLAMA_OPEN_FILES: u64 = 1024;
+
+/// Writes every planned file and commits them together.
+fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> Result<()> {
+    let tensors: Vec<_> = set.tensors().collect();
+    let names: Vec<InputRef> = set
+        .files
+        .iter()
+        .enumerate()
+        .map(|(at, file)| InputRef {
+            position: at + 1,
+            path: file.path.clone(),
+            tensor: None,
+        })
+        .collect();
+    let total: u64 = planned.iter().map(|(_, f)| f.len).sum();
+    let paths: Vec<&Path> = planned.iter().map(|(p, _)| p.as_path()).collect();
+    let bar = progress::start_all(total, config.progress, &paths);
+    let pieces = |file: &OutFile| -> Vec<Piece<'_>> {
+        let mut pieces = vec![Piece::Zeros(file.header_pad)];
+        for &(index, pad) in &file.tensors {
+            let t = &tensors[index];
+            pieces.push(Piece::Range {
+                file: &set.files[t.file].file,
+                name: &names[t.file],
+                offset: t.start,
+                len: t.info.bytes,
+            });
+            pieces.push(Piece::Zeros(pad));
+        }
+        pieces
+    };
+    let write_one = |out: &mut dyn Sink, file: &OutFile| -> Result<()> {
+        out.write_all(&file.header)
+            .map_err(|e| Error::io("write", out.name(), e))?;
+        bar.bar.inc(file.header.len() as u64);
+        copy_pieces(pieces(file), out, |n| bar.bar.inc(n))
+    };
+    if let [(path, file)] = planned {
+        if matches!(config.job, GgufJob::Merge(_)) {
+            let mut out = Output::create(path, config.no_clobber)?;
+            let written = write_one(&mut out, file);
+            bar.finish();
+            written?;
+            set.check_unchanged()?;
+            out.commit()?;
+            bar.summary();
+            return Ok(());
+        }
+    }
+    let mut folders = super::split::Folders::none();
+    if let GgufJob::Split { folder, .. } = &config.job
+        && !folder.as_os_str().is_empty()
+    {
+        folders.make_one(folder)?;
+    }
+    let mut outputs = OutputSet::new(config.no_clobber);
+    for (path, _) in planned {
+        outputs.add(path)?;
+    }
+    let mut written = Ok(());
+    for (member, (_, file)) in outputs.members_mut().iter_mut().zip(planned) {
+        written = write_one(member, file);
+        if written.is_err() {
+            break;
+        }
+    }
+    bar.finish();
+    written?;
+    set.check_unchanged()?;
+    outputs.commit()?;
+    folders.keep();
+    bar.summary();
+    Ok(())
+}
+
+/// Prints what would be written: each file, its tensors and its length.
+fn report(set: &GgufSet, planned: &[(PathBuf, OutFile)], form: PlanForm) -> Result<()> {
+    let inputs: Vec<String> = set
+        .files
+        .iter()
+        .map(|f| f.path.display().to_string())
+        .collect();
+    let tensors: Vec<_> = set.tensors().collect();
+    let text = match form {
+        PlanForm::Json => {
+            let files: Vec<serde_json::Value> = planned
+                .iter()
+                .map(|(path, file)| {
+                    let names: Vec<&str> = file
+                        .tensors
+                        .iter()
+                        .map(|&(i, _)| tensors[i].info.name.as_str())
+                        .collect();
+                    serde_json::json!({
+                        "path": path.display().to_string(),
+                        "bytes": file.len,
+                        "tensors": names,
+                    })
+                })
+                .collect();
+            let value = serde_json::json!({"format": "gguf", "inputs": inputs, "outputs": files});
+            format!("{value}\n")
+        }
+        PlanForm::Text => {
+            let mut text = format!(
+                "gguf: {} input file(s), {} tensors\n",
+                inputs.len(),
+                tensors.len()
+            );
+            for (path, file) in planned {
+                text.push_str(&format!(
+                    "  {}  {} tensors, {} bytes\n",
+                    crate::messages::path(path),
+                    file.tensors.len(),
+                    file.len
+                ));
+                for &(i, _) in &file.tensors {
+                    let info = tensors[i].info;
+                    text.push_str(&format!(
+                        "    {}  {} {}\n",
+                        crate::messages::name(&info.name),
+                        info.ggml_type.name(),
+                        crate::messages::shape_text(&info.shape())
+                    ));
+                }
+            }
+            text
+        }
+    };
+    crate::messages::print(&text).map_err(|e| Error::io("write", Path::new("standard output"), e))
+}

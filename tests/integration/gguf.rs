@@ -1,0 +1,359 @@
+//! GGUF: split sets written by gguf-py (fixtures/gguf, `make_gguf_fixtures.py`) merge into
+//! the very file gguf-py writes unsplit; a split and a merge give back the original byte for
+//! byte; plain tensors read as numpy and safetensors write them; every refusal of a damaged
+//! or inconsistent set writes nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::util::{assert_mentions, refused, succeeds};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf")
+}
+
+/// A temporary folder holding copies of `files` (paths under fixtures/gguf).
+fn copies(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in files {
+        let to = dir.path().join(Path::new(file).file_name().unwrap());
+        fs::copy(fixtures().join(file), to).unwrap();
+    }
+    dir
+}
+
+const BY_COUNT: [&str; 3] = [
+    "by_count/model-00001-of-00003.gguf",
+    "by_count/model-00002-of-00003.gguf",
+    "by_count/model-00003-of-00003.gguf",
+];
+
+#[track_caller]
+fn assert_same_file(got: &Path, want: &Path) {
+    let (got_bytes, want_bytes) = (fs::read(got).unwrap(), fs::read(want).unwrap());
+    assert!(
+        got_bytes == want_bytes,
+        "{} differs from {}: {}",
+        got.display(),
+        want.display(),
+        crate::util::describe_difference(&want_bytes, &got_bytes)
+    );
+}
+
+#[test]
+fn a_set_gguf_py_split_merges_into_the_file_it_writes_unsplit() {
+    for set in ["by_count", "by_size"] {
+        let dir = tempfile::tempdir().unwrap();
+        let first = fixtures().join(set).join("model-00001-of-00003.gguf");
+        let out = dir.path().join("model.gguf");
+        succeeds(
+            dir.path(),
+            &[first.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        );
+        assert_same_file(&out, &fixtures().join("model.gguf"));
+        // Named by all its files, in order.
+        let all: Vec<String> = (1..=3)
+            .map(|n| {
+                let name = format!("model-{n:05}-of-00003.gguf");
+                fixtures().join(set).join(name).display().to_string()
+            })
+            .collect();
+        let mut args: Vec<&str> = all.iter().map(String::as_str).collect();
+        args.extend(["-o", "all.gguf"]);
+        succeeds(dir.path(), &args);
+        assert_same_file(&dir.path().join("all.gguf"), &fixtures().join("model.gguf"));
+    }
+}
+
+#[test]
+fn a_split_by_tensor_count_is_the_set_gguf_py_writes() {
+    let dir = copies(&["model.gguf"]);
+    succeeds(
+        dir.path(),
+        &["split", "--max-tensors", "4", "model.gguf", "-o", "out/"],
+    );
+    for file in BY_COUNT {
+        let name = Path::new(file).file_name().unwrap();
+        assert_same_file(&dir.path().join("out").join(name), &fixtures().join(file));
+    }
+}
+
+#[test]
+fn split_then_merge_gives_the_original_byte_for_byte() {
+    for original in ["model.gguf", "align64/model.gguf", "plain.gguf"] {
+        for by in [
+            ["--max-tensors", "1"],
+            ["--max-tensors", "2"],
+            ["--max-tensors", "100"],
+            ["--max-shard-size", "100"],
+            ["--max-shard-size", "300"],
+            ["--max-shard-size", "1GB"],
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let input = fixtures().join(original);
+            let stem = dir.path().join("parts/m.gguf");
+            fs::create_dir(dir.path().join("parts")).unwrap();
+            let mut args = vec!["split", by[0], by[1], input.to_str().unwrap(), "-o"];
+            args.push(stem.to_str().unwrap());
+            succeeds(dir.path(), &args);
+            let mut files = crate::util::dir_entries(&dir.path().join("parts"));
+            files.sort();
+            let count = files.len();
+            assert!(
+                files
+                    .iter()
+                    .all(|f| f.ends_with(&format!("-of-{count:05}.gguf")))
+            );
+            assert_eq!(files[0], format!("m-00001-of-{count:05}.gguf"));
+            let first = dir.path().join("parts").join(&files[0]);
+            succeeds(dir.path(), &[first.to_str().unwrap(), "-o", "back.gguf"]);
+            assert_same_file(&dir.path().join("back.gguf"), &input);
+        }
+    }
+}
+
+#[test]
+fn a_split_by_size_keeps_each_file_under_the_limit_unless_one_tensor_is_larger() {
+    let dir = copies(&["model.gguf"]);
+    succeeds(
+        dir.path(),
+        &[
+            "split",
+            "--max-shard-size",
+            "100",
+            "model.gguf",
+            "-o",
+            "out/",
+        ],
+    );
+    let mut files = crate::util::dir_entries(&dir.path().join("out"));
+    files.sort();
+    for file in &files {
+        let bytes = fs::read(dir.path().join("out").join(file)).unwrap();
+        let header = match tjoin::format::gguf::parse_header(&bytes, bytes.len() as u64) {
+            Ok(tjoin::format::gguf::Parsed::Header(h)) => h,
+            other => panic!("{file}: {other:?}"),
+        };
+        let data: u64 = header
+            .tensors
+            .iter()
+            .map(|t| t.bytes.next_multiple_of(32))
+            .sum();
+        assert!(
+            data <= 100 || header.tensors.len() == 1,
+            "{file}: {data} bytes"
+        );
+    }
+    assert_eq!(files.len(), 7, "{files:?}");
+}
+
+#[test]
+fn plain_tensors_read_as_numpy_and_safetensors_write_them() {
+    let dir = copies(&["model.gguf", "plain.gguf"]);
+    succeeds(dir.path(), &["model.gguf:token_embd.weight", "-o", "e.npy"]);
+    assert_same_file(
+        &dir.path().join("e.npy"),
+        &fixtures().join("token_embd.npy"),
+    );
+    succeeds(dir.path(), &["model.gguf:blk.0.ids", "-o", "ids.npy"]);
+    assert_same_file(&dir.path().join("ids.npy"), &fixtures().join("ids.npy"));
+    succeeds(dir.path(), &["plain.gguf", "-o", "plain.safetensors"]);
+    assert_same_file(
+        &dir.path().join("plain.safetensors"),
+        &fixtures().join("plain.safetensors"),
+    );
+}
+
+#[test]
+fn quantized_tensors_are_refused_for_npy_and_safetensors_naming_tensor_and_type() {
+    let dir = copies(&["model.gguf"]);
+    let stderr = refused(
+        dir.path(),
+        &["model.gguf:blk.0.ffn_down.weight", "-o", "q.npy"],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["blk.0.ffn_down.weight Q4_K [2, 256]", "-o out.gguf"],
+    );
+    let stderr = refused(dir.path(), &["model.gguf", "-o", "all.safetensors"], 2);
+    assert_mentions(
+        &stderr,
+        &["2 quantized tensors", "blk.0.ffn_up.weight Q8_0 [2, 64]"],
+    );
+}
+
+/// The bytes of `file` with `new` written `skip` bytes after the end of `needle`.
+fn patched(file: &Path, needle: &[u8], skip: usize, new: &[u8]) -> Vec<u8> {
+    let mut bytes = fs::read(file).unwrap();
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the needle is in the file")
+        + needle.len()
+        + skip;
+    bytes[at..at + new.len()].copy_from_slice(new);
+    bytes
+}
+
+#[test]
+fn an_inconsistent_or_incomplete_set_is_refused_writing_nothing() {
+    // A file missing.
+    let dir = copies(&BY_COUNT[..2]);
+    let stderr = refused(
+        dir.path(),
+        &["model-00001-of-00003.gguf", "-o", "m.gguf"],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "file 3 of the GGUF set",
+            "model-00003-of-00003.gguf",
+            "missing",
+        ],
+    );
+    // A later file's split.count disagrees with the set.
+    let dir = copies(&BY_COUNT);
+    let second = dir.path().join("model-00002-of-00003.gguf");
+    fs::write(
+        &second,
+        patched(&second, b"split.count", 4, &4u16.to_le_bytes()),
+    )
+    .unwrap();
+    let stderr = refused(
+        dir.path(),
+        &["model-00001-of-00003.gguf", "-o", "m.gguf"],
+        1,
+    );
+    assert_mentions(
+        &stderr,
+        &["model-00002-of-00003.gguf", "`split.count` = 4", "3 files"],
+    );
+    // The files named out of order.
+    let dir = copies(&BY_COUNT);
+    let args = [
+        "model-00001-of-00003.gguf",
+        "model-00003-of-00003.gguf",
+        "model-00002-of-00003.gguf",
+        "-o",
+        "m.gguf",
+    ];
+    let stderr = refused(dir.path(), &args, 1);
+    assert_mentions(&stderr, &["`split.no` = 2", "file 2 here"]);
+    // A name that says another count than the keys.
+    let dir = copies(&BY_COUNT);
+    fs::rename(
+        dir.path().join("model-00001-of-00003.gguf"),
+        dir.path().join("model-00001-of-00004.gguf"),
+    )
+    .unwrap();
+    let stderr = refused(
+        dir.path(),
+        &["model-00001-of-00004.gguf", "-o", "m.gguf"],
+        1,
+    );
+    assert_mentions(&stderr, &["named as one of 4 files", "`split.count` = 3"]);
+    // Not the first file.
+    let dir = copies(&BY_COUNT);
+    let stderr = refused(
+        dir.path(),
+        &["model-00002-of-00003.gguf", "-o", "m.gguf"],
+        2,
+    );
+    assert_mentions(&stderr, &["not the first", "model-00001-of-00003.gguf"]);
+}
+
+#[test]
+fn damaged_files_are_refused_writing_nothing() {
+    let model = fixtures().join("model.gguf");
+    let plain = fixtures().join("plain.gguf");
+    let whole = fs::read(&model).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        ("truncated header", whole[..100].to_vec(), &["truncated"]),
+        (
+            "data past the end",
+            whole[..whole.len() - 40].to_vec(),
+            &["`output_norm.weight`", "run past the end"],
+        ),
+        (
+            "overlapping tensors",
+            patched(&plain, b"blk.0.attn_norm.weight", 16, &0u64.to_le_bytes()),
+            &["`token_embd.weight`", "`blk.0.attn_norm.weight`", "overlap"],
+        ),
+        (
+            "unknown value type",
+            patched(&model, b"test.u8", 0, &13u32.to_le_bytes()),
+            &["`test.u8`", "unknown type 13"],
+        ),
+        (
+            "version 1",
+            patched(&model, b"GGUF", 0, &1u32.to_le_bytes()),
+            &["version 1"],
+        ),
+    ];
+    for (what, bytes, needles) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("bad.gguf"), bytes).unwrap();
+        for args in [
+            &["bad.gguf", "-o", "out.gguf"][..],
+            &["split", "--max-tensors", "2", "bad.gguf", "-o", "./"],
+            &["bad.gguf", "-o", "out.safetensors"],
+        ] {
+            let stderr = refused(dir.path(), args, 1);
+            assert!(stderr.contains("bad.gguf"), "{what}: {stderr}");
+            assert_mentions(&stderr, needles);
+        }
+    }
+}
+
+#[test]
+fn a_gguf_merge_or_split_refuses_flags_it_has_no_use_for() {
+    let dir = copies(&["model.gguf", "token_embd.npy"]);
+    let stderr = refused(dir.path(), &["-a", "0", "model.gguf", "-o", "m2.gguf"], 2);
+    assert_mentions(&stderr, &["-a/--axis does not apply to a GGUF merge"]);
+    let stderr = refused(dir.path(), &["token_embd.npy", "-o", "m2.gguf"], 2);
+    assert_mentions(&stderr, &["only from GGUF inputs"]);
+    let stderr = refused(
+        dir.path(),
+        &["split", "--max-tensors", "2", "token_embd.npy", "-o", "x/"],
+        2,
+    );
+    assert_mentions(&stderr, &["--max-tensors splits GGUF files"]);
+    let stderr = refused(
+        dir.path(),
+        &["split", "--parts", "2", "model.gguf", "-o", "x/"],
+        2,
+    );
+    assert_mentions(
+        &stderr,
+        &["needs one of --max-tensors N and --max-shard-size SIZE"],
+    );
+}
+
+#[test]
+fn a_dry_run_lists_each_file_and_its_tensors_writing_nothing() {
+    let dir = copies(&["model.gguf"]);
+    let out = succeeds(
+        dir.path(),
+        &[
+            "split",
+            "--max-tensors",
+            "5",
+            "model.gguf",
+            "-o",
+            "out/",
+            "--dry-run",
+        ],
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("model-00001-of-00002.gguf  5 tensors"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blk.0.ffn_down.weight  Q4_K [2, 256]"),
+        "{text}"
+    );
+    assert!(!dir.path().join("out").exists());
+}
