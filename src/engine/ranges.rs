@@ -25,7 +25,7 @@ pub enum Piece<'f> {
     Zeros(u64),
 }
 
-/// Writes `pieces` to `out` in order, calling `progress` with the bytes of each range done.
+/// Writes `pieces` to `out` in order, calling `progress` with the bytes of each piece done.
 pub fn copy_pieces<'f>(
     pieces: impl IntoIterator<Item = Piece<'f>>,
     out: &mut dyn Sink,
@@ -35,7 +35,8 @@ pub fn copy_pieces<'f>(
     let mut buffer: Vec<u8> = Vec::new();
     for piece in pieces {
         match piece {
-            Piece::Zeros(mut n) => {
+            Piece::Zeros(n_zeros) => {
+                let mut n = n_zeros;
                 // An alignment may be any power of two up to 2^31: zeros in small writes.
                 const ZEROS: [u8; 4096] = [0; 4096];
                 while n > 0 {
@@ -44,6 +45,7 @@ pub fn copy_pieces<'f>(
                         .map_err(|e| failed(e, out))?;
                     n -= part;
                 }
+                progress(n_zeros);
             }
             Piece::Range {
                 file,

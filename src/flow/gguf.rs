@@ -108,7 +108,8 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
     {
         folders.make_one(folder)?;
     }
-    let mut outputs = OutputSet::new(config.no_clobber);
+    // The set's files are written in their folder itself, never through a link elsewhere.
+    let mut outputs = OutputSet::new(config.no_clobber).without_links();
     for (path, _) in planned {
         outputs.add(path)?;
     }

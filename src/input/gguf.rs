@@ -41,6 +41,16 @@ pub struct GgufSet {
     pub files: Vec<GgufFile>,
 }
 
+/// What to do about files that do not make one set.
+const SET_HINT: &str = "name the set's first file, with every file of the set beside it as \
+                        gguf-split names them, or name every file in order; a file written \
+                        again by another split does not belong to this set";
+
+/// What to do about a later file whose alignment is unsure.
+const ALIGNMENT_HINT: &str = "split the unsplit file again with tjoin split, which writes \
+                              `general.alignment` into every file of a set whose alignment is \
+                              not 32";
+
 /// A tensor of the set, with where its data lies.
 pub struct SetTensor<'s> {
     /// Its info, as its file's header gives it.
@@ -126,31 +136,48 @@ impl GgufSet {
             let keys = split_keys(file)?;
             match keys {
                 None if n == 1 => {}
-                None => problems.push(format!(
-                    "{name} has no `{SPLIT_COUNT}` key, but is file {} of a set of {n}",
-                    at + 1
+                None => problems.push((
+                    format!(
+                        "{name} has no `{SPLIT_COUNT}` key, but is file {} of a set of {n}",
+                        at + 1
+                    ),
+                    SET_HINT,
                 )),
                 Some((no, count, tensors)) => {
                     if count as usize != n {
-                        problems.push(format!(
-                            "{name} says `{SPLIT_COUNT}` = {count}, but the set has {n} files"
+                        problems.push((
+                            format!(
+                                "{name} says `{SPLIT_COUNT}` = {count}, but the set has {n} files"
+                            ),
+                            SET_HINT,
                         ));
                     }
                     if no as usize != at {
-                        problems.push(format!(
-                            "{name} says `{SPLIT_NO}` = {no} (file {} of the set), but it is \
-                             file {} here",
-                            no + 1,
-                            at + 1
+                        problems.push((
+                            format!(
+                                "{name} says `{SPLIT_NO}` = {no} (file {} of the set), but it \
+                                 is file {} here",
+                                no + 1,
+                                at + 1
+                            ),
+                            SET_HINT,
                         ));
                     }
                     if tensors < 0 || tensors as usize != total {
-                        problems.push(format!(
-                            "{name} says `{SPLIT_TENSORS}` = {tensors}, but the set's files hold \
-                             {total} tensors"
+                        problems.push((
+                            format!(
+                                "{name} says `{SPLIT_TENSORS}` = {tensors}, but the set's files \
+                                 hold {total} tensors"
+                            ),
+                            SET_HINT,
                         ));
                     }
                 }
+            }
+            if at > 0
+                && let Some(problem) = unsure_alignment(file, &self.files[0])
+            {
+                problems.push((problem, ALIGNMENT_HINT));
             }
             if at > 0 {
                 let extra: Vec<&str> = file
@@ -161,11 +188,14 @@ impl GgufSet {
                     .filter(|key| !key.starts_with("split.") && *key != ALIGNMENT_KEY)
                     .collect();
                 if let Some(key) = extra.first() {
-                    problems.push(format!(
-                        "{name} holds {} key{} besides `split.*` (`{key}` first), which a merge \
-                         would drop: gguf-split keeps every key in the first file",
-                        extra.len(),
-                        if extra.len() == 1 { "" } else { "s" }
+                    problems.push((
+                        format!(
+                            "{name} holds {} key{} besides `split.*` (`{key}` first), which a \
+                             merge would drop: gguf-split keeps every key in the first file",
+                            extra.len(),
+                            if extra.len() == 1 { "" } else { "s" }
+                        ),
+                        SET_HINT,
                     ));
                 }
             }
@@ -174,11 +204,14 @@ impl GgufSet {
         for (at, file) in self.files.iter().enumerate() {
             for info in &file.header.tensors {
                 if let Some(before) = seen.insert(info.name.as_str(), at) {
-                    problems.push(format!(
-                        "the tensor `{}` is in {} and again in {}",
-                        info.name,
-                        crate::messages::path(&self.files[before].path),
-                        crate::messages::path(&file.path)
+                    problems.push((
+                        format!(
+                            "the tensor `{}` is in {} and again in {}",
+                            info.name,
+                            crate::messages::path(&self.files[before].path),
+                            crate::messages::path(&file.path)
+                        ),
+                        SET_HINT,
                     ));
                 }
             }
@@ -189,19 +222,38 @@ impl GgufSet {
         Err(Error::Inconsistent(
             problems
                 .into_iter()
-                .map(|headline| Refusal {
+                .map(|(headline, hint)| Refusal {
                     headline,
                     details: Vec::new(),
-                    hint: Some(
-                        "name the set's first file, with every file of the set beside it as \
-                         gguf-split names them, or name every file in order; a file written \
-                         again by another split does not belong to this set"
-                            .to_string(),
-                    ),
+                    hint: Some(hint.to_string()),
                 })
                 .collect(),
         ))
     }
+}
+
+/// Why the data of `file`, a later file of the set whose first file is `first`, may start
+/// at either of two places: it has no `general.alignment`, so GGUF's default of 32 applies,
+/// but the first file sets another, which some writers (gguf-py's split) apply to every file
+/// of the set without saying so. When both put the data at the same byte, nothing is unsure.
+fn unsure_alignment(file: &GgufFile, first: &GgufFile) -> Option<String> {
+    let header = &file.header;
+    let theirs = first.header.alignment;
+    let own_key = header.kvs.iter().any(|kv| kv.key == ALIGNMENT_KEY);
+    if own_key || theirs == header.alignment {
+        return None;
+    }
+    let other = header.infos_end.checked_next_multiple_of(theirs)?;
+    (other != header.data_offset).then(|| {
+        format!(
+            "{} has no `{ALIGNMENT_KEY}`, so its data starts at byte {} (GGUF's default \
+             alignment, {}), but at byte {other} by the first file's alignment, {theirs}; tjoin \
+             cannot tell which its writer meant",
+            crate::messages::path(&file.path),
+            header.data_offset,
+            header.alignment
+        )
+    })
 }
 
 fn input_ref(path: &Arc<Path>, position: usize) -> InputRef {

@@ -357,3 +357,48 @@ fn a_dry_run_lists_each_file_and_its_tensors_writing_nothing() {
     );
     assert!(!dir.path().join("out").exists());
 }
+
+#[test]
+fn a_later_file_whose_alignment_is_unsure_is_refused_writing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in 1..=5 {
+        let name = format!("model-{n:05}-of-00005.gguf");
+        fs::copy(
+            fixtures().join("align64_split").join(&name),
+            dir.path().join(&name),
+        )
+        .unwrap();
+    }
+    let stderr = refused(
+        dir.path(),
+        &["model-00001-of-00005.gguf", "-o", "m.gguf"],
+        1,
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "model-00002-of-00005.gguf has no `general.alignment`",
+            "starts at byte 224",
+            "at byte 256 by the first file's alignment, 64",
+            "tjoin split",
+        ],
+    );
+}
+
+#[test]
+fn a_split_of_a_file_aligned_otherwise_says_its_alignment_in_every_file() {
+    let dir = copies(&["align64/model.gguf"]);
+    succeeds(
+        dir.path(),
+        &["split", "--max-tensors", "2", "model.gguf", "-o", "out/"],
+    );
+    for n in 1..=5 {
+        let file = dir.path().join(format!("out/model-{n:05}-of-00005.gguf"));
+        let bytes = fs::read(&file).unwrap();
+        let header = match tjoin::format::gguf::parse_header(&bytes, bytes.len() as u64) {
+            Ok(tjoin::format::gguf::Parsed::Header(h)) => h,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(header.alignment, 64, "{}", file.display());
+    }
+}

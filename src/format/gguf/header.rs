@@ -47,6 +47,8 @@ pub struct Header {
     pub tensors: Vec<TensorInfo>,
     /// `general.alignment`, or [`DEFAULT_ALIGNMENT`].
     pub alignment: u64,
+    /// Where the tensor infos end.
+    pub infos_end: u64,
     /// Where the data section starts: the end of the tensor infos, rounded up to `alignment`.
     pub data_offset: u64,
 }
@@ -335,6 +337,7 @@ fn parse(c: &mut Cursor<'_>) -> Step<Header> {
         kvs,
         tensors,
         alignment,
+        infos_end: c.at,
         data_offset,
     })
 }
