@@ -249,7 +249,7 @@ fn recover_refuses_a_journal_that_is_not_a_regular_file_of_the_files_owner() {
             &["it belongs to user 12345, but target.npy belongs to user 0"],
         );
     } else {
-        eprintln!("not root: the case of a journal owned by another user is not run");
+        crate::util::cannot_run("only root can give the journal to another user");
     }
 }
 

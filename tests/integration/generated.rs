@@ -151,7 +151,9 @@ fn bash_runs(test: &str) -> bool {
         .output()
         .is_ok_and(|output| output.status.success());
     if !runs {
-        eprintln!("{test}: skipped: bash is not installed, so its completion cannot be tried");
+        crate::util::cannot_run(&format!(
+            "{test}: bash is not installed, so its completion cannot be tried"
+        ));
     }
     runs
 }

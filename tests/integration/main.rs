@@ -50,5 +50,6 @@ mod split_spec;
 mod splitmix;
 mod terminal;
 mod training;
+mod untried;
 mod usability;
 mod util;

@@ -227,7 +227,7 @@ fn pipes_named_as_inputs_are_read_once_and_joined() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: no bash for <(...)");
+        crate::util::cannot_run("no bash for <(...)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

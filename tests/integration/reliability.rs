@@ -201,6 +201,7 @@ fn a_write_that_fails_part_way_leaves_nothing_behind() {
     }
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn a_full_filesystem_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
@@ -213,7 +214,9 @@ fn a_full_filesystem_leaves_nothing_behind() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: this machine does not let the test mount a small tmpfs");
+        crate::util::cannot_run(
+            "this machine does not let the test mount a small tmpfs (it needs root)",
+        );
         return;
     }
     write_npy(
@@ -241,6 +244,7 @@ fn a_full_filesystem_leaves_nothing_behind() {
 
 /// Replacing a file on a file system mounted read-only is refused as such: a hint to chmod
 /// the file could not help.
+#[cfg(target_os = "linux")]
 #[test]
 fn a_target_on_a_read_only_file_system_is_refused_as_such() {
     let dir = tempfile::tempdir().unwrap();
@@ -255,7 +259,9 @@ fn a_target_on_a_read_only_file_system_is_refused_as_such() {
             .is_ok_and(|s| s.success())
     };
     if !mount("size=64k") {
-        eprintln!("skipped: this machine does not let the test mount a small tmpfs");
+        crate::util::cannot_run(
+            "this machine does not let the test mount a small tmpfs (it needs root)",
+        );
         return;
     }
     fs::write(frozen.join("out.npy"), "precious").unwrap();

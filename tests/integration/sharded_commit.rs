@@ -228,7 +228,9 @@ fn a_link_named_like_a_file_of_the_new_set_is_refused() {
 fn a_failure_in_the_middle_of_the_commit_leaves_the_folder_as_it_was() {
     use std::os::unix::fs::PermissionsExt;
     if !crate::util::as_root() {
-        eprintln!("skipped: only root can make a file that the user running tjoin cannot remove");
+        crate::util::cannot_run(
+            "only root can make a file that the user running tjoin cannot remove",
+        );
         return;
     }
     let chmod = |path: &Path, mode| {

@@ -30,6 +30,31 @@ pub fn tjoin() -> Command {
     Command::new(bin())
 }
 
+/// The variable CI sets (`CI=true`; `.ci/run` sets it when it is not set). Under it every
+/// test must run: one that cannot run here fails instead of passing untried.
+pub const CI_VARIABLE: &str = "CI";
+
+/// Whether the tests run under CI ([`CI_VARIABLE`] set to anything but empty, `0` or `false`).
+pub fn under_ci() -> bool {
+    std::env::var(CI_VARIABLE).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// Says why a test cannot run here, for it to return untried; under CI ([`under_ci`]) fails
+/// the test instead: a test that guards against data loss must not pass without running
+/// where the run is what counts.
+pub fn cannot_run(why: &str) {
+    cannot_run_if(why, under_ci());
+}
+
+/// [`cannot_run`], with `strict` saying whether a test that cannot run fails.
+pub fn cannot_run_if(why: &str, strict: bool) {
+    assert!(
+        !strict,
+        "this test cannot run here, and under CI ({CI_VARIABLE}) every test must: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 /// Whether the tests run as root (as CI does).
 #[cfg(unix)]
 pub fn as_root() -> bool {
