@@ -340,8 +340,11 @@ impl OutputConfig {
         if self.json_form != JsonForm::default() && format != Format::Json {
             return Err(misplaced("--json-form", ".json"));
         }
-        let mut carried: Option<BTreeMap<String, String>> =
-            metadata.map(|pairs| pairs.iter().cloned().collect());
+        // Copied only for the one format that writes it: a header's metadata may be tens of
+        // megabytes.
+        let mut carried: Option<BTreeMap<String, String>> = metadata
+            .filter(|_| format == Format::SafeTensors)
+            .map(|pairs| pairs.iter().cloned().collect());
         // Every shard of a sharded output has `__metadata__`, as save_torch_state_dict writes it.
         if self.sharded.is_some() && carried.is_none() {
             carried = Some(BTreeMap::from([("format".to_string(), "pt".to_string())]));

@@ -30,6 +30,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::Sink;
+use crate::format::json::scan::Parser;
 use crate::format::{Contents, Descriptor, Found, Layout, OutTensor, TensorInfo, Writer, Writing};
 use crate::messages::excerpt;
 use crate::messages::shape_text;
@@ -129,7 +130,11 @@ pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Resul
     {
         return Err(ends_where(end));
     }
-    let header = parse_header(text.bytes()).map_err(malformed)?;
+    check_utf8(text.bytes()).map_err(malformed)?;
+    // The passes above touched every page: the parse reads them in again as it goes, and
+    // releases them behind it.
+    text.release(0, text.bytes().len());
+    let header = parse_entries(Parser::new(&text)).map_err(malformed)?;
     text.release(0, text.bytes().len());
     if header.end != data_len {
         return Err(ends_where(header.end));
@@ -192,18 +197,59 @@ fn data_end(text: &[u8]) -> Option<u64> {
 }
 
 /// Parses and checks the header text (everything but the check against the file's length).
+#[cfg(test)]
 fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
-    let text = std::str::from_utf8(text).map_err(|e| format!("its header is not UTF-8: {e}"))?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let mut visitor = EntriesVisitor::default();
-    let parsed = deserializer
-        .deserialize_map(&mut visitor)
-        .and_then(|()| deserializer.end());
-    if let Some(reason) = visitor.refused {
-        return Err(reason);
+    check_utf8(text)?;
+    parse_entries(Parser::of_bytes(text))
+}
+
+fn check_utf8(text: &[u8]) -> std::result::Result<(), String> {
+    std::str::from_utf8(text)
+        .map(|_| ())
+        .map_err(|e| format!("its header is not UTF-8: {e}"))
+}
+
+/// Parses and checks the UTF-8 header text `p` scans, one entry at a time, releasing the
+/// text's pages behind it: a header's text and the strings decoded from it are never both
+/// held whole (a 99 MB header with escapes peaked at 148 MiB when parsed by serde_json over
+/// the whole map: issue 39, item 8).
+fn parse_entries(mut p: Parser) -> std::result::Result<Header, String> {
+    let mut metadata = None;
+    let mut tensors = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    p.ws();
+    expect(&mut p, b'{', "'{' (a header is a JSON object)")?;
+    p.ws();
+    if p.peek() == Some(b'}') {
+        p.pos += 1;
+    } else {
+        loop {
+            let name = key(&mut p)?;
+            if name == METADATA_KEY {
+                if metadata.is_some() {
+                    return Err(format!("its header names {METADATA_KEY} twice"));
+                }
+                metadata = Some(parse_metadata(&mut p)?);
+            } else if names.contains(name.as_str()) {
+                return Err(format!(
+                    "its header names tensor `{}` twice",
+                    excerpt(&name)
+                ));
+            } else {
+                let (entry, len) = parse_entry(name, &p.text[p.pos..])?;
+                p.pos += len;
+                names.insert(entry.name.clone());
+                tensors.push(entry);
+            }
+            if !more(&mut p)? {
+                break;
+            }
+        }
     }
-    parsed.map_err(|e| format!("its header is not valid JSON: {}", excerpt(&e.to_string())))?;
-    let (metadata, mut tensors) = (visitor.metadata, visitor.tensors);
+    p.ws();
+    if p.pos < p.text.len() {
+        return Err(syntax(&p, "nothing after the header's object"));
+    }
     // The crate sorts by data offsets and then requires them to tile the data.
     tensors.sort_by_key(|t| (t.begin, t.end));
     let mut end = 0u64;
@@ -285,27 +331,134 @@ fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
     })
 }
 
-fn parse_metadata(value: serde_json::Value) -> std::result::Result<Vec<(String, String)>, String> {
+/// `__metadata__`'s value, scanned by `p`: `null`, or a map of strings to strings, each
+/// string copied with its text released behind it. In key order, the last of a key named
+/// twice kept, as serde_json's map kept them.
+fn parse_metadata(p: &mut Parser) -> std::result::Result<Vec<(String, String)>, String> {
     let wrong = || format!("its {METADATA_KEY} is not a map of strings to strings");
-    match value {
-        serde_json::Value::Null => Ok(Vec::new()),
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => Ok((k, s)),
-                _ => Err(wrong()),
-            })
-            .collect(),
-        _ => Err(wrong()),
+    if p.text[p.pos..].starts_with(b"null") {
+        p.pos += 4;
+        return Ok(Vec::new());
+    }
+    if p.peek() != Some(b'{') {
+        return Err(wrong());
+    }
+    p.pos += 1;
+    let mut map = BTreeMap::new();
+    p.ws();
+    if p.peek() == Some(b'}') {
+        p.pos += 1;
+        return Ok(Vec::new());
+    }
+    loop {
+        let key = key(p)?;
+        if p.peek() != Some(b'"') {
+            return Err(wrong());
+        }
+        let value = p.owned_string().map_err(|m| string_error(p, &m))?;
+        map.insert(key, value);
+        if !more(p)? {
+            return Ok(map.into_iter().collect());
+        }
     }
 }
 
-fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<Entry, String> {
+/// After an object's entry: releases the text behind, and steps over the `,` before another
+/// entry (true) or the `}` that ends the object (false).
+fn more(p: &mut Parser) -> std::result::Result<bool, String> {
+    p.release_behind();
+    p.ws();
+    let more = p.peek() == Some(b',');
+    expect(p, if more { b',' } else { b'}' }, "',' or '}'")?;
+    Ok(more)
+}
+
+/// An object's key, and the `:` after it.
+fn key(p: &mut Parser) -> std::result::Result<String, String> {
+    p.ws();
+    if p.peek() != Some(b'"') {
+        return Err(syntax(p, "a key in double quotes"));
+    }
+    let key = p.owned_string().map_err(|m| string_error(p, &m))?;
+    p.ws();
+    expect(p, b':', "':'")?;
+    p.ws();
+    Ok(key)
+}
+
+/// Steps over `byte`, or says what was found instead of `what`.
+fn expect(p: &mut Parser, byte: u8, what: &str) -> std::result::Result<(), String> {
+    if p.peek() != Some(byte) {
+        return Err(syntax(p, what));
+    }
+    p.pos += 1;
+    Ok(())
+}
+
+fn not_json(why: &str) -> String {
+    format!("its header is not valid JSON: {why}")
+}
+
+/// The header's syntax fails where `p` is: `what` was expected there.
+fn syntax(p: &Parser, what: &str) -> String {
+    match p.peek() {
+        None => not_json(&format!(
+            "it ends after {} bytes, where {what} belongs",
+            p.text.len()
+        )),
+        Some(b) => {
+            let found = match b {
+                b if b.is_ascii_graphic() => format!("'{}'", b as char),
+                b => format!("byte {b:#04x}"),
+            };
+            not_json(&format!("expected {what} at byte {}, found {found}", p.pos))
+        }
+    }
+}
+
+/// A string of the header that cannot be read: `message` says why, or is empty when the text
+/// ends inside it.
+fn string_error(p: &Parser, message: &str) -> String {
+    if message.is_empty() {
+        not_json(&format!(
+            "it ends after {} bytes, inside a string",
+            p.text.len()
+        ))
+    } else {
+        not_json(&format!("{message} (at byte {})", p.pos))
+    }
+}
+
+/// The fields of a tensor's entry that tjoin reads; any other is skipped without being kept.
+#[derive(serde::Deserialize)]
+struct Fields {
+    dtype: Option<serde_json::Value>,
+    shape: Option<serde_json::Value>,
+    data_offsets: Option<serde_json::Value>,
+}
+
+/// The tensor `name`'s entry, whose JSON text starts `text`, and how many bytes of it the
+/// entry takes: read in one pass by serde_json, which stops where the value ends.
+fn parse_entry(name: String, text: &[u8]) -> std::result::Result<(Entry, usize), String> {
     let wrong = |what: &str| format!("tensor `{}` in its header {what}", excerpt(&name));
-    let serde_json::Value::Object(map) = value else {
-        return Err(wrong("is not a map of dtype, shape and data_offsets"));
+    let not_a_map = || wrong("is not a map of dtype, shape and data_offsets");
+    if text.first() != Some(&b'{') {
+        return Err(not_a_map());
+    }
+    let mut entries = serde_json::Deserializer::from_slice(text).into_iter::<Fields>();
+    let fields = match entries.next() {
+        Some(Ok(fields)) => fields,
+        Some(Err(e)) if e.is_data() => {
+            return Err(wrong(&format!(
+                "cannot be read: {}",
+                excerpt(&e.to_string())
+            )));
+        }
+        Some(Err(e)) => return Err(not_json(&excerpt(&e.to_string()))),
+        None => return Err(not_json("it ends inside an entry")),
     };
-    let dtype = match map.get("dtype") {
+    let len = entries.byte_offset();
+    let dtype = match &fields.dtype {
         Some(serde_json::Value::String(dtype)) => {
             DType::from_safetensors(dtype).ok_or_else(|| {
                 wrong(&format!(
@@ -317,7 +470,11 @@ fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<En
         _ => return Err(wrong("has no dtype string")),
     };
     let numbers = |key: &str| -> std::result::Result<Vec<u64>, String> {
-        match map.get(key) {
+        let value = match key {
+            "shape" => &fields.shape,
+            _ => &fields.data_offsets,
+        };
+        match value {
             Some(serde_json::Value::Array(items)) => items
                 .iter()
                 .map(|v| v.as_u64().filter(|&n| usize::try_from(n).is_ok()))
@@ -336,59 +493,14 @@ fn parse_entry(name: String, value: serde_json::Value) -> std::result::Result<En
         &[begin, end] => (begin, end),
         _ => return Err(wrong("has data_offsets that are not two numbers")),
     };
-    Ok(Entry {
+    let entry = Entry {
         name,
         dtype,
         shape,
         begin,
         end,
-    })
-}
-
-/// Reads a header's entries in file order, each checked and kept small as soon as it is read
-/// (a `serde_json::Value` apiece cost a header of a million tensors 1.3 GiB).
-#[derive(Default)]
-struct EntriesVisitor {
-    metadata: Option<Vec<(String, String)>>,
-    tensors: Vec<Entry>,
-    /// Why an entry was refused: the parse stops there.
-    refused: Option<String>,
-}
-
-impl<'de> Visitor<'de> for &mut EntriesVisitor {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut names = std::collections::HashSet::new();
-        while let Some(name) = map.next_key::<String>()? {
-            let value: serde_json::Value = map.next_value()?;
-            let checked = if name == METADATA_KEY {
-                match self.metadata {
-                    Some(_) => Err(format!("its header names {METADATA_KEY} twice")),
-                    None => parse_metadata(value).map(|m| self.metadata = Some(m)),
-                }
-            } else if names.contains(name.as_str()) {
-                Err(format!(
-                    "its header names tensor `{}` twice",
-                    excerpt(&name)
-                ))
-            } else {
-                parse_entry(name, value).map(|entry| {
-                    names.insert(entry.name.clone());
-                    self.tensors.push(entry);
-                })
-            };
-            if let Err(reason) = checked {
-                self.refused = Some(reason);
-                return Err(serde::de::Error::custom("refused"));
-            }
-        }
-        Ok(())
-    }
+    };
+    Ok((entry, len))
 }
 
 /// The furthest `data_offsets` end of a header's tensors, keeping nothing else; entries that
@@ -643,6 +755,24 @@ mod tests {
         fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
             let _ = parse_header(&bytes);
         }
+    }
+
+    #[test]
+    fn escapes_are_decoded_and_checked_as_json_says() {
+        let header = br#"{"\u00e9\ud83d\ude00\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
+        assert_eq!(
+            parse_header(header).unwrap().tensors[0].name,
+            "\u{e9}\u{1f600}\n"
+        );
+        // Four hex digits, not a number with a sign (from_str_radix took "+0e9").
+        let header = br#"{"\u+0e9":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
+        assert!(
+            parse_header(header)
+                .unwrap_err()
+                .contains("a \\u escape needs four hex digits")
+        );
+        let header = br#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"#;
+        assert!(parse_header(header).unwrap_err().contains("not valid JSON"));
     }
 
     #[test]

@@ -33,6 +33,8 @@ mod named_files;
 #[cfg(unix)]
 mod output_paths;
 mod output_safety;
+#[cfg(target_os = "linux")]
+mod peaks;
 mod pipelines;
 mod print_plan;
 mod property;

@@ -21,7 +21,7 @@
 //! so that every value reads back exactly.
 
 mod infer;
-mod scan;
+pub(super) mod scan;
 mod write;
 
 pub use write::JsonWriter;

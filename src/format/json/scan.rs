@@ -18,8 +18,10 @@ use super::MAX_DEPTH;
 use crate::messages::excerpt;
 use crate::sys::Region;
 
-/// How far the scanner reads between releases of the text's pages behind it.
-const RELEASE_STEP: usize = 16 << 20;
+/// How far the scanner reads between releases of the text's pages behind it: at most twice
+/// this stays resident behind the cursor, so that a parse peaks under the text's size plus
+/// 16 MiB (a string's copy grows as its text is released).
+const RELEASE_STEP: usize = 1 << 20;
 
 /// Why reading stopped.
 pub(super) enum Fail {
@@ -92,22 +94,35 @@ pub(super) struct Number<'a> {
 }
 
 /// Where the scanner is in the text.
-pub(super) struct Parser<'a> {
+pub(in crate::format) struct Parser<'a> {
     /// The whole text.
-    pub(super) text: &'a [u8],
+    pub(in crate::format) text: &'a [u8],
     /// Where the next byte is read.
-    pub(super) pos: usize,
-    region: &'a Region,
+    pub(in crate::format) pos: usize,
+    /// The map the text is, whose pages are released behind the cursor; `None` for text
+    /// held in memory.
+    region: Option<&'a Region>,
     released: usize,
 }
 
 impl<'a> Parser<'a> {
     /// A scanner at the start of the mapped text `region`.
-    pub(super) fn new(region: &'a Region) -> Parser<'a> {
+    pub(in crate::format) fn new(region: &'a Region) -> Parser<'a> {
         Parser {
             text: region.bytes(),
             pos: 0,
-            region,
+            region: Some(region),
+            released: 0,
+        }
+    }
+
+    /// A scanner at the start of `text`, held in memory.
+    #[cfg(test)]
+    pub(in crate::format) fn of_bytes(text: &'a [u8]) -> Parser<'a> {
+        Parser {
+            text,
+            pos: 0,
+            region: None,
             released: 0,
         }
     }
@@ -261,14 +276,14 @@ impl<'a> Parser<'a> {
     }
 
     #[inline]
-    pub(super) fn ws(&mut self) {
+    pub(in crate::format) fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.text.get(self.pos) {
             self.pos += 1;
         }
     }
 
     #[inline]
-    pub(super) fn peek(&self) -> Option<u8> {
+    pub(in crate::format) fn peek(&self) -> Option<u8> {
         self.text.get(self.pos).copied()
     }
 
@@ -278,10 +293,12 @@ impl<'a> Parser<'a> {
         self.released = self.released.min(pos / RELEASE_STEP * RELEASE_STEP);
     }
 
-    pub(super) fn release_behind(&mut self) {
-        if self.pos - self.released >= 2 * RELEASE_STEP {
-            self.region
-                .release(self.released, self.released + RELEASE_STEP);
+    /// Releases the text's pages more than one step behind the cursor.
+    pub(in crate::format) fn release_behind(&mut self) {
+        while self.pos - self.released >= 2 * RELEASE_STEP {
+            if let Some(region) = self.region {
+                region.release(self.released, self.released + RELEASE_STEP);
+            }
             self.released += RELEASE_STEP;
         }
     }
@@ -379,57 +396,117 @@ impl<'a> Parser<'a> {
         &text[start..end]
     }
 
-    /// A string, unescaped.
+    /// A string, unescaped: borrowed from the text when it holds no escape.
     pub(super) fn string(&mut self) -> std::result::Result<Cow<'a, str>, String> {
+        let (start, end, decoded) = self.string_end()?;
+        if let Some(len) = decoded {
+            return self.decode(start, end, len).map(Cow::Owned);
+        }
+        self.pos = end + 1;
+        std::str::from_utf8(&self.text[start..end])
+            .map(Cow::Borrowed)
+            .map_err(|_| "a string is not valid UTF-8".to_string())
+    }
+
+    /// A string, unescaped, as a `String` of its own, copied a step at a time with the text's
+    /// pages released behind the copy: the text and its copy are never both resident.
+    pub(in crate::format) fn owned_string(&mut self) -> std::result::Result<String, String> {
+        let (start, end, decoded) = self.string_end()?;
+        if let Some(len) = decoded {
+            return self.decode(start, end, len);
+        }
+        let mut bytes = Vec::with_capacity(end - start);
+        self.rewind(start);
+        while self.pos < end {
+            let step = (end - self.pos).min(RELEASE_STEP);
+            bytes.extend_from_slice(&self.text[self.pos..self.pos + step]);
+            self.pos += step;
+            self.release_behind();
+        }
+        self.pos = end + 1;
+        String::from_utf8(bytes).map_err(|_| "a string is not valid UTF-8".to_string())
+    }
+
+    /// Finds the closing quote of the string that starts here, copying nothing (an
+    /// unterminated string of 200 MB once cost a copy of 200 MB to refuse) and releasing the
+    /// pages behind; returns where its text starts and ends and, when it holds an escape, the
+    /// length of its decoded bytes, for the copy to be allocated at its size (address space
+    /// too is limited). Escapes are checked when the string is decoded.
+    fn string_end(&mut self) -> std::result::Result<(usize, usize, Option<usize>), String> {
         self.pos += 1;
         let start = self.pos;
-        let text = self.text;
-        while let Some(&b) = text.get(self.pos) {
-            match b {
-                b'"' => {
-                    let s = std::str::from_utf8(&text[start..self.pos])
-                        .map_err(|_| "a string is not valid UTF-8".to_string())?;
-                    self.pos += 1;
-                    return Ok(Cow::Borrowed(s));
-                }
-                b'\\' => break,
-                0..0x20 => return Err("a string holds an unescaped control character".into()),
-                _ => self.pos += 1,
-            }
-        }
-        let mut bytes = text[start..self.pos].to_vec();
+        let mut decoded = 0usize;
+        let mut escaped = false;
         loop {
-            let Some(&b) = text.get(self.pos) else {
-                return Err(String::new());
-            };
-            self.pos += 1;
-            match b {
-                b'"' => break,
-                b'\\' => {
-                    let escaped = text.get(self.pos).copied().ok_or_else(String::new)?;
-                    self.pos += 1;
-                    let c = match escaped {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => self.unicode_escape()?,
-                        _ => return Err("a string holds an unknown escape".to_string()),
-                    };
-                    let mut utf8 = [0; 4];
-                    bytes.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            let rest = self.text.get(self.pos..).unwrap_or_default();
+            let scan = rest.len().min(RELEASE_STEP);
+            let Some(at) = rest[..scan]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            else {
+                self.pos += scan;
+                decoded += scan;
+                if scan == 0 {
+                    // The text ends inside the string.
+                    return Err(String::new());
                 }
-                0..0x20 => return Err("a string holds an unescaped control character".into()),
-                _ => bytes.push(b),
+                self.release_behind();
+                continue;
+            };
+            self.pos += at;
+            decoded += at;
+            match rest[at] {
+                b'"' => return Ok((start, self.pos, escaped.then_some(decoded))),
+                b'\\' => {
+                    escaped = true;
+                    let (text, bytes) = escape_len(&rest[at..]);
+                    self.pos += text;
+                    decoded += bytes;
+                }
+                _ => return Err("a string holds an unescaped control character".into()),
             }
         }
-        String::from_utf8(bytes)
-            .map(Cow::Owned)
-            .map_err(|_| "a string is not valid UTF-8".to_string())
+    }
+
+    /// Decodes the escaped string whose text is `[start, end)` into a `String` sized for it
+    /// at once, releasing the text's pages behind the cursor as the copy grows.
+    fn decode(
+        &mut self,
+        start: usize,
+        end: usize,
+        len: usize,
+    ) -> std::result::Result<String, String> {
+        let mut bytes = Vec::with_capacity(len);
+        self.rewind(start);
+        while self.pos < end {
+            self.release_behind();
+            let run = &self.text[self.pos..end.min(self.pos + RELEASE_STEP)];
+            let plain = run.iter().position(|&b| b == b'\\').unwrap_or(run.len());
+            bytes.extend_from_slice(&run[..plain]);
+            self.pos += plain;
+            if plain == run.len() {
+                continue;
+            }
+            self.pos += 1;
+            let escaped = self.text.get(self.pos).copied().ok_or_else(String::new)?;
+            self.pos += 1;
+            let c = match escaped {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => self.unicode_escape()?,
+                _ => return Err("a string holds an unknown escape".to_string()),
+            };
+            let mut utf8 = [0; 4];
+            bytes.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        }
+        self.pos = end + 1;
+        String::from_utf8(bytes).map_err(|_| "a string is not valid UTF-8".to_string())
     }
 
     fn unicode_escape(&mut self) -> std::result::Result<char, String> {
@@ -451,14 +528,36 @@ impl<'a> Parser<'a> {
     }
 
     fn hex4(&mut self) -> std::result::Result<u32, String> {
-        let digits = self
-            .text
-            .get(self.pos..self.pos + 4)
-            .ok_or_else(String::new)?;
-        let digits = std::str::from_utf8(digits).map_err(|e| e.to_string())?;
-        let value = u32::from_str_radix(digits, 16)
-            .map_err(|_| "a \\u escape needs four hex digits".to_string())?;
+        if self.text.len() < self.pos + 4 {
+            return Err(String::new());
+        }
+        let value = hex4_at(self.text, self.pos)
+            .ok_or_else(|| "a \\u escape needs four hex digits".to_string())?;
         self.pos += 4;
         Ok(value)
     }
+}
+
+/// The length in the text of the escape `text` starts with (at its backslash), and of its
+/// decoded bytes; an escape that is not valid counts its backslash and next byte, and nothing
+/// decoded (decoding refuses it).
+fn escape_len(text: &[u8]) -> (usize, usize) {
+    let hex = |at: usize| hex4_at(text, at);
+    if text.get(1) != Some(&b'u') {
+        return (2, 1);
+    }
+    let Some(code) = hex(2) else {
+        return (2, 0);
+    };
+    if (0xd800..0xdc00).contains(&code) && text[6..].starts_with(b"\\u") && hex(8).is_some() {
+        return (12, 4);
+    }
+    (6, char::from_u32(code).map_or(3, char::len_utf8))
+}
+
+/// The four hex digits at `at` in `text` as a number (JSON's `\\uXXXX`), if they are four.
+fn hex4_at(text: &[u8], at: usize) -> Option<u32> {
+    text.get(at..at.checked_add(4)?)?
+        .iter()
+        .try_fold(0u32, |n, &b| Some(n << 4 | char::from(b).to_digit(16)?))
 }
