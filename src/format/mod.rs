@@ -149,6 +149,48 @@ fn registered() -> impl Iterator<Item = Format> {
     REGISTERED.iter().map(|&descriptor| Format(descriptor))
 }
 
+/// How long a file is, as far as its first bytes tell: standard input and pipes are read
+/// no further than that, so that an endless one (`/dev/zero`) is refused at once instead of
+/// copied until the disk fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Its first this many bytes are needed to tell.
+    Head(u64),
+    /// Its header declares it this many bytes long.
+    Declared(u64),
+    /// Its header, in the first bytes, cannot be read: nothing more is needed for the
+    /// reader to say why.
+    Unreadable,
+    /// Text whose end only its end tells (JSON): every byte of it must be text.
+    Text,
+    /// A format whose length is found at its end (a ZIP archive, whose members torch writes
+    /// with their sizes after their data; a legacy `torch.save`).
+    Unbounded,
+    /// It does not start as a file of the format does.
+    Foreign,
+}
+
+impl Format {
+    /// How long a file of this format whose first bytes are `head` is ([`Extent`]).
+    pub fn extent(self, head: &[u8], input: &InputRef) -> Extent {
+        if self == Format::Npy {
+            npy::extent(head, input)
+        } else if self == Format::SafeTensors {
+            safetensors::extent(head)
+        } else if self == Format::Json {
+            if json::looks_like(head) {
+                Extent::Text
+            } else {
+                Extent::Foreign
+            }
+        } else if zip::is_signature(head) || self.0.magic.is_some_and(|magic| magic(head)) {
+            Extent::Unbounded
+        } else {
+            Extent::Foreign
+        }
+    }
+}
+
 /// What the writer of an output needs beyond its tensors.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {

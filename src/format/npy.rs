@@ -102,6 +102,28 @@ pub fn read_header_bytes(header: &[u8], input: &InputRef) -> Result<TensorInfo> 
     read_header_within(&mut &header[..], 0, u64::MAX, input, PastEnd::Allowed)
 }
 
+/// How long a .npy file whose first bytes are `head` is ([`crate::format::Extent`]): its
+/// preamble, header and the data its header declares.
+pub fn extent(head: &[u8], input: &InputRef) -> crate::format::Extent {
+    use crate::format::Extent;
+    if !head.starts_with(MAGIC) {
+        return Extent::Foreign;
+    }
+    let (preamble, header_len) = match head.get(6..12) {
+        Some(&[1, _, a, b, _, _]) => (10, u64::from(u16::from_le_bytes([a, b]))),
+        Some(&[_, _, a, b, c, d]) => (12, u64::from(u32::from_le_bytes([a, b, c, d]))),
+        _ => return Extent::Head(12),
+    };
+    let header = preamble + header_len.min(MAX_HEADER_LEN);
+    if (head.len() as u64) < header {
+        return Extent::Head(header);
+    }
+    match read_header_bytes(&head[..header as usize], input) {
+        Ok(info) => Extent::Declared(info.data_offset.saturating_add(info.data_len)),
+        Err(_) => Extent::Unreadable,
+    }
+}
+
 /// What a header reader makes of bytes after the end of the data a header declares.
 #[derive(Clone, Copy, PartialEq)]
 enum PastEnd {

@@ -186,6 +186,27 @@ struct Entry {
     end: u64,
 }
 
+/// How long a safetensors file whose first bytes are `head` is ([`crate::format::Extent`]):
+/// its header length, header and the data its tensors' offsets reach.
+pub fn extent(head: &[u8]) -> crate::format::Extent {
+    use crate::format::Extent;
+    let Some(&len_field) = head.first_chunk::<8>() else {
+        return Extent::Head(8);
+    };
+    let header_len = u64::from_le_bytes(len_field);
+    if header_len > MAX_HEADER_LEN {
+        return Extent::Unreadable;
+    }
+    let header = 8 + header_len;
+    if (head.len() as u64) < header {
+        return Extent::Head(header);
+    }
+    match data_end(&head[8..header as usize]) {
+        Some(end) => Extent::Declared(header.saturating_add(end)),
+        None => Extent::Unreadable,
+    }
+}
+
 /// Where the data of the header's tensors ends, the furthest `data_offsets` end, read from
 /// the header text in one pass that keeps nothing else; `None` when the text is not an object
 /// of objects (the full parse says what is wrong with it).

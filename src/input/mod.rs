@@ -13,6 +13,7 @@ pub mod dtensor;
 pub mod gguf;
 pub mod reference;
 pub mod sharded;
+mod stream;
 
 use std::fs::File;
 use std::io;
@@ -388,10 +389,9 @@ impl Input {
             Some(fetched) if !copied => fetched.into_regular(&name, head)?,
             _ => {
                 let file = match fetched {
-                    None => stream_to_temp_file(&mut io::stdin().lock()),
-                    Some(fetched) => fetched.into_temp_file(),
+                    None => stream::copy(&mut io::stdin().lock(), &path, options.format, &name)?,
+                    Some(fetched) => fetched.into_temp_file(&path, options.format, &name)?,
                 };
-                let file = file.map_err(|e| name.io_error("read", e))?;
                 let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
                 if stamp.len == 0 {
                     let why = if is_stdin {
@@ -679,15 +679,17 @@ impl Fetched {
         })
     }
 
-    /// The pipe or device, read to its end into an unnamed temporary file (see
-    /// [`stream_to_temp_file`]); a FIFO that nothing was written to is refused.
-    fn into_temp_file(self) -> io::Result<File> {
-        let (mut file, metadata) = self.opened?;
+    /// The pipe or device at `path`, read into an unnamed temporary file no further than its
+    /// format says it reaches ([`stream::copy`]); a FIFO that nothing was written to is
+    /// refused.
+    fn into_temp_file(self, path: &Path, forced: Option<Format>, name: &InputRef) -> Result<File> {
+        let failed = |e| name.io_error("read", e);
+        let (mut file, metadata) = self.opened.map_err(failed)?;
         // Opened without waiting; reading waits for the writer.
-        sys::wait_on_reads(&file)?;
-        let copy = stream_to_temp_file(&mut file)?;
-        if sys::is_fifo(&metadata) && copy.metadata()?.len() == 0 {
-            return Err(sys::nothing_written());
+        sys::wait_on_reads(&file).map_err(failed)?;
+        let copy = stream::copy(&mut file, path, forced, name)?;
+        if sys::is_fifo(&metadata) && copy.metadata().map_err(failed)?.len() == 0 {
+            return Err(failed(sys::nothing_written()));
         }
         Ok(copy)
     }
@@ -830,18 +832,6 @@ impl Prefetch {
             let _ = spare.send(std::mem::take(head));
         }
     }
-}
-
-/// Copies all of `stream` (standard input, or a pipe or device named as an input) into an
-/// unnamed temporary file, so that it can be mapped like any input while memory stays bounded
-/// however much arrives; the file goes when the process ends, however it ends.
-fn stream_to_temp_file(stream: &mut impl io::Read) -> io::Result<File> {
-    use std::io::Seek;
-    let mut file = tempfile::tempfile()?;
-    io::copy(stream, &mut file)?;
-    // The container readers read from the cursor, as from any freshly opened input.
-    file.rewind()?;
-    Ok(file)
 }
 
 /// Splits `FILE:NAME` into the file and the tensor's name, unless a file has the whole name.

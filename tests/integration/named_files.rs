@@ -218,16 +218,23 @@ fn every_file_read_whole_stops_at_its_limit() {
     }
 }
 
+/// Whether bash runs here, for `<(...)`; when it does not, says so ([`crate::util::cannot_run`]).
+fn bash_runs() -> bool {
+    let runs = std::process::Command::new("bash")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !runs {
+        crate::util::cannot_run("no bash for <(...)");
+    }
+    runs
+}
+
 /// `tjoin -a 0 <(cat a.npy) <(cat b.npy)`: process substitution gives pipes (`/dev/fd/63`),
 /// each copied once into a temporary file, as standard input is, and joined.
 #[test]
 fn pipes_named_as_inputs_are_read_once_and_joined() {
-    if std::process::Command::new("bash")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        crate::util::cannot_run("no bash for <(...)");
+    if !bash_runs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -330,4 +337,69 @@ fn a_named_fifo_with_a_writer_is_read_as_an_input() {
         read_npy(&dir.path().join("out.npy")).data,
         [&a[..], &a].concat()
     );
+}
+
+/// Issue 39, item 7: an endless device named as an input was copied into a temporary file
+/// until the disk filled. Its first bytes now say it is no format tjoin reads, and it is
+/// refused at once, with nothing written.
+#[test]
+fn endless_devices_are_refused_from_their_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("b.npy"), "<f4", &[1, 4], false, &[0; 16]);
+    for device in ["/dev/zero", "/dev/urandom"] {
+        let output = run(dir.path(), &["-a", "0", device, "b.npy", "-o", "out.npy"]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{device}: {stderr}");
+        assert_mentions(&stderr, &[&format!("input 1 ({device})")]);
+        if device == "/dev/zero" {
+            assert_mentions(
+                &stderr,
+                &[
+                    "not a valid .npy file",
+                    "its first bytes are 00 00 00 00",
+                    "stopped reading it after 65536 bytes",
+                ],
+            );
+        }
+        assert_eq!(dir_entries(dir.path()), ["b.npy"], "{device}");
+    }
+}
+
+/// Pipes that start as a real file does and then go on forever (a .npy then zeros; JSON text
+/// then random bytes): read no further than the header declares, or than the bytes are text,
+/// and refused. A pipe that carries just the file is still read (the tests above).
+#[test]
+fn pipes_fed_forever_are_refused_where_they_stop_making_sense() {
+    if !bash_runs() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("b.npy"), "<f4", &[1, 4], false, &[0; 16]);
+    let cases = [
+        (
+            "\"$0\" -a 0 <(cat b.npy /dev/zero) b.npy -o out.npy",
+            "goes on past the 144 bytes its header declares",
+        ),
+        (
+            "cat b.npy /dev/zero | \"$0\" -a 0 - b.npy -o out.npy",
+            "goes on past the 144 bytes its header declares",
+        ),
+        (
+            "(printf '[1, 2, '; cat /dev/urandom) | \"$0\" -a 0 - -o out.npy",
+            "which JSON text never holds",
+        ),
+    ];
+    for (script, said) in cases {
+        let output = assert_cmd::Command::new("bash")
+            .args(["-c", script])
+            .arg(crate::util::bin())
+            .current_dir(dir.path())
+            .timeout(HUNG)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{script}: {stderr}");
+        assert_mentions(&stderr, &[said, "stopped reading it"]);
+        assert_eq!(dir_entries(dir.path()), ["b.npy"], "{script}");
+    }
 }
