@@ -9,6 +9,7 @@ pub mod npz;
 pub mod pickle;
 pub mod safetensors;
 mod sink;
+pub mod walk;
 pub mod zip;
 
 use std::collections::BTreeMap;

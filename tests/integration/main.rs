@@ -50,6 +50,7 @@ mod split_directml;
 mod split_heads;
 mod split_spec;
 mod splitmix;
+mod strided;
 mod terminal;
 mod training;
 mod untried;

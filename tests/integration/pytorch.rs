@@ -107,11 +107,6 @@ fn what_tjoin_cannot_read_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&str, i32, &[&str])] = &[
         (
-            "refused_strided.pt",
-            2,
-            &["every_other", "strides [4, 2]", "contiguous()"],
-        ),
-        (
             "refused_quantized.pt",
             2,
             &["refused_quantized.pt:q", "quantized", "dequantize()"],

@@ -42,6 +42,7 @@ pub mod vm;
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -51,6 +52,7 @@ use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count,
 };
 use crate::messages::excerpt;
+use crate::sys::spill::Spill;
 
 use value::{FaultKind, Node, TensorRecord};
 use vm::{Fault, Pickled};
@@ -179,7 +181,7 @@ pub fn read_zip(
         })
     };
     let holdings = holdings(&pickled, input)?;
-    tensors(holdings, input, select, order, locate)
+    tensors(holdings, input, select, order, locate, file)
 }
 
 /// A `torch.save` archive read as records: its pickle run, and where each storage's bytes lie.
@@ -427,7 +429,7 @@ pub fn read_legacy(
     };
     let holdings = holdings(&data, input)?;
     // The legacy form writes every storage little-endian, whatever the machine.
-    tensors(holdings, input, select, ByteOrder::Little, locate)
+    tensors(holdings, input, select, ByteOrder::Little, locate, file)
 }
 
 fn keys_node(keys: &Pickled, id: value::Id) -> Option<String> {
@@ -487,7 +489,10 @@ fn tensors(
     select: Option<&str>,
     order: ByteOrder,
     locate: impl Fn(&value::Storage, u64) -> Result<Located>,
+    source: &File,
 ) -> Result<Contents> {
+    // The strided views' elements, gathered in order.
+    let mut spill = Spill::default();
     let state::Holdings {
         tensors: records,
         skipped,
@@ -540,7 +545,18 @@ fn tensors(
             tensor: name.as_deref().map(Into::into),
             ..input.clone()
         };
-        found.push(describe(&tensor_ref, record, order, &locate)?);
+        let described = describe(&tensor_ref, record, order, &locate, (source, &mut spill))?;
+        if described.file.is_some() {
+            notes.push(format!(
+                "{} is a strided view (shape {}, strides {}): its elements were gathered in \
+                 order, as tensor.contiguous() holds them",
+                name.as_deref()
+                    .map_or("the tensor".into(), |n| format!("`{}`", excerpt(n))),
+                crate::messages::shape_text(&record.shape),
+                crate::messages::shape_text(&record.stride)
+            ));
+        }
+        found.push(described);
         if let Some(sharing) = by_storage.get(&*record.storage.key)
             && sharing.len() > 1
             && sharing.first().copied() == name.as_deref()
@@ -589,6 +605,7 @@ fn describe(
     record: &TensorRecord,
     order: ByteOrder,
     locate: &impl Fn(&value::Storage, u64) -> Result<Located>,
+    (source, spill): (&File, &mut Spill),
 ) -> Result<Found> {
     let unsupported = |reason: String| Error::Unsupported {
         input: input.clone(),
@@ -628,8 +645,10 @@ fn describe(
             .try_fold(1u64, |n, (&d, &s)| n.checked_add((d - 1).checked_mul(s)?))
             .and_then(|n| n.checked_mul(itemsize))
     };
-    match (start, reach) {
+    // The bytes from its first element to the end of its last, all inside its storage.
+    let span = match (start, reach) {
         (Some(start), Some(reach)) if start.checked_add(reach).is_some_and(|e| e <= view_bytes) => {
+            reach
         }
         _ => {
             return Err(malformed(
@@ -644,22 +663,33 @@ fn describe(
                 ),
             ));
         }
-    }
-    let layout = layout_of(&record.shape, &record.stride).ok_or_else(|| {
-        unsupported(format!(
-            "it is a view of shape {shape_text} with strides {}, neither row- nor \
-             column-major contiguous; tjoin reads a tensor whose elements lie together in \
-             either order: save tensor.contiguous() instead",
-            crate::messages::shape_text(&record.stride)
-        ))
-    })?;
-    let data_offset = located.start + view_start + record.offset * itemsize;
+    };
+    let mut data_offset = located.start + view_start + record.offset * itemsize;
     let swaps = match (order, dtype.swap_width()) {
         (ByteOrder::Big, Some(width)) => Swaps::Uniform(width),
         _ => Swaps::default(),
     };
+    let mut file = None;
+    let layout = match layout_of(&record.shape, &record.stride) {
+        Some(layout) => layout,
+        None => {
+            // A view torch reads (expand, narrow, a step slice, a permute, a chunk piece):
+            // its elements in C order, as tensor.contiguous() holds them, in a copy of its own.
+            let view = View {
+                start: data_offset,
+                span,
+                shape: &record.shape,
+                stride: &record.stride,
+                itemsize,
+            };
+            let (spilled, at) = gather_view(input, source, spill, &view)?;
+            (file, data_offset) = (Some(spilled), at);
+            Layout::C
+        }
+    };
     // The CRC-32 of a member can be checked only by a read of the whole member in order.
-    let whole = view_start == 0
+    let whole = file.is_none()
+        && view_start == 0
         && record.offset == 0
         && data_len == storage.numel.saturating_mul(unit)
         && layout == Layout::C;
@@ -680,9 +710,61 @@ fn describe(
             data_offset,
             data_len,
         },
-        file: None,
+        file,
         stored_crc,
     })
+}
+
+/// A strided view of a storage: its first element's byte offset in the file, the bytes from
+/// there to the end of its last element, its shape and strides (in elements).
+struct View<'a> {
+    start: u64,
+    span: u64,
+    shape: &'a [u64],
+    stride: &'a [u64],
+    itemsize: u64,
+}
+
+/// Bytes gathered per write into the spill file.
+const GATHER_CHUNK: u64 = 1 << 20;
+
+/// Gathers the elements of `view` in `source` in C order into `spill` by the copy engine's
+/// walk ([`crate::format::walk::Walk`]): byte for byte what `tensor.contiguous()` holds.
+/// Returns the spill file and where the elements start in it. The caller checked that the
+/// view stays inside its storage.
+fn gather_view(
+    input: &InputRef,
+    source: &File,
+    spill: &mut Spill,
+    view: &View,
+) -> Result<(Arc<File>, u64)> {
+    let region = crate::sys::Region::map(source, view.start, view.span)
+        .map_err(|e| input.io_error("map", e))?;
+    // A dimension of one element is never stepped along: its stride, which torch leaves
+    // free, is taken as 0 so that the walk's arithmetic stays inside the span.
+    let strides: Vec<u64> = view
+        .shape
+        .iter()
+        .zip(view.stride)
+        .map(|(&d, &s)| if d > 1 { s * view.itemsize } else { 0 })
+        .collect();
+    let elements: u64 = view.shape.iter().product();
+    let per_write = (GATHER_CHUNK / view.itemsize).max(1);
+    let size = view.itemsize as usize;
+    let mut walk = crate::format::walk::Walk::new(view.shape, &strides, 0);
+    let mut out = Vec::new();
+    let mut writer = spill.writer(input)?;
+    let failed = |e| input.io_error("make a temporary copy of", e);
+    let mut done = 0;
+    while done < elements {
+        let count = per_write.min(elements - done);
+        out.clear();
+        walk.gather(region.bytes(), size, count, &mut out);
+        writer.write(&out).map_err(failed)?;
+        done += count;
+    }
+    let (at, _) = writer.finish().map_err(failed)?;
+    Ok((spill.file(input)?, at))
 }
 
 /// C when the strides are a row-major tensor's, Fortran when a column-major's (a transposed
