@@ -54,6 +54,10 @@ pub fn copy(
     match extent {
         Extent::Declared(len) if copied > len => return Err(longer(name, format, len)),
         Extent::Declared(len) => {
+            let free = crate::sys::free_space(&file);
+            if free.is_some_and(|free| free < len - copied) {
+                return Err(no_room(name, len, free.unwrap_or_default()));
+            }
             copied +=
                 io::copy(&mut (&mut *stream).take(len - copied), &mut file).map_err(failed)?;
             if copied == len && stream.read(&mut [0; 1]).map_err(failed)? > 0 {
@@ -158,4 +162,19 @@ fn longer(name: &InputRef, format: Format, len: u64) -> Error {
              is refused at once)"
         ),
     }
+}
+
+/// The refusal of a stream whose header declares more than the temporary folder has room for.
+fn no_room(name: &InputRef, len: u64, free: u64) -> Error {
+    name.io_error(
+        "copy",
+        io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "its header declares {len} bytes, more than the {free} free where tjoin copies \
+                 a stream (the temporary folder, TMPDIR); nothing was copied: save it to a \
+                 file, or set TMPDIR to a folder with room"
+            ),
+        ),
+    )
 }

@@ -123,3 +123,26 @@ pub fn folder_of(target: &std::path::Path) -> &std::path::Path {
         _ => std::path::Path::new("."),
     }
 }
+
+/// The bytes free to this process on the file system that holds `file` (`fstatvfs`'s blocks
+/// available to unprivileged users), or `None` where that cannot be asked.
+#[cfg(unix)]
+pub fn free_space(file: &File) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero statvfs is a valid value of the plain C struct.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs writes into `stats`, which lives for the call, about a descriptor
+    // `file` keeps open.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut stats) } != 0 {
+        return None;
+    }
+    #[allow(clippy::useless_conversion)] // u32 or u64 by platform
+    let (blocks, size) = (u64::from(stats.f_bavail), u64::from(stats.f_frsize));
+    Some(blocks.saturating_mul(size))
+}
+
+/// Elsewhere, not asked.
+#[cfg(not(unix))]
+pub fn free_space(_file: &File) -> Option<u64> {
+    None
+}

@@ -230,6 +230,17 @@ fn bash_runs() -> bool {
     runs
 }
 
+/// Runs `script` in bash in `dir`, with `$0` the tjoin under test, killed after [`HUNG`].
+fn bash(dir: &Path, script: &str) -> Output {
+    assert_cmd::Command::new("bash")
+        .args(["-c", script])
+        .arg(crate::util::bin())
+        .current_dir(dir)
+        .timeout(HUNG)
+        .output()
+        .unwrap()
+}
+
 /// `tjoin -a 0 <(cat a.npy) <(cat b.npy)`: process substitution gives pipes (`/dev/fd/63`),
 /// each copied once into a temporary file, as standard input is, and joined.
 #[test]
@@ -390,16 +401,37 @@ fn pipes_fed_forever_are_refused_where_they_stop_making_sense() {
         ),
     ];
     for (script, said) in cases {
-        let output = assert_cmd::Command::new("bash")
-            .args(["-c", script])
-            .arg(crate::util::bin())
-            .current_dir(dir.path())
-            .timeout(HUNG)
-            .output()
-            .unwrap();
+        let output = bash(dir.path(), script);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{script}: {stderr}");
         assert_mentions(&stderr, &[said, "stopped reading it"]);
         assert_eq!(dir_entries(dir.path()), ["b.npy"], "{script}");
     }
+}
+
+/// A stream whose .npy header declares 8 PiB, then zeros: read no further than declared is
+/// still more than any disk holds, so it is refused before anything is copied (it was copied
+/// until the disk filled).
+#[test]
+fn a_stream_declaring_more_than_the_disk_holds_is_refused_before_copying() {
+    if !bash_runs() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("b.npy"), "<f8", &[1], false, &[0; 8]);
+    let header = crate::util::npy_header("<f8", &[1 << 50], false);
+    fs::write(dir.path().join("huge.header"), header).unwrap();
+    let script = "cat huge.header /dev/zero | \"$0\" -a 0 - b.npy -o out.npy";
+    let output = bash(dir.path(), script);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_mentions(
+        &stderr,
+        &[
+            "cannot copy input 1 (-)",
+            "its header declares 9007199254741120 bytes, more than the",
+            "nothing was copied",
+        ],
+    );
+    assert_eq!(dir_entries(dir.path()), ["b.npy", "huge.header"]);
 }

@@ -109,3 +109,66 @@ fn a_view_past_its_storage_is_refused_naming_the_tensor() {
     );
     assert_eq!(dir_entries(dir.path()), ["past.pt"]);
 }
+
+/// `views_legacy.pt` with `find` in its pickle replaced by `put` (the legacy form holds no
+/// checksum, and its pickles end where their STOP is, so a pickle may change length).
+fn patched(find: &[u8], put: &[u8]) -> Vec<u8> {
+    let bytes = fs::read(fixture("views_legacy.pt")).unwrap();
+    let at = bytes.windows(find.len()).position(|w| w == find).unwrap();
+    [&bytes[..at], put, &bytes[at + find.len()..]].concat()
+}
+
+/// Hostile views: a few bytes that declare a 16 TiB `expand` (a copy of that size would fill
+/// the disk), and strides past 2^62 and past 64 bits; each refused at once, naming the tensor.
+#[test]
+fn hostile_strides_are_refused_before_anything_is_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    // `expanded`'s shape (3, 4), then memo 9: made (2^40, 4) with a LONG1.
+    let huge = patched(
+        b"K\x03K\x04\x86q\t",
+        b"\x8a\x06\x00\x00\x00\x00\x00\x01K\x04\x86q\t",
+    );
+    // `stepped`'s strides (20, 3), then memo 26: the row stride made 2^62, then 2^64.
+    let far = patched(
+        b"K\x14K\x03\x86q\x1a",
+        b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40K\x03\x86q\x1a",
+    );
+    let beyond = patched(
+        b"K\x14K\x03\x86q\x1a",
+        b"\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01K\x03\x86q\x1a",
+    );
+    let cases: [(&str, Vec<u8>, i32, &[&str]); 3] = [
+        (
+            "huge.pt",
+            huge,
+            2,
+            &[
+                "(huge.pt:expanded)",
+                "shape [1099511627776, 4] with strides [0, 1] that repeats 16 bytes",
+                "save tensor.contiguous()",
+            ],
+        ),
+        (
+            "far.pt",
+            far,
+            1,
+            &[
+                "(far.pt:stepped)",
+                "strides [4611686018427387904, 3]) reaches past",
+            ],
+        ),
+        (
+            "beyond.pt",
+            beyond,
+            2,
+            &["the stride 18446744073709551616, beyond 64 bits"],
+        ),
+    ];
+    for (name, bytes, code, said) in cases {
+        fs::write(dir.path().join(name), bytes).unwrap();
+        let stderr = refused(dir.path(), &["--dry-run", name, "-o", "out.npy"], code);
+        assert_mentions(&stderr, said);
+        fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    assert_eq!(dir_entries(dir.path()), Vec::<String>::new());
+}

@@ -547,8 +547,14 @@ fn dims(nodes: &[Node], id: Id, path: &str, what: &str) -> Step<Vec<u64>> {
     items
         .iter()
         .map(|&item| match nodes.node(item) {
-            Node::Int(v) => u64::try_from(*v)
-                .or_else(|_| refused(format!("{path} is given the {what} {v}, below zero"))),
+            Node::Int(v) => u64::try_from(*v).or_else(|_| {
+                let why = if *v < 0 {
+                    "below zero"
+                } else {
+                    "beyond 64 bits"
+                };
+                refused(format!("{path} is given the {what} {v}, {why}"))
+            }),
             other => damaged(format!("{path} is given {} in its {what}", kind_of(other))),
         })
         .collect()

@@ -727,6 +727,8 @@ struct View<'a> {
 
 /// Bytes gathered per write into the spill file.
 const GATHER_CHUNK: u64 = 1 << 20;
+/// The most bytes a view that repeats its storage's elements is gathered into.
+const REPEATED_LIMIT: u64 = 256 << 20;
 
 /// Gathers the elements of `view` in `source` in C order into `spill` by the copy engine's
 /// walk ([`crate::format::walk::Walk`]): byte for byte what `tensor.contiguous()` holds.
@@ -738,6 +740,39 @@ fn gather_view(
     spill: &mut Spill,
     view: &View,
 ) -> Result<(Arc<File>, u64)> {
+    let elements: u64 = view.shape.iter().product();
+    let bytes = elements * view.itemsize;
+    // A view that repeats its elements (stride 0, as expand makes) gathers into more bytes
+    // than the file holds: a few bytes could otherwise ask for terabytes of copy.
+    if bytes > view.span && bytes > REPEATED_LIMIT {
+        return Err(Error::Unsupported {
+            input: input.clone(),
+            reason: format!(
+                "it is a view of shape {} with strides {} that repeats {} bytes of its \
+                 storage into {bytes} bytes; tjoin gathers a view that repeats its elements \
+                 up to {REPEATED_LIMIT} bytes: save tensor.contiguous() instead",
+                crate::messages::shape_text(view.shape),
+                crate::messages::shape_text(view.stride),
+                view.span
+            ),
+        });
+    }
+    let spilled = spill.file(input)?;
+    if let Some(free) = crate::sys::free_space(&spilled)
+        && free < bytes
+    {
+        return Err(input.io_error(
+            "make a temporary copy of",
+            std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "it is a strided view whose {bytes} bytes tjoin gathers into a temporary \
+                     copy, more than the {free} free in the temporary folder (TMPDIR): set \
+                     TMPDIR to a folder with room"
+                ),
+            ),
+        ));
+    }
     let region = crate::sys::Region::map(source, view.start, view.span)
         .map_err(|e| input.io_error("map", e))?;
     // A dimension of one element is never stepped along: its stride, which torch leaves
@@ -748,7 +783,6 @@ fn gather_view(
         .zip(view.stride)
         .map(|(&d, &s)| if d > 1 { s * view.itemsize } else { 0 })
         .collect();
-    let elements: u64 = view.shape.iter().product();
     let per_write = (GATHER_CHUNK / view.itemsize).max(1);
     let size = view.itemsize as usize;
     let mut walk = crate::format::walk::Walk::new(view.shape, &strides, 0);
@@ -764,7 +798,7 @@ fn gather_view(
         done += count;
     }
     let (at, _) = writer.finish().map_err(failed)?;
-    Ok((spill.file(input)?, at))
+    Ok((spilled, at))
 }
 
 /// C when the strides are a row-major tensor's, Fortran when a column-major's (a transposed
