@@ -31,6 +31,11 @@ impl<'g> Walk<'g> {
         }
     }
 
+    /// The byte offset of the next element.
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+
     /// Appends the next `count` elements of `size` bytes each from `bytes` to `out`.
     pub fn gather(&mut self, bytes: &[u8], size: usize, mut count: u64, out: &mut Vec<u8>) {
         let Some(last) = self.dims.len().checked_sub(1) else {

@@ -38,11 +38,11 @@ pub mod dtensor;
 pub mod globals;
 pub mod state;
 pub mod value;
+mod view;
 pub mod vm;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
@@ -675,14 +675,14 @@ fn describe(
         None => {
             // A view torch reads (expand, narrow, a step slice, a permute, a chunk piece):
             // its elements in C order, as tensor.contiguous() holds them, in a copy of its own.
-            let view = View {
+            let view = view::View {
                 start: data_offset,
                 span,
                 shape: &record.shape,
                 stride: &record.stride,
                 itemsize,
             };
-            let (spilled, at) = gather_view(input, source, spill, &view)?;
+            let (spilled, at) = view::gather(input, source, spill, &view)?;
             (file, data_offset) = (Some(spilled), at);
             Layout::C
         }
@@ -713,92 +713,6 @@ fn describe(
         file,
         stored_crc,
     })
-}
-
-/// A strided view of a storage: its first element's byte offset in the file, the bytes from
-/// there to the end of its last element, its shape and strides (in elements).
-struct View<'a> {
-    start: u64,
-    span: u64,
-    shape: &'a [u64],
-    stride: &'a [u64],
-    itemsize: u64,
-}
-
-/// Bytes gathered per write into the spill file.
-const GATHER_CHUNK: u64 = 1 << 20;
-/// The most bytes a view that repeats its storage's elements is gathered into.
-const REPEATED_LIMIT: u64 = 256 << 20;
-
-/// Gathers the elements of `view` in `source` in C order into `spill` by the copy engine's
-/// walk ([`crate::format::walk::Walk`]): byte for byte what `tensor.contiguous()` holds.
-/// Returns the spill file and where the elements start in it. The caller checked that the
-/// view stays inside its storage.
-fn gather_view(
-    input: &InputRef,
-    source: &File,
-    spill: &mut Spill,
-    view: &View,
-) -> Result<(Arc<File>, u64)> {
-    let elements: u64 = view.shape.iter().product();
-    let bytes = elements * view.itemsize;
-    // A view that repeats its elements (stride 0, as expand makes) gathers into more bytes
-    // than the file holds: a few bytes could otherwise ask for terabytes of copy.
-    if bytes > view.span && bytes > REPEATED_LIMIT {
-        return Err(Error::Unsupported {
-            input: input.clone(),
-            reason: format!(
-                "it is a view of shape {} with strides {} that repeats {} bytes of its \
-                 storage into {bytes} bytes; tjoin gathers a view that repeats its elements \
-                 up to {REPEATED_LIMIT} bytes: save tensor.contiguous() instead",
-                crate::messages::shape_text(view.shape),
-                crate::messages::shape_text(view.stride),
-                view.span
-            ),
-        });
-    }
-    let spilled = spill.file(input)?;
-    if let Some(free) = crate::sys::free_space(&spilled)
-        && free < bytes
-    {
-        return Err(input.io_error(
-            "make a temporary copy of",
-            std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                format!(
-                    "it is a strided view whose {bytes} bytes tjoin gathers into a temporary \
-                     copy, more than the {free} free in the temporary folder (TMPDIR): set \
-                     TMPDIR to a folder with room"
-                ),
-            ),
-        ));
-    }
-    let region = crate::sys::Region::map(source, view.start, view.span)
-        .map_err(|e| input.io_error("map", e))?;
-    // A dimension of one element is never stepped along: its stride, which torch leaves
-    // free, is taken as 0 so that the walk's arithmetic stays inside the span.
-    let strides: Vec<u64> = view
-        .shape
-        .iter()
-        .zip(view.stride)
-        .map(|(&d, &s)| if d > 1 { s * view.itemsize } else { 0 })
-        .collect();
-    let per_write = (GATHER_CHUNK / view.itemsize).max(1);
-    let size = view.itemsize as usize;
-    let mut walk = crate::format::walk::Walk::new(view.shape, &strides, 0);
-    let mut out = Vec::new();
-    let mut writer = spill.writer(input)?;
-    let failed = |e| input.io_error("make a temporary copy of", e);
-    let mut done = 0;
-    while done < elements {
-        let count = per_write.min(elements - done);
-        out.clear();
-        walk.gather(region.bytes(), size, count, &mut out);
-        writer.write(&out).map_err(failed)?;
-        done += count;
-    }
-    let (at, _) = writer.finish().map_err(failed)?;
-    Ok((spilled, at))
 }
 
 /// C when the strides are a row-major tensor's, Fortran when a column-major's (a transposed
