@@ -164,8 +164,9 @@ pub enum Extent {
     Unreadable,
     /// Text whose end only its end tells (JSON): every byte of it must be text.
     Text,
-    /// A format whose length is found at its end (a ZIP archive, whose members torch writes
-    /// with their sizes after their data; a legacy `torch.save`).
+    /// A format whose length is not taken from its first bytes (a ZIP archive, whose members
+    /// torch writes with their sizes after their data; a legacy `torch.save`; GGUF): read to
+    /// the stream's end.
     Unbounded,
     /// It does not start as a file of the format does.
     Foreign,
