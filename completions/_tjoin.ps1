@@ -36,6 +36,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--spec', '--spec', [CompletionResultType]::ParameterName, 'Check against a runtime''s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]')
             [CompletionResult]::new('--expect-shape', '--expect-shape', [CompletionResultType]::ParameterName, 'Refuse the join unless the output''s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]')
             [CompletionResult]::new('--like', '--like', [CompletionResultType]::ParameterName, 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'The model''s config.json, whose sizes a merge''s tensors must have (default: a config.json beside the first input)')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing')
             [CompletionResult]::new('--print-plan', '--print-plan', [CompletionResultType]::ParameterName, 'After writing, print on stdout the plan that was carried out, as --dry-run prints it')
             [CompletionResult]::new('--rules', '--rules', [CompletionResultType]::ParameterName, 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags''')

@@ -33,6 +33,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --spec 'Check against a runtime''s join rules: onnx[-13|-11|-4|-1], openvino, directml[:LEVEL]'
             cand --expect-shape 'Refuse the join unless the output''s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]'
             cand --like 'Refuse output tensors whose shape differs from their namesakes'' in REF''s header'
+            cand --config 'The model''s config.json, whose sizes a merge''s tensors must have (default: a config.json beside the first input)'
             cand --dry-run 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing'
             cand --print-plan 'After writing, print on stdout the plan that was carried out, as --dry-run prints it'
             cand --rules 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line; after the flags'''

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_tjoin_global_optspecs
-    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
+    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= config= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
 end
 
 function __fish_tjoin_needs_command
@@ -68,6 +68,7 @@ directml:2.1\t''
 directml:1.0\t''"
 complete -c tjoin -n "__fish_tjoin_needs_command" -l expect-shape -d 'Refuse the join unless the output\'s shape is exactly DIMS: 1,1,2,7 or [1, 1, 2, 7]' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l like -d 'Refuse output tensors whose shape differs from their namesakes\' in REF\'s header' -r -F
+complete -c tjoin -n "__fish_tjoin_needs_command" -l config -d 'The model\'s config.json, whose sizes a merge\'s tensors must have (default: a config.json beside the first input)' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l dry-run -d 'Check everything and print the plan on stdout (=json: as one JSON object); write nothing' -r -f -a "text\t'A table for people'
 json\t'One JSON object for scripts; a refusal is printed as one too'"
 complete -c tjoin -n "__fish_tjoin_needs_command" -l print-plan -d 'After writing, print on stdout the plan that was carried out, as --dry-run prints it' -r -f -a "text\t'A table for people'

@@ -40,6 +40,7 @@ use crate::input::reference::Reference;
 pub use crate::output::kind::OutputKind;
 pub use crate::output::progress::When;
 pub use crate::output::shards::ShardedOutput;
+use crate::plan::complete::ModelSizes;
 use crate::plan::filter::Filter;
 use crate::plan::job::JobOptions;
 use crate::plan::rules::{Matcher, Rule};
@@ -162,6 +163,8 @@ pub struct JoinRules {
     pub cast: Option<DType>,
     /// The shape every output tensor must have.
     pub expect_shape: Option<Vec<u64>>,
+    /// The model's config.json (`--config`, or one beside the first input), read.
+    pub model: Option<ModelSizes>,
 }
 
 /// The output: its path and format, and what its writer is told.
@@ -310,6 +313,7 @@ impl JoinRules {
             join_identical: self.join_identical,
             uneven: self.uneven,
             like: self.like.as_ref(),
+            model: self.model.as_ref(),
             strict: self.strict,
             name: self.name.as_deref(),
             output,

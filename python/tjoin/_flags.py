@@ -20,6 +20,7 @@ JOIN = {
     "backend": ("--backend", "value"),
     "cast": ("--cast", "value"),
     "compress": ("--compress", "bare"),
+    "config": ("--config", "value"),
     "dml_adapter": ("--dml-adapter", "value"),
     "dry_run": ("--dry-run", "optional"),
     "exclude": ("--exclude", "repeat"),

@@ -20,6 +20,7 @@ use crate::format::index::SetName;
 use crate::input::reference::Reference;
 use crate::limits;
 use crate::output::progress::When;
+use crate::plan::complete::ModelSizes;
 use crate::plan::filter::{Filter, FilterKind};
 use crate::plan::ranks;
 use crate::plan::rules::{self, Rule};
@@ -134,6 +135,7 @@ impl JoinConfig {
             true => None,
             false => ranks::order_refusal(&inputs),
         };
+        let model = model_config(cli.config.as_deref(), &inputs)?;
         Ok(JoinConfig {
             inputs,
             out_of_order,
@@ -152,6 +154,7 @@ impl JoinConfig {
                 name: cli.name.clone(),
                 cast: cli.cast.as_deref().map(cast_type).transpose()?,
                 expect_shape: cli.expect_shape.clone(),
+                model,
             },
             output: OutputConfig {
                 path: cli.output.clone(),
@@ -172,6 +175,47 @@ impl JoinConfig {
             quiet: cli.quiet,
         })
     }
+}
+
+/// The most bytes of a config.json tjoin reads: a model's is a few KiB.
+const CONFIG_LIMIT: sys::Limit = sys::Limit {
+    bytes: 1 << 20,
+    of: "a model's config.json",
+    advice: "give the unsplit model's header with --like instead",
+};
+
+/// The model's config.json: `--config FILE` (refused when it cannot be read), else the
+/// `config.json` beside the first input when there is one (a directory's own when the input
+/// is a folder). `None` when neither is there.
+fn model_config(given: Option<&Path>, inputs: &[Arc<Path>]) -> Result<Option<ModelSizes>> {
+    let path = match given {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let Some(first) = inputs.first().filter(|p| p.as_os_str() != STDIN) else {
+                return Ok(None);
+            };
+            let folder = match first.is_dir() {
+                true => first.to_path_buf(),
+                false => first.parent().map(Path::to_path_buf).unwrap_or_default(),
+            };
+            let beside = folder.join("config.json");
+            if std::fs::symlink_metadata(&beside).is_err() {
+                return Ok(None);
+            }
+            beside
+        }
+    };
+    let named = crate::messages::path(&path);
+    let text = sys::read_text(&path, &CONFIG_LIMIT, Accept::Regular)
+        .map_err(|e| Error::io("read the model's config", &path, e))?;
+    ModelSizes::from_config(&text, &named)
+        .map(Some)
+        .map_err(|why| {
+            Error::refused(
+                format!("cannot read the model's sizes from {named}: {why}"),
+                "name the model's own config.json with --config, or move the file away",
+            )
+        })
 }
 
 /// The tensor rules in the order they apply: the flags, then each `--rules` file's lines.

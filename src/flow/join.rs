@@ -17,6 +17,7 @@ use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
+use crate::plan::complete;
 use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::stack;
 use crate::report::{PlanReport, Warning, Warnings};
@@ -45,8 +46,10 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     // A dry run without an output plans as if the output were like the first input.
     // A format tjoin only reads (a checkpoint) plans the output as safetensors.
     let format = target.format.unwrap_or(inputs[0].format).planned_output();
-    let metadata = inputs.first().and_then(Input::metadata);
-    let mut writer = format.writer(&config.output.write_options(format, metadata)?)?;
+    // What a rank file records of its rank is not true of the merged model.
+    let metadata = complete::without_rank_records(inputs.first().and_then(Input::metadata));
+    let options = config.output.write_options(format, metadata.as_deref())?;
+    let mut writer = format.writer(&options)?;
     let rules = &config.rules;
     let matcher = rules.matcher();
     let options = rules.job_options(&matcher, format);
@@ -289,6 +292,12 @@ pub(crate) fn plan<'a>(
         let checked: Vec<_> = job.iter().map(|t| t.checked(inputs.len())).collect();
         reference.check(&checked, options.rules.rules())?;
     }
+    let evidence = complete::Evidence {
+        like: options.like.is_some(),
+        rules: !options.rules.rules().is_empty(),
+        model: options.model,
+    };
+    complete::check(&job, inputs, &evidence)?;
     // A sharded output is split in the job order first, each shard then in the writer order.
     let job = if kind.in_writer_order() {
         in_writer_order(job, writer)

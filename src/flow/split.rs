@@ -15,6 +15,7 @@ use crate::format::{Format, OutTensor, Writer};
 use crate::output::OutputSet;
 use crate::output::progress::{self, Counted};
 use crate::output::shards::{ShardPlan, ShardedOutput};
+use crate::plan::complete;
 use crate::plan::heads::Heads;
 use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
@@ -73,8 +74,9 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     };
     let jobs = split::build(input, &options)?;
     let mut planned = Vec::with_capacity(formats.len());
-    for ((path, &format), jobs) in config.outputs.iter().zip(&formats).zip(jobs) {
-        planned.push(plan_output(config, input, path, format, jobs)?);
+    for (rank, ((path, &format), jobs)) in config.outputs.iter().zip(&formats).zip(jobs).enumerate()
+    {
+        planned.push(plan_output(config, input, (rank, path), format, jobs)?);
     }
     // The engine, chosen (and DirectML's plans made) before anything is written.
     let lockstep = in_lockstep(&planned, config.output.compress);
@@ -193,18 +195,30 @@ fn heads(config: &SplitConfig) -> Result<Option<Heads>> {
     })
 }
 
-/// Plans the output `path` in `format` of the tensors `jobs`: a file, its tensors in the
-/// writer's order, or a sharded checkpoint (`DIR/`), its tensors in shards of at most
-/// `--max-shard-size` in the input's order, each shard in the writer's order.
+/// Plans the output `path` (the `index`-th, from 0) in `format` of the tensors `jobs`: a file,
+/// its tensors in the writer's order, or a sharded checkpoint (`DIR/`), its tensors in shards
+/// of at most `--max-shard-size` in the input's order, each shard in the writer's order. A
+/// safetensors output records its place among the outputs and their count (N of `--ranks N`
+/// or `--parts N`) in its `__metadata__`, which a merge reads to prove itself complete
+/// (`plan::complete`).
 fn plan_output<'a>(
     config: &SplitConfig,
     input: &crate::input::Input,
-    path: &Path,
+    (index, path): (usize, &Path),
     format: Format,
     jobs: Vec<TensorJob<'a>>,
 ) -> Result<PlannedOutput<'a>> {
     let sharded = config.sharded(path);
     let mut options = config.output.clone();
+    if format == Format::SafeTensors {
+        options.metadata.extend([
+            (complete::RANK_KEY.to_string(), index.to_string()),
+            (
+                complete::RANKS_KEY.to_string(),
+                config.cut.outputs().to_string(),
+            ),
+        ]);
+    }
     if sharded {
         options.sharded = Some(ShardedOutput {
             folder: path.to_path_buf(),
@@ -213,7 +227,8 @@ fn plan_output<'a>(
             names_from: None,
         });
     }
-    let writer = format.writer(&options.write_options(format, input.metadata())?)?;
+    let carried = complete::without_rank_records(input.metadata());
+    let writer = format.writer(&options.write_options(format, carried.as_deref())?)?;
     let jobs = if sharded {
         jobs
     } else {

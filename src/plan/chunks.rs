@@ -31,6 +31,8 @@ use crate::messages::excerpt;
 use crate::plan::compare;
 use crate::plan::rules::text::{shell_quote, suggest_globs};
 
+pub use crate::plan::groups::{Grouped, grouped_refusal, replica_groups};
+
 /// The most parts a `chunks` rule may name: enough for any fused projection.
 pub const MOST_CHUNKS: usize = 64;
 
@@ -486,117 +488,6 @@ pub fn chunked<'a>(
     Ok(sources)
 }
 
-/// A tensor an axis rule joins whose inputs hold the same bytes in groups of consecutive
-/// ones ([`replica_groups`]), with no `replicas` said: its name, axis, group size, and the
-/// rule as messages show it (whether an `--axis-for` flag, which a flag added later cannot
-/// override).
-#[derive(Debug, Clone)]
-pub struct Grouped {
-    /// The tensor's name.
-    pub name: String,
-    /// The rule's axis.
-    pub axis: i64,
-    /// How many consecutive inputs hold each piece.
-    pub k: usize,
-    /// The rule that joins it, as messages show it.
-    pub rule: String,
-    /// Whether that rule is an `--axis-for` flag.
-    pub flag: bool,
-}
-
-/// The smallest group size `k` (dividing the count, below it) such that every group of `k`
-/// consecutive inputs holds the same bytes for this tensor, which holds more than one value:
-/// ranks sharing a piece, as vLLM's are when there are more ranks than key-value heads.
-/// Joined plainly, each piece would come out `k` times, with exit 0 when no `--like` says
-/// the shape. `None` when the first two inputs differ, which costs one small read.
-pub fn replica_groups(sources: &[&Tensor]) -> Option<usize> {
-    let n = sources.len();
-    let same = |a: &Tensor, b: &Tensor| matches!(compare::differs(a, b), Ok(None));
-    if n < 4 || !same(sources[0], sources[1]) {
-        return None;
-    }
-    if !compare::constant(sources[0]).is_ok_and(|c| c.is_none()) {
-        return None;
-    }
-    (2..n).filter(|k| n % k == 0).find(|&k| {
-        sources
-            .chunks(k)
-            .all(|group| group[1..].iter().all(|other| same(group[0], other)))
-    })
-}
-
-/// The refusal of tensors [`replica_groups`] found, with the rule that joins each group's
-/// piece once; `names` are every tensor of the inputs, for the globs.
-pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> Refusal {
-    let details: Vec<String> = grouped
-        .iter()
-        .map(|g| {
-            format!(
-                "{}  the same in each group of {} consecutive inputs; joined by {}",
-                excerpt(&g.name),
-                g.k,
-                g.rule
-            )
-        })
-        .collect();
-    let mut flags = Vec::new();
-    let mut groups: Vec<(i64, usize, Vec<&str>)> = Vec::new();
-    for g in grouped.iter().filter(|g| !g.flag) {
-        match groups
-            .iter_mut()
-            .find(|(a, k, _)| (*a, *k) == (g.axis, g.k))
-        {
-            Some((_, _, members)) => members.push(&g.name),
-            None => groups.push((g.axis, g.k, vec![&g.name])),
-        }
-    }
-    for (axis, k, targets) in &groups {
-        for (glob, _) in suggest_globs(targets, names) {
-            let rule = format!("{}={axis} replicas {k}", excerpt(&glob));
-            flags.push(format!("--axis-for {}", shell_quote(&rule)));
-        }
-    }
-    let mut hint = String::from(
-        "if groups of consecutive ranks share one piece (more ranks than key-value heads, \
-         as vLLM splits them), say so with `replicas K`",
-    );
-    if !flags.is_empty() {
-        hint.push_str(&format!(
-            ": add {}",
-            crate::error::capped(flags, 10).join(" ")
-        ));
-    }
-    let flagged: Vec<&str> = grouped
-        .iter()
-        .filter(|g| g.flag)
-        .map(|g| g.rule.as_str())
-        .collect();
-    if !flagged.is_empty() {
-        let mut flagged = flagged;
-        flagged.dedup();
-        hint.push_str(&format!(
-            "; write ` replicas K` at the end of {} itself (an --axis-for added after it \
-             would not act)",
-            flagged.join(", ")
-        ));
-    }
-    hint.push_str(
-        "; check that the inputs are in rank order and no rank's file is given twice; if the \
-         pieces are meant to be joined, add --join-identical",
-    );
-    let count = grouped.len();
-    Refusal {
-        headline: format!(
-            "{count} tensor{} joined along an axis {} the same bytes in groups of \
-             consecutive inputs: the output would hold each group's piece once per member",
-            if count == 1 { "" } else { "s" },
-            if count == 1 { "has" } else { "have" },
-        ),
-        details: crate::error::capped(details, 10),
-        hint: Some(hint),
-    }
-}
-
 /// The greatest common divisor (`gcd(0, x)` is x).
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
@@ -617,6 +508,10 @@ enum Kind {
     Gated(&'static str),
     /// Several parts of their own sizes (Mamba's `in_proj`).
     Several,
+    /// Query, key and value laid out head by head or query group by query group, so that
+    /// each rank of its framework's split holds whole heads or groups: `plain`, never
+    /// `chunks` (GPT-NeoX's `attention.query_key_value`, Megatron-Core's `linear_qkv`).
+    WholeHeads,
 }
 
 /// The fused projections tjoin knows, by module name (the next-to-last dotted part of the
@@ -719,12 +614,20 @@ pub fn unstated(
     if axis != fused_axis {
         return None;
     }
-    let kind = kind(module);
     // The module's parent (`model.layers.0.self_attn.`), where its siblings are.
     let front = (name.strip_suffix(leaf))
         .and_then(|f| f.strip_suffix('.'))
         .and_then(|f| f.strip_suffix(*module))
         .unwrap_or("");
+    let kind = match *module {
+        // GPT-NeoX's (under `attention.`; Falcon's, BLOOM's and ChatGLM's are under
+        // `self_attention.`, laid out otherwise) and Megatron-Core's.
+        "query_key_value" if front.ends_with(".attention.") || front == "attention." => {
+            Kind::WholeHeads
+        }
+        "linear_qkv" => Kind::WholeHeads,
+        _ => kind(module),
+    };
     let told = QKV_OUTPUTS
         .iter()
         .find(|(m, _)| *m == *module)
@@ -850,6 +753,17 @@ fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
             (Kind::Qkv, None) => "chunks 3".to_string(),
             (Kind::GateUp | Kind::Gated(_), _) => "chunks 2".to_string(),
             (Kind::Several, _) => "chunks P:Q:R".to_string(),
+            (Kind::WholeHeads, _) => {
+                for (glob, _) in suggest_globs(targets, names) {
+                    let glob = excerpt(&glob);
+                    flags.push(format!(
+                        "--axis-for {} (laid out head by head or group by group: each rank \
+                         of its framework's split holds whole ones)",
+                        shell_quote(&format!("{glob}={axis} plain"))
+                    ));
+                }
+                continue;
+            }
         };
         for (glob, _) in suggest_globs(targets, names) {
             let glob = excerpt(&glob);

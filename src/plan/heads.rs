@@ -116,15 +116,8 @@ pub fn role(name: &str, rank: usize) -> Option<(Role, usize)> {
 /// `head_dim` or `hidden_size`; a multimodal model's `text_config`), or why they cannot be
 /// read. `from` is the file's name for the report.
 pub fn from_config(text: &str, from: &str) -> std::result::Result<Heads, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("it is not JSON: {e}"))?;
-    let object = value
-        .as_object()
-        .ok_or("it is not a JSON object".to_string())?;
-    let object = match object.get("text_config").and_then(|c| c.as_object()) {
-        Some(text) if !object.contains_key("num_attention_heads") => text,
-        _ => object,
-    };
+    let value = config_object(text)?;
+    let object = text_part(&value, "num_attention_heads");
     let count = |key: &str| -> std::result::Result<Option<u64>, String> {
         match object.get(key) {
             None | Some(serde_json::Value::Null) => Ok(None),
@@ -154,6 +147,28 @@ pub fn from_config(text: &str, from: &str) -> std::result::Result<Heads, String>
         head_dim,
         from: from.to_string(),
     })
+}
+
+/// A JSON object's members.
+pub type Object = serde_json::Map<String, serde_json::Value>;
+
+/// config.json's text as a JSON object, or why it is not one.
+pub fn config_object(text: &str) -> std::result::Result<Object, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("it is not JSON: {e}"))?;
+    match value {
+        serde_json::Value::Object(object) => Ok(object),
+        _ => Err("it is not a JSON object".to_string()),
+    }
+}
+
+/// The part of config.json's `object` that describes the language model: a multimodal
+/// model's `text_config`, unless the object itself has `key`.
+pub fn text_part<'o>(object: &'o Object, key: &str) -> &'o Object {
+    match object.get("text_config").and_then(|c| c.as_object()) {
+        Some(text) if !object.contains_key(key) => text,
+        _ => object,
+    }
 }
 
 /// Why the cut of an attention projection (`role`) of `len` along its head axis into `ranks`

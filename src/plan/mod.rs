@@ -5,9 +5,11 @@
 
 pub(crate) mod chunks;
 pub(crate) mod compare;
+pub(crate) mod complete;
 pub mod filter;
 pub mod gguf;
 pub(crate) mod grid;
+pub(crate) mod groups;
 pub(crate) mod heads;
 pub(crate) mod job;
 pub(crate) mod ranks;

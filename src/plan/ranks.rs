@@ -120,6 +120,22 @@ fn numbered<'p>(splits: &[Split<'p>]) -> Option<(Kind, usize)> {
     None
 }
 
+/// The N of inputs whose names number them `1-of-N` to `N-of-N`, all N of them in order
+/// (`model-00001-of-00004`): names that prove a set complete. `None` otherwise.
+pub fn complete_by_names(paths: &[impl AsRef<Path>]) -> Option<u64> {
+    let texts: Vec<String> = paths
+        .iter()
+        .map(|p| p.as_ref().to_string_lossy().into_owned())
+        .collect();
+    let splits: Vec<Split> = texts.iter().map(|t| split(t)).collect();
+    let (Kind::Shard { total }, at) = numbered(&splits)? else {
+        return None;
+    };
+    let numbers: Option<Vec<u64>> = splits.iter().map(|s| s.numbers[at].parse().ok()).collect();
+    let in_order = numbers?.iter().zip(1..).all(|(&n, want)| n == want);
+    (in_order && total == splits.len() as u64).then_some(total)
+}
+
 /// Refuses numbered inputs given out of their numbers' order, with a number twice or one
 /// missing, or, for `-of-N` shards, not N of them (see the module's rule). Reads no file.
 /// The tests' form of [`order_refusal`].

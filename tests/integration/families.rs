@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{dir_entries, refused, succeeds};
+use crate::util::{assert_rank_file, dir_entries, refused, succeeds};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -167,7 +167,7 @@ fn merged(args: &[String]) -> (tempfile::TempDir, PathBuf) {
 /// Runs tjoin with `args` then `-o model.safetensors` in a fresh folder, which must refuse
 /// with exit 2 and leave the folder empty: no output, no temporary file. Returns stderr.
 #[track_caller]
-fn refuses(args: &[String]) -> String {
+pub(crate) fn refuses(args: &[String]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
     all.extend(["-o", "model.safetensors"]);
@@ -234,9 +234,12 @@ fn every_family_splits_into_the_rank_files_its_framework_writes() {
                 let written = dir
                     .path()
                     .join(Path::new(&family.rank(n, r)).file_name().unwrap());
+                // The framework's rank, byte for byte in its tensors, plus the record of
+                // the rank and the count.
+                assert_rank_file(&written, Path::new(&family.rank(n, r)), r, n);
                 assert!(
-                    fs::read(&written).unwrap() == fs::read(family.rank(n, r)).unwrap(),
-                    "{} split into {n}: rank {r} is not the framework's, byte for byte",
+                    fs::read(&written).unwrap() != fs::read(family.rank(n, r)).unwrap(),
+                    "{} split into {n}: rank {r} records no rank",
                     family.name
                 );
             }

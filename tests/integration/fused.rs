@@ -135,9 +135,16 @@ fn write(path: &Path, tensors: &[T]) {
     fs::write(path, data).unwrap();
 }
 
+/// The unsplit model's header, which proves a merge complete (issue 41: a merge missing a
+/// rank splits evenly too): `split_model` writes it.
+const LIKE: [&str; 2] = ["--like", "whole.safetensors"];
+
 /// Splits `model` into `ranks` files `a.safetensors`, `b.safetensors`, ... in `dir` (names
-/// without rank numbers: the order they are given in is the test's); returns their names.
+/// without rank numbers: the order they are given in is the test's), and writes the model
+/// whole as `whole.safetensors` ([`LIKE`]); returns the ranks' names.
 fn split_model(dir: &Path, model: &[(T, Split)], ranks: usize) -> Vec<String> {
+    let whole: Vec<T> = model.iter().map(|(t, _)| t.clone()).collect();
+    write(&dir.join("whole.safetensors"), &whole);
     let mut held: Vec<Vec<T>> = vec![Vec::new(); ranks];
     for (t, split) in model {
         let pieces = match *split {
@@ -185,6 +192,7 @@ fn assert_rebuilt(path: &Path, model: &[(T, Split)]) {
 fn merges(dir: &Path, rules: &[&str], ranks: &[String], model: &[(T, Split)]) {
     let mut args: Vec<&str> = rules.to_vec();
     args.extend(ranks.iter().map(String::as_str));
+    args.extend(LIKE);
     args.extend(["-o", "model.safetensors"]);
     succeeds(dir, &args);
     assert_rebuilt(&dir.join("model.safetensors"), model);
@@ -292,6 +300,7 @@ fn a_fused_tensor_joined_plainly_is_refused_with_both_layouts_named() {
     ];
     let mut args: Vec<&str> = stated.to_vec();
     args.extend(files.iter().map(String::as_str));
+    args.extend(LIKE);
     args.extend(["-o", "plain.safetensors"]);
     succeeds(dir.path(), &args);
     // A single tensor of each file, named FILE:NAME, is checked too.
@@ -456,6 +465,7 @@ fn replicated_key_value_heads_are_joined_once_per_group() {
     // The dry run says so, in text and in JSON.
     let mut args = vec!["--rules", "kv.rules", "--dry-run"];
     args.extend(files.iter().map(String::as_str));
+    args.extend(LIKE);
     let report = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
     let row = report
         .lines()
@@ -512,6 +522,7 @@ fn chunks_show_in_the_dry_run_in_text_and_json() {
         "--dry-run",
     ];
     args.extend(files.iter().map(String::as_str));
+    args.extend(LIKE);
     let report = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
     let rows: Vec<String> = report
         .lines()
@@ -602,6 +613,7 @@ fn a_rules_file_line_that_matches_nothing_is_refused_unless_allowed() {
     );
     let mut args = vec!["--rules", "more.rules", "--allow-unmatched"];
     args.extend(files.iter().map(String::as_str));
+    args.extend(LIKE);
     args.extend(["-o", "model.safetensors"]);
     let out = tjoin()
         .current_dir(dir.path())
@@ -619,6 +631,7 @@ fn a_rules_file_line_that_matches_nothing_is_refused_unless_allowed() {
     fs::write(dir.path().join("more.rules"), "*_proj.weight = 0\n").unwrap();
     let mut args = vec!["--rules", "more.rules", "--keep", "*nrom*"];
     args.extend(files.iter().map(String::as_str));
+    args.extend(LIKE);
     args.extend(["-o", "model.safetensors"]);
     succeeds(dir.path(), &args);
 }

@@ -6,6 +6,7 @@ mod append;
 mod append_crashes;
 #[cfg(unix)]
 mod append_journal;
+mod completeness;
 mod containers;
 mod dcp;
 mod dcp_default;

@@ -19,14 +19,14 @@ const RULES: usize = 20_000;
 const QUICK: Duration = Duration::from_secs(20);
 
 /// A safetensors file of `names`, each a float32 `[1]` holding `value`.
-fn write_safetensors(path: &Path, names: &[String], value: f32) {
-    let mut header = String::from("{");
+fn write_safetensors(path: &Path, names: &[String], value: f32, rank: usize) {
+    // Rank `rank` of 2, as `tjoin split --ranks 2` records it: the merge is proven complete.
+    let mut header = format!(r#"{{"__metadata__":{{"tjoin.rank":"{rank}","tjoin.ranks":"2"}}"#);
     for (at, name) in names.iter().enumerate() {
-        let comma = if at == 0 { "" } else { "," };
         let (start, end) = (4 * at, 4 * at + 4);
         write!(
             header,
-            r#"{comma}"{name}":{{"dtype":"F32","shape":[1],"data_offsets":[{start},{end}]}}"#
+            r#","{name}":{{"dtype":"F32","shape":[1],"data_offsets":[{start},{end}]}}"#
         )
         .unwrap();
     }
@@ -68,8 +68,8 @@ fn tens_of_thousands_of_rules_over_thousands_of_tensors_join_quickly() {
     let names: Vec<String> = (0..TENSORS)
         .map(|at| format!("model.layers.{}.{}.weight", at / 5, parts[at % 5]))
         .collect();
-    write_safetensors(&dir.path().join("a.safetensors"), &names, 1.0);
-    write_safetensors(&dir.path().join("b.safetensors"), &names, 2.0);
+    write_safetensors(&dir.path().join("a.safetensors"), &names, 1.0, 0);
+    write_safetensors(&dir.path().join("b.safetensors"), &names, 2.0, 1);
     fs::write(
         dir.path().join("many.rules"),
         rules_text(RULES, TENSORS / 5),

@@ -7,8 +7,6 @@
 use std::fs;
 use std::path::Path;
 
-use safetensors::tensor::SafeTensors;
-
 use crate::util::{assert_mentions, refused, succeeds};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -23,6 +21,14 @@ fn fixture(model: &str) -> tempfile::TempDir {
     }
     let rules = Path::new(ROOT).join("rules/llama.rules");
     fs::copy(rules, dir.path().join("llama.rules")).unwrap();
+    // The model's config.json (fixtures/make_merge_fixtures.py's sizes), beside the ranks: a
+    // merge must be proven complete (issue 41).
+    let key_value = if model == "mqa" { 1 } else { 2 };
+    let config = format!(
+        r#"{{"hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": {key_value},
+           "vocab_size": 32}}"#
+    );
+    fs::write(dir.path().join("config.json"), config).unwrap();
     dir
 }
 
@@ -66,7 +72,7 @@ fn is_expected(dir: &Path, written: &str) {
     assert!(written == expected, "not the original model, byte for byte");
 }
 
-const LLAMA: &str = "--rules llama.rules";
+const LLAMA: &str = "--rules llama.rules --config config.json";
 
 #[test]
 fn ranks_given_out_of_their_numbers_order_are_refused_with_the_numeric_order() {
@@ -194,7 +200,27 @@ fn sizes_that_no_split_gives_are_refused_unless_uneven() {
             "if the sizes are meant, add --uneven",
         ],
     );
-    writes(dir, &format!("{mixed} --uneven -o m.safetensors"));
+    // --uneven lets the sizes through; config.json's head counts then refuse the mix (issue
+    // 41): a merge is proven complete and its heads whole.
+    let stderr = refuses(dir, &format!("{mixed} --uneven -o m.safetensors"));
+    assert_mentions(
+        &stderr,
+        &[
+            "merged tensors have a size other than config.json gives",
+            "model.layers.0.self_attn.q_proj.weight  [12, 8]: 12 along axis 0, but \
+             config.json gives 8 (2 query heads of 4)",
+        ],
+    );
+    // Without a config.json, nothing proves the merge complete.
+    fs::remove_file(dir.join("config.json")).unwrap();
+    let stderr = refuses(
+        dir,
+        "--rules llama.rules expected.safetensors tp1.safetensors --uneven -o m.safetensors",
+    );
+    assert_mentions(
+        &stderr,
+        &["cannot tell whether these 2 inputs are every rank"],
+    );
     // A dataset's shards (no tensor rules) keep any sizes: 3 + 5 + 2 rows.
     let npz = Path::new(ROOT).join("fixtures/containers/npz");
     for day in ["day0.npz", "day1.npz", "day2.npz"] {
@@ -233,16 +259,19 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
     );
     is_expected(dir, "m.safetensors");
     // --join-identical joins them, as asked.
-    writes(
+    // --join-identical joins them, as asked, into [8, 8]: config.json's one key-value head
+    // refuses that (issue 41); the unsplit model's header would too.
+    let stderr = refuses(
         dir,
         &format!("{LLAMA} --join-identical tp0.safetensors tp1.safetensors -o j.safetensors"),
     );
-    let joined = fs::read(dir.join("j.safetensors")).unwrap();
-    let joined = SafeTensors::deserialize(&joined).unwrap();
-    let k = joined
-        .tensor("model.layers.0.self_attn.k_proj.weight")
-        .unwrap();
-    assert_eq!(k.shape(), [8, 8]);
+    assert_mentions(
+        &stderr,
+        &[
+            "model.layers.0.self_attn.k_proj.weight  [8, 8]: 8 along axis 0, but config.json \
+           gives 4 (1 key-value heads of 4)",
+        ],
+    );
 }
 
 /// The `--keep` and `--axis-for` flags after `marker` in the hint of `stderr`, as words.

@@ -15,7 +15,7 @@ use crate::util::{assert_mentions, refused, succeeds, tjoin};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A folder holding the shards of `model` (`tp0.safetensors`, `tp1.safetensors`), the unsplit
-/// model (`expected.safetensors`) and its rules file (`MODEL.rules`).
+/// model (`expected.safetensors`), its rules file (`MODEL.rules`) and its `config.json`.
 fn shards(model: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for file in ["tp0.safetensors", "tp1.safetensors", "expected.safetensors"] {
@@ -27,6 +27,10 @@ fn shards(model: &str) -> tempfile::TempDir {
     }
     let rules = Path::new(ROOT).join("rules").join(format!("{model}.rules"));
     fs::copy(rules, dir.path().join(format!("{model}.rules"))).unwrap();
+    // The model's config.json (fixtures/make_merge_fixtures.py's sizes) beside the shards,
+    // which proves a merge complete (issue 41).
+    let config = r#"{"hidden_size": 8, "num_attention_heads": 2, "vocab_size": 32}"#;
+    fs::write(dir.path().join("config.json"), config).unwrap();
     dir
 }
 
@@ -269,8 +273,10 @@ fn dry_runs_say_which_rule_decided_each_tensor() {
     assert_eq!(rule, "llama.rules:21: lm_head.weight = 0");
     let rule = rule_of(&plan, "model.layers.1.self_attn.o_proj.weight");
     assert_eq!(rule, "--axis-for '*.o_proj.weight=1'");
-    // Without a rule, -a decides: null.
-    let (ok, plan, _) = run(dir.path(), "--dry-run=json -a 0 --keep *norm*");
+    // Without a rule, -a decides: null. (o_proj joined along axis 0 by -a would contradict
+    // the config.json beside the shards.)
+    let words = "--dry-run=json -a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    let (ok, plan, _) = run(dir.path(), words);
     assert!(ok);
     assert!(rule_of(&plan, "model.layers.0.mlp.up_proj.weight").is_null());
     assert_eq!(rule_of(&plan, "model.norm.weight"), "--keep '*norm*'");

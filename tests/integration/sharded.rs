@@ -109,6 +109,11 @@ fn sharded_tensor_parallel_ranks_join_into_a_sharded_set() {
     let dir = tempfile::tempdir().unwrap();
     let args = fs::read_to_string(fixture("tp/args.txt")).unwrap();
     let mut args: Vec<String> = args.lines().map(String::from).collect();
+    // The merged set's header proves the merge complete (issue 41).
+    args.extend([
+        "--like".to_string(),
+        fixture("tp/expected").display().to_string(),
+    ]);
     for rank in ["rank0", "rank1"] {
         args.push(fixture(&format!("tp/{rank}")).display().to_string());
     }

@@ -339,3 +339,37 @@ pub fn succeeds_with_stdin(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
 pub fn succeeds(dir: &Path, args: &[&str]) -> Vec<u8> {
     succeeds_with_stdin(dir, args, b"")
 }
+
+/// Fails unless the safetensors file `got` (a rank `tjoin split --ranks` wrote) is `want`
+/// byte for byte in its tensors, and its `__metadata__` is `want`'s plus the record of its
+/// rank (`tjoin.rank`, from 0) and of the split's rank count (`tjoin.ranks`).
+#[track_caller]
+pub fn assert_rank_file(got: &Path, want: &Path, rank: usize, ranks: usize) {
+    let header = |path: &Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let json: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+        (json, bytes[8 + len..].to_vec())
+    };
+    let (mut got_header, got_data) = header(got);
+    let (want_header, want_data) = header(want);
+    let meta = got_header["__metadata__"].as_object_mut().unwrap();
+    assert_eq!(
+        meta.remove("tjoin.rank"),
+        Some(rank.to_string().into()),
+        "{got:?}"
+    );
+    assert_eq!(
+        meta.remove("tjoin.ranks"),
+        Some(ranks.to_string().into()),
+        "{got:?}"
+    );
+    if meta.is_empty() && want_header.get("__metadata__").is_none() {
+        got_header.as_object_mut().unwrap().remove("__metadata__");
+    }
+    assert_eq!(
+        got_header, want_header,
+        "{got:?}: its header is not {want:?}'s"
+    );
+    assert!(got_data == want_data, "{got:?}: its data is not {want:?}'s");
+}

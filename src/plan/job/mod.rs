@@ -30,6 +30,7 @@ use crate::input::{self, Input, Tensor};
 use crate::messages::excerpt;
 use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
+use crate::plan::complete::ModelSizes;
 use crate::plan::grid::{self, Block, Placed};
 use crate::plan::ranks;
 use crate::plan::rules::{self, Matcher, Treatment};
@@ -83,6 +84,8 @@ pub struct JobOptions<'c> {
     pub uneven: bool,
     /// `--like`: the reference that tells a constant tensor's split from its replication.
     pub like: Option<&'c Reference>,
+    /// The model's config.json, read: the sizes a merge's tensors must have.
+    pub model: Option<&'c ModelSizes>,
     /// Refuse rules that match no tensor.
     pub strict: bool,
     /// `--name`: the output tensor's name in a single-tensor join.
@@ -120,6 +123,7 @@ impl<'c> JobOptions<'c> {
             join_identical: false,
             uneven: false,
             like: None,
+            model: None,
             strict: false,
             name: None,
             output: Format::Npy,
@@ -525,6 +529,22 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
         } else if options.join_identical || !identical(&sources) {
             if let Some(unstated) = unstated() {
                 fused.push(unstated);
+                continue;
+            }
+            // Every tensor joined along an axis gets the replica-group check, whatever
+            // decided its axis: `-a` joins the biases of key-value heads that groups of ranks
+            // share as surely as a rule joins their weights.
+            if !options.join_identical
+                && let Some(axis) = options.axis
+                && let Some(k) = chunks::replica_groups(&sources)
+            {
+                grouped.push(chunks::Grouped {
+                    name: name.to_string(),
+                    axis,
+                    k,
+                    rule: format!("-a {axis}"),
+                    flag: false,
+                });
                 continue;
             }
             plan_tensor(name, sources, options.axis, &parts, options, true)

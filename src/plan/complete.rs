@@ -1,0 +1,452 @@
+//! Whether a checkpoint merge is complete and its shapes are the model's: a merge missing its
+//! last rank splits evenly and misses no tensor, so it writes a smaller model unless
+//! something records the whole. The proofs, any one of which will do:
+//!
+//! - the count `tjoin split --ranks N` records in each rank file's `__metadata__`
+//!   ([`RANKS_KEY`], [`RANK_KEY`]): N inputs, in rank order;
+//! - names numbered `1-of-N` to `N-of-N`, all of them (`ranks::complete_by_names`);
+//! - `--like`, whose reference gives every output tensor's shape (checked elsewhere);
+//! - the model's config.json (`--config`, or one beside the first input): the size of an
+//!   attention projection's heads ([`heads::role`]) or of the vocabulary, which a merged
+//!   tensor must have in full;
+//! - the family's invariants, where the architecture fixes a merged size by one that is never
+//!   split: GPT-2's `c_attn` is `[h, 3h]`, GPT-NeoX's `attention.query_key_value` is
+//!   `[3h, h]`, BERT's `attention.self.query` is `[h, h]`.
+//!
+//! Without one, the merge is refused, saying what would prove it. Whatever proves the merge
+//! complete, config.json's sizes that a merged tensor contradicts are refused too (a rank
+//! missing, a wrong axis, two tensor-parallel degrees mixed).
+
+use crate::error::{Error, Refusal, Result, capped};
+use crate::input::Input;
+use crate::messages::{excerpt, quote, shape_text};
+use crate::plan::heads::{self, Role};
+use crate::plan::job::TensorJob;
+use crate::plan::ranks;
+
+/// The `__metadata__` key of a rank file that `tjoin split --ranks N` writes: the count N.
+pub const RANKS_KEY: &str = "tjoin.ranks";
+/// The `__metadata__` key of a rank file that `tjoin split --ranks N` writes: its rank, from 0.
+pub const RANK_KEY: &str = "tjoin.rank";
+
+/// `__metadata__` without the records of a rank (`RANK_KEY`, `RANKS_KEY`), which are not
+/// true of a merge of ranks nor of a file cut from a rank; `None` when nothing else is left
+/// of metadata that held them.
+pub fn without_rank_records(
+    metadata: Option<&[(String, String)]>,
+) -> Option<Vec<(String, String)>> {
+    let metadata = metadata?;
+    let kept: Vec<(String, String)> = metadata
+        .iter()
+        .filter(|(key, _)| key != RANK_KEY && key != RANKS_KEY)
+        .cloned()
+        .collect();
+    (!kept.is_empty() || metadata.is_empty()).then_some(kept)
+}
+
+/// How many items a refusal lists before "... and N more".
+const SHOWN: usize = 10;
+
+/// The sizes a model's config.json states, each when it states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSizes {
+    /// The file read, as messages name it.
+    pub from: String,
+    /// `hidden_size` (`n_embd`, `d_model`).
+    pub hidden: Option<u64>,
+    /// `vocab_size`.
+    pub vocab: Option<u64>,
+    /// Query heads, key-value heads and the size of one head.
+    pub heads: Option<heads::Heads>,
+}
+
+impl ModelSizes {
+    /// The sizes config.json's text states, or why they cannot be read. `from` is the file as
+    /// messages name it.
+    pub fn from_config(text: &str, from: &str) -> std::result::Result<ModelSizes, String> {
+        let value = heads::config_object(text)?;
+        let object = heads::text_part(&value, "vocab_size");
+        let count = |keys: &[&str]| -> std::result::Result<Option<u64>, String> {
+            for key in keys {
+                match object.get(*key) {
+                    None | Some(serde_json::Value::Null) => continue,
+                    Some(v) => {
+                        return match v.as_u64() {
+                            Some(n) if n > 0 => Ok(Some(n)),
+                            _ => Err(format!("its `{key}` is {v}, not a positive whole number")),
+                        };
+                    }
+                }
+            }
+            Ok(None)
+        };
+        let hidden = count(&["hidden_size", "n_embd", "d_model"])?;
+        let vocab = count(&["vocab_size"])?;
+        // GPT-2 names its heads `n_head`: the same counts, under transformers' names.
+        let mut named = object.clone();
+        if !named.contains_key("num_attention_heads")
+            && let Some(n) = object.get("n_head")
+        {
+            named.insert("num_attention_heads".to_string(), n.clone());
+        }
+        if !named.contains_key("hidden_size")
+            && let Some(h) = hidden
+        {
+            named.insert("hidden_size".to_string(), h.into());
+        }
+        let text = serde_json::Value::Object(named).to_string();
+        let heads = match heads::from_config(&text, from) {
+            Ok(heads) => Some(heads),
+            Err(_) if object.get("num_attention_heads").is_none() => None,
+            Err(e) => return Err(e),
+        };
+        Ok(ModelSizes {
+            from: from.to_string(),
+            hidden,
+            vocab,
+            heads,
+        })
+    }
+
+    /// The size the tensor `name` of `shape` must have along one axis, by config.json: the
+    /// axis, the size, and what it is. `None` when config.json does not fix one.
+    fn expected(&self, name: &str, shape: &[u64]) -> Option<(usize, u64, String)> {
+        if let Some((role, axis)) = heads::role(name, shape.len()) {
+            let heads = self.heads.as_ref()?;
+            let dim = heads.head_dim?;
+            let (count, what) = match role {
+                Role::Query | Role::Output => (heads.query, "query heads"),
+                Role::KeyValue => (heads.key_value, "key-value heads"),
+                Role::Fused => (
+                    heads.query.checked_add(heads.key_value.checked_mul(2)?)?,
+                    "query and twice the key-value heads",
+                ),
+            };
+            let size = count.checked_mul(dim)?;
+            let why = format!("{count} {what} of {dim}");
+            return Some((axis, size, why));
+        }
+        let module = name.rsplit('.').nth(1).unwrap_or("");
+        let leaf = name.rsplit('.').next().unwrap_or("");
+        if VOCABULARY.contains(&module) && leaf == "weight" && shape.len() == 2 {
+            return Some((0, self.vocab?, "the vocabulary".to_string()));
+        }
+        None
+    }
+}
+
+/// The modules that hold a row per token of the vocabulary (axis 0 of their weight).
+const VOCABULARY: &[&str] = &[
+    "embed_tokens",
+    "lm_head",
+    "wte",
+    "word_embeddings",
+    "embed_in",
+    "embed_out",
+    "output_layer",
+];
+
+/// What the command line gives that may prove a merge complete.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'c> {
+    /// `--like` was given: its check gives every output tensor's shape.
+    pub like: bool,
+    /// Tensor rules were given: the inputs are a model's ranks, not a dataset's shards.
+    pub rules: bool,
+    /// The model's config.json, read.
+    pub model: Option<&'c ModelSizes>,
+}
+
+/// Whether the join of `inputs` is a merge of a model's ranks: every input holds several
+/// named tensors, some a model's parameters (`*.weight`), and rules or `--like` say how to
+/// merge them.
+fn is_merge(inputs: &[Input], evidence: &Evidence) -> bool {
+    (evidence.rules || evidence.like)
+        && inputs
+            .iter()
+            .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1)
+        && inputs[0].tensors.iter().any(|t| {
+            t.name
+                .tensor
+                .as_deref()
+                .is_some_and(|n| n.ends_with(".weight"))
+        })
+}
+
+/// Refuses the merge `jobs` of `inputs` unless something proves it complete, and refuses
+/// merged shapes that config.json contradicts (see the module's comment).
+pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Result<()> {
+    if inputs.is_empty() || !is_merge(inputs, evidence) {
+        return Ok(());
+    }
+    let recorded = recorded(inputs)?;
+    let mut proven_by: Option<String> =
+        recorded.map(|n| format!("the rank count {n} that each input's metadata records"));
+    if evidence.like {
+        proven_by.get_or_insert_with(|| "--like".to_string());
+    }
+    let paths: Vec<&std::path::Path> = inputs.iter().map(|i| &*i.name.path).collect();
+    if let Some(n) = ranks::complete_by_names(&paths) {
+        proven_by.get_or_insert_with(|| format!("the names, numbered 1 to {n} of {n}"));
+    }
+    let merged = |t: &&TensorJob| !t.kept && t.sources.len() > 1;
+    if let Some(model) = evidence.model {
+        let mut wrong = Vec::new();
+        for t in jobs {
+            let Some((axis, size, why)) = model.expected(&t.out.name, &t.out.shape) else {
+                continue;
+            };
+            let Some(&have) = t.out.shape.get(axis) else {
+                continue;
+            };
+            // A vocabulary padded to a multiple (vLLM's, Megatron-LM's) is longer, never
+            // shorter.
+            let padded = why == "the vocabulary" && have > size;
+            if have == size {
+                if merged(&t) {
+                    proven_by.get_or_insert_with(|| {
+                        format!(
+                            "{}'s {why} ({size}), which `{}` has in full",
+                            model.from,
+                            excerpt(&t.out.name)
+                        )
+                    });
+                }
+            } else if !padded {
+                wrong.push(format!(
+                    "{}  {}: {have} along axis {axis}, but {} gives {size} ({why})",
+                    excerpt(&t.out.name),
+                    shape_text(&t.out.shape),
+                    model.from
+                ));
+            }
+        }
+        if !wrong.is_empty() {
+            return Err(Error::Refused(vec![contradicted(wrong, model)]));
+        }
+    }
+    if proven_by.is_none() {
+        proven_by = jobs
+            .iter()
+            .filter(merged)
+            .find_map(|t| invariant(&t.out.name, &t.out.shape));
+    }
+    match proven_by {
+        Some(_) => Ok(()),
+        None => Err(Error::Refused(vec![unproven(jobs, inputs)])),
+    }
+}
+
+/// The invariant of its family that the merged tensor `name` of `shape` meets, if one fixes
+/// its merged size by a size never split.
+fn invariant(name: &str, shape: &[u64]) -> Option<String> {
+    let &[a, b] = shape else {
+        return None;
+    };
+    let holds = |suffix: &str, ok: bool| name.ends_with(suffix) && ok;
+    if holds("attn.c_attn.weight", b == a.checked_mul(3)?)
+        || holds(".attention.query_key_value.weight", a == b.checked_mul(3)?)
+        || holds(".attention.self.query.weight", a == b)
+    {
+        return Some(format!(
+            "`{}` is {} as its family's architecture fixes it",
+            excerpt(name),
+            shape_text(shape)
+        ));
+    }
+    None
+}
+
+/// The rank count the inputs' metadata records (`tjoin split --ranks N`), when every input
+/// records one; refuses inputs whose records disagree with the inputs given: a rank missing,
+/// given twice, out of order, or ranks of two splits.
+fn recorded(inputs: &[Input]) -> Result<Option<u64>> {
+    let read = |input: &Input, key: &str| -> Option<String> {
+        input
+            .metadata()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let records: Vec<Option<(Option<u64>, Option<u64>)>> = inputs
+        .iter()
+        .map(|i| {
+            let count = read(i, RANKS_KEY)?;
+            Some((
+                count.parse().ok(),
+                read(i, RANK_KEY).and_then(|r| r.parse().ok()),
+            ))
+        })
+        .collect();
+    if records.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let given = inputs.len() as u64;
+    let mut problems = Vec::new();
+    for (at, (input, record)) in inputs.iter().zip(&records).enumerate() {
+        match record {
+            None => problems.push(format!("{} records no rank count", input.name)),
+            Some((Some(count), Some(rank))) if *count == given && *rank == at as u64 => {}
+            Some((Some(count), Some(rank))) => problems.push(format!(
+                "{} records rank {rank} of a split into {count} (ranks count from 0), but is \
+                 given as rank {at} of {given}",
+                input.name,
+            )),
+            Some(_) => problems.push(format!(
+                "{} records a rank count or rank that is not a whole number",
+                input.name
+            )),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(Some(given));
+    }
+    let counts: Vec<u64> = records.iter().flatten().filter_map(|r| r.0).collect();
+    let hint = match counts.first() {
+        Some(&n) if counts.iter().all(|&c| c == n) => format!(
+            "give all {n} ranks' files, each once, in rank order (rank 0 first); tjoin split \
+             --ranks {n} wrote these records"
+        ),
+        _ => "the inputs record different rank counts: they are ranks of different splits; \
+              give the files of one split, each once, in rank order"
+            .to_string(),
+    };
+    Err(Error::Refused(vec![Refusal {
+        headline: format!(
+            "the inputs' metadata records the ranks of their split, and the {given} inputs \
+             given are not every rank, once each, in order"
+        ),
+        details: capped(problems, SHOWN),
+        hint: Some(hint),
+    }]))
+}
+
+/// The refusal of merged shapes that config.json contradicts.
+fn contradicted(wrong: Vec<String>, model: &ModelSizes) -> Refusal {
+    let count = wrong.len();
+    Refusal {
+        headline: format!(
+            "{count} merged tensor{} {} a size other than {} gives: a rank is missing, a \
+             tensor is joined along the wrong axis, or the inputs mix two splits",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "has" } else { "have" },
+            model.from,
+        ),
+        details: capped(wrong, SHOWN),
+        hint: Some(format!(
+            "give every rank's file of one split, in rank order, and each tensor's axis (a \
+             row-parallel weight, such as o_proj or down_proj, joins along axis 1); check that \
+             {} is the config of the model these ranks were split from",
+            quote(&model.from)
+        )),
+    }
+}
+
+/// The refusal of a merge nothing proves complete.
+fn unproven(jobs: &[TensorJob], inputs: &[Input]) -> Refusal {
+    let merged: Vec<String> = jobs
+        .iter()
+        .filter(|t| !t.kept && t.sources.len() > 1)
+        .take(3)
+        .map(|t| format!("{}  {}", excerpt(&t.out.name), shape_text(&t.out.shape)))
+        .collect();
+    let (first, last) = (&inputs[0].name, &inputs[inputs.len() - 1].name);
+    let (these, whole) = match inputs.len() {
+        1 => ("this one input is".to_string(), "whole"),
+        n => (format!("these {n} inputs are"), "merged"),
+    };
+    let mut details = match inputs.len() {
+        1 => vec![format!("{first}, for instance:")],
+        n => vec![format!(
+            "{n} inputs, {first} to {last}; merged, for instance:"
+        )],
+    };
+    let merged = match inputs.len() {
+        1 => jobs
+            .iter()
+            .take(3)
+            .map(|t| format!("{}  {}", excerpt(&t.out.name), shape_text(&t.out.shape)))
+            .collect(),
+        _ => merged,
+    };
+    details.extend(merged.into_iter().map(|l| format!("  {l} {whole}")));
+    Refusal {
+        headline: format!(
+            "cannot tell whether {these} every rank of the split: each tensor splits evenly \
+             with a rank missing too, and nothing here records the whole model's sizes"
+        ),
+        details,
+        hint: Some(
+            "prove it with the model's config.json (--config FILE, or a config.json beside \
+             the first input), the unsplit model's header (--like REFERENCE), or ranks \
+             written by `tjoin split --ranks N`, which records the count in each rank's \
+             metadata"
+                .to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_sizes_are_read_under_each_familys_names() {
+        let llama = r#"{"hidden_size": 32, "vocab_size": 64, "num_attention_heads": 4,
+                        "num_key_value_heads": 2}"#;
+        let sizes = ModelSizes::from_config(llama, "config.json").unwrap();
+        assert_eq!((sizes.hidden, sizes.vocab), (Some(32), Some(64)));
+        let heads = sizes.heads.unwrap();
+        assert_eq!(
+            (heads.query, heads.key_value, heads.head_dim),
+            (4, 2, Some(8))
+        );
+        let gpt2 = r#"{"n_embd": 32, "vocab_size": 64, "n_head": 4}"#;
+        let heads = ModelSizes::from_config(gpt2, "c").unwrap().heads.unwrap();
+        assert_eq!(
+            (heads.query, heads.key_value, heads.head_dim),
+            (4, 4, Some(8))
+        );
+        assert!(ModelSizes::from_config("[1]", "c").is_err());
+        assert!(ModelSizes::from_config(r#"{"vocab_size": -1}"#, "c").is_err());
+    }
+
+    #[test]
+    fn config_fixes_the_heads_and_the_vocabulary_of_a_tensor() {
+        let text = r#"{"hidden_size": 32, "vocab_size": 64, "num_attention_heads": 4,
+                       "num_key_value_heads": 2}"#;
+        let sizes = ModelSizes::from_config(text, "config.json").unwrap();
+        let size = |name: &str, shape: &[u64]| sizes.expected(name, shape).map(|e| (e.0, e.1));
+        assert_eq!(
+            size("model.layers.0.self_attn.q_proj.weight", &[32, 32]),
+            Some((0, 32))
+        );
+        assert_eq!(
+            size("model.layers.0.self_attn.k_proj.weight", &[16, 32]),
+            Some((0, 16))
+        );
+        assert_eq!(
+            size("model.layers.0.self_attn.o_proj.weight", &[32, 32]),
+            Some((1, 32))
+        );
+        assert_eq!(size("model.embed_tokens.weight", &[64, 32]), Some((0, 64)));
+        assert_eq!(size("model.layers.0.mlp.up_proj.weight", &[64, 32]), None);
+    }
+
+    #[test]
+    fn invariants_hold_only_for_their_familys_shapes() {
+        assert!(invariant("transformer.h.0.attn.c_attn.weight", &[32, 96]).is_some());
+        assert!(invariant("transformer.h.0.attn.c_attn.weight", &[32, 72]).is_none());
+        let neox = "gpt_neox.layers.0.attention.query_key_value.weight";
+        assert!(invariant(neox, &[96, 32]).is_some());
+        assert!(invariant(neox, &[72, 32]).is_none());
+        assert!(
+            invariant(
+                "bert.encoder.layer.0.attention.self.query.weight",
+                &[32, 32]
+            )
+            .is_some()
+        );
+        assert!(invariant("model.layers.0.self_attn.q_proj.weight", &[32, 32]).is_none());
+    }
+}
