@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, When};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
 use crate::plan::complete;
 use crate::plan::job::{self, JobOptions, TensorJob};
+use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
 use crate::report::{PlanReport, Warning, Warnings};
 use crate::sys;
@@ -283,7 +284,41 @@ pub(crate) fn plan<'a>(
         }
     }
     let output = kind.path();
-    let job = job::build(inputs, options)
+    let mut suggested = Vec::new();
+    let job = match checked_job(options, (expected, output), inputs, &mut suggested) {
+        Ok(job) => job,
+        Err(Error::Refused(mut refusals)) => {
+            let tried = hints_tried(options, (expected, output), inputs, suggested, &refusals);
+            refusals.extend(tried);
+            return Err(Error::Refused(refusals));
+        }
+        Err(other) => return Err(other),
+    };
+    // A sharded output is split in the job order first, each shard then in the writer order.
+    let job = if kind.in_writer_order() {
+        in_writer_order(job, writer)
+    } else {
+        job
+    };
+    writer.check(&described(&job)).map_err(|mut refusal| {
+        let target = crate::messages::path(output.unwrap_or(Path::new("the output")));
+        refusal.headline = format!("cannot write {target}: {}", refusal.headline);
+        Error::Refused(vec![refusal])
+    })?;
+    Ok(job)
+}
+
+/// Checks and plans every output tensor by `options` (`job::build`), checks their shapes
+/// against `--expect-shape` (`expected`) and `--like`, and that the merge is proven
+/// complete; adds to `suggested` the rules the refusals' hints give. `output` is the output's
+/// path, for the refusal of shards given one by one.
+fn checked_job<'a>(
+    options: &JobOptions,
+    (expected, output): (Option<&[u64]>, Option<&Path>),
+    inputs: &'a [Input],
+    suggested: &mut Vec<Rule>,
+) -> Result<Vec<TensorJob<'a>>> {
+    let job = job::build_suggesting(inputs, options, suggested)
         .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = expected {
         job::check_expected_shape(&job, expected)?;
@@ -298,18 +333,72 @@ pub(crate) fn plan<'a>(
         model: options.model,
     };
     complete::check(&job, inputs, &evidence)?;
-    // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if kind.in_writer_order() {
-        in_writer_order(job, writer)
-    } else {
-        job
-    };
-    writer.check(&described(&job)).map_err(|mut refusal| {
-        let target = crate::messages::path(output.unwrap_or(Path::new("the output")));
-        refusal.headline = format!("cannot write {target}: {}", refusal.headline);
-        Error::Refused(vec![refusal])
-    })?;
     Ok(job)
+}
+
+/// How many times the hints' flags are added and the plan made again: a hint's flags may
+/// reveal a refusal whose own hint gives more.
+const HINT_ROUNDS: usize = 4;
+
+/// The hints' flags (`suggested`) tried before they are printed (issue 41, item 10): the
+/// plan is made again with them added (and with those the new plan's hints give, for a few
+/// rounds). `None` when the flags give a plan that passes every check, or add nothing new
+/// to the refusals `before`; else a refusal saying that they are not enough, and what the
+/// plan with them refuses.
+fn hints_tried(
+    options: &JobOptions,
+    checks: (Option<&[u64]>, Option<&Path>),
+    inputs: &[Input],
+    mut suggested: Vec<Rule>,
+    before: &[Refusal],
+) -> Option<Refusal> {
+    let mut tried: Vec<Rule> = Vec::new();
+    let mut after = Vec::new();
+    for _ in 0..HINT_ROUNDS {
+        let new: Vec<Rule> = suggested
+            .drain(..)
+            .filter(|rule| !tried.iter().any(|t| t.glob == rule.glob))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        tried.extend(new);
+        let rules: Vec<Rule> = tried.iter().chain(options.rules.rules()).cloned().collect();
+        let matcher = Matcher::new(&rules);
+        let with = JobOptions {
+            rules: &matcher,
+            ..*options
+        };
+        match checked_job(&with, checks, inputs, &mut suggested) {
+            Ok(_) => return None,
+            Err(Error::Refused(refusals)) => after = refusals,
+            Err(_) => return None,
+        }
+    }
+    let known = |r: &Refusal| before.iter().any(|b| b.headline == r.headline);
+    let revealed: Vec<String> = after
+        .iter()
+        .filter(|r| !known(r))
+        .map(|r| r.headline.clone())
+        .collect();
+    if revealed.is_empty() {
+        return None;
+    }
+    let flags: Vec<String> = tried.iter().map(Rule::written).collect();
+    Some(Refusal {
+        headline: format!(
+            "the flags these hints give are not enough: with {} added, tjoin still refuses \
+             the merge",
+            capped(flags, 10).join(" ")
+        ),
+        details: capped(revealed, 10),
+        hint: Some(
+            "give the model family's rules file (--rules rules/FAMILY.rules), which says \
+             each tensor's axis, and the model's config.json (--config) or the unsplit \
+             model's header (--like) to check the result"
+                .to_string(),
+        ),
+    })
 }
 
 /// The output tensors of `job`, as the writer sees them.

@@ -179,6 +179,10 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
     if inputs.is_empty() || !is_merge(inputs, evidence) {
         return Ok(());
     }
+    let broken = broken_invariants(jobs);
+    if !broken.is_empty() {
+        return Err(Error::Refused(vec![broken_refusal(broken)]));
+    }
     let recorded = recorded(inputs)?;
     let mut proven_by: Option<String> =
         recorded.map(|n| format!("the rank count {n} that each input's metadata records"));
@@ -255,6 +259,94 @@ fn invariant(name: &str, shape: &[u64]) -> Option<String> {
         ));
     }
     None
+}
+
+/// A layer's input and output projections, by module name, whose merged shapes fix each
+/// other: `(first, second, conv1d, gated)`. The second takes the first's output features as
+/// its input features and gives back the first's input features (a Linear's weight is
+/// `[out, in]`, a Conv1D's `[in, out]`); `gated`: the first may be gate and up side by side,
+/// twice the second's input.
+const PAIRS: &[(&str, &str, bool, bool)] = &[
+    ("up_proj", "down_proj", false, false),
+    ("gate_up_proj", "down_proj", false, true),
+    ("w1", "w2", false, false),
+    ("c_fc", "c_proj", true, false),
+    ("dense_h_to_4h", "dense_4h_to_h", false, true),
+    ("linear_fc1", "linear_fc2", false, true),
+    ("q_proj", "o_proj", false, false),
+];
+
+/// The merged tensors whose shapes break an invariant of their layer ([`PAIRS`], and BERT's
+/// `intermediate.dense` and `output.dense`): a tensor joined along the wrong axis. One line
+/// each.
+fn broken_invariants(jobs: &[TensorJob]) -> Vec<String> {
+    let shapes: std::collections::HashMap<&str, &[u64]> = jobs
+        .iter()
+        .map(|t| (t.out.name.as_str(), &*t.out.shape))
+        .collect();
+    let mut broken = Vec::new();
+    for t in jobs.iter().filter(|t| !t.kept) {
+        let name = t.out.name.as_str();
+        let Some(front) = name.strip_suffix(".weight") else {
+            continue;
+        };
+        let (parent, module) = front.rsplit_once('.').unwrap_or(("", front));
+        let mut firsts: Vec<(String, bool, bool)> = PAIRS
+            .iter()
+            .filter(|p| p.1 == module)
+            .map(|&(first, _, conv, gated)| (format!("{parent}.{first}.weight"), conv, gated))
+            .collect();
+        if let Some(layer) = front.strip_suffix(".output.dense")
+            && !layer.ends_with(".attention")
+        {
+            firsts.push((format!("{layer}.intermediate.dense.weight"), false, false));
+        }
+        for (first, conv, gated) in firsts {
+            let (Some(&[a0, a1]), &[b0, b1]) = (shapes.get(first.as_str()).copied(), &*t.out.shape)
+            else {
+                continue;
+            };
+            // As Linears: first [out, in], second [in', out'] with in' = out, out' = in.
+            let (out, inner, back, input) = match conv {
+                true => (a1, a0, b1, b0),
+                false => (a0, a1, b0, b1),
+            };
+            let fits =
+                back == inner && (input == out || (gated && input.checked_mul(2) == Some(out)));
+            if !fits {
+                broken.push(format!(
+                    "{}  {} does not fit `{}`  {}: each layer's output projection takes its \
+                     input projection's outputs and gives back its inputs",
+                    excerpt(name),
+                    shape_text(&t.out.shape),
+                    excerpt(&first),
+                    shape_text(&[a0, a1])
+                ));
+            }
+        }
+    }
+    broken
+}
+
+/// The refusal of merged shapes that break their layer's invariants.
+fn broken_refusal(broken: Vec<String>) -> Refusal {
+    let count = broken.len();
+    Refusal {
+        headline: format!(
+            "{count} merged tensor{} would not fit {} layer's other projection: a tensor is \
+             joined along the wrong axis",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "its" } else { "their" }
+        ),
+        details: capped(broken, SHOWN),
+        hint: Some(
+            "give each tensor its axis: a row-parallel weight (o_proj, down_proj, Mixtral's \
+             w2, GPT-NeoX's dense_4h_to_h, Megatron's linear_proj and linear_fc2) joins \
+             along its input features, axis 1 (axis 0 for GPT-2's Conv1D c_proj); the \
+             model family's rules file (--rules rules/FAMILY.rules) says each"
+                .to_string(),
+        ),
+    }
 }
 
 /// The rank count the inputs' metadata records (`tjoin split --ranks N`), when every input

@@ -47,6 +47,22 @@ pub fn replica_groups(sources: &[&crate::input::Tensor]) -> Option<usize> {
     })
 }
 
+/// The tensors of `grouped` that no `--axis-for` flag decided (a flag added after it would
+/// not act), by axis and group size: one rule each states their `replicas`.
+pub fn by_axis_and_count(grouped: &[Grouped]) -> Vec<(i64, usize, Vec<&str>)> {
+    let mut groups: Vec<(i64, usize, Vec<&str>)> = Vec::new();
+    for g in grouped.iter().filter(|g| !g.flag) {
+        match groups
+            .iter_mut()
+            .find(|(a, k, _)| (*a, *k) == (g.axis, g.k))
+        {
+            Some((_, _, members)) => members.push(&g.name),
+            None => groups.push((g.axis, g.k, vec![&g.name])),
+        }
+    }
+    groups
+}
+
 /// The refusal of tensors [`replica_groups`] found, with the rule that joins each group's
 /// piece once; `names` are every tensor of the inputs, for the globs.
 pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> crate::error::Refusal {
@@ -62,17 +78,7 @@ pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> crate::error::Ref
         })
         .collect();
     let mut flags = Vec::new();
-    let mut groups: Vec<(i64, usize, Vec<&str>)> = Vec::new();
-    for g in grouped.iter().filter(|g| !g.flag) {
-        match groups
-            .iter_mut()
-            .find(|(a, k, _)| (*a, *k) == (g.axis, g.k))
-        {
-            Some((_, _, members)) => members.push(&g.name),
-            None => groups.push((g.axis, g.k, vec![&g.name])),
-        }
-    }
-    for (axis, k, targets) in &groups {
+    for (axis, k, targets) in &by_axis_and_count(grouped) {
         for (glob, _) in suggest_globs(targets, names) {
             let rule = format!("{}={axis} replicas {k}", excerpt(&glob));
             flags.push(format!("--axis-for {}", shell_quote(&rule)));

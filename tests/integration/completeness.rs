@@ -5,8 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::families::refuses;
-use crate::util::{assert_mentions, refused, succeeds};
+use crate::families::{FAMILIES, Family, refuses};
+use crate::util::{assert_mentions, dir_entries, refused, succeeds};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -68,6 +68,8 @@ fn tensors_joined_by_a_get_the_replica_group_check() {
             "--axis-for '*.k_proj.bias=0 replicas 2' --axis-for '*.v_proj.bias=0 replicas 2'",
         ],
     );
+    // The hint's flags were tried before they were printed, and pass every check.
+    assert!(!stderr.contains("not enough"), "{stderr}");
     // The hint's flags merge the original.
     let dir = tempfile::tempdir().unwrap();
     let mut fixed = args.clone();
@@ -195,9 +197,10 @@ fn rank_counts_recorded_by_split_prove_a_merge_complete() {
 }
 
 /// config.json's head counts and vocabulary, given with --config or beside the first
-/// input, refuse a merge missing a rank, and a row-parallel weight joined on axis 0.
+/// input, refuse a merge missing a rank; a row-parallel weight joined on axis 0 does not fit
+/// its layer's input projection.
 #[test]
-fn config_json_sizes_refuse_a_missing_rank_and_a_wrong_axis() {
+fn config_json_sizes_and_layer_shapes_refuse_a_missing_rank_and_a_wrong_axis() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.json");
     fs::write(&config, LLAMA_CONFIG).unwrap();
@@ -221,7 +224,13 @@ fn config_json_sizes_refuse_a_missing_rank_and_a_wrong_axis() {
     let stderr = refuses(&args);
     assert_mentions(
         &stderr,
-        &["model.layers.0.self_attn.o_proj.weight  [64, 16]: 16 along axis 1, but"],
+        &[
+            "4 merged tensors would not fit their layer's other projection",
+            "model.layers.0.self_attn.o_proj.weight  [64, 16] does not fit \
+             `model.layers.0.self_attn.q_proj.weight`  [32, 32]",
+            "model.layers.0.mlp.down_proj.weight  [64, 32] does not fit \
+             `model.layers.0.mlp.up_proj.weight`  [64, 32]",
+        ],
     );
     // Beside the inputs: a copy of the ranks next to the config.
     for r in 0..2 {
@@ -251,4 +260,212 @@ fn config_json_sizes_refuse_a_missing_rank_and_a_wrong_axis() {
     succeeds(dir.path(), &args);
     let written = fs::read(dir.path().join("m.safetensors")).unwrap();
     assert!(written == fs::read(expected("llama")).unwrap());
+}
+
+/// A hint's flags are tried before they are printed (item 10): the rules forgotten, `-a 0`
+/// is refused for the norms with a `--keep` hint, and with those flags o_proj would join on
+/// axis 0; tjoin says the flags are not enough, and what would settle it.
+#[test]
+fn a_hints_flags_that_would_not_pass_every_check_are_said_to_be_not_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    fs::write(&config, LLAMA_CONFIG).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    for with_config in [false, true] {
+        let mut args = words(&["-a", "0"]);
+        if with_config {
+            args.extend(words(&["--config", &config]));
+        }
+        args.extend(ranks("llama", 2, &[0, 1]));
+        let stderr = refuses(&args);
+        // o_proj and down_proj joined on axis 0 would not fit q_proj and up_proj.
+        let why = "4 merged tensors would not fit their layer's other projection";
+        assert_mentions(
+            &stderr,
+            &[
+                "hint: keep one copy with --keep '*.input_layernorm.weight'",
+                "tjoin: error: the flags these hints give are not enough: with --keep \
+                 '*.input_layernorm.weight' --keep '*.post_attention_layernorm.weight' --keep \
+                 model.norm.weight added, tjoin still refuses the merge",
+                why,
+                "hint: give the model family's rules file (--rules rules/FAMILY.rules)",
+            ],
+        );
+        // Followed literally, the flags are refused, never a wrong model.
+        let mut followed = args.clone();
+        followed.extend(words(&[
+            "--keep",
+            "*.input_layernorm.weight",
+            "--keep",
+            "*.post_attention_layernorm.weight",
+            "--keep",
+            "model.norm.weight",
+        ]));
+        assert_mentions(&refuses(&followed), &[why]);
+    }
+}
+
+/// What one command did: `Ok` when it wrote the family's original byte for byte, `Err` with
+/// its stderr when it was refused (exit 2, nothing written). Anything else fails the test.
+#[track_caller]
+fn original_or_refused(family: &Family, args: &[String]) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("model.safetensors");
+    let output = crate::util::tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .args(["-o", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if output.status.success() {
+        let written = fs::read(&out).unwrap();
+        assert!(
+            written == fs::read(family.expected()).unwrap(),
+            "{}: {args:?} wrote a model that is not the original, exit 0\n{stderr}",
+            family.name
+        );
+        return Ok(());
+    }
+    assert_eq!(output.status.code(), Some(2), "{args:?}:\n{stderr}");
+    assert!(dir_entries(dir.path()).is_empty(), "{args:?} left a file");
+    Err(stderr)
+}
+
+/// The first error line of `stderr` (warnings may come before it).
+fn first_error(stderr: &str) -> String {
+    let error = stderr.lines().find(|l| l.starts_with("tjoin: error: "));
+    error.unwrap_or_default().to_string()
+}
+
+/// The `--keep GLOB` and `--axis-for 'RULE'` flags the hints of `stderr` give, as words; of
+/// two rules offered as alternatives (`A or B`), the first.
+fn hinted_flags(stderr: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    for hint in stderr.lines().filter_map(|l| l.strip_prefix("hint: ")) {
+        let mut rest = hint;
+        while let Some(at) = rest.find("--") {
+            let after = &rest[at..];
+            let flag = ["--keep ", "--axis-for "]
+                .into_iter()
+                .find(|f| after.starts_with(f));
+            let Some(flag) = flag else {
+                rest = &after[2..];
+                continue;
+            };
+            let value = &after[flag.len()..];
+            let (word, used) = match value.strip_prefix('\'') {
+                Some(quoted) => match quoted.find('\'') {
+                    Some(end) => (&quoted[..end], end + 2),
+                    None => break,
+                },
+                None => {
+                    let end = value.find([' ', ',', ')', ';']).unwrap_or(value.len());
+                    (&value[..end], end)
+                }
+            };
+            let alternative = rest[..at].ends_with(" or ");
+            if !alternative && !word.is_empty() && !word.contains("GLOB") && !word.contains("AXIS")
+            {
+                flags.extend([flag.trim().to_string(), word.to_string()]);
+            }
+            rest = &value[used..];
+        }
+    }
+    flags
+}
+
+/// Follows the hints of every refusal literally, adding their flags to `args`, for a few
+/// rounds: each command is refused or writes the original (never a wrong model).
+#[track_caller]
+fn follow_hints(family: &Family, mut args: Vec<String>) -> String {
+    let mut verdict = String::new();
+    for _ in 0..4 {
+        match original_or_refused(family, &args) {
+            Ok(()) => return "the original".to_string(),
+            Err(stderr) => {
+                verdict = first_error(&stderr);
+                let flags = hinted_flags(&stderr);
+                let new: Vec<String> = flags
+                    .chunks(2)
+                    .filter(|pair| !args.windows(2).any(|w| w == *pair))
+                    .flatten()
+                    .cloned()
+                    .collect();
+                if new.is_empty() {
+                    break;
+                }
+                args.splice(0..0, new);
+            }
+        }
+    }
+    verdict
+}
+
+/// Every mistake class of issue 41, for every family of fixtures/families/ and both splits:
+/// each is refused, or writes the original model; none writes another with exit 0. Prints
+/// the table of verdicts.
+#[test]
+fn every_mistake_on_every_family_is_refused_or_gives_the_original() {
+    let mut table = Vec::new();
+    for family in FAMILIES {
+        for n in [2, 4] {
+            let all: Vec<String> = (0..n).map(|r| family.rank(n, r)).collect();
+            let right = family.args(n);
+            // The right rules without --like: what proves the merge complete decides.
+            let rules_only = right[..right.len() - 2].to_vec();
+            let mut cases: Vec<(&str, Vec<String>)> = Vec::new();
+            let mut with = |what: &'static str, before: &[String], ranks: Vec<String>| {
+                let mut args = before.to_vec();
+                args.extend(ranks);
+                cases.push((what, args));
+            };
+            with("right rules, no --like", &rules_only, all.clone());
+            with("last rank missing", &rules_only, all[..n - 1].to_vec());
+            with("first rank missing", &rules_only, all[1..].to_vec());
+            if n == 4 {
+                let middle = vec![all[0].clone(), all[1].clone(), all[3].clone()];
+                with("a middle rank missing", &rules_only, middle);
+            }
+            let mut swapped = all.clone();
+            swapped.swap(0, 1);
+            with("ranks swapped", &rules_only, swapped);
+            let mut twice = all.clone();
+            twice[1] = all[0].clone();
+            with("a rank twice", &rules_only, twice);
+            let other = if n == 2 { 4 } else { 2 };
+            let mixed = vec![all[0].clone(), family.rank(other, 1)];
+            with("two degrees mixed", &rules_only, mixed);
+            for (what, args) in cases {
+                let verdict = match original_or_refused(family, &args) {
+                    Ok(()) => "the original".to_string(),
+                    Err(stderr) => first_error(&stderr),
+                };
+                table.push(format!("{} tp{n}  {what}: {verdict}", family.name));
+            }
+            // Rules forgotten, and another family's rules or README's Llama flags, each with
+            // the hints followed literally.
+            let mut forgotten = vec!["-a".to_string(), "0".to_string()];
+            forgotten.extend(all.clone());
+            let verdict = follow_hints(family, forgotten);
+            table.push(format!(
+                "{} tp{n}  rules forgotten, hints followed: {verdict}",
+                family.name
+            ));
+            let other = if family.name == "llama" {
+                "gpt2"
+            } else {
+                "llama"
+            };
+            let mut foreign = words(&["--allow-unmatched", "-a", "0", "--rules"]);
+            foreign.push(rules(other));
+            foreign.extend(all.clone());
+            let verdict = follow_hints(family, foreign);
+            table.push(format!(
+                "{} tp{n}  {other}'s rules, hints followed: {verdict}",
+                family.name
+            ));
+        }
+    }
+    println!("{}", table.join("\n"));
 }

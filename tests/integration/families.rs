@@ -14,8 +14,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A family of fixtures/families/: its folder, rules file, and the flags its rules file's
 /// header says to add (at 2 ranks; at 4).
-struct Family {
-    name: &'static str,
+pub(crate) struct Family {
+    pub(crate) name: &'static str,
     rules: &'static str,
     flags: &'static [&'static str],
     flags_at_4: &'static [&'static str],
@@ -29,7 +29,7 @@ const KV_REPLICAS: &[&str] = &[
     "*.v_proj.weight=0 replicas 2",
 ];
 
-const FAMILIES: &[Family] = &[
+pub(crate) const FAMILIES: &[Family] = &[
     Family {
         name: "llama",
         rules: "llama.rules",
@@ -112,12 +112,12 @@ impl Family {
         Path::new(ROOT).join("fixtures/families").join(self.name)
     }
 
-    fn expected(&self) -> String {
+    pub(crate) fn expected(&self) -> String {
         path(&self.folder().join("expected.safetensors"))
     }
 
     /// Rank `r`'s file of the split into `ranks`.
-    fn rank(&self, ranks: usize, r: usize) -> String {
+    pub(crate) fn rank(&self, ranks: usize, r: usize) -> String {
         let file = match self.name {
             "vllm" => format!("model-rank-{r}-part-0.safetensors"),
             _ => format!("tp{r}.safetensors"),
@@ -136,7 +136,7 @@ impl Family {
     }
 
     /// The right command's arguments before the ranks: the rules file, its flags, `--like`.
-    fn args(&self, ranks: usize) -> Vec<String> {
+    pub(crate) fn args(&self, ranks: usize) -> Vec<String> {
         let rules = path(&Path::new(ROOT).join("rules").join(self.rules));
         let flags = if ranks == 4 {
             self.flags_at_4

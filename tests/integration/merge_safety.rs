@@ -273,9 +273,10 @@ fn dry_runs_say_which_rule_decided_each_tensor() {
     assert_eq!(rule, "llama.rules:21: lm_head.weight = 0");
     let rule = rule_of(&plan, "model.layers.1.self_attn.o_proj.weight");
     assert_eq!(rule, "--axis-for '*.o_proj.weight=1'");
-    // Without a rule, -a decides: null. (o_proj joined along axis 0 by -a would contradict
-    // the config.json beside the shards.)
-    let words = "--dry-run=json -a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    // Without a rule, -a decides: null. (o_proj or down_proj joined along axis 0 by -a would
+    // not fit q_proj or up_proj: refused.)
+    let words = "--dry-run=json -a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1 \
+         --keep *norm*";
     let (ok, plan, _) = run(dir.path(), words);
     assert!(ok);
     assert!(rule_of(&plan, "model.layers.0.mlp.up_proj.weight").is_null());

@@ -40,7 +40,8 @@ use crate::plan::{self, JoinPlan, Placement};
 mod refusals;
 use refusals::{
     about, check_byte_runs, identical_joined_refusal, names_mismatch, only_tensor,
-    replicated_refusal, shape_refusal, undecidable_refusal, uneven_refusal, unsplit_sizes,
+    replicated_refusal, shape_refusal, suggested_rules, undecidable_refusal, uneven_refusal,
+    unsplit_sizes,
 };
 
 /// One tensor of the output and how to make it.
@@ -182,7 +183,19 @@ fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Op
 
 /// Checks and plans every tensor of the output. With `options.strict`, a rule that matches no
 /// tensor is refused along with every other problem.
+#[cfg(test)]
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
+    build_suggesting(inputs, options, &mut Vec::new())
+}
+
+/// [`build`], adding to `suggested` the rules its refusals' hints give as the fix (`--keep`
+/// for replicated tensors, `replicas K` for ranks sharing a piece), in the order they would
+/// apply: the caller re-plans with them before it prints them (issue 41, item 10).
+pub fn build_suggesting<'a>(
+    inputs: &'a [Input],
+    options: &JobOptions,
+    suggested: &mut Vec<rules::Rule>,
+) -> Result<Vec<TensorJob<'a>>> {
     let built = if let [checkpoint] = inputs
         && let Some(blocks) = input::dcp::blocks(checkpoint)
     {
@@ -200,7 +213,7 @@ pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tensor
             }
         }
     } else if whole_files(inputs, options) {
-        build_whole(inputs, options)
+        build_whole(inputs, options, suggested)
     } else {
         build_single(inputs, options)
     };
@@ -399,7 +412,11 @@ fn check_block_joins<'a>(
 }
 
 /// Every tensor of the inputs, joined with its namesakes; every problem in one error.
-fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
+fn build_whole<'a>(
+    inputs: &'a [Input],
+    options: &JobOptions,
+    suggested: &mut Vec<rules::Rule>,
+) -> Result<Vec<TensorJob<'a>>> {
     if options.name.is_some() {
         return Err(Error::refused(
             "--name names the tensor of a single-tensor join, but these inputs are \
@@ -588,6 +605,11 @@ fn build_whole<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<Tens
             Err(problems) => refusals.extend(problems),
         }
     }
+    let kept = replicated.iter().map(|&(name, _)| name);
+    let kept: Vec<&str> = kept
+        .chain(identical_joined.iter().map(|&(name, ..)| name))
+        .collect();
+    suggested.extend(suggested_rules(&kept, &grouped, &names));
     if !replicated.is_empty() {
         refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }

@@ -123,6 +123,30 @@ impl TensorJob<'_> {
 /// How many items a refusal lists before "... and N more".
 const SHOWN: usize = 10;
 
+/// The rules the hints give as flags: `--keep` for the tensors in `kept` (replicated, or
+/// identical pieces an axis rule joins), `--axis-for 'GLOB=AXIS replicas K'` for the
+/// tensors in `grouped` that a flag did not decide (a flag added after it would not act).
+/// `names` are every tensor of the inputs, for the globs.
+pub(super) fn suggested_rules(
+    kept: &[&str],
+    grouped: &[crate::plan::chunks::Grouped],
+    names: &[&str],
+) -> Vec<rules::Rule> {
+    let keep: Vec<String> = rules::suggest_globs(kept, names)
+        .into_iter()
+        .map(|(glob, _)| glob)
+        .collect();
+    let mut axis_for = Vec::new();
+    // Grouped by axis and count, as the refusal's hint groups them.
+    for (axis, k, targets) in &crate::plan::groups::by_axis_and_count(grouped) {
+        for (glob, _) in rules::suggest_globs(targets, names) {
+            let rule = format!("{glob}={axis} replicas {k}");
+            axis_for.extend(rule.parse::<rules::AxisRule>());
+        }
+    }
+    rules::ordered(&keep, &axis_for, Vec::new())
+}
+
 /// `--FLAG GLOB` for each glob of [`rules::suggest_globs`] (the globs that match `targets`
 /// and no other of `names`), `value` appended to the glob (`=1` for `--axis-for`).
 pub(super) fn suggested_flags(
