@@ -69,6 +69,7 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('split', 'split', [CompletionResultType]::ParameterValue, 'Split one input into several outputs along an axis: the inverse of a join')
+            [CompletionResult]::new('rules', 'rules', [CompletionResultType]::ParameterValue, 'Print a model family''s built-in rules file, or list the families')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -107,12 +108,19 @@ Register-ArgumentCompleter -Native -CommandName 'tjoin' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'tjoin;rules' {
+            break
+        }
         'tjoin;help' {
             [CompletionResult]::new('split', 'split', [CompletionResultType]::ParameterValue, 'Split one input into several outputs along an axis: the inverse of a join')
+            [CompletionResult]::new('rules', 'rules', [CompletionResultType]::ParameterValue, 'Print a model family''s built-in rules file, or list the families')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'tjoin;help;split' {
+            break
+        }
+        'tjoin;help;rules' {
             break
         }
         'tjoin;help;help' {

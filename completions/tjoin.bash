@@ -45,11 +45,17 @@ _tjoin_words() {
             tjoin,help)
                 cmd="tjoin__subcmd__help"
                 ;;
+            tjoin,rules)
+                cmd="tjoin__subcmd__rules"
+                ;;
             tjoin,split)
                 cmd="tjoin__subcmd__split"
                 ;;
             tjoin__subcmd__help,help)
                 cmd="tjoin__subcmd__help__subcmd__help"
+                ;;
+            tjoin__subcmd__help,rules)
+                cmd="tjoin__subcmd__help__subcmd__rules"
                 ;;
             tjoin__subcmd__help,split)
                 cmd="tjoin__subcmd__help__subcmd__split"
@@ -61,7 +67,7 @@ _tjoin_words() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version split help"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version split rules help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -270,7 +276,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__help)
-            opts="split help"
+            opts="split rules help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -301,9 +307,41 @@ _tjoin_words() {
             fi
             return 0
             ;;
+        tjoin__subcmd__help__subcmd__rules)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            if [[ ${cur} == -* ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            fi
+            return 0
+            ;;
         tjoin__subcmd__help__subcmd__split)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            if [[ ${cur} == -* ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            fi
+            return 0
+            ;;
+        tjoin__subcmd__rules)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

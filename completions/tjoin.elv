@@ -66,6 +66,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand split 'Split one input into several outputs along an axis: the inverse of a join'
+            cand rules 'Print a model family''s built-in rules file, or list the families'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'tjoin;split'= {
@@ -102,11 +103,16 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'tjoin;rules'= {
+        }
         &'tjoin;help'= {
             cand split 'Split one input into several outputs along an axis: the inverse of a join'
+            cand rules 'Print a model family''s built-in rules file, or list the families'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'tjoin;help;split'= {
+        }
+        &'tjoin;help;rules'= {
         }
         &'tjoin;help;help'= {
         }

@@ -105,6 +105,7 @@ complete -c tjoin -n "__fish_tjoin_needs_command" -s q -l quiet -d 'Print nothin
 complete -c tjoin -n "__fish_tjoin_needs_command" -s h -l help -d 'Print help (the man page has more)'
 complete -c tjoin -n "__fish_tjoin_needs_command" -s V -l version -d 'Print version'
 complete -c tjoin -n "__fish_tjoin_needs_command" -a "split" -d 'Split one input into several outputs along an axis: the inverse of a join'
+complete -c tjoin -n "__fish_tjoin_needs_command" -a "rules" -d 'Print a model family\'s built-in rules file, or list the families'
 complete -c tjoin -n "__fish_tjoin_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s a -l axis -d 'The axis to cut every tensor along (negative ones count from the back); with --ranks, that of the tensors no rule decides' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l parts -d 'Cut into N parts as numpy.array_split does (the first len % N parts one longer)' -r
@@ -161,5 +162,6 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l compress -d 'Defla
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l allow-unmatched -d 'Accept --rules lines that match no tensor of the input (refused by default)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s h -l help -d 'Print help'
-complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split help" -f -a "split" -d 'Split one input into several outputs along an axis: the inverse of a join'
-complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split rules help" -f -a "split" -d 'Split one input into several outputs along an axis: the inverse of a join'
+complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split rules help" -f -a "rules" -d 'Print a model family\'s built-in rules file, or list the families'
+complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split rules help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

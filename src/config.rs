@@ -67,6 +67,9 @@ pub enum Command {
     /// Merge a GGUF input into one GGUF file, or split it into a set, carrying keys and
     /// tensors as they are (`src/flow/gguf.rs`).
     Gguf(GgufConfig),
+    /// Print a family's built-in rules file, or list the families (`tjoin rules [FAMILY]`,
+    /// `src/flow/rules.rs`).
+    Rules(Option<String>),
 }
 
 /// A GGUF merge or split: `-o *.gguf` with GGUF inputs, or `tjoin split` of a GGUF file.

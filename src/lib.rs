@@ -32,7 +32,7 @@ use std::path::Path;
 
 use cli::Cli;
 use config::Command;
-use flow::{append, gguf, join, split};
+use flow::{append, gguf, join, rules, split};
 
 /// Runs what the command line asks for: print a generated file (`--generate`), or turn the
 /// flags into a command and run its flow: a join, an append, or a recovery. A subcommand
@@ -52,5 +52,6 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Recover(file) => append::recover(&file),
         Command::Split(config) => split::run(&config),
         Command::Gguf(config) => gguf::run(&config),
+        Command::Rules(family) => rules::run(family.as_deref()),
     }
 }

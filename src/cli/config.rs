@@ -36,6 +36,7 @@ impl Command {
                 Some(config) => Ok(Command::Gguf(config)),
                 None => Ok(Command::Split(SplitConfig::from_args(args)?)),
             },
+            Some(Subcommand::Rules(args)) => Ok(Command::Rules(args.family.clone())),
             None => Command::from_join_args(&cli.join),
         }
     }

@@ -199,6 +199,11 @@ const DRY_RUN_FIELDS: &[(&str, &str)] = &[
         "one object per --exclude (and one for the --only flags together): filter (as written) and removed (the names of the tensors it removed); empty without them.",
     ),
     (
+        "family",
+        "the model family whose built-in rules a merge given no axis and no rules used, and \
+         what told it (\"llama, by the tensor names ...\"), or null.",
+    ),
+    (
         "inputs",
         "one object per input: position (from 1), path, format (npy, npz, safetensors, json, pt, or dcp for a DCP checkpoint of .metadata and .distcp files), tensors: each tensor's name (null for single-tensor files), dtype, shape and bytes, and index: for a sharded checkpoint its path, files (the shards, in the order read), total_size (what the index says, or null) and tensor_bytes (what the tensors hold); null for other inputs; and notes: what its reader noted (a checkpoint's values that are not tensors, its tensors that share a storage).",
     ),

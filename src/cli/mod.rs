@@ -273,7 +273,24 @@ pub enum Subcommand {
     /// the others only those three. -o out/ names them out/MODEL-00001-of-0000K.gguf after the
     /// input; -o out/name.gguf names them out/name-00001-of-0000K.gguf. A set of more than 1024
     /// files is written with a warning: llama.cpp opens every file of a set at once.
-    Split(split::SplitArgs),
+    Split(Box<split::SplitArgs>),
+
+    /// Print a model family's built-in rules file, or list the families.
+    ///
+    /// A merge given no axis and no rules (`tjoin $(ls -v tp*/model.safetensors) -o
+    /// model.safetensors`) of a family tjoin recognizes, by its tensor names and by the
+    /// config.json beside the first input (`model_type`, `architectures`), merges by these
+    /// rules. `tjoin rules llama > llama.rules` writes one to edit and give with --rules.
+    Rules(RulesArgs),
+}
+
+/// The flags of `tjoin rules`.
+#[derive(Debug, clap::Args)]
+pub struct RulesArgs {
+    /// The family whose rules file to print (llama, qwen2, mixtral, phi3, vllm, gpt2,
+    /// gpt-neox, bert, bert-mlm, megatron-gpt); without it, the families are listed.
+    #[arg(value_name = "FAMILY")]
+    pub family: Option<String>,
 }
 
 /// The engine's flags, the same for the join and the split.
@@ -609,6 +626,7 @@ impl Cli {
         let json = Some(PlanForm::Json);
         match &self.command {
             Some(Subcommand::Split(split)) => split.dry_run == json || split.print_plan == json,
+            Some(Subcommand::Rules(_)) => false,
             None => self.join.dry_run == json || self.join.print_plan == json,
         }
     }

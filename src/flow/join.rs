@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::Engine;
-use crate::config::{Action, JoinConfig, OpenConfig, OutputKind, PlanForm, When};
+use crate::config::{Action, JoinConfig, JoinRules, OpenConfig, OutputKind, PlanForm, When};
 use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{OutTensor, Writer};
@@ -18,6 +18,7 @@ use crate::input::{self, Input, OpenOptions, Prefetch};
 use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
 use crate::plan::complete;
+use crate::plan::families;
 use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
@@ -52,7 +53,15 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let options = config.output.write_options(format, metadata.as_deref())?;
     let mut writer = format.writer(&options)?;
     let rules = &config.rules;
-    let matcher = rules.matcher();
+    let family = recognized(rules, &inputs)?;
+    let family_rules = match &family {
+        Some((family, _)) => family.rules(inputs.len(), rules.model.as_ref())?,
+        None => Vec::new(),
+    };
+    let matcher = match family {
+        Some(_) => Matcher::new(&family_rules),
+        None => rules.matcher(),
+    };
     let options = rules.job_options(&matcher, format);
     let expected = rules.expect_shape.as_deref();
     let job = plan(
@@ -89,6 +98,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let output = (planned.describe(), target.format);
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
+        report.family = family.map(|(family, evidence)| format!("{}, by {evidence}", family.name));
         report.warnings = warnings.into_vec();
         report.filtered = filtered.iter().cloned().map(Into::into).collect();
         return report.print(form);
@@ -160,6 +170,29 @@ fn check_output_not_an_input(inputs: &[Input], output: &Path) -> Result<()> {
              that matches the output matches it too), or name another output"
         },
     ))
+}
+
+/// The model family whose built-in rules merge `inputs` (`plan::families`), and what told
+/// it: when no axis and no rules are given, and the inputs are several files of several
+/// named tensors (a model's ranks). `None` otherwise, or when no family fits.
+fn recognized(
+    rules: &JoinRules,
+    inputs: &[Input],
+) -> Result<Option<(&'static families::Family, String)>> {
+    // Several ranks: one input (a sharded set made one file) is copied as it is.
+    let merge = inputs.len() > 1
+        && inputs
+            .iter()
+            .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1);
+    if rules.axis.is_some() || !rules.tensor_rules.is_empty() || !merge {
+        return Ok(None);
+    }
+    let names: Vec<&str> = inputs[0]
+        .tensors
+        .iter()
+        .filter_map(|t| t.name.tensor.as_deref())
+        .collect();
+    families::recognize(&names, rules.model.as_ref())
 }
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.

@@ -5,4 +5,5 @@
 pub(crate) mod append;
 pub mod gguf;
 pub mod join;
+pub mod rules;
 pub mod split;

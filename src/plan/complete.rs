@@ -58,6 +58,10 @@ pub struct ModelSizes {
     pub vocab: Option<u64>,
     /// Query heads, key-value heads and the size of one head.
     pub heads: Option<heads::Heads>,
+    /// `model_type`, which names the family.
+    pub model_type: Option<String>,
+    /// `architectures`, the model classes.
+    pub architectures: Vec<String>,
 }
 
 impl ModelSizes {
@@ -100,34 +104,44 @@ impl ModelSizes {
             Err(_) if object.get("num_attention_heads").is_none() => None,
             Err(e) => return Err(e),
         };
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let model_type = value.get("model_type").and_then(text);
+        let architectures = match value.get("architectures") {
+            Some(serde_json::Value::Array(list)) => list.iter().filter_map(text).collect(),
+            _ => Vec::new(),
+        };
         Ok(ModelSizes {
             from: from.to_string(),
             hidden,
             vocab,
             heads,
+            model_type,
+            architectures,
         })
     }
 
     /// The size the tensor `name` of `shape` must have along one axis, by config.json: the
     /// axis, the size, and what it is. `None` when config.json does not fix one.
     fn expected(&self, name: &str, shape: &[u64]) -> Option<(usize, u64, String)> {
-        if let Some((role, axis)) = heads::role(name, shape.len()) {
+        let leaf = name.rsplit('.').next().unwrap_or("");
+        // A projection's weight or bias (not a norm fused into it: Megatron-Core's
+        // `linear_qkv.layer_norm_weight`).
+        let projection = matches!(leaf, "weight" | "bias" | "in_proj_weight" | "in_proj_bias");
+        if let Some((role, axis)) = heads::role(name, shape.len()).filter(|_| projection) {
             let heads = self.heads.as_ref()?;
             let dim = heads.head_dim?;
-            let (count, what) = match role {
-                Role::Query | Role::Output => (heads.query, "query heads"),
-                Role::KeyValue => (heads.key_value, "key-value heads"),
+            let (q, kv) = (heads.query, heads.key_value);
+            let (count, why) = match role {
+                Role::Query | Role::Output => (q, format!("{q} query heads of {dim}")),
+                Role::KeyValue => (kv, format!("{kv} key-value heads of {dim}")),
                 Role::Fused => (
-                    heads.query.checked_add(heads.key_value.checked_mul(2)?)?,
-                    "query and twice the key-value heads",
+                    q.checked_add(kv.checked_mul(2)?)?,
+                    format!("{q} query and 2 x {kv} key-value heads of {dim}"),
                 ),
             };
-            let size = count.checked_mul(dim)?;
-            let why = format!("{count} {what} of {dim}");
-            return Some((axis, size, why));
+            return Some((axis, count.checked_mul(dim)?, why));
         }
         let module = name.rsplit('.').nth(1).unwrap_or("");
-        let leaf = name.rsplit('.').next().unwrap_or("");
         if VOCABULARY.contains(&module) && leaf == "weight" && shape.len() == 2 {
             return Some((0, self.vocab?, "the vocabulary".to_string()));
         }

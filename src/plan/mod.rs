@@ -6,6 +6,7 @@
 pub(crate) mod chunks;
 pub(crate) mod compare;
 pub(crate) mod complete;
+pub(crate) mod families;
 pub mod filter;
 pub mod gguf;
 pub(crate) mod grid;

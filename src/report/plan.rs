@@ -32,6 +32,9 @@ pub struct PlanReport {
     pub axis_given: Option<i64>,
     /// Why `--backend` chose its engine; `None` for the default CPU engine.
     pub backend: Option<String>,
+    /// The model family whose built-in rules a merge given no axis and no rules used, and
+    /// what told it; `None` otherwise.
+    pub family: Option<String>,
     /// What each `--exclude` (and the `--only` flags together) removed.
     pub filtered: Vec<FilterReport>,
     /// The inputs, in order.
@@ -316,6 +319,7 @@ impl PlanReport {
             axis_given: rules.axis,
             backend: engine.note.clone(),
             filtered: Vec::new(),
+            family: None,
             inputs: inputs.iter().map(InputReport::new).collect(),
             output: OutputReport {
                 append: None,
@@ -505,6 +509,7 @@ mod tests {
             axis_given: Some(-1),
             backend: Some("DirectML, as asked".to_string()),
             filtered: Vec::new(),
+            family: None,
             inputs: vec![InputReport {
                 format: "safetensors",
                 index: Some(IndexReport {

@@ -24,6 +24,9 @@ pub fn render(report: &PlanReport) -> String {
     if let Some(note) = &report.backend {
         text.push_str(&format!("backend: {note}\n"));
     }
+    if let Some(family) = &report.family {
+        text.push_str(&format!("family: {family}\n"));
+    }
     let single = report.single();
     text.push_str("inputs:\n");
     let rows: Vec<Vec<String>> = if single {

@@ -6,6 +6,7 @@ mod append;
 mod append_crashes;
 #[cfg(unix)]
 mod append_journal;
+mod builtin_families;
 mod completeness;
 mod containers;
 mod dcp;

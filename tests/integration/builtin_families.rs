@@ -1,0 +1,213 @@
+//! Families built in (issue 41, items 4 and 5): the shipped rules files are one table in
+//! the code (`tjoin rules NAME` prints each; `rules/` is kept in sync here), and a merge
+//! given no axis and no rules of a recognized family merges by its built-in rules. The
+//! ranks are fixtures/families/ (`fixtures/make_family_fixtures.py`); each family's
+//! config.json is written here with the sizes of that script's tiny configurations.
+
+use std::fs;
+use std::path::Path;
+
+use crate::families::{FAMILIES, Family};
+use crate::util::{assert_mentions, refused, succeeds, tjoin};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The config.json of each family's tiny model, as `make_family_fixtures.py` configures it
+/// (Megatron-Core's has no transformers `model_type`: it is told by its names).
+fn config(family: &str) -> String {
+    let llama = |model_type: &str| {
+        format!(
+            r#"{{"model_type": "{model_type}", "hidden_size": 32, "intermediate_size": 64,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64}}"#
+        )
+    };
+    match family {
+        "llama" | "vllm" => llama("llama"),
+        "mistral" | "qwen2" | "mixtral" => llama(family),
+        "gpt2" => r#"{"model_type": "gpt2", "n_embd": 32, "n_head": 4, "vocab_size": 64}"#.into(),
+        "gpt-neox" => r#"{"model_type": "gpt_neox", "hidden_size": 32,
+                          "num_attention_heads": 4, "vocab_size": 64}"#
+            .into(),
+        "bert" | "bert-mlm" => {
+            let class = if family == "bert" {
+                "BertModel"
+            } else {
+                "BertForMaskedLM"
+            };
+            format!(
+                r#"{{"model_type": "bert", "architectures": ["{class}"], "hidden_size": 32,
+                    "num_attention_heads": 4, "vocab_size": 64}}"#
+            )
+        }
+        "phi3" => r#"{"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 8,
+                      "num_key_value_heads": 4, "vocab_size": 64}"#
+            .into(),
+        "megatron-gpt" => r#"{"hidden_size": 32, "num_attention_heads": 8,
+                              "num_key_value_heads": 4, "vocab_size": 64}"#
+            .into(),
+        other => panic!("no config for {other}"),
+    }
+}
+
+/// A folder holding `family`'s ranks of the split into `n` as `tp0.safetensors`, ... and,
+/// with `with_config`, its config.json beside them; returns it and the ranks' names.
+fn ranks_beside_config(
+    family: &Family,
+    n: usize,
+    with_config: bool,
+) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..n).map(|r| format!("tp{r}.safetensors")).collect();
+    for (r, name) in names.iter().enumerate() {
+        fs::copy(family.rank(n, r), dir.path().join(name)).unwrap();
+    }
+    if with_config {
+        fs::write(dir.path().join("config.json"), config(family.name)).unwrap();
+    }
+    (dir, names)
+}
+
+#[test]
+fn the_rules_folder_is_the_built_in_table_printed() {
+    let listed = succeeds(Path::new(ROOT), &["rules"]);
+    let names: Vec<String> = String::from_utf8(listed)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(names.len(), 10, "{names:?}");
+    let regenerate = std::env::var_os("TJOIN_REGENERATE").is_some();
+    for name in &names {
+        let printed = succeeds(Path::new(ROOT), &["rules", name]);
+        let file = Path::new(ROOT).join("rules").join(format!("{name}.rules"));
+        if regenerate {
+            fs::write(&file, &printed).unwrap();
+        }
+        assert!(
+            fs::read(&file).unwrap() == printed,
+            "rules/{name}.rules differs from `tjoin rules {name}`: run \
+             TJOIN_REGENERATE=1 cargo test --test integration the_rules_folder"
+        );
+    }
+    // Every file of rules/ is a family's.
+    for entry in fs::read_dir(Path::new(ROOT).join("rules")).unwrap() {
+        let file = entry.unwrap().file_name().into_string().unwrap();
+        let name = file.strip_suffix(".rules").unwrap();
+        assert!(
+            names.iter().any(|n| n == name),
+            "rules/{file} is no family's"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = refused(dir.path(), &["rules", "falcon"], 2);
+    assert_mentions(
+        &stderr,
+        &["tjoin knows no model family named falcon", "name one of"],
+    );
+}
+
+/// `tjoin $(ls -v tp*.safetensors) -o model.safetensors`, config.json beside the ranks:
+/// every family and both splits give the original byte for byte, with no flag.
+#[test]
+fn every_family_merges_with_no_flags_beside_its_config() {
+    let mut merges = 0;
+    for family in FAMILIES {
+        for n in [2, 4] {
+            let (dir, names) = ranks_beside_config(family, n, true);
+            let mut args: Vec<&str> = names.iter().map(String::as_str).collect();
+            args.extend(["-o", "model.safetensors"]);
+            succeeds(dir.path(), &args);
+            let written = fs::read(dir.path().join("model.safetensors")).unwrap();
+            assert!(
+                written == fs::read(family.expected()).unwrap(),
+                "{} tp{n}: not the original",
+                family.name
+            );
+            merges += 1;
+        }
+    }
+    assert_eq!(merges, 22);
+}
+
+/// Without config.json, the families whose shapes prove a merge complete (GPT-2, GPT-NeoX,
+/// BERT) still merge with no flag; the others are refused, saying what would prove it.
+#[test]
+fn without_a_config_the_family_shapes_decide() {
+    for family in FAMILIES {
+        let (dir, names) = ranks_beside_config(family, 2, false);
+        let mut args: Vec<&str> = names.iter().map(String::as_str).collect();
+        args.extend(["-o", "model.safetensors"]);
+        let output = tjoin()
+            .current_dir(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        match family.name {
+            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" => {
+                assert!(output.status.success(), "{}: {stderr}", family.name);
+                let written = fs::read(dir.path().join("model.safetensors")).unwrap();
+                assert!(
+                    written == fs::read(family.expected()).unwrap(),
+                    "{}",
+                    family.name
+                );
+            }
+            "phi3" | "vllm" => assert_mentions(&stderr, &["fit the families phi3 and vllm"]),
+            _ => assert_mentions(
+                &stderr,
+                &["cannot tell whether these 2 inputs are every rank of the split"],
+            ),
+        }
+    }
+}
+
+/// `tjoin split --ranks N` with a family's rules, then a merge with no flag: the records of
+/// the split prove it complete, the names tell the family (config.json beside the ranks
+/// for Phi-3's and vLLM's fused proportions): the original, byte for byte.
+#[test]
+fn a_split_by_ranks_then_a_flagless_merge_round_trips() {
+    for family in FAMILIES {
+        let (dir, _) = ranks_beside_config(family, 2, matches!(family.name, "phi3" | "vllm"));
+        let dir = dir.path();
+        let expected = family.expected();
+        let join = family.args(2);
+        let mut args: Vec<String> = ["split", "--ranks", "2", "--heads", "16"]
+            .map(String::from)
+            .to_vec();
+        args[4] = match family.name {
+            "megatron-gpt" | "phi3" => "8:4",
+            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" => "4",
+            _ => "4:2",
+        }
+        .to_string();
+        args.extend(join[..join.len() - 2].iter().cloned());
+        args.extend([expected.clone(), "-o".into(), "r{rank}.safetensors".into()]);
+        succeeds(dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        succeeds(
+            dir,
+            &["r0.safetensors", "r1.safetensors", "-o", "m.safetensors"],
+        );
+        let written = fs::read(dir.join("m.safetensors")).unwrap();
+        assert!(written == fs::read(&expected).unwrap(), "{}", family.name);
+    }
+}
+
+/// The dry run names the family, what told it, and each tensor's built-in rule.
+#[test]
+fn the_dry_run_names_the_family_and_the_built_in_rules() {
+    let family = FAMILIES.iter().find(|f| f.name == "llama").unwrap();
+    let (dir, names) = ranks_beside_config(family, 4, true);
+    let mut args = vec!["--dry-run"];
+    args.extend(names.iter().map(String::as_str));
+    let report = String::from_utf8(succeeds(dir.path(), &args)).unwrap();
+    assert_mentions(
+        &report,
+        &[
+            "family: llama, by config.json's model_type `llama` and the tensor names \
+             (`.self_attn.q_proj.weight`, `.mlp.gate_proj.weight`)",
+            "by config.json's heads:1: *.k_proj.* = 0 replicas 2",
+            "by built-in llama.rules:15: *.o_proj.weight = 1",
+        ],
+    );
+}
