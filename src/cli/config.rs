@@ -239,7 +239,7 @@ fn tensor_rules(cli: &JoinArgs) -> Result<Vec<Rule>> {
         files.extend(rules::read_file(path)?);
     }
     for rule in &mut files {
-        rule.required = !cli.allow_unmatched;
+        rule.required = !rule.optional && !cli.allow_unmatched;
     }
     Ok(rules::ordered(&cli.keep, &cli.axis_for, files))
 }

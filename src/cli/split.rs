@@ -203,7 +203,7 @@ impl SplitConfig {
             files.extend(rules::read_file(path)?);
         }
         for rule in &mut files {
-            rule.required = !args.allow_unmatched;
+            rule.required = !rule.optional && !args.allow_unmatched;
         }
         let outputs = outputs(&args.output, cut.outputs())?;
         let forced = super::config::format_flag(&args.format, "--format")?;

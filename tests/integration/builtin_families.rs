@@ -211,3 +211,85 @@ fn the_dry_run_names_the_family_and_the_built_in_rules() {
         ],
     );
 }
+
+/// `path`'s tensors but `drop`, written to `to` (a model with tied embeddings has no
+/// `lm_head`).
+fn without(path: &str, drop: &str, to: &Path) {
+    use safetensors::tensor::{SafeTensors, TensorView};
+    let bytes = fs::read(path).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let views: Vec<(String, TensorView)> = file
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| name != drop)
+        .collect();
+    fs::write(to, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+/// A tied model (no `lm_head`) merges by the shipped llama.rules, whose `lm_head` line is
+/// `optional`: no refusal, no warning, no --allow-unmatched (issue 41, item 9).
+#[test]
+fn a_tied_model_merges_by_a_rules_file_whose_head_line_is_optional() {
+    let family = FAMILIES.iter().find(|f| f.name == "llama").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    for r in 0..2 {
+        without(
+            &family.rank(2, r),
+            "lm_head.weight",
+            &dir.join(format!("tp{r}.safetensors")),
+        );
+    }
+    without(
+        &family.expected(),
+        "lm_head.weight",
+        &dir.join("tied.safetensors"),
+    );
+    let rules = format!("{ROOT}/rules/llama.rules");
+    let args = [
+        "--rules",
+        &rules,
+        "--like",
+        "tied.safetensors",
+        "tp0.safetensors",
+        "tp1.safetensors",
+        "-o",
+        "model.safetensors",
+    ];
+    let output = tjoin().current_dir(dir).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let merged = fs::read(dir.join("model.safetensors")).unwrap();
+    let merged = safetensors::tensor::SafeTensors::deserialize(&merged).unwrap();
+    assert!(merged.tensor("lm_head.weight").is_err());
+    // A line without `optional` that matches nothing is still refused.
+    fs::write(dir.join("more.rules"), "lm_head.weight = 0\n").unwrap();
+    let args = [
+        "--rules",
+        "more.rules",
+        "--rules",
+        &rules,
+        "--like",
+        "tied.safetensors",
+    ];
+    let mut args = args.to_vec();
+    args.extend([
+        "tp0.safetensors",
+        "tp1.safetensors",
+        "-o",
+        "again.safetensors",
+    ]);
+    let stderr = refused(dir, &args, 2);
+    assert_mentions(
+        &stderr,
+        &["more.rules:1: lm_head.weight = 0 matches no tensor"],
+    );
+}

@@ -270,7 +270,7 @@ fn dry_runs_say_which_rule_decided_each_tensor() {
     let (ok, plan, _) = run(dir.path(), &words.replace("--dry-run", "--dry-run=json"));
     assert!(ok);
     let rule = rule_of(&plan, "lm_head.weight");
-    assert_eq!(rule, "llama.rules:21: lm_head.weight = 0");
+    assert_eq!(rule, "llama.rules:21: lm_head.weight = 0 optional");
     let rule = rule_of(&plan, "model.layers.1.self_attn.o_proj.weight");
     assert_eq!(rule, "--axis-for '*.o_proj.weight=1'");
     // Without a rule, -a decides: null. (o_proj or down_proj joined along axis 0 by -a would

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::plan::complete::ModelSizes;
-use crate::plan::rules::{self, Rule};
+use crate::plan::rules::{self, Origin, Rule};
 
 mod texts;
 
@@ -147,8 +147,11 @@ pub const FAMILIES: &[Family] = &[
 const BUILT_IN: &str = "built-in ";
 const FROM_HEADS: &str = "'s heads";
 
-/// Whether `path` names a family's built-in rules file, or the rules its heads add.
-pub fn is_built_in(path: &Path) -> bool {
+/// Whether `rule` is a line of a family's built-in rules file, or one its heads add.
+pub fn is_built_in(rule: &Rule) -> bool {
+    let Origin::File { path, .. } = &rule.origin else {
+        return false;
+    };
     let text = path.to_string_lossy();
     text.starts_with(BUILT_IN) || text.ends_with(FROM_HEADS)
 }

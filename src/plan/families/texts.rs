@@ -20,9 +20,9 @@ pub const LLAMA: &str = r#"# Llama and Mistral: Megatron-LM's tensor-parallel ra
 *.down_proj.weight = 1
 
 # Vocabulary-parallel: the embedding and the output head split along the vocabulary
-# (axis 0). A model with tied embeddings has no lm_head: remove that line for it.
+# (axis 0). A model with tied embeddings has no lm_head: its line is `optional`.
 *.embed_tokens.weight = 0
-lm_head.weight = 0
+lm_head.weight = 0 optional
 
 # Replicated in every shard: the RMS norms (input_layernorm, post_attention_layernorm and
 # the final norm). tjoin checks that every shard holds the same bytes and keeps one copy.
@@ -50,9 +50,9 @@ pub const QWEN2: &str = r#"# Qwen2 (and Qwen2.5): Llama's layout with attention 
 *.down_proj.weight = 1
 
 # Vocabulary-parallel. Models with tied embeddings (Qwen2-0.5B, 1.5B) have no lm_head:
-# give --allow-unmatched, or remove the line.
+# its line is `optional` (it may match no tensor).
 *.embed_tokens.weight = 0
-lm_head.weight = 0
+lm_head.weight = 0 optional
 
 # Replicated: the RMS norms.
 *norm.weight = keep
@@ -105,9 +105,9 @@ pub const PHI3: &str = r#"# Phi-3 and Phi-4 (Phi3ForCausalLM: fused qkv_proj and
 *.down_proj.weight = 1
 
 # Vocabulary-parallel: the embedding and the output head (tied models have no lm_head:
-# give --allow-unmatched).
+# its line is `optional`).
 *.embed_tokens.weight = 0
-lm_head.weight = 0
+lm_head.weight = 0 optional
 
 # Replicated: the RMS norms.
 *norm.weight = keep
@@ -131,9 +131,9 @@ pub const VLLM: &str = r#"# vLLM's ranks of a Llama-family model (Llama, Mistral
 *.down_proj.weight = 1
 
 # Vocabulary-parallel (vLLM pads the vocabulary to a multiple of 64: the merge keeps
-# the padding rows). Tied models have no lm_head: give --allow-unmatched.
+# the padding rows). Tied models have no lm_head: its line is `optional`.
 *.embed_tokens.weight = 0
-lm_head.weight = 0
+lm_head.weight = 0 optional
 
 # Replicated: the RMS norms.
 *norm.weight = keep

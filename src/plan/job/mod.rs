@@ -277,17 +277,11 @@ pub fn unmatched_rules(inputs: &[Input], options: &JobOptions) -> Vec<String> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let whole = whole_files(inputs, options);
     let mut unmatched = options.rules.unmatched(&names);
-    // A family's built-in rules describe every model of the family, not all of whose
-    // tensors each has (a tied lm_head, a pooler).
-    unmatched.retain(|rule| !refuses_unmatched(rule, whole, options) && !built_in(rule));
+    // A family's built-in rules, and a rules file's `optional` lines, describe every model
+    // of a family, not all of whose tensors each has (a tied lm_head, a pooler).
+    let quiet = |rule: &rules::Rule| rule.optional || crate::plan::families::is_built_in(rule);
+    unmatched.retain(|rule| !refuses_unmatched(rule, whole, options) && !quiet(rule));
     rules::describe_unmatched(&unmatched, &names)
-}
-
-/// Whether `rule` is a line of a family's built-in rules, or one its head counts add
-/// (`plan::families`).
-fn built_in(rule: &rules::Rule) -> bool {
-    matches!(&rule.origin, rules::Origin::File { path, .. }
-        if crate::plan::families::is_built_in(path))
 }
 
 /// The name of the output tensor of a single-tensor join.

@@ -92,6 +92,9 @@ pub struct Rule {
     /// Whether matching no tensor of a whole-file join refuses the join rather than warns:
     /// a rules file's lines, unless `--allow-unmatched`; every rule under `--strict`.
     pub required: bool,
+    /// A rules file's line marked `optional` (`lm_head.weight = 0 optional`): for a tensor
+    /// some models of the file's family lack (tied embeddings), never required.
+    pub optional: bool,
 }
 
 /// The rules files shipped in the repository's `rules/` folder, for hints (a test keeps the
@@ -119,9 +122,10 @@ impl Rule {
 impl Rule {
     /// What follows the `=`: `keep`, or the axis and the words after it (`0 chunks 2`).
     fn value(&self) -> String {
+        let optional = if self.optional { " optional" } else { "" };
         match self.treatment {
-            Treatment::Axis(axis) => format!("{axis}{}", self.parts),
-            Treatment::Keep => "keep".to_string(),
+            Treatment::Axis(axis) => format!("{axis}{}{optional}", self.parts),
+            Treatment::Keep => format!("keep{optional}"),
         }
     }
 
@@ -172,6 +176,7 @@ pub fn ordered(keep: &[String], axis_for: &[AxisRule], files: Vec<Rule>) -> Vec<
         parts: Parts::default(),
         origin: Origin::KeepFlag,
         required: false,
+        optional: false,
     });
     let axis_for = axis_for.iter().map(|rule| Rule {
         glob: rule.glob.clone(),
@@ -179,6 +184,7 @@ pub fn ordered(keep: &[String], axis_for: &[AxisRule], files: Vec<Rule>) -> Vec<
         parts: rule.parts.clone(),
         origin: Origin::AxisForFlag,
         required: false,
+        optional: false,
     });
     keep.chain(axis_for).chain(files).collect()
 }
@@ -440,7 +446,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
             continue;
         }
         match parse_line(content) {
-            Ok((glob, treatment, parts)) => {
+            Ok((glob, treatment, parts, optional)) => {
                 if let Some(first) = first_lines.get(glob) {
                     problems.push(format!(
                         "{shown}:{line}: `{}` already has a rule on line {first}, which wins \
@@ -458,7 +464,8 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
                         path: path.to_path_buf(),
                         line,
                     },
-                    required: true,
+                    required: !optional,
+                    optional,
                 });
             }
             Err(problem) => problems.push(format!("{shown}:{line}: {problem}")),
@@ -479,7 +486,8 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Rule>> {
         hint: Some(
             "write one rule a line, `GLOB = AXIS` (e.g. `*.o_proj.weight = 1`), `GLOB = \
              AXIS chunks N` or `plain` or `replicas K` (e.g. `*.gate_up_proj.weight = 0 \
-             chunks 2`), or `GLOB = keep` (e.g. `*norm* = keep`); `#` starts a comment"
+             chunks 2`), or `GLOB = keep` (e.g. `*norm* = keep`), each with `optional` last \
+             when it may match no tensor; `#` starts a comment"
                 .to_string(),
         ),
     }]))
@@ -497,9 +505,10 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
-/// One rule line without its comment: the glob, what it does and what its words say. Messages
-/// quote the line's text ([`messages::name`]): cut to an excerpt, control characters escaped.
-fn parse_line(content: &str) -> std::result::Result<(&str, Treatment, Parts), String> {
+/// One rule line without its comment: the glob, what it does, what its words say, and
+/// whether its last word is `optional` (the line may match no tensor). Messages quote the
+/// line's text ([`messages::name`]): cut to an excerpt, control characters escaped.
+fn parse_line(content: &str) -> std::result::Result<(&str, Treatment, Parts, bool), String> {
     let Some((glob, value)) = content.split_once('=') else {
         return Err(format!(
             "`{}` has no `=`; expected GLOB = AXIS or GLOB = keep",
@@ -508,8 +517,13 @@ fn parse_line(content: &str) -> std::result::Result<(&str, Treatment, Parts), St
     };
     let glob = glob.trim();
     check_glob(glob, content)?;
+    let trimmed = value.trim_end();
+    let (value, optional) = match trimmed.strip_suffix("optional") {
+        Some(rest) if rest.ends_with(char::is_whitespace) => (rest, true),
+        _ => (value, false),
+    };
     let (treatment, parts) = parse_value(glob, value)?;
-    Ok((glob, treatment, parts))
+    Ok((glob, treatment, parts, optional))
 }
 
 /// Refuses the glob of the rule `text` when it is empty or holds the rule's `=` again.

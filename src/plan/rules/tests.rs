@@ -387,3 +387,25 @@ fn shell_quoting_is_only_there_when_needed() {
         r"$'a\x1b[2J\nhint: it\'s\\\u202e'"
     );
 }
+
+#[test]
+fn a_line_ending_in_optional_is_never_required() {
+    let text = "lm_head.weight = 0 optional\n*norm* = keep optional # tied\n*.o_proj.weight = 1\n";
+    let rules = parse_file(Path::new("r.rules"), text).unwrap();
+    assert_eq!(
+        rules
+            .iter()
+            .map(|r| (r.optional, r.required))
+            .collect::<Vec<_>>(),
+        [(true, false), (true, false), (false, true)]
+    );
+    assert_eq!(
+        rules[0].to_string(),
+        "r.rules:1: lm_head.weight = 0 optional"
+    );
+    assert_eq!(rules[1].treatment, Treatment::Keep);
+    // A glob named `optional` is still a glob; a word after `optional` is refused.
+    let rules = parse_file(Path::new("r.rules"), "optional = 0\n").unwrap();
+    assert_eq!(rules[0].glob, "optional");
+    assert!(parse_file(Path::new("r.rules"), "x = 0 optional plain\n").is_err());
+}
