@@ -45,7 +45,8 @@ pub fn run(cli: &Cli) -> Result<()> {
     }
     // Before any work: a Ctrl-C while standard input or JSON is converted ends the run as
     // one during the write does.
-    output::handle_signals();
+    output::handle_signals()
+        .map_err(|e| Error::io("start", Path::new("the thread that handles signals"), e))?;
     match Command::from_cli(cli)? {
         Command::Join(config) => join::run(&config),
         Command::Append(config) => append::run(&config),

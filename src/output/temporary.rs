@@ -104,7 +104,7 @@ impl<F> Temporary<F> {
     ) -> io::Result<Temporary<F>> {
         // The handler is in place before the file exists, and the registry stays locked
         // until the file is in it, so no signal can find the file unregistered.
-        handle_signals();
+        handle_signals()?;
         let mut registry = lock(&REGISTRY);
         let file = make_beside(target, kind, create)
             // tempfile's own errors name the temporary path; the user knows only the target's.
@@ -263,7 +263,7 @@ impl Partial {
     /// A new, empty file for `target`'s new version, with the permissions a new file gets
     /// (0666 less the umask), as `numpy.save` would create it.
     pub(super) fn new(target: &Path) -> io::Result<Partial> {
-        handle_signals();
+        handle_signals()?;
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::fs::OpenOptionsExt;
@@ -300,7 +300,7 @@ impl Partial {
             Partial::Named(temporary) => Ok(temporary.closed()),
             #[cfg(target_os = "linux")]
             Partial::Unnamed(file) => {
-                handle_signals();
+                handle_signals()?;
                 let mut registry = lock(&REGISTRY);
                 let link = |path: &Path| crate::sys::link_unnamed(&file, path);
                 let named = make_beside(target, Kind::Partial, link)
@@ -325,7 +325,8 @@ static GROWING: Mutex<Vec<(Arc<File>, u64)>> = Mutex::new(Vec::new());
 /// A path the signal handler (and a bus error) removes, for as long as this lives: an
 /// append's journal, which is not a temporary file of the usual names.
 pub(super) fn remove_on_signals(path: &Path) -> Registered {
-    handle_signals();
+    // A handler that could not start refused the run at its start (`crate::run`).
+    let _ = handle_signals();
     Registered::new(&mut lock(&REGISTRY), path)
 }
 
@@ -341,7 +342,8 @@ pub(super) struct CutBackOnSignals(Arc<File>);
 impl CutBackOnSignals {
     /// Registers `file` to be cut back to `len` bytes.
     pub(super) fn new(file: &Arc<File>, len: u64) -> CutBackOnSignals {
-        handle_signals();
+        // A handler that could not start refused the run at its start (`crate::run`).
+        let _ = handle_signals();
         lock(&GROWING).push((Arc::clone(file), len));
         crate::sys::cut_back_on_bus_error(Some((file, len)));
         CutBackOnSignals(Arc::clone(file))
@@ -382,7 +384,8 @@ static ON_SIGNAL: Mutex<Option<Hook>> = Mutex::new(None);
 /// handler, so that a run writing standard output is ended the same way), or removes it.
 pub fn on_signal(hook: Option<Hook>) {
     if hook.is_some() {
-        handle_signals();
+        // A handler that could not start refused the run at its start (`crate::run`).
+        let _ = handle_signals();
     }
     *lock(&ON_SIGNAL) = hook;
 }
@@ -425,44 +428,63 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
 /// SIGXFSZ (a write past `ulimit -f`) no longer kills the process: the write fails with
 /// EFBIG instead, and the run reports it, naming the output, and removes its temporary
 /// files as for any failed write. SIGBUS has its own handler ([`crate::sys`]).
-pub fn handle_signals() {
+///
+/// The thread that waits for the signals is started once. Where it cannot be (an address
+/// space too small for its stack, a process limit reached), the run is refused with the
+/// system's reason rather than going on without its clean-up: `thread::spawn` would panic,
+/// and a panic that runs out of memory while printing its backtrace hangs in std's lock.
+pub fn handle_signals() -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
-        static INSTALLED: std::sync::Once = std::sync::Once::new();
-        INSTALLED.call_once(|| {
+        /// The handler's work (locks, removing files, restoring lengths) needs little stack;
+        /// a small one also leaves a tight address space for the run.
+        const STACK: usize = 256 << 10;
+        static INSTALLED: std::sync::OnceLock<Result<(), (std::io::ErrorKind, String)>> =
+            std::sync::OnceLock::new();
+        let installed = INSTALLED.get_or_init(|| {
             crate::sys::install_bus_error_handler();
             let Ok(mut signals) =
                 signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGXFSZ])
             else {
-                return;
+                return Ok(());
             };
-            std::thread::spawn(move || {
-                if let Some(signal) = signals.forever().find(|&signal| signal != SIGXFSZ) {
-                    let _commit = hold_signals();
-                    // An append not yet committed is undone before its journal goes, once
-                    // the write under way has ended; no other starts (the process ends with
-                    // this lock held).
-                    let _writing = lock(&WRITING);
-                    for (file, len) in lock(&GROWING).iter() {
-                        let _ = file.set_len(*len).and_then(|()| file.sync_data());
+            let thread = std::thread::Builder::new()
+                .name("signals".to_owned())
+                .stack_size(STACK);
+            thread
+                .spawn(move || {
+                    if let Some(signal) = signals.forever().find(|&signal| signal != SIGXFSZ) {
+                        let _commit = hold_signals();
+                        // An append not yet committed is undone before its journal goes, once
+                        // the write under way has ended; no other starts (the process ends with
+                        // this lock held).
+                        let _writing = lock(&WRITING);
+                        for (file, len) in lock(&GROWING).iter() {
+                            let _ = file.set_len(*len).and_then(|()| file.sync_data());
+                        }
+                        for path in lock(&REGISTRY).iter() {
+                            let _ = std::fs::remove_file(path);
+                        }
+                        if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
+                            hook();
+                        }
+                        // Die by the signal rather than exit with 128 + its number: a shell
+                        // stops a `for` loop at Ctrl-C only when the command was killed by
+                        // SIGINT (fd's `src/exit_codes.rs`). The handler goes back to the
+                        // default and the signal is raised again; the exit is a fallback.
+                        let _ = signal_hook::low_level::emulate_default_handler(signal);
+                        std::process::exit(128 + signal);
                     }
-                    for path in lock(&REGISTRY).iter() {
-                        let _ = std::fs::remove_file(path);
-                    }
-                    if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
-                        hook();
-                    }
-                    // Die by the signal rather than exit with 128 + its number: a shell
-                    // stops a `for` loop at Ctrl-C only when the command was killed by
-                    // SIGINT (fd's `src/exit_codes.rs`). The handler goes back to the
-                    // default and the signal is raised again; the exit is a fallback.
-                    let _ = signal_hook::low_level::emulate_default_handler(signal);
-                    std::process::exit(128 + signal);
-                }
-            });
+                })
+                .map(drop)
+                .map_err(|e| (e.kind(), e.to_string()))
         });
+        if let Err((kind, reason)) = installed {
+            return Err(std::io::Error::new(*kind, reason.clone()));
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -125,3 +125,36 @@ fn a_safetensors_header_full_of_escapes_is_not_held_twice() {
     );
     assert!(!dir.path().join("out.npy").exists());
 }
+
+/// Under any address space, however small, a run ends without a panic: refused, failed, or
+/// aborted where an allocation fails, never hung. The thread that handles signals could not
+/// be started under about 20 MiB; `thread::spawn` then panicked (exit 101), and with
+/// `RUST_BACKTRACE=1` such a panic's backtrace could run out of memory and wait forever on
+/// std's backtrace lock (the least-limit search above hung so).
+#[test]
+fn a_run_under_any_address_space_ends_even_printing_a_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("tiny.json"), b"[1, 2]").unwrap();
+    let ended_badly: Vec<(u64, Option<i32>)> = (8u64 << 10..48 << 10)
+        .step_by(256)
+        .filter_map(|kib| {
+            let output = std::process::Command::new("sh")
+                .current_dir(dir.path())
+                .arg("-c")
+                .arg(format!(
+                    "ulimit -v {kib}; RUST_BACKTRACE=1 exec timeout 20 \"$0\" \"$@\""
+                ))
+                .arg(crate::util::bin())
+                .args(["-a", "0", "tiny.json", "tiny.json", "-o", "out.npy"])
+                .output()
+                .unwrap();
+            let code = output.status.code();
+            // 124: the timeout ended a hung run; 101: a panic.
+            matches!(code, Some(124 | 101)).then_some((kib, code))
+        })
+        .collect();
+    assert!(
+        ended_badly.is_empty(),
+        "hung (124) or panicked (101) under these limits (KiB): {ended_badly:?}"
+    );
+}
