@@ -408,7 +408,12 @@ fn limits_section(roff: &mut Roff) {
         "One path in a --files-from list may be {} bytes long. Headers have their own limits: \
          a .npy header {} bytes, a .safetensors header {} bytes. A checkpoint's pickle is run \
          by an allowlist that only builds data, and is refused with exit status 2 past {} \
-         opcodes, {} values, memo index {}, {} open marks or a string of {} bytes.",
+         opcodes, {} values, memo index {}, {} open marks, a string of {} bytes or {} bytes \
+         of values held in all (what one value makes from another, set(L) or \
+         OrderedDict(d), shares it rather than copying it), so that reading one takes under \
+         1 GiB. The walk of what it built visits at most {} values per value made (plus {}): \
+         a list nested in itself is refused, not named 2^28 times; its names and tensors may \
+         take {} bytes.",
         bytes(limits::FILE_LIST_ENTRY as u64),
         bytes(crate::format::npy::MAX_HEADER_LEN),
         bytes(crate::format::safetensors::MAX_HEADER_LEN),
@@ -417,6 +422,10 @@ fn limits_section(roff: &mut Roff) {
         bytes(u64::from(pickle::LIMITS.memo)),
         bytes(pickle::LIMITS.marks as u64),
         bytes(pickle::LIMITS.string),
+        bytes(pickle::LIMITS.bytes),
+        crate::format::pickle::state::VISITS_PER_VALUE,
+        bytes(crate::format::pickle::state::VISITS_FLOOR),
+        bytes(crate::format::pickle::state::HELD_BYTES),
     ))]);
     roff.control("PP", []);
     roff.text([roman(

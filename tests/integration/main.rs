@@ -6,6 +6,8 @@ mod append;
 mod append_crashes;
 #[cfg(unix)]
 mod append_journal;
+#[cfg(unix)]
+mod attack;
 mod builtin_families;
 mod completeness;
 mod containers;

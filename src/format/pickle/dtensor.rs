@@ -170,7 +170,7 @@ fn check_shard_order(nodes: &[Node], spec: &Object) -> Result<(), String> {
     let Some(Node::Tuple(entries) | Node::List(entries)) = spec.field(nodes, "shard_order") else {
         return Ok(());
     };
-    for &entry in entries {
+    for &entry in entries.iter() {
         let Some(Node::Object(entry)) = nodes.get(entry as usize) else {
             continue;
         };
@@ -209,7 +209,7 @@ fn mesh_place(nodes: &[Node], mesh: &Object) -> Result<(Vec<u64>, Vec<u64>, u64)
                 other => return Err(missing("its mesh layout", "axes", other)),
             };
             let mut sizes = Vec::with_capacity(axes.len());
-            for axis in axes {
+            for &axis in axes.iter() {
                 let size = match nodes.get(axis as usize) {
                     Some(Node::Object(flat)) if flat.class == DataClass::FlatLayout => {
                         product(nodes, flat.field(nodes, "shape"), 0)

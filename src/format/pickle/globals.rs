@@ -6,8 +6,8 @@
 
 use super::classes::DataClass;
 use super::value::{
-    Arena, Global, Id, Node, Object, Rebuild, Step, Storage, TensorRecord, TorchDtype, damaged,
-    kind_of, refused,
+    Arena, Global, Id, Items, Node, Object, Rebuild, Step, Storage, TensorRecord, TorchDtype,
+    damaged, kind_of, refused,
 };
 
 /// Modules whose names are refused with the reason that they run code.
@@ -150,9 +150,11 @@ impl Call {
     }
 }
 
-/// What calling `global` with `args` builds.
-pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> Step<Node> {
+/// What calling `global` with `args` builds. What it builds from a container shares the
+/// container's items rather than copying them (the machine counts what is not shared).
+pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) -> Step<Node> {
     let path = global.path();
+    let args: &[Id] = &args_rc;
     let arg = |i: usize| -> Step<&Node> {
         match args.get(i) {
             Some(&id) => Ok(nodes.node(id)),
@@ -164,10 +166,10 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
     };
     match global {
         Global::OrderedDict | Global::Counter => match args {
-            [] => Ok(Node::Dict(Vec::new())),
+            [] => Ok(Node::Dict(Default::default())),
             [items] => match nodes.node(*items) {
                 Node::Dict(entries) => Ok(Node::Dict(entries.clone())),
-                Node::List(items) if items.is_empty() => Ok(Node::Dict(Vec::new())),
+                Node::List(items) if items.is_empty() => Ok(Node::Dict(Default::default())),
                 other => refused(format!(
                     "{path} is called with {}, where tjoin reads only a dict",
                     kind_of(other)
@@ -176,7 +178,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
         Global::Set => match args {
-            [] => Ok(Node::Set(Vec::new())),
+            [] => Ok(Node::Set(Items::default())),
             [items] => match nodes.node(*items) {
                 Node::List(items) | Node::Tuple(items) | Node::Set(items) => {
                     Ok(Node::Set(items.clone()))
@@ -186,7 +188,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
         Global::ByteArray => match args {
-            [] => Ok(Node::Bytes(Box::new([]))),
+            [] => Ok(Node::Bytes(Default::default())),
             [bytes] => match nodes.node(*bytes) {
                 Node::Bytes(bytes) => Ok(Node::Bytes(bytes.clone())),
                 other => refused(format!("{path} is called with {}", kind_of(other))),
@@ -239,7 +241,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             }
         }
         Global::Size => match args {
-            [] => Ok(Node::Tuple(Vec::new())),
+            [] => Ok(Node::Tuple(Items::default())),
             [dims] => match nodes.node(*dims) {
                 Node::Tuple(dims) | Node::List(dims) => Ok(Node::Tuple(dims.clone())),
                 other => refused(format!("{path} is called with {}", kind_of(other))),
@@ -265,9 +267,9 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
             )),
         },
         Global::Rebuild(rebuild) => call_rebuild(nodes, rebuild, args, &path),
-        Global::Class(class) => Ok(object(class, args, Vec::new())),
+        Global::Class(class) => Ok(object(class, args_rc, Default::default())),
         Global::NewObjFn => match args.split_first() {
-            Some((&class, rest)) => new_object(nodes, class, rest, None, &path),
+            Some((&class, rest)) => new_object(nodes, class, rest.to_vec().into(), None, &path),
             None => damaged(format!("{path} is called without a class")),
         },
         Global::NewObjExFn => match args {
@@ -275,7 +277,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
                 let Node::Tuple(args) = nodes.node(*args) else {
                     return damaged(format!("{path} is given arguments that are not a tuple"));
                 };
-                new_object(nodes, *class, args, Some(*kwargs), &path)
+                new_object(nodes, *class, args.clone(), Some(*kwargs), &path)
             }
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
@@ -296,7 +298,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
                         kind_of(nodes.node(*state))
                     ));
                 }
-                new_object(nodes, *class, &[], None, &path)
+                new_object(nodes, *class, Items::default(), None, &path)
             }
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
@@ -321,11 +323,11 @@ pub(super) fn call(nodes: &[Node], global: Global, args: &[Id], how: Call) -> St
     }
 }
 
-/// A record of an instance of `class`.
-fn object(class: DataClass, args: &[Id], kwargs: Vec<(Id, Id)>) -> Node {
+/// A record of an instance of `class`, sharing its arguments' items.
+fn object(class: DataClass, args: Items, kwargs: super::value::Entries) -> Node {
     Node::Object(Box::new(Object {
         class,
-        args: args.to_vec(),
+        args,
         kwargs,
         state: None,
     }))
@@ -336,7 +338,7 @@ fn object(class: DataClass, args: &[Id], kwargs: Vec<(Id, Id)>) -> Node {
 pub(super) fn new_object(
     nodes: &[Node],
     class: Id,
-    args: &[Id],
+    args: Items,
     kwargs: Option<Id>,
     path: &str,
 ) -> Step<Node> {
@@ -347,7 +349,7 @@ pub(super) fn new_object(
         ));
     };
     let kwargs = match kwargs.map(|id| nodes.node(id)) {
-        None => Vec::new(),
+        None => Default::default(),
         Some(Node::Dict(entries)) => entries.clone(),
         Some(other) => {
             return damaged(format!(
@@ -422,7 +424,7 @@ fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> St
                     return Ok(Node::Object(Box::new(Object {
                         class: DataClass::DTensor,
                         args: inner_args.clone(),
-                        kwargs: Vec::new(),
+                        kwargs: Default::default(),
                         state: Some(state),
                     })));
                 }
@@ -597,7 +599,7 @@ pub(super) fn persistent_load(nodes: &[Node], pid: Id) -> Step<Storage> {
     };
     let text = |node: Option<&Node>, what: &str| -> Step<Box<str>> {
         match node {
-            Some(Node::Str(s)) => Ok(s.clone()),
+            Some(Node::Str(s)) => Ok(s.as_ref().into()),
             Some(Node::Int(i)) => Ok(i.to_string().into()),
             Some(Node::Bytes(b)) => Ok(String::from_utf8_lossy(b).into()),
             other => damaged(format!(

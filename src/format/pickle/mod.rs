@@ -350,7 +350,7 @@ pub fn read_legacy(
     }
     let mut at = storages_at;
     let mut places: HashMap<String, u64> = HashMap::new();
-    for &key in keys {
+    for &key in keys.iter() {
         let key = match keys_node(&key_list, key) {
             Some(key) => key,
             None => {

@@ -4,11 +4,22 @@
 //! fault a step may end in. Only data and the names of data: nothing here runs a pickle or
 //! decides what a global builds.
 
+use std::rc::Rc;
+
 use super::classes::DataClass;
 use crate::dtype::DType;
 
 /// An index into the arena of nodes.
 pub type Id = u32;
+
+/// The items of a tuple, list or set. Shared, not copied, by what makes one container from
+/// another (`set(L)`, `torch.Size(t)`, a data class's arguments): a pickle that calls
+/// `builtins.set` on one large list a million times holds the list once. A list changed
+/// after it was shared is copied then (`Rc::make_mut`), and the copy is counted.
+pub type Items = Rc<Vec<Id>>;
+
+/// The entries of a dict, shared as [`Items`] are (`OrderedDict(d)`, keyword arguments).
+pub type Entries = Rc<Vec<(Id, Id)>>;
 
 /// One value the pickle builds.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,18 +37,18 @@ pub enum Node {
     /// A complex number (`builtins.complex`).
     Complex(f64, f64),
     /// A text string.
-    Str(Box<str>),
+    Str(Rc<str>),
     /// A byte string.
-    Bytes(Box<[u8]>),
+    Bytes(Rc<[u8]>),
     /// A tuple.
-    Tuple(Vec<Id>),
+    Tuple(Items),
     /// A list.
-    List(Vec<Id>),
+    List(Items),
     /// A dict (or `collections.OrderedDict`, `collections.Counter`), its entries in the order
     /// they were set; a key set twice keeps both here and the later wins when it is read.
-    Dict(Vec<(Id, Id)>),
+    Dict(Entries),
     /// A set or frozenset.
-    Set(Vec<Id>),
+    Set(Items),
     /// One of the allowed globals, not yet called.
     Global(Global),
     /// A tensor's storage, as a persistent ID names it.
@@ -49,6 +60,47 @@ pub enum Node {
     /// Something a checkpoint may hold but tjoin cannot read (a quantized or sparse tensor),
     /// and why: refused if it is asked for, noted if it is skipped.
     Unreadable(Box<str>),
+}
+
+impl Node {
+    /// The bytes this node holds outside its slot in the arena that no other node shares:
+    /// what making it costs, counted against [`Limits::bytes`](super::vm::Limits::bytes).
+    /// Items and entries shared with another node (an `Rc` held twice) cost nothing more.
+    pub fn own_bytes(&self) -> u64 {
+        fn items<T>(items: &Rc<Vec<T>>) -> usize {
+            if Rc::strong_count(items) > 1 {
+                0
+            } else {
+                items.capacity() * size_of::<T>()
+            }
+        }
+        fn text<T: ?Sized>(text: &Rc<T>, len: usize) -> usize {
+            if Rc::strong_count(text) > 1 { 0 } else { len }
+        }
+        let storage = |s: &Storage| size_of::<Storage>() + s.key.len() + s.location.len();
+        let bytes = match self {
+            Node::Str(s) => text(s, s.len()),
+            Node::Bytes(b) => text(b, b.len()),
+            Node::Tuple(i) | Node::List(i) | Node::Set(i) => items(i),
+            Node::Dict(e) => items(e),
+            Node::Storage(s) => storage(s),
+            Node::Tensor(t) => {
+                size_of::<TensorRecord>() - size_of::<Storage>()
+                    + storage(&t.storage)
+                    + (t.shape.capacity() + t.stride.capacity()) * size_of::<u64>()
+            }
+            Node::Object(o) => size_of::<Object>() + items(&o.args) + items(&o.kwargs),
+            Node::Unreadable(why) => why.len(),
+            Node::None
+            | Node::Bool(_)
+            | Node::Int(_)
+            | Node::BigInt
+            | Node::Float(_)
+            | Node::Complex(..)
+            | Node::Global(_) => 0,
+        };
+        bytes as u64
+    }
 }
 
 /// A storage as its persistent ID `('storage', TYPE, KEY, LOCATION, NUMEL[, VIEW])` names it.
@@ -93,9 +145,9 @@ pub struct Object {
     /// Its class.
     pub class: DataClass,
     /// The positional arguments it is created with (an enum's value, a named tuple's fields).
-    pub args: Vec<Id>,
+    pub args: Items,
     /// The keyword arguments it is created with (`NEWOBJ_EX`), as a dict's entries.
-    pub kwargs: Vec<(Id, Id)>,
+    pub kwargs: Entries,
     /// What `BUILD` gave it: a dict of attributes, `(dict or None, slots dict)`, or what the
     /// class's `__getstate__` returns (a tuple, a list); `None` before `BUILD`.
     pub state: Option<Id>,

@@ -10,9 +10,10 @@
 //! recurses; the walk of its result ([`super::state`]) is bounded in depth.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use super::globals::{self, Call};
-use super::value::{FaultKind, Id, Node, Step, damaged, kind_of, refused};
+use super::value::{FaultKind, Id, Items, Node, Step, damaged, kind_of, refused};
 
 /// Bounds on what one pickle may make the machine do. Each is a refusal when passed.
 #[derive(Debug, Clone, Copy)]
@@ -27,17 +28,29 @@ pub struct Limits {
     pub marks: usize,
     /// Bytes of one string or bytes value.
     pub string: u64,
+    /// Bytes the machine holds, all counted: each node's slot in the arena and what it holds
+    /// that no other node shares ([`Node::own_bytes`]: a string, a container's items, a
+    /// tensor record), items added to containers (and a shared container's copy when one is
+    /// changed), stack slots and memo entries.
+    pub bytes: u64,
 }
 
+/// What one memo entry costs in the machine's count: its key and value in the hash map,
+/// with the map's spare room.
+const MEMO_ENTRY_BYTES: u64 = 24;
+
 /// The limits tjoin reads checkpoints with. A state dict of 100,000 tensors takes about 3
-/// million opcodes and 1.5 million nodes; the limits leave room for ten times that while
-/// keeping the machine's memory under 1 GiB (a node takes at most 40 bytes).
+/// million opcodes, 1.5 million nodes and 100 MiB of the machine's count of bytes; the
+/// limits leave room for four times that while keeping the machine's memory under 1 GiB:
+/// what it counts stays under `bytes` (512 MiB), and the vectors that hold it take at most
+/// twice what they hold (the arena, the stack and the memo grow by doubling).
 pub const LIMITS: Limits = Limits {
     opcodes: 200_000_000,
     nodes: 20_000_000,
     memo: 20_000_000,
     marks: 10_000,
     string: 64 << 20,
+    bytes: 512 << 20,
 };
 
 /// Why the machine stopped: the opcode at fault, where it is, and what is wrong.
@@ -96,6 +109,8 @@ struct Machine<'a> {
     stack: Vec<Id>,
     marks: Vec<usize>,
     memo: HashMap<u32, Id>,
+    /// Bytes held, as [`Limits::bytes`] counts them.
+    held: u64,
 }
 
 /// Runs the pickle at the start of `bytes` to its `STOP`, under `limits`.
@@ -108,6 +123,7 @@ pub fn run(bytes: &[u8], limits: Limits) -> Result<Pickled, Fault> {
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
+        held: 0,
     };
     let mut executed = 0u64;
     loop {
@@ -333,7 +349,7 @@ impl<'a> Machine<'a> {
             }
             DUP => {
                 let top = self.top()?;
-                self.stack.push(top);
+                self.push_id(top)?;
             }
             NONE => self.push(Node::None)?,
             NEWTRUE => self.push(Node::Bool(true))?,
@@ -392,66 +408,58 @@ impl<'a> Machine<'a> {
                 let bytes = self.take_counted(n)?;
                 self.push(Node::Bytes(bytes.into()))?;
             }
-            EMPTY_TUPLE => self.push(Node::Tuple(Vec::new()))?,
+            EMPTY_TUPLE => self.push(Node::Tuple(Items::default()))?,
             TUPLE => {
                 let items = self.pop_mark()?;
-                self.push(Node::Tuple(items))?;
+                self.push(Node::Tuple(items.into()))?;
             }
             TUPLE1 | TUPLE2 | TUPLE3 => {
                 let n = usize::from(op - TUPLE1 + 1);
                 let items = self.pop_n(n)?;
-                self.push(Node::Tuple(items))?;
+                self.push(Node::Tuple(items.into()))?;
             }
-            EMPTY_LIST => self.push(Node::List(Vec::new()))?,
+            EMPTY_LIST => self.push(Node::List(Items::default()))?,
             LIST => {
                 let items = self.pop_mark()?;
-                self.push(Node::List(items))?;
+                self.push(Node::List(items.into()))?;
             }
             APPEND => {
                 let item = self.pop()?;
                 let list = self.top()?;
-                self.list_mut(list, "APPEND")?.push(item);
+                self.extend_items(list, vec![item], "APPEND")?;
             }
             APPENDS => {
                 let items = self.pop_mark()?;
                 let list = self.top()?;
-                self.list_mut(list, "APPENDS")?.extend(items);
+                self.extend_items(list, items, "APPENDS")?;
             }
-            EMPTY_DICT => self.push(Node::Dict(Vec::new()))?,
+            EMPTY_DICT => self.push(Node::Dict(Default::default()))?,
             DICT => {
                 let items = self.pop_mark()?;
                 let entries = pairs(&items)?;
-                self.push(Node::Dict(entries))?;
+                self.push(Node::Dict(entries.into()))?;
             }
             SETITEM => {
                 let value = self.pop()?;
                 let key = self.pop()?;
                 let dict = self.top()?;
-                self.dict_mut(dict, "SETITEM")?.push((key, value));
+                self.extend_entries(dict, vec![(key, value)], "SETITEM")?;
             }
             SETITEMS => {
                 let items = self.pop_mark()?;
                 let entries = pairs(&items)?;
                 let dict = self.top()?;
-                self.dict_mut(dict, "SETITEMS")?.extend(entries);
+                self.extend_entries(dict, entries, "SETITEMS")?;
             }
-            EMPTY_SET => self.push(Node::Set(Vec::new()))?,
+            EMPTY_SET => self.push(Node::Set(Items::default()))?,
             ADDITEMS => {
                 let items = self.pop_mark()?;
                 let set = self.top()?;
-                match &mut self.nodes[set as usize] {
-                    Node::Set(members) => members.extend(items),
-                    other => {
-                        return refused(format!(
-                            "ADDITEMS adds to {}, not to a set",
-                            kind_of(other)
-                        ));
-                    }
-                }
+                self.extend_items(set, items, "ADDITEMS")?;
             }
             FROZENSET => {
                 let items = self.pop_mark()?;
-                self.push(Node::Set(items))?;
+                self.push(Node::Set(items.into()))?;
             }
             BINPUT => {
                 let index = u32::from(self.take(1)?[0]);
@@ -534,7 +542,7 @@ impl<'a> Machine<'a> {
                     ));
                 };
                 let node =
-                    globals::new_object(&self.nodes, class, &args, Some(kwargs), "NEWOBJ_EX")?;
+                    globals::new_object(&self.nodes, class, args, Some(kwargs), "NEWOBJ_EX")?;
                 self.push(node)?;
             }
             0x97 | 0x98 => {
@@ -562,12 +570,33 @@ impl<'a> Machine<'a> {
                 self.limits.nodes
             ));
         }
+        self.hold(size_of::<Node>() as u64 + node.own_bytes())?;
         self.nodes.push(node);
         Ok((self.nodes.len() - 1) as Id)
     }
 
+    /// Counts `bytes` more held, refusing the pickle past [`Limits::bytes`].
+    fn hold(&mut self, bytes: u64) -> Step<()> {
+        self.held = self.held.saturating_add(bytes);
+        if self.held > self.limits.bytes {
+            return refused(format!(
+                "the pickle makes tjoin hold more than {} bytes of values, its limit; a \
+                 checkpoint's pickle needs a fraction of that (its values are shared or copied \
+                 more than any torch.save writes)",
+                self.limits.bytes
+            ));
+        }
+        Ok(())
+    }
+
     fn push(&mut self, node: Node) -> Step<()> {
         let id = self.add(node)?;
+        self.push_id(id)
+    }
+
+    /// Pushes a node already made (`DUP`, a memo fetch): a stack slot, counted.
+    fn push_id(&mut self, id: Id) -> Step<()> {
+        self.hold(size_of::<Id>() as u64)?;
         self.stack.push(id);
         Ok(())
     }
@@ -618,7 +647,9 @@ impl<'a> Machine<'a> {
             ));
         }
         let top = self.top()?;
-        self.memo.insert(index, top);
+        if self.memo.insert(index, top).is_none() {
+            self.hold(MEMO_ENTRY_BYTES)?;
+        }
         Ok(())
     }
 
@@ -628,8 +659,7 @@ impl<'a> Machine<'a> {
                 "it fetches memo index {index}, which holds nothing"
             ));
         };
-        self.stack.push(id);
-        Ok(())
+        self.push_id(id)
     }
 
     fn take(&mut self, n: usize) -> Step<&'a [u8]> {
@@ -697,24 +727,54 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn list_mut(&mut self, id: Id, op: &str) -> Step<&mut Vec<Id>> {
-        match &mut self.nodes[id as usize] {
-            Node::List(items) => Ok(items),
-            other => refused(format!(
-                "{op} appends to {}, not to a list: the pickle is malformed or hostile",
-                kind_of(other)
-            )),
+    /// Appends `more` to the list (or, for `ADDITEMS`, the set) `id`: counted, and a list
+    /// shared with another node copied first (the copy counted too).
+    fn extend_items(&mut self, id: Id, more: Vec<Id>, op: &str) -> Step<()> {
+        let items = match &self.nodes[id as usize] {
+            Node::List(items) if op != "ADDITEMS" => items,
+            Node::Set(items) if op == "ADDITEMS" => items,
+            other => {
+                let (verb, kind) = if op == "ADDITEMS" {
+                    ("adds to", "a set")
+                } else {
+                    ("appends to", "a list")
+                };
+                return refused(format!(
+                    "{op} {verb} {}, not to {kind}: the pickle is malformed or hostile",
+                    kind_of(other)
+                ));
+            }
+        };
+        let copied = if Rc::strong_count(items) > 1 {
+            items.len()
+        } else {
+            0
+        };
+        self.hold(((copied + more.len()) * size_of::<Id>()) as u64)?;
+        if let Node::List(items) | Node::Set(items) = &mut self.nodes[id as usize] {
+            Rc::make_mut(items).extend(more);
         }
+        Ok(())
     }
 
-    fn dict_mut(&mut self, id: Id, op: &str) -> Step<&mut Vec<(Id, Id)>> {
-        match &mut self.nodes[id as usize] {
-            Node::Dict(entries) => Ok(entries),
-            other => refused(format!(
+    /// Sets `more` entries of the dict `id`, counted as [`Machine::extend_items`] counts.
+    fn extend_entries(&mut self, id: Id, more: Vec<(Id, Id)>, op: &str) -> Step<()> {
+        let Node::Dict(entries) = &self.nodes[id as usize] else {
+            return refused(format!(
                 "{op} sets items of {}, not of a dict: the pickle is malformed or hostile",
-                kind_of(other)
-            )),
+                kind_of(&self.nodes[id as usize])
+            ));
+        };
+        let copied = if Rc::strong_count(entries) > 1 {
+            entries.len()
+        } else {
+            0
+        };
+        self.hold(((copied + more.len()) * size_of::<(Id, Id)>()) as u64)?;
+        if let Node::Dict(entries) = &mut self.nodes[id as usize] {
+            Rc::make_mut(entries).extend(more);
         }
+        Ok(())
     }
 
     /// `REDUCE` or `NEWOBJ` of `callee` with the tuple `args`.
@@ -732,7 +792,7 @@ impl<'a> Machine<'a> {
                 kind_of(self.node(args))
             ));
         };
-        globals::call(&self.nodes, global, &args, Call::from_opcode(op))
+        globals::call(&self.nodes, global, args, Call::from_opcode(op))
     }
 
     /// `BUILD`: sets the state of `target`. An object of a data class records it (once).

@@ -88,7 +88,7 @@ pub fn open(
     let mut tensors = Vec::new();
     let mut offsets = Vec::new();
     let mut recorded = HashMap::new();
-    let mut problems = Vec::new();
+    let mut problems = Problems::default();
     let skipped: Vec<String> = metadata
         .entries
         .iter()
@@ -158,7 +158,7 @@ pub fn open(
                 "the PyTorch distributed checkpoint {name} does not agree with its {METADATA} \
                  file:"
             ),
-            details: capped(problems, 20),
+            details: problems.details(),
             hint: Some(
                 "a .distcp file is damaged, or from another save, or the .metadata was \
                  edited: save the checkpoint again"
@@ -195,6 +195,40 @@ pub fn open(
         }
         .boxed(),
     })
+}
+
+/// The problems a checkpoint's check finds: the first [`Problems::SHOWN`] kept, the rest
+/// counted, so that a `.metadata` listing millions of bad chunks costs no more to refuse.
+#[derive(Default)]
+struct Problems {
+    shown: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    /// How many are kept and shown.
+    const SHOWN: usize = 20;
+
+    fn push(&mut self, problem: String) {
+        if self.shown.len() < Self::SHOWN {
+            self.shown.push(problem);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.shown.is_empty()
+    }
+
+    /// The lines of a refusal: those kept, then how many more.
+    fn details(self) -> Vec<String> {
+        let mut lines = self.shown;
+        if self.more > 0 {
+            lines.push(format!("... and {} more", self.more));
+        }
+        lines
+    }
 }
 
 /// Reads and interprets `.metadata`.

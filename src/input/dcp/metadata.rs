@@ -78,7 +78,14 @@ pub struct StorageInfo {
     pub transforms: Vec<String>,
 }
 
+/// The most chunks one tensor may list: a block per rank, for a million ranks.
+pub const MAX_CHUNKS_PER_TENSOR: usize = 1 << 20;
+
 /// Reads the `Metadata` object at the root of `pickled`; the reason it cannot otherwise.
+///
+/// The chunks its tensors list, in all, may not outnumber the entries of `storage_data`:
+/// each chunk's bytes have an entry there of their own. One list of chunks shared by every
+/// tensor (20,000 entries x 20,000 chunks, 250 KB) is refused before any chunk is read.
 pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
     let nodes = pickled.nodes.as_slice();
     let root = object(pickled.node(pickled.root), DataClass::Metadata, "its root")?;
@@ -86,26 +93,36 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
         return Err("its Metadata has no state_dict_metadata dict".to_string());
     };
     let mut paths = planner_paths(nodes, root)?;
-    let mut read_entries = Vec::with_capacity(entries.len());
-    for &(key, value) in entries {
-        let fqn = text(nodes.node(key), "a key of state_dict_metadata")?;
-        let what = format!("the entry of `{}`", excerpt(&fqn));
-        let value = nodes.node(value);
-        let tensor = match value {
-            Node::Object(o) if o.class == DataClass::BytesStorageMetadata => None,
-            _ => Some(tensor_entry(nodes, value, &what)?),
-        };
-        let path = paths.as_mut().and_then(|p| p.remove(&fqn));
-        read_entries.push(Entry { fqn, path, tensor });
-    }
     let Some(Node::Dict(storage)) = root.field(nodes, "storage_data") else {
         return Err(
             "its Metadata has no storage_data dict (tjoin reads the FileSystemWriter's)"
                 .to_string(),
         );
     };
+    let mut chunks = 0usize;
+    let mut read_entries = Vec::with_capacity(entries.len());
+    for &(key, value) in entries.iter() {
+        let fqn = text(nodes.node(key), "a key of state_dict_metadata")?;
+        let what = format!("the entry of `{}`", excerpt(&fqn));
+        let value = nodes.node(value);
+        let tensor = match value {
+            Node::Object(o) if o.class == DataClass::BytesStorageMetadata => None,
+            _ => {
+                let tensor = tensor_entry(
+                    nodes,
+                    value,
+                    &what,
+                    storage.len() - chunks.min(storage.len()),
+                )?;
+                chunks += tensor.chunks.len();
+                Some(tensor)
+            }
+        };
+        let path = paths.as_mut().and_then(|p| p.remove(&fqn));
+        read_entries.push(Entry { fqn, path, tensor });
+    }
     let mut read_storage = HashMap::with_capacity(storage.len());
-    for &(key, value) in storage {
+    for &(key, value) in storage.iter() {
         let index = object(
             nodes.node(key),
             DataClass::MetadataIndex,
@@ -171,7 +188,7 @@ fn planner_paths(
         }
     };
     let mut paths = HashMap::with_capacity(entries.len());
-    for &(key, value) in entries {
+    for &(key, value) in entries.iter() {
         let fqn = text(nodes.node(key), "a key of planner_data")?;
         let what = format!("the planner_data of `{}`", excerpt(&fqn));
         let (Node::Tuple(items) | Node::List(items)) = nodes.node(value) else {
@@ -200,7 +217,13 @@ fn planner_paths(
     Ok(Some(paths))
 }
 
-fn tensor_entry(nodes: &[Node], value: &Node, what: &str) -> Result<TensorEntry, String> {
+/// A tensor's entry, which may list at most `room` chunks (those `storage_data` has left).
+fn tensor_entry(
+    nodes: &[Node],
+    value: &Node,
+    what: &str,
+    room: usize,
+) -> Result<TensorEntry, String> {
     let entry = object(value, DataClass::TensorStorageMetadata, what)?;
     let properties = object(
         field(nodes, entry, "properties", what)?,
@@ -220,6 +243,21 @@ fn tensor_entry(nodes: &[Node], value: &Node, what: &str) -> Result<TensorEntry,
     let Node::List(chunks) = field(nodes, entry, "chunks", what)? else {
         return Err(format!("{what} has chunks that are not a list"));
     };
+    if chunks.len() > MAX_CHUNKS_PER_TENSOR {
+        return Err(format!(
+            "{what} lists {} chunks, more than tjoin's limit of {MAX_CHUNKS_PER_TENSOR} for one \
+             tensor",
+            chunks.len()
+        ));
+    }
+    if chunks.len() > room {
+        return Err(format!(
+            "{what} lists {} chunks, but its storage_data has room for {room} more (each \
+             chunk's bytes have an entry there of their own): it lists chunks that no file \
+             holds",
+            chunks.len()
+        ));
+    }
     let chunks = chunks
         .iter()
         .map(|&c| {
@@ -287,6 +325,13 @@ fn number(node: &Node, what: &str) -> Result<u64, String> {
 /// A `torch.Size` (a tuple of ints) or a list of them.
 fn numbers(nodes: &[Node], node: &Node, what: &str) -> Result<Vec<u64>, String> {
     match node {
+        Node::Tuple(items) | Node::List(items) if items.len() > crate::format::MAX_RANK => {
+            Err(format!(
+                "{what} has a size of {} dimensions; tjoin reads at most {}",
+                items.len(),
+                crate::format::MAX_RANK
+            ))
+        }
         Node::Tuple(items) | Node::List(items) => {
             items.iter().map(|&i| number(nodes.node(i), what)).collect()
         }

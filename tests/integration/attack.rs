@@ -1,0 +1,149 @@
+//! Small files that describe far more work than they hold, or that torch reads differently
+//! from a careless reader (issue 40, and issue 39's duplicate ZIP names): `fixtures/attack/`,
+//! made by `fixtures/make_hostile_fixtures.py`. Each is refused, quickly and in little memory
+//! (the peak resident memory of the run, read from the kernel), naming what is wrong, and
+//! leaves nothing behind.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::util::{assert_mentions, dir_entries};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/attack");
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(FIXTURES).join(name).display().to_string()
+}
+
+/// The most memory a refusal of items 1-3 and 5 may take: their files describe gigabytes.
+const PEAK_KIB: u64 = 64 << 10;
+
+/// What a run did: its exit code, its standard error, its peak resident memory (KiB) and
+/// its CPU time.
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+    peak_kib: u64,
+    cpu: std::time::Duration,
+}
+
+/// Runs tjoin with `args` in `dir` under an address-space limit of 2 GiB (so that a reader
+/// that allocates without bound fails here rather than on the machine), reading its peak
+/// memory and CPU time from `wait4`.
+#[expect(
+    clippy::zombie_processes,
+    reason = "wait4 reaps the child, which std's wait cannot do with its resource use"
+)]
+fn run(dir: &Path, args: &[&str]) -> Run {
+    use std::os::unix::process::CommandExt;
+    let stderr_path = dir.join("..").join(format!(
+        "stderr-{}.txt",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    let mut command = std::process::Command::new(crate::util::bin());
+    command
+        .current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&stderr_path).unwrap());
+    // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (`child` is dropped without waiting);
+    // `status` and `usage` are valid for writes.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "{}", std::io::Error::last_os_error());
+    let time = |t: libc::timeval| {
+        std::time::Duration::from_secs(t.tv_sec as u64)
+            + std::time::Duration::from_micros(t.tv_usec as u64)
+    };
+    let stderr = fs::read_to_string(&stderr_path).unwrap();
+    fs::remove_file(&stderr_path).unwrap();
+    Run {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stderr,
+        // Linux gives ru_maxrss in KiB.
+        peak_kib: usage.ru_maxrss as u64,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    }
+}
+
+/// Runs `tjoin ARGS` in an empty folder and checks that it is refused with `code`, in under
+/// [`PEAK_KIB`] of memory and a few seconds of CPU, leaving the folder empty. Returns stderr.
+#[track_caller]
+fn refused_small(args: &[&str], code: i32) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(dir.path(), args);
+    assert_eq!(run.code, Some(code), "{args:?}: {}", run.stderr);
+    assert!(run.stderr.starts_with("tjoin: error: "), "{}", run.stderr);
+    assert!(
+        run.peak_kib < PEAK_KIB,
+        "{args:?} peaked at {} KiB: {}",
+        run.peak_kib,
+        run.stderr
+    );
+    // Loose enough for a loaded machine and a debug build; work in the square of the input
+    // takes minutes.
+    assert!(run.cpu.as_secs() < 10, "{args:?} took {:?}", run.cpu);
+    assert_eq!(dir_entries(dir.path()), Vec::<String>::new());
+    run.stderr
+}
+
+#[test]
+fn a_list_nested_in_itself_is_refused_not_walked_as_a_tree() {
+    // 1.7 KB that torch reads as one shared graph; as a tree, 2^28 tensors.
+    for extra in [&["--dry-run"][..], &["-o", "out.safetensors"]] {
+        let file = fixture("shared_tree.pt");
+        let mut args = vec![file.as_str()];
+        args.extend_from_slice(extra);
+        let stderr = refused_small(&args, 2);
+        assert_mentions(&stderr, &["shared_tree.pt", "put in itself or in another"]);
+    }
+}
+
+#[test]
+fn calls_that_make_one_container_from_another_share_it() {
+    // set(L) on one list of 40,000 items, 60,000 times: 9.6 GB if each call copied.
+    let stderr = refused_small(&[&fixture("set_copies.pt"), "--dry-run"], 2);
+    assert_mentions(&stderr, &["set_copies.pt", "holds no tensor"]);
+}
+
+#[test]
+fn a_dcp_metadata_that_repeats_one_chunk_list_is_refused() {
+    // 20,000 entries sharing one list of 20,000 chunks: 400 million chunks in 250 KB.
+    let stderr = refused_small(&[&fixture("dcp_fanout"), "--dry-run"], 1);
+    assert_mentions(&stderr, &["dcp_fanout", "chunks"]);
+}
+
+#[test]
+fn the_pickle_machine_holds_under_a_gigabyte_at_its_limits() {
+    // 16 million NONEs: each a value in the arena and a slot on the stack, past the machine's
+    // count of 512 MiB; a DCP .metadata, so that the pickle is read as it is.
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("ck");
+    fs::create_dir(&checkpoint).unwrap();
+    let mut pickle = b"\x80\x02".to_vec();
+    pickle.resize(2 + 16_000_000, b'N');
+    pickle.push(b'.');
+    fs::write(checkpoint.join(".metadata"), pickle).unwrap();
+    let run = run(dir.path(), &["ck", "--dry-run"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert_mentions(&run.stderr, &["more than 536870912 bytes of values"]);
+    assert!(run.peak_kib < 1 << 20, "peaked at {} KiB", run.peak_kib);
+}
