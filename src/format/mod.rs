@@ -244,11 +244,22 @@ pub struct Found {
     pub name: Option<String>,
     /// What its header says.
     pub info: TensorInfo,
-    /// The file its data is in, when not the input itself (an inflated .npz member).
-    pub file: Option<Arc<File>>,
+    /// The file its data is in, when not the input itself (JSON text converted, a deflated
+    /// .npz member).
+    pub file: Option<OwnData>,
     /// The CRC-32 check its data must pass as the copy engine reads it: a member stored in
     /// an .npz archive, read in place. Boxed, as in [`crate::input::Tensor`].
     pub stored_crc: Option<Box<npz::StoredCrc>>,
+}
+
+/// Where a tensor's data is when not in the input itself.
+#[derive(Clone)]
+pub enum OwnData {
+    /// A file of its own, written when the input was read (JSON's converted data).
+    File(Arc<File>),
+    /// A deflated .npz member, inflated into a file of its own when its data is first read:
+    /// a `--dry-run` reads its .npy header alone.
+    Inflated(Arc<npz::Inflation>),
 }
 
 /// An input file as a format's reader gets it: open, its length known, its first bytes read.
@@ -477,11 +488,15 @@ fn read_archive(
     select: Option<&str>,
 ) -> Result<Contents> {
     let Opened {
-        file, len, name, ..
+        file,
+        len,
+        name,
+        head,
     } = opened;
+    let claimed = claimed_by(format, &name.path, head);
     let malformed = |reason: String| Error::Malformed {
         input: name.clone(),
-        format: format.extension(),
+        format: claimed.extension(),
         reason,
     };
     let members = zip::directory(file, len).map_err(malformed)?;
@@ -498,6 +513,34 @@ fn read_archive(
     let mut contents = read(file, name, members, select)?;
     contents.format = Some(claimant);
     Ok(contents)
+}
+
+/// The format an archive claims to be, for messages about an archive whose directory cannot be
+/// read: its extension's, if that format reads archives (`model.pt`); else the format that
+/// claims its first member, which its first local header names (`torch.save` writes
+/// `ARCHIVE/data.pkl` first); else `format`.
+fn claimed_by(format: Format, path: &Path, head: &[u8]) -> Format {
+    if let Some(named) = Format::of_extension(path).filter(|f| f.0.archive.is_some()) {
+        return named;
+    }
+    let first = head.get(26..28).and_then(|len| {
+        let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+        head.get(30..30 + len)
+    });
+    let Some(first) = first.filter(|_| head.starts_with(b"PK\x03\x04")) else {
+        return format;
+    };
+    let member = [zip::Member {
+        name: String::from_utf8_lossy(first).into_owned(),
+        method: zip::STORED,
+        crc: 0,
+        compressed: 0,
+        size: 0,
+        data_start: 0,
+    }];
+    registered()
+        .find(|f| matches!(f.0.archive.as_ref().map(|a| &a.claims), Some(Claim::Members(claims)) if claims(&member)))
+        .unwrap_or(format)
 }
 
 /// The refusal of a write in a format tjoin reads but does not write.

@@ -17,7 +17,7 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
@@ -25,7 +25,7 @@ use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::Sink;
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{
-    Archive, Claim, Contents, Descriptor, Found, OutTensor, TensorInfo, Writer, Writing,
+    Archive, Claim, Contents, Descriptor, Found, OutTensor, OwnData, TensorInfo, Writer, Writing,
     no_such_tensor, npy,
 };
 use crate::messages::excerpt;
@@ -134,11 +134,17 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
             })
         }
         DEFLATED => {
-            let (info, temp) = inflate(file, member, input)?;
+            let info = inflated_header(file, member, input)?;
+            let archive = file.try_clone().map_err(|e| input.io_error("read", e))?;
             Ok(Found {
                 name: Some(name),
                 info,
-                file: Some(Arc::new(temp)),
+                file: Some(OwnData::Inflated(Arc::new(Inflation {
+                    archive,
+                    member: member.clone(),
+                    input: input.clone(),
+                    done: Mutex::new(None),
+                }))),
                 stored_crc: None,
             })
         }
@@ -150,6 +156,70 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 excerpt(&member.name)
             ),
         }),
+    }
+}
+
+/// A deflated member whose .npy header was read, inflated into an unlinked temporary file
+/// when its data is first read (a `--dry-run` never does): the member's bytes are written
+/// once, by the run that needs them.
+pub struct Inflation {
+    /// The archive (its own descriptor, read with positional reads).
+    archive: File,
+    member: Member,
+    input: InputRef,
+    /// The inflated file, once made.
+    done: Mutex<Option<Arc<File>>>,
+}
+
+impl Inflation {
+    /// The member's inflated bytes (.npy header and data), inflating them the first time.
+    pub fn file(&self) -> Result<Arc<File>> {
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(file) = done.as_ref() {
+            return Ok(Arc::clone(file));
+        }
+        let (_, temp) = inflate(&self.archive, &self.member, &self.input)?;
+        let temp = Arc::new(temp);
+        *done = Some(Arc::clone(&temp));
+        Ok(temp)
+    }
+}
+
+/// The deflating stream of `member`, read with positional reads (the archive's descriptor
+/// may be shared), at most one byte past its declared size.
+fn inflating<'a>(file: &'a File, member: &Member) -> impl Read + 'a {
+    let compressed = BufReader::with_capacity(
+        1 << 20,
+        At {
+            file,
+            at: member.data_start,
+            end: member.data_start.saturating_add(member.compressed),
+        },
+    );
+    // One byte more than declared, to notice a member that inflates to more.
+    flate2::read::DeflateDecoder::new(compressed).take(member.size.saturating_add(1))
+}
+
+/// What a deflated member's .npy header says, read from the start of its stream and checked
+/// against the member's declared size; nothing else is inflated.
+fn inflated_header(file: &File, member: &Member, input: &InputRef) -> Result<TensorInfo> {
+    npy::read_header_at(&mut inflating(file, member), 0, member.size, input)
+}
+
+/// Bytes `at..end` of a file, read with positional reads.
+struct At<'a> {
+    file: &'a File,
+    at: u64,
+    end: u64,
+}
+
+impl Read for At<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = usize::try_from(self.end.saturating_sub(self.at)).unwrap_or(usize::MAX);
+        let len = buf.len().min(left);
+        let n = crate::sys::read_at(self.file, &mut buf[..len], self.at)?;
+        self.at += n as u64;
+        Ok(n)
     }
 }
 
@@ -169,15 +239,8 @@ fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo
             excerpt(&member.name)
         ))
     };
-    let mut source = file;
-    source
-        .seek(SeekFrom::Start(member.data_start))
-        .map_err(io_failed)?;
-    let compressed = BufReader::with_capacity(1 << 20, source.take(member.compressed));
-    // One byte more than declared, to notice a member that inflates to more.
-    let decoder = flate2::read::DeflateDecoder::new(compressed).take(member.size + 1);
     let mut header = Recording {
-        inner: decoder,
+        inner: inflating(file, member),
         seen: Vec::new(),
     };
     let info = npy::read_header_at(&mut header, 0, member.size, input)?;

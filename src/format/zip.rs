@@ -13,6 +13,7 @@
 //! With the writer hand-written, the reader stays too: it shares the writer's record layouts,
 //! and the crate's reader alone would bring about ten more crates into the build.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
@@ -135,6 +136,9 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
         },
     );
     let mut members = Vec::new();
+    // Where each member's records lie in the file: its local header to the end of its data.
+    let mut spans: Vec<(u64, u64, usize)> = Vec::new();
+    let mut names: HashSet<String> = HashSet::new();
     let (mut name, mut extra) = (Vec::new(), Vec::new());
     for _ in 0..entries {
         let damaged = || "its central directory is damaged".to_string();
@@ -162,6 +166,7 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
         if skipped.ok() != Some(comment_len) {
             return Err(damaged());
         }
+        let raw_name = name.clone();
         let name = String::from_utf8_lossy(&name).into_owned();
         if let Some(zip64) = find_extra(&extra, ZIP64_EXTRA) {
             let mut fields = zip64.chunks_exact(8).map(|c| le64(c, 0).unwrap_or(0));
@@ -174,7 +179,7 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
         if flags & 1 != 0 {
             return Err(format!("its member {} is encrypted", excerpt(&name)));
         }
-        let data_start = local_data_start(&mut reader, local, file_len, &name)?;
+        let data_start = local_data_start(&mut reader, local, file_len, &raw_name, &name)?;
         if data_start
             .checked_add(compressed)
             .is_none_or(|e| e > file_len)
@@ -185,6 +190,15 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
                 excerpt(&name)
             ));
         }
+        if !names.insert(name.clone()) {
+            return Err(format!(
+                "it has two members named {}; readers disagree on which to read (torch reads \
+                 the first, numpy the last), so tjoin reads neither: the file was not written \
+                 by torch.save or numpy",
+                excerpt(&name)
+            ));
+        }
+        spans.push((local, data_start + compressed, members.len()));
         members.push(Member {
             name,
             method,
@@ -194,15 +208,39 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
             data_start: base + data_start,
         });
     }
+    refuse_overlaps(&mut spans, &members)?;
     Ok(members)
 }
 
-/// Where a member's data starts: after its local header, whose name and extra field lengths
-/// may differ from the central directory's.
+/// Refuses members whose records overlap (`spans`: each one's local header to the end of
+/// its data): central directory entries that share a local header or its data would make a
+/// small file inflate many times over, and every writer lays members one after another.
+fn refuse_overlaps(spans: &mut [(u64, u64, usize)], members: &[Member]) -> Result<(), String> {
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        let ((start, end, first), (next, _, second)) = (pair[0], pair[1]);
+        if next < end {
+            return Err(format!(
+                "its members {} and {} overlap in the file (bytes {start} to {end}, and from \
+                 {next}): one archive's members never share bytes, and a reader that reads \
+                 both reads one record twice; the file is damaged or made to mislead",
+                excerpt(&members[first].name),
+                excerpt(&members[second].name)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a member's data starts: after its local header, whose extra field's length may
+/// differ from the central directory's. Its name must be the central directory's `raw_name`
+/// (`name` as text), as numpy and Python's zipfile require: a reader that reads the local
+/// headers alone would read another member.
 fn local_data_start(
     reader: &mut Based,
     local: u64,
     file_len: u64,
+    raw_name: &[u8],
     name: &str,
 ) -> Result<u64, String> {
     if local.checked_add(30).is_none_or(|e| e > file_len) {
@@ -220,6 +258,23 @@ fn local_data_start(
     }
     let name_len = u64::from(le16(&header, 26).unwrap_or(0));
     let extra_len = u64::from(le16(&header, 28).unwrap_or(0));
+    let local_name = if name_len == raw_name.len() as u64 && local + 30 + name_len <= file_len {
+        read_at(reader, local + 30, raw_name.len())?
+    } else {
+        Vec::new()
+    };
+    if local_name != raw_name {
+        let shown = if local_name.is_empty() {
+            format!("a name of {name_len} bytes")
+        } else {
+            excerpt(&String::from_utf8_lossy(&local_name)).to_string()
+        };
+        return Err(format!(
+            "its member {} is named {shown} in its local header: the two names differ, so \
+             readers disagree on what the member is (numpy refuses the file)",
+            excerpt(name)
+        ));
+    }
     Ok(local + 30 + name_len + extra_len)
 }
 
@@ -519,6 +574,65 @@ mod tests {
             file.write_all(&bytes).unwrap();
             let _ = directory(&file, bytes.len() as u64);
         }
+    }
+
+    /// An archive of `members` (name, where its local header is, its data), laid out by the
+    /// caller: local headers at the offsets given, then the central directory.
+    fn archive(bytes: &mut Vec<u8>, written: &[Written]) -> File {
+        let start = bytes.len() as u64;
+        bytes.extend(central_directory(written, start));
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(bytes).unwrap();
+        file
+    }
+
+    fn stored(name: &str, data: &[u8], local: u64) -> Written {
+        Written {
+            name: name.to_string(),
+            method: STORED,
+            crc: crc32fast::hash(data),
+            compressed: data.len() as u64,
+            size: data.len() as u64,
+            local,
+        }
+    }
+
+    #[test]
+    fn members_that_share_bytes_or_names_or_disagree_on_names_are_refused() {
+        // b.npy's local header lies inside a.npy's data.
+        let inner = local_header("b.npy", STORED);
+        let mut data = inner.clone();
+        data.extend_from_slice(&[7; 16]);
+        let mut bytes = local_header("a.npy", STORED);
+        let b_at = bytes.len() as u64;
+        bytes.extend_from_slice(&data);
+        let written = [stored("a.npy", &data, 0), stored("b.npy", &[7; 16], b_at)];
+        let file = archive(&mut bytes, &written);
+        let why = directory(&file, bytes.len() as u64).unwrap_err();
+        assert!(why.contains("a.npy and b.npy overlap"), "{why}");
+        // Two central entries for one local header: the second's name differs from it.
+        let mut bytes = local_header("a.npy", STORED);
+        bytes.extend_from_slice(b"hello");
+        let written = [stored("a.npy", b"hello", 0), stored("c.npy", b"hello", 0)];
+        let file = archive(&mut bytes, &written);
+        let why = directory(&file, bytes.len() as u64).unwrap_err();
+        assert!(
+            why.contains("c.npy is named a.npy in its local header"),
+            "{why}"
+        );
+        // Two members of one name, one after the other.
+        let mut bytes = local_header("a.npy", STORED);
+        bytes.extend_from_slice(b"hello");
+        let second = bytes.len() as u64;
+        bytes.extend(local_header("a.npy", STORED));
+        bytes.extend_from_slice(b"world");
+        let written = [
+            stored("a.npy", b"hello", 0),
+            stored("a.npy", b"world", second),
+        ];
+        let file = archive(&mut bytes, &written);
+        let why = directory(&file, bytes.len() as u64).unwrap_err();
+        assert!(why.contains("two members named a.npy"), "{why}");
     }
 
     #[test]

@@ -142,6 +142,14 @@ impl Watched {
                 }),
                 open: Some(Arc::clone(file)),
             },
+            // A member's inflated copy is not the input: the input is watched by its path.
+            DataFile::Inflated(_) => Watched {
+                record: Arc::new(FileRecord {
+                    path: Arc::clone(path),
+                    stamp,
+                }),
+                open: None,
+            },
         }
     }
 }
@@ -178,6 +186,17 @@ pub enum DataFile {
     Open(Arc<File>),
     /// Closed after its header was read.
     Closed(Arc<FileRecord>),
+    /// A deflated .npz member, inflated the first time it is opened.
+    Inflated(Arc<crate::format::npz::Inflation>),
+}
+
+impl From<crate::format::OwnData> for DataFile {
+    fn from(data: crate::format::OwnData) -> DataFile {
+        match data {
+            crate::format::OwnData::File(file) => DataFile::Open(file),
+            crate::format::OwnData::Inflated(inflation) => DataFile::Inflated(inflation),
+        }
+    }
 }
 
 /// Where a file is, and what it was when its header was read.
@@ -197,6 +216,7 @@ impl DataFile {
     pub fn open(&self, name: &InputRef) -> Result<Arc<File>> {
         match self {
             DataFile::Open(file) => Ok(Arc::clone(file)),
+            DataFile::Inflated(inflation) => inflation.file(),
             DataFile::Closed(closed) => {
                 // Without waiting: a FIFO put in the file's place is told apart by its stamp.
                 let (file, metadata) = sys::open_without_waiting(&closed.path)
@@ -452,7 +472,7 @@ impl Input {
                 info: found.info,
                 // An inflated .npz member, or JSON text converted into the spill file, has a
                 // file of its own.
-                file: found.file.map_or_else(|| own.clone(), DataFile::Open),
+                file: found.file.map_or_else(|| own.clone(), DataFile::from),
                 stored_crc: found.stored_crc,
             })
             .collect();

@@ -370,7 +370,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
                             ..shard.clone()
                         },
                         info: found.info,
-                        file: found.file.map_or_else(|| data.clone(), DataFile::Open),
+                        file: found.file.map_or_else(|| data.clone(), DataFile::from),
                         stored_crc: found.stored_crc,
                     });
                 }

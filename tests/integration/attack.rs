@@ -28,8 +28,8 @@ struct Run {
 }
 
 /// Runs tjoin with `args` in `dir` under an address-space limit of 2 GiB (so that a reader
-/// that allocates without bound fails here rather than on the machine), reading its peak
-/// memory and CPU time from `wait4`.
+/// that allocates without bound fails here rather than on the machine) and a CPU limit of
+/// 60 s, reading its peak memory and CPU time from `wait4`.
 #[expect(
     clippy::zombie_processes,
     reason = "wait4 reaps the child, which std's wait cannot do with its resource use"
@@ -55,6 +55,14 @@ fn run(dir: &Path, args: &[&str]) -> Run {
                 rlim_max: 2 << 30,
             };
             if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // And 60 s of CPU, so that a reader working through 2^28 values stops.
+            let cpu = libc::rlimit {
+                rlim_cur: 60,
+                rlim_max: 60,
+            };
+            if libc::setrlimit(libc::RLIMIT_CPU, &cpu) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -146,4 +154,110 @@ fn the_pickle_machine_holds_under_a_gigabyte_at_its_limits() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert_mentions(&run.stderr, &["more than 536870912 bytes of values"]);
     assert!(run.peak_kib < 1 << 20, "peaked at {} KiB", run.peak_kib);
+}
+#[test]
+fn deflated_records_shared_by_many_names_are_refused_before_inflating() {
+    // 20 names for one deflated member of 48 MiB: 1 GB to inflate (--dry-run did), in 50 KB.
+    let file = fixture("shared_records.npz");
+    for extra in [&["--dry-run"][..], &["-o", "out.npz"]] {
+        let mut args = vec![file.as_str()];
+        args.extend_from_slice(extra);
+        let stderr = refused_small(&args, 1);
+        assert_mentions(&stderr, &["shared_records.npz", "a1.npy", "a0.npy"]);
+    }
+}
+
+/// Runs `tjoin ARGS` in an empty folder and checks that it is refused with exit 1 and
+/// nothing written. Returns stderr.
+#[track_caller]
+fn refused_damaged(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    crate::util::refused(dir.path(), args, 1)
+}
+
+#[test]
+fn a_legacy_storage_named_twice_with_two_sizes_is_refused() {
+    // Tensor `a` names storage 0 as 4 floats, `b` as 1 byte, and the file stores 1 byte:
+    // read by its own record, `a` took storage 1's count and data, with exit 0.
+    let stderr = refused_damaged(&[&fixture("legacy_key_twice.pt"), "-o", "out.safetensors"]);
+    assert_mentions(
+        &stderr,
+        &[
+            "legacy_key_twice.pt",
+            "storage 0 twice",
+            "4 elements of FloatStorage",
+            "1 element of ByteStorage",
+        ],
+    );
+}
+
+#[test]
+fn a_pt_archive_reads_its_first_records_folder_and_refuses_another() {
+    // real/ then decoy/: torch reads real/ and refuses the file; tjoin read decoy/, exit 0.
+    let stderr = refused_damaged(&[&fixture("two_folders.pt"), "-o", "out.safetensors"]);
+    assert_mentions(
+        &stderr,
+        &[
+            "two_folders.pt",
+            "decoy/data.pkl",
+            "outside its archive folder real/",
+        ],
+    );
+}
+
+#[test]
+fn a_damaged_end_record_names_the_format_the_file_claims() {
+    let stderr = refused_damaged(&[&fixture("damaged_end.pt"), "--dry-run"]);
+    assert_mentions(&stderr, &["not a valid .pt file", "end-of-directory"]);
+    // Without its extension, by its first record (`archive/data.pkl`).
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(fixture("damaged_end.pt"), dir.path().join("checkpoint")).unwrap();
+    let stderr = crate::util::refused(dir.path(), &["checkpoint", "--dry-run"], 1);
+    assert_mentions(&stderr, &["not a valid .pt file"]);
+}
+
+#[test]
+fn two_members_of_one_name_are_refused_in_every_zip() {
+    // torch reads the first of each name, numpy the last: tjoin read the last (a decoy).
+    for (file, member) in [
+        ("duplicate_pkl.pt", "archive/data.pkl"),
+        ("duplicate_storage.pt", "archive/data/0"),
+        ("duplicate.npz", "x.npy"),
+    ] {
+        let out = if file.ends_with(".npz") {
+            "out.npz"
+        } else {
+            "out.safetensors"
+        };
+        let stderr = refused_damaged(&[&fixture(file), "-o", out]);
+        assert_mentions(&stderr, &[file, "two members named", member]);
+    }
+}
+
+#[test]
+fn a_dry_run_reads_a_deflated_members_header_alone() {
+    // 48 MiB of zeros deflated into about 50 KB: a dry run under a 1 MiB file-size limit
+    // inflates nothing (it inflated the member into a temporary file); a run inflates it.
+    let dir = tempfile::tempdir().unwrap();
+    let header = crate::util::npy_header("|u1", &[48 << 20], false);
+    let file = fs::File::create(dir.path().join("zeros.npy")).unwrap();
+    std::io::Write::write_all(&mut &file, &header).unwrap();
+    file.set_len(header.len() as u64 + (48 << 20)).unwrap();
+    crate::util::succeeds(
+        dir.path(),
+        &["zeros.npy", "-o", "zeros.npz", "--compress", "-q"],
+    );
+    fs::remove_file(dir.path().join("zeros.npy")).unwrap();
+    let output = crate::reliability::tjoin_limited(
+        dir.path(),
+        "ulimit -f 2048",
+        &["zeros.npz", "--dry-run"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    crate::util::succeeds(dir.path(), &["zeros.npz", "-o", "zeros.npy"]);
+    assert_eq!(
+        fs::metadata(dir.path().join("zeros.npy")).unwrap().len(),
+        header.len() as u64 + (48 << 20)
+    );
 }

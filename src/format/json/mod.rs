@@ -115,7 +115,7 @@ pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Resul
         tensors: vec![Found {
             name: None,
             info,
-            file: Some(spill.file(input)?),
+            file: Some(crate::format::OwnData::File(spill.file(input)?)),
             stored_crc: None,
         }],
         metadata: None,
@@ -571,7 +571,9 @@ mod tests {
         let found = &contents.tensors[0];
         let info = &found.info;
         let mut data = vec![0u8; info.data_len as usize];
-        let file = found.file.as_ref().expect("a spilled tensor");
+        let Some(crate::format::OwnData::File(file)) = found.file.as_ref() else {
+            panic!("not a spilled tensor");
+        };
         crate::sys::read_exact_at(file, &mut data, info.data_offset).expect("read back");
         let elements = match &info.dtype {
             DType::Bool => data

@@ -113,17 +113,20 @@ pub fn is_tar(head: &[u8]) -> bool {
 }
 
 /// The ZIP form's archive folder (`ARCHIVE` of `ARCHIVE/data.pkl`), if `members` are those
-/// of a `torch.save` file: one member named `data.pkl` one folder down, and no `.npy`
-/// member (an .npz holds only those).
+/// of a `torch.save` file: the folder of the first record, as torch takes it
+/// (`caffe2/serialize/inline_container.cc`), holding a member `data.pkl`, and no `.npy`
+/// member (an .npz holds only those). [`read_zip`] refuses records outside that folder, as
+/// torch does.
 pub fn archive_of(members: &[Member]) -> Option<String> {
     if members.iter().any(|m| m.name.ends_with(".npy")) {
         return None;
     }
-    members.iter().find_map(|m| {
-        let prefix = m.name.strip_suffix("data.pkl")?;
-        let folder = prefix.strip_suffix('/')?;
-        (!folder.contains('/')).then(|| folder.to_string())
-    })
+    let (folder, _) = members.first()?.name.split_once('/')?;
+    let pkl = format!("{folder}/data.pkl");
+    members
+        .iter()
+        .any(|m| m.name == pkl)
+        .then(|| folder.to_string())
 }
 
 /// Reads the ZIP form, its `members` already listed; with `select`, only that tensor.
@@ -134,6 +137,20 @@ pub fn read_zip(
     archive: &str,
     select: Option<&str>,
 ) -> Result<Contents> {
+    let inside = format!("{archive}/");
+    if let Some(outside) = members.iter().find(|m| !m.name.starts_with(&inside)) {
+        return Err(malformed(
+            input,
+            format!(
+                "its record {} lies outside its archive folder {} (the folder of its first \
+                 record, which torch reads): torch refuses such a file (\"file in archive is \
+                 not in a subdirectory\"), and a reader that took another folder would read \
+                 another model",
+                excerpt(&outside.name),
+                excerpt(&inside)
+            ),
+        ));
+    }
     let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
     let pickled = run_data_pkl(file, input, &by_name, archive)?;
     let order = byte_order(file, input, &by_name, archive)?;
@@ -340,12 +357,35 @@ pub fn read_legacy(
             "its list of storage keys after the data pickle is not a list".to_string(),
         ));
     };
-    // Each storage's element size, from the persistent IDs that name it.
-    let mut units: HashMap<&str, (u64, u64)> = HashMap::new();
+    // Each storage's element size and count, from the persistent IDs that name it: every
+    // one that names a key must agree, since the file stores the key's storage once and each
+    // tensor is checked against the record it names (torch refuses such a file: "storage
+    // has wrong byte size").
+    let mut units: HashMap<&str, (u64, u64, &str)> = HashMap::new();
     for node in &data.nodes {
         if let Node::Storage(storage) = node {
             let unit = storage.dtype.map_or(1, |d| d.itemsize());
-            units.insert(&storage.key, (unit, storage.numel));
+            let class = storage.dtype.map_or("UntypedStorage", |d| d.storage_name());
+            match units.get(&*storage.key) {
+                Some(&(u, n, c)) if (u, n, c) != (unit, storage.numel, class) => {
+                    return Err(malformed(
+                        input,
+                        format!(
+                            "its pickle names the storage {} twice, as {} of {c} and as {} \
+                             of {class}: the file stores it once, so one of the tensors that \
+                             name it would be read from bytes that are not its own (torch \
+                             refuses the file too)",
+                            excerpt(&storage.key),
+                            elements(n),
+                            elements(storage.numel)
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    units.insert(&storage.key, (unit, storage.numel, class));
+                }
+            }
         }
     }
     let mut at = storages_at;
@@ -360,7 +400,7 @@ pub fn read_legacy(
                 ));
             }
         };
-        let Some(&(unit, numel)) = units.get(key.as_str()) else {
+        let Some(&(unit, numel, _)) = units.get(key.as_str()) else {
             return Err(malformed(
                 input,
                 format!(
@@ -430,6 +470,11 @@ pub fn read_legacy(
     let holdings = holdings(&data, input)?;
     // The legacy form writes every storage little-endian, whatever the machine.
     tensors(holdings, input, select, ByteOrder::Little, locate, file)
+}
+
+/// `1 element`, `4 elements`.
+fn elements(n: u64) -> String {
+    format!("{n} element{}", if n == 1 { "" } else { "s" })
 }
 
 fn keys_node(keys: &Pickled, id: value::Id) -> Option<String> {
@@ -710,7 +755,7 @@ fn describe(
             data_offset,
             data_len,
         },
-        file,
+        file: file.map(crate::format::OwnData::File),
         stored_crc,
     })
 }

@@ -11,7 +11,7 @@
 
 pub mod distcp;
 pub mod hf;
-mod metadata;
+pub(crate) mod metadata;
 
 pub use hf::{SHARDING_INFO, gather, open_folder};
 
