@@ -17,7 +17,7 @@ seed json_reader -name '*.json'
 seed gguf_header -name '*.gguf'
 seed pytorch_file \( -path '*pytorch*' -o -path '*transformers*' \) \( -name '*.pt' -o -name '*.bin' \) -size -64k
 mkdir -p corpus/pickle_vm
-for f in ../fixtures/pytorch/*.pt ../fixtures/transformers/llama/*.bin; do
+for f in ../fixtures/pytorch/*.pt ../fixtures/transformers/llama/*.bin ../fixtures/attack/shared_tree.pt; do
   (cd corpus/pickle_vm && python3 -c 'import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
 name = next((n for n in z.namelist() if n.endswith("/data.pkl")), None)
@@ -65,3 +65,10 @@ for f in ../fixtures/dcp_default/*/.metadata; do
   cp "$f" "corpus/dcp_metadata/$(basename "$(dirname "$f")").metadata"
 done
 echo "corpus/dcp_metadata: $(ls corpus/dcp_metadata | wc -l) seeds"
+# The same .metadata files, and the hostile one of fixtures/attack/, straight into the reader.
+mkdir -p corpus/dcp_metadata_pickle
+cp corpus/dcp_metadata/* corpus/dcp_metadata_pickle/
+cp ../fixtures/attack/dcp_fanout/.metadata corpus/dcp_metadata_pickle/attack_fanout.metadata
+echo "corpus/dcp_metadata_pickle: $(ls corpus/dcp_metadata_pickle | wc -l) seeds"
+# The hostile archives of fixtures/attack/ beside the .npz fixtures.
+cp ../fixtures/attack/*.npz ../fixtures/attack/*.pt corpus/npz_directory/

@@ -28,6 +28,19 @@ pub mod sys;
 
 pub use error::{Error, ExitCode, Result};
 
+/// Readers below the input stage that the fuzz targets (`fuzz/`) call on bytes directly; not
+/// an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Reads a DCP `.metadata` file's bytes as `input::dcp` does (the restricted pickle
+    /// machine, then its `Metadata`): how many entries it lists, or why it cannot be read.
+    pub fn dcp_metadata(bytes: &[u8]) -> std::result::Result<usize, String> {
+        use crate::format::pickle::vm;
+        let pickled = vm::run(bytes, vm::LIMITS).map_err(|fault| fault.describe())?;
+        crate::input::dcp::metadata::read(&pickled).map(|metadata| metadata.entries.len())
+    }
+}
+
 use std::path::Path;
 
 use cli::Cli;
