@@ -261,3 +261,18 @@ fn a_dry_run_reads_a_deflated_members_header_alone() {
         header.len() as u64 + (48 << 20)
     );
 }
+
+#[test]
+fn a_dcp_name_shared_by_every_entry_is_copied_within_a_bound() {
+    // One name of 512 KiB for the fqn and the file of 4,000 storage entries: 8 GB of copies.
+    // The reading copies names up to its limit of 256 MiB (what 100,000 tensors on many ranks
+    // need), then refuses.
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(dir.path(), &[&fixture("dcp_shared_name"), "--dry-run"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_mentions(
+        &run.stderr,
+        &["dcp_shared_name", "names take more than 268435456 bytes"],
+    );
+    assert!(run.peak_kib < 400 << 10, "peaked at {} KiB", run.peak_kib);
+}

@@ -13,6 +13,7 @@
 //! keys that merely start with `model.` (a plain `model.state_dict()`). Megatron-Core adds
 //! `mcore_data`, not needed.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use crate::format::pickle::classes::DataClass;
@@ -81,6 +82,12 @@ pub struct StorageInfo {
 /// The most chunks one tensor may list: a block per rank, for a million ranks.
 pub const MAX_CHUNKS_PER_TENSOR: usize = 1 << 20;
 
+/// The most bytes of names (keys, file names) the reading copies out of the pickle: one
+/// string shared by every entry (a key of a megabyte, named by 100,000 entries) is copied
+/// for each, and this bounds what that costs. 100,000 tensors on 1,000 ranks, with names of
+/// 100 bytes, copy about 30 MiB.
+pub const TEXT_BYTES: u64 = 256 << 20;
+
 /// Reads the `Metadata` object at the root of `pickled`; the reason it cannot otherwise.
 ///
 /// The chunks its tensors list, in all, may not outnumber the entries of `storage_data`:
@@ -99,6 +106,8 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
                 .to_string(),
         );
     };
+    let budget = Cell::new(TEXT_BYTES);
+    let text = |node: &Node, what: &str| copied(node, what, &budget);
     let mut chunks = 0usize;
     let mut read_entries = Vec::with_capacity(entries.len());
     for &(key, value) in entries.iter() {
@@ -139,6 +148,8 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
         };
         let info = object(nodes.node(value), DataClass::StorageInfo, &what)?;
         let relative_path = text(field(nodes, info, "relative_path", &what)?, &what)?;
+        // The fqn again, in the info and in the key.
+        spend(&budget, 2 * fqn.len())?;
         let offset = number(field(nodes, info, "offset", &what)?, &what)?;
         let length = number(field(nodes, info, "length", &what)?, &what)?;
         let transforms = match info.field(nodes, "transform_descriptors") {
@@ -303,6 +314,26 @@ fn field<'a>(
     object
         .field(nodes, name)
         .ok_or_else(|| format!("{what} has no {name}"))
+}
+
+/// A string node's text, copied, its bytes spent from `budget`.
+fn copied(node: &Node, what: &str, budget: &Cell<u64>) -> Result<String, String> {
+    if let Node::Str(s) = node {
+        spend(budget, s.len())?;
+    }
+    text(node, what)
+}
+
+/// Spends `bytes` of the budget of copied names, refusing past [`TEXT_BYTES`].
+fn spend(budget: &Cell<u64>, bytes: usize) -> Result<(), String> {
+    let left = budget.get().checked_sub(bytes as u64).ok_or_else(|| {
+        format!(
+            "its names take more than {TEXT_BYTES} bytes once read, tjoin's limit: one name \
+             is shared by more entries than any checkpoint has"
+        )
+    })?;
+    budget.set(left);
+    Ok(())
 }
 
 fn text(node: &Node, what: &str) -> Result<String, String> {
