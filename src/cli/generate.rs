@@ -431,13 +431,15 @@ fn limits_section(roff: &mut Roff) {
     roff.text([roman(format!(
         "A PyTorch distributed checkpoint's .metadata may list at most {} chunks for one \
          tensor, and no more chunks in all than its storage_data has entries (each chunk's \
-         bytes have one); the problems its check finds are kept up to the 20 shown. A ZIP \
+         bytes have one), and the names it copies out of the pickle (keys, file names) may \
+         take {} bytes; the problems its check finds are kept up to the 20 shown. A ZIP \
          archive (.npz, .pt) is refused if two of its members share a name, if their records \
          overlap, or if a local header names its member otherwise than the central directory: \
          no byte of the file is read as two members. A deflated .npz member inflates to at \
          most the size its header declares, into a temporary file, when its data is first \
          read: --dry-run reads its .npy header alone.",
         bytes(crate::input::dcp::metadata::MAX_CHUNKS_PER_TENSOR as u64),
+        bytes(crate::input::dcp::metadata::TEXT_BYTES),
     ))]);
     roff.control("PP", []);
     roff.text([roman(
