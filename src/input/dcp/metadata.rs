@@ -99,7 +99,6 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
     let Some(Node::Dict(entries)) = root.field(nodes, "state_dict_metadata") else {
         return Err("its Metadata has no state_dict_metadata dict".to_string());
     };
-    let mut paths = planner_paths(nodes, root)?;
     let Some(Node::Dict(storage)) = root.field(nodes, "storage_data") else {
         return Err(
             "its Metadata has no storage_data dict (tjoin reads the FileSystemWriter's)"
@@ -107,6 +106,7 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
         );
     };
     let budget = Cell::new(TEXT_BYTES);
+    let mut paths = planner_paths(nodes, root, &budget)?;
     let text = |node: &Node, what: &str| copied(node, what, &budget);
     let mut chunks = 0usize;
     let mut read_entries = Vec::with_capacity(entries.len());
@@ -187,6 +187,7 @@ pub fn read(pickled: &Pickled) -> Result<Metadata, String> {
 fn planner_paths(
     nodes: &[Node],
     root: &Object,
+    budget: &Cell<u64>,
 ) -> Result<Option<HashMap<String, Vec<String>>>, String> {
     let entries = match root.field(nodes, "planner_data") {
         None | Some(Node::None) => return Ok(None),
@@ -200,7 +201,7 @@ fn planner_paths(
     };
     let mut paths = HashMap::with_capacity(entries.len());
     for &(key, value) in entries.iter() {
-        let fqn = text(nodes.node(key), "a key of planner_data")?;
+        let fqn = copied(nodes.node(key), "a key of planner_data", budget)?;
         let what = format!("the planner_data of `{}`", excerpt(&fqn));
         let (Node::Tuple(items) | Node::List(items)) = nodes.node(value) else {
             return Err(format!("{what} is not a tuple of keys"));
@@ -208,7 +209,7 @@ fn planner_paths(
         let path = items
             .iter()
             .map(|&i| match nodes.node(i) {
-                Node::Str(s) => Ok(s.to_string()),
+                Node::Str(s) => spend(budget, s.len()).map(|()| s.to_string()),
                 Node::Int(n) => Ok(n.to_string()),
                 other => Err(format!("{what} holds {}, not a key", kind_of(other))),
             })
