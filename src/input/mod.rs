@@ -14,6 +14,9 @@ pub mod gguf;
 pub mod reference;
 pub mod sharded;
 mod stream;
+mod watched;
+
+pub(crate) use watched::Watched;
 
 use std::fs::File;
 use std::io;
@@ -114,43 +117,6 @@ impl Extras {
             && self.replicas.is_empty()
             && self.consolidated.is_none();
         (!empty).then(|| Box::new(self))
-    }
-}
-
-/// A file an input was read from, and what it was then, checked unchanged before the
-/// output is committed. 16 bytes: a join may have 100,000 inputs.
-pub(crate) struct Watched {
-    /// Where it is (the input's own path, or one of its shards') and what it was when opened;
-    /// shared with the tensors' [`DataFile`] when the file is closed.
-    record: Arc<FileRecord>,
-    /// The file, while it is kept open.
-    open: Option<Arc<File>>,
-}
-
-impl Watched {
-    /// `file`, found at `path` as `stamp` describes it.
-    pub(crate) fn new(path: &Arc<Path>, file: &DataFile, stamp: Stamp) -> Watched {
-        match file {
-            DataFile::Closed(record) => Watched {
-                record: Arc::clone(record),
-                open: None,
-            },
-            DataFile::Open(file) => Watched {
-                record: Arc::new(FileRecord {
-                    path: Arc::clone(path),
-                    stamp,
-                }),
-                open: Some(Arc::clone(file)),
-            },
-            // A member's inflated copy is not the input: the input is watched by its path.
-            DataFile::Inflated(_) => Watched {
-                record: Arc::new(FileRecord {
-                    path: Arc::clone(path),
-                    stamp,
-                }),
-                open: None,
-            },
-        }
     }
 }
 
