@@ -81,6 +81,7 @@ fuzz_target!(|data: &[u8]| {
         parts: Default::default(),
         origin: Origin::KeepFlag,
         required: false,
+        optional: false,
     };
     let rules = JoinRules {
         tensor_rules: if options & 2 == 0 { vec![] } else { vec![keep] },
