@@ -47,7 +47,32 @@ pub fn run(config: &GgufConfig) -> Result<()> {
     if let Some(form) = form {
         return report(&set, &planned, form);
     }
+    check_outputs_not_inputs(&set, &planned)?;
     write(config, &set, &planned)
+}
+
+/// Refuses a merge or split of a set of several files that would write over one of them, as a
+/// join of several inputs is refused (`flow::join`): the set would be lost half replaced, and
+/// a glob that names the output among the set's files would, run again, read it as data.
+fn check_outputs_not_inputs(set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> Result<()> {
+    if set.files.len() < 2 {
+        return Ok(());
+    }
+    for (output, _) in planned {
+        if let Some(at) = super::input_written_over(output, set.files.iter().map(|f| &*f.path)) {
+            return Err(Error::refused(
+                format!(
+                    "the output {} is file {} of the set ({}): writing it would replace a file \
+                     the set is read from",
+                    crate::messages::path(output),
+                    at + 1,
+                    crate::messages::path(&set.files[at].path),
+                ),
+                "name an output that is not one of the set's files",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// llama.cpp keeps every file of a set open and mapped; past 1024, the usual limit of open

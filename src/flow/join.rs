@@ -144,15 +144,14 @@ fn check_output_not_an_input(inputs: &[Input], output: &Path) -> Result<()> {
     if inputs.len() < 2 {
         return Ok(());
     }
-    let Some(target) = sys::path_id(output) else {
-        return Ok(());
-    };
-    let same = inputs
+    let files = inputs
         .iter()
-        .find(|input| !input.name.is_stdin() && sys::path_id(&input.name.path) == Some(target));
-    let Some(input) = same else {
+        .filter(|input| !input.name.is_stdin())
+        .collect::<Vec<_>>();
+    let Some(at) = super::input_written_over(output, files.iter().map(|i| &*i.name.path)) else {
         return Ok(());
     };
+    let input = files[at];
     let first = input.name.position == 1;
     Err(Error::refused(
         format!(

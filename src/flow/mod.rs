@@ -7,3 +7,18 @@ pub mod gguf;
 pub mod join;
 pub mod rules;
 pub mod split;
+
+use std::path::Path;
+
+/// Which of `inputs` (0-based) is the file `output` names, by device and inode whatever the
+/// names (`./x`, a symbolic link, a hard link): a run of several inputs that wrote over one
+/// of them would, run again, read its old output as data.
+fn input_written_over<'p>(
+    output: &Path,
+    inputs: impl IntoIterator<Item = &'p Path>,
+) -> Option<usize> {
+    let target = crate::sys::path_id(output)?;
+    inputs
+        .into_iter()
+        .position(|input| crate::sys::path_id(input) == Some(target))
+}

@@ -402,3 +402,22 @@ fn a_split_of_a_file_aligned_otherwise_says_its_alignment_in_every_file() {
         assert_eq!(header.alignment, 64, "{}", file.display());
     }
 }
+
+/// A merge whose output is a file of the set it reads is refused, as a join of several inputs
+/// whose output is one of them is, and the set stays as it was (it was replaced, exit 0).
+#[test]
+fn a_merge_onto_a_file_of_its_own_set_is_refused_leaving_the_set() {
+    let dir = copies(&BY_COUNT);
+    let before: Vec<Vec<u8>> = BY_COUNT
+        .iter()
+        .map(|f| fs::read(dir.path().join(Path::new(f).file_name().unwrap())).unwrap())
+        .collect();
+    for output in ["model-00002-of-00003.gguf", "./model-00001-of-00003.gguf"] {
+        let stderr = refused(dir.path(), &["model-00001-of-00003.gguf", "-o", output], 2);
+        assert_mentions(&stderr, &[output, "of the set", "name an output"]);
+    }
+    for (file, bytes) in BY_COUNT.iter().zip(&before) {
+        let path = dir.path().join(Path::new(file).file_name().unwrap());
+        assert!(fs::read(path).unwrap() == *bytes, "{file} changed");
+    }
+}
