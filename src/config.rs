@@ -83,6 +83,8 @@ pub struct GgufConfig {
     pub no_clobber: bool,
     /// Write, or only report the plan.
     pub action: Action,
+    /// `--print-plan`: once written, print the plan carried out, as a dry run prints it.
+    pub print_plan: Option<PlanForm>,
     /// When to show a progress bar (`Never` when asked to be quiet).
     pub progress: When,
     /// Print nothing on stderr but errors.

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::JoinArgs;
 use super::split::SplitArgs;
+use super::{Backend, JoinArgs};
 use crate::config::{Action, GgufConfig, GgufJob, When};
 use crate::error::{Error, Result};
 use crate::format::gguf::is_gguf_name;
@@ -27,20 +27,77 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
     if !(to_gguf || dry_run_of_gguf) {
         return Ok(None);
     }
+    // Every flag named, none by `..`: a flag added to the join must be placed here (used, or
+    // refused), never ignored by a merge that then writes something other than asked.
+    let JoinArgs {
+        inputs: _,
+        files_from: _,
+        null: _,
+        input_format: _,
+        axis,
+        stack,
+        cast,
+        output: _,
+        format: _,
+        name,
+        no_clobber: _,
+        append,
+        recover: _,
+        metadata,
+        compress,
+        json_form: _,
+        spec,
+        expect_shape,
+        like,
+        config,
+        strict,
+        allow_unmatched,
+        any_order,
+        uneven,
+        dry_run: _,
+        print_plan,
+        rules,
+        axis_for,
+        keep,
+        exclude,
+        only,
+        join_identical,
+        max_shard_size,
+        prefix,
+        names_from,
+        engine,
+        progress: _,
+        quiet: _,
+    } = cli;
     let misplaced = [
-        (cli.axis.is_some(), "-a/--axis"),
-        (cli.stack, "--stack"),
-        (cli.cast.is_some(), "--cast"),
-        (cli.name.is_some(), "--name"),
-        (!cli.metadata.is_empty(), "--metadata"),
-        (cli.compress, "--compress"),
-        (!cli.like.is_empty(), "--like"),
-        (!cli.rules.is_empty(), "--rules"),
-        (!cli.axis_for.is_empty(), "--axis-for"),
-        (!cli.keep.is_empty(), "--keep"),
-        (cli.expect_shape.is_some(), "--expect-shape"),
-        (cli.max_shard_size.is_some(), "--max-shard-size"),
-        (cli.append, "--append"),
+        (axis.is_some(), "-a/--axis"),
+        (*stack, "--stack"),
+        (cast.is_some(), "--cast"),
+        (name.is_some(), "--name"),
+        (!metadata.is_empty(), "--metadata"),
+        (*compress, "--compress"),
+        (spec.is_some(), "--spec"),
+        (!like.is_empty(), "--like"),
+        (config.is_some(), "--config"),
+        (*strict, "--strict"),
+        (*allow_unmatched, "--allow-unmatched"),
+        (*any_order, "--any-order"),
+        (*uneven, "--uneven"),
+        (!rules.is_empty(), "--rules"),
+        (!axis_for.is_empty(), "--axis-for"),
+        (!keep.is_empty(), "--keep"),
+        (!exclude.is_empty(), "--exclude"),
+        (!only.is_empty(), "--only"),
+        (*join_identical, "--join-identical"),
+        (expect_shape.is_some(), "--expect-shape"),
+        (max_shard_size.is_some(), "--max-shard-size"),
+        (prefix.is_some(), "--prefix"),
+        (names_from.is_some(), "--names-from"),
+        (
+            engine.backend != Backend::Cpu || engine.dml_adapter.is_some(),
+            "--backend",
+        ),
+        (*append, "--append"),
     ];
     if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
         return Err(Error::refused(
@@ -52,6 +109,12 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
                 "drop {flag}; to split a GGUF file, use tjoin split --max-tensors N or \
                  --max-shard-size SIZE"
             ),
+        ));
+    }
+    if print_plan.is_some() && cli.output.as_deref() == Some(Path::new("-")) {
+        return Err(Error::refused(
+            "--print-plan prints on standard output, which -o - fills with the GGUF file",
+            "write the file to a path, or drop --print-plan",
         ));
     }
     if cli.files_from.is_some() {
@@ -75,6 +138,7 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
         job: GgufJob::Merge(cli.output.clone()),
         no_clobber: cli.no_clobber,
         action: cli.dry_run.map_or(Action::Write, Action::DryRun),
+        print_plan: *print_plan,
         progress: if cli.quiet { When::Never } else { cli.progress },
         quiet: cli.quiet,
     }))
@@ -106,17 +170,55 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
             ));
         }
     };
+    // Every flag named, none by `..`, as in `merge`.
+    let SplitArgs {
+        input: _,
+        axis,
+        parts,
+        exact,
+        sizes,
+        ranks,
+        output: _,
+        max_shard_size: _,
+        max_tensors: _,
+        format,
+        input_format: _,
+        no_clobber: _,
+        compress,
+        json_form: _,
+        metadata,
+        rules,
+        axis_for,
+        keep,
+        heads,
+        spec,
+        allow_unmatched,
+        dry_run: _,
+        print_plan,
+        engine,
+        progress: _,
+        quiet: _,
+        help: _,
+    } = args;
     let misplaced = [
-        (args.axis.is_some(), "-a/--axis"),
-        (args.parts.is_some(), "--parts"),
-        (args.sizes.is_some(), "--sizes"),
-        (args.ranks.is_some(), "--ranks"),
-        (!args.rules.is_empty(), "--rules"),
-        (!args.axis_for.is_empty(), "--axis-for"),
-        (!args.keep.is_empty(), "--keep"),
-        (!args.metadata.is_empty(), "--metadata"),
-        (args.compress, "--compress"),
-        (args.format.is_some(), "--format"),
+        (axis.is_some(), "-a/--axis"),
+        (parts.is_some(), "--parts"),
+        (*exact, "--exact"),
+        (sizes.is_some(), "--sizes"),
+        (ranks.is_some(), "--ranks"),
+        (!rules.is_empty(), "--rules"),
+        (!axis_for.is_empty(), "--axis-for"),
+        (!keep.is_empty(), "--keep"),
+        (heads.is_some(), "--heads"),
+        (spec.is_some(), "--spec"),
+        (*allow_unmatched, "--allow-unmatched"),
+        (!metadata.is_empty(), "--metadata"),
+        (*compress, "--compress"),
+        (format.is_some(), "--format"),
+        (
+            engine.backend != Backend::Cpu || engine.dml_adapter.is_some(),
+            "--backend",
+        ),
     ];
     if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
         return Err(Error::refused(
@@ -140,6 +242,7 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
         job: GgufJob::Split { folder, stem, by },
         no_clobber: args.no_clobber,
         action: args.dry_run.map_or(Action::Write, Action::DryRun),
+        print_plan: *print_plan,
         progress: if args.quiet {
             When::Never
         } else {

@@ -48,7 +48,11 @@ pub fn run(config: &GgufConfig) -> Result<()> {
         return report(&set, &planned, form);
     }
     check_outputs_not_inputs(&set, &planned)?;
-    write(config, &set, &planned)
+    write(config, &set, &planned)?;
+    match config.print_plan {
+        Some(form) => report(&set, &planned, form),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a merge or split of a set of several files that would write over one of them, as a

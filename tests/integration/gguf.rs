@@ -421,3 +421,54 @@ fn a_merge_onto_a_file_of_its_own_set_is_refused_leaving_the_set() {
         assert!(fs::read(path).unwrap() == *bytes, "{file} changed");
     }
 }
+
+/// Every join and split flag a GGUF run has no use for is refused, the ones added after the
+/// GGUF flow among them (a filter ignored wrote every tensor, exit 0); `--print-plan`
+/// prints, once written, the plan a dry run prints.
+#[test]
+fn flags_a_gguf_run_would_ignore_are_refused_and_print_plan_prints_what_was_written() {
+    let dir = copies(&["model.gguf"]);
+    for (flags, name) in [
+        (&["--exclude", "token*"][..], "--exclude"),
+        (&["--only", "token*"], "--only"),
+        (&["--spec", "onnx-13"], "--spec"),
+        (&["--config", "config.json"], "--config"),
+        (&["--uneven"], "--uneven"),
+        (&["--join-identical"], "--join-identical"),
+    ] {
+        let mut args = flags.to_vec();
+        args.extend(["model.gguf", "-o", "m2.gguf"]);
+        let stderr = refused(dir.path(), &args, 2);
+        assert_mentions(
+            &stderr,
+            &[&format!("{name} does not apply to a GGUF merge")],
+        );
+    }
+    let stderr = refused(
+        dir.path(),
+        &[
+            "split",
+            "--max-tensors",
+            "2",
+            "--spec",
+            "onnx-13",
+            "model.gguf",
+            "-o",
+            "x/",
+        ],
+        2,
+    );
+    assert_mentions(&stderr, &["--spec does not apply to a GGUF split"]);
+    let dry = succeeds(
+        dir.path(),
+        &["--dry-run=json", "model.gguf", "-o", "m2.gguf"],
+    );
+    assert!(!dir.path().join("m2.gguf").exists());
+    let printed = succeeds(
+        dir.path(),
+        &["--print-plan=json", "model.gguf", "-o", "m2.gguf"],
+    );
+    assert_eq!(printed, dry);
+    assert_same_file(&dir.path().join("m2.gguf"), &fixtures().join("model.gguf"));
+    refused(dir.path(), &["--print-plan", "model.gguf", "-o", "-"], 2);
+}
