@@ -54,6 +54,9 @@ fn run_within(dir: &Path, args: &[&str], bytes: u64) -> Run {
     command
         .current_dir(dir)
         .args(args)
+        // One malloc arena: a second thread's own reserves 64 MiB of address space, or not,
+        // by a race (see `reliability::tjoin_limited`).
+        .env("MALLOC_ARENA_MAX", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(fs::File::create(&stderr_path).unwrap());

@@ -15,9 +15,16 @@ use crate::util::{
 };
 
 /// Runs tjoin under `sh` with `limits` (e.g. `ulimit -v 262144`) applied first.
+///
+/// glibc gives each thread's first allocation an arena of its own, reserving 64 MiB of
+/// address space (`PROT_NONE`, never memory) when the limit leaves room for it. Whether the
+/// thread that opens inputs ahead gets there before the main thread maps an input is a race,
+/// which under an address-space limit decides whether the map fails (a CI run lost it). One
+/// arena takes the race out: these runs measure what tjoin holds, not glibc's reservations.
 pub fn tjoin_limited(dir: &Path, limits: &str, args: &[&str]) -> std::process::Output {
     Command::new("sh")
         .current_dir(dir)
+        .env("MALLOC_ARENA_MAX", "1")
         .arg("-c")
         .arg(format!("{limits}; exec \"$0\" \"$@\""))
         .arg(bin())
