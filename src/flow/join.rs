@@ -327,11 +327,8 @@ pub(crate) fn plan<'a>(
         Err(other) => return Err(other),
     };
     // A sharded output is split in the job order first, each shard then in the writer order.
-    let job = if kind.in_writer_order() {
-        in_writer_order(job, writer)
-    } else {
-        job
-    };
+    let in_job_order = described(&job);
+    let job = kind.job_order(job, &in_job_order, writer);
     writer.check(&described(&job)).map_err(|mut refusal| {
         let target = crate::messages::path(output.unwrap_or(Path::new("the output")));
         refusal.headline = format!("cannot write {target}: {}", refusal.headline);
@@ -476,14 +473,4 @@ fn write(
         input.check_unchanged()?;
     }
     Ok(Finished { output, progress })
-}
-
-/// The job's tensors in the order the output format lists them.
-fn in_writer_order<'a>(job: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<TensorJob<'a>> {
-    let order = writer.order(&described(&job));
-    let mut slots: Vec<Option<TensorJob>> = job.into_iter().map(Some).collect();
-    order
-        .into_iter()
-        .filter_map(|index| slots.get_mut(index).and_then(Option::take))
-        .collect()
 }

@@ -12,9 +12,10 @@ use crate::config::{Action, Cut, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
-use crate::output::OutputSet;
+use crate::output::kind::{OutputKind, Planned, Tensors};
 use crate::output::progress::{self, Counted};
-use crate::output::shards::{ShardPlan, ShardedOutput};
+use crate::output::several::Several;
+use crate::output::shards::ShardedOutput;
 use crate::plan::complete;
 use crate::plan::heads::Heads;
 use crate::plan::job::TensorJob;
@@ -23,20 +24,16 @@ use crate::plan::split::{self, SplitOptions};
 use crate::report::SplitReport;
 use crate::sys::{Accept, Limit, read_text};
 
-/// One output of a split, planned: its tensors and the files they go in.
+/// One output of a split, planned: its tensors, and its files as its kind plans them.
 struct PlannedOutput<'a> {
-    /// Its tensors, in the input's order (a file's) or the job's (a sharded set's).
+    /// Its tensors, in the writer's order (a file's) or the job's (a sharded set's).
     jobs: Vec<TensorJob<'a>>,
     /// Its format, and its writer.
     format: Format,
     writer: Box<dyn Writer>,
-    /// The files it writes: each path with its tensors (indexes into `jobs`) in the order
-    /// the file lists them. One for a file; the shards for a sharded checkpoint.
-    files: Vec<(PathBuf, Vec<usize>)>,
-    /// A sharded checkpoint's index: its path and text, written after the shards.
-    index: Option<(PathBuf, String)>,
-    /// The previous set's shards a sharded checkpoint's commit removes.
-    removes: Vec<PathBuf>,
+    /// The files it writes, each with its tensors (indexes into `jobs`) in the order the
+    /// file lists them: one for a file; the shards and their index for a sharded checkpoint.
+    planned: Planned,
 }
 
 /// Runs the split `config` describes.
@@ -80,12 +77,21 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     }
     // The engine, chosen (and DirectML's plans made) before anything is written.
     let lockstep = in_lockstep(&planned, config.output.compress);
-    let tensors: Vec<Vec<&TensorJob>> = match planned.first() {
-        Some(first) if lockstep => (0..first.jobs.len())
-            .map(|index| planned.iter().map(|o| &o.jobs[index]).collect())
+    // Each tensor's parts, one per output, in the order the outputs' files list them.
+    let listed: Vec<Vec<&TensorJob>> = match lockstep {
+        true => planned
+            .iter()
+            .map(|o| file_order(&o.jobs, &o.planned))
             .collect(),
-        _ => Vec::new(),
+        false => Vec::new(),
     };
+    let tensors: Vec<Vec<&TensorJob>> = match listed.first() {
+        Some(first) => (0..first.len())
+            .map(|index| listed.iter().map(|o| o[index]).collect())
+            .collect(),
+        None => Vec::new(),
+    };
+    drop(listed);
     let chosen = SplitEngine::choose(
         config.backend,
         config.adapter,
@@ -102,29 +108,22 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         report.written = true;
         (report, form)
     });
-    let paths: Vec<&PathBuf> = planned.iter().flat_map(output_files).collect();
-    if config.output.no_clobber {
-        check_no_clobber(&paths)?;
-    }
+    let several = Several::new(
+        planned.iter().map(|p| &p.planned).collect(),
+        config.output.no_clobber,
+    );
+    several.check_no_clobber()?;
     let total = planned
         .iter()
         .flat_map(|p| &p.jobs)
         .map(|t| t.plan.bytes)
         .sum();
+    let paths = several.targets();
     let files: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let progress = progress::start_all(total, config.progress, &files);
     let folders = Folders::make(config)?;
-    let mut set = OutputSet::new(config.output.no_clobber);
-    if config.outputs.iter().any(|path| config.sharded(path)) {
-        // A sharded checkpoint's files are written in its folder, never through a link.
-        set = set.without_links();
-    }
-    for path in &paths {
-        set.add(path)?;
-    }
-    for path in planned.iter().flat_map(|p| &p.removes) {
-        set.remove_at_commit(path)?;
-    }
+    let mut set = several.open()?;
+    drop(several);
     let compress = config.output.compress;
     let written = write_all(&mut planned, &mut set, compress, &mut engine, &progress.bar);
     progress.finish();
@@ -208,7 +207,6 @@ fn plan_output<'a>(
     format: Format,
     jobs: Vec<TensorJob<'a>>,
 ) -> Result<PlannedOutput<'a>> {
-    let sharded = config.sharded(path);
     let mut options = config.output.clone();
     if format == Format::SafeTensors {
         options.metadata.extend([
@@ -219,74 +217,48 @@ fn plan_output<'a>(
             ),
         ]);
     }
-    if sharded {
-        options.sharded = Some(ShardedOutput {
-            folder: path.to_path_buf(),
-            name: None,
-            max_shard_size: config.max_shard_size,
-            names_from: None,
-        });
-    }
+    let sharded = config.sharded(path).then(|| ShardedOutput {
+        folder: path.to_path_buf(),
+        name: None,
+        max_shard_size: config.max_shard_size,
+        names_from: None,
+    });
+    options.sharded.clone_from(&sharded);
     let carried = complete::without_rank_records(input.metadata());
     let writer = format.writer(&options.write_options(format, carried.as_deref())?)?;
-    let jobs = if sharded {
-        jobs
-    } else {
-        in_writer_order(jobs, writer.as_ref())
+    let kind = match &sharded {
+        Some(set) => OutputKind::Sharded { path, set },
+        None => OutputKind::File(path),
     };
-    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
+    let in_job_order = described(&jobs);
+    let jobs = kind.job_order(jobs, &in_job_order, writer.as_ref());
+    let described = described(&jobs);
     writer.check(&described).map_err(|mut refusal| {
         let target = crate::messages::path(path);
         refusal.headline = format!("cannot write {target}: {}", refusal.headline);
         Error::Refused(vec![refusal])
     })?;
-    if !sharded {
-        let files = vec![(path.to_path_buf(), (0..jobs.len()).collect())];
-        return Ok(PlannedOutput {
-            jobs,
-            format,
-            writer,
-            files,
-            index: None,
-            removes: Vec::new(),
-        });
-    }
-    let name = input.shards().map(|s| s.name.clone()).unwrap_or_default();
-    let sizes: Vec<u64> = jobs.iter().map(|t| t.out.bytes).collect();
-    let plan = ShardPlan::new(path, name, config.max_shard_size, &sizes)?;
-    if config.output.no_clobber {
-        plan.check_no_clobber()?;
-    }
-    let files = plan
-        .files
-        .iter()
-        .map(|file| {
-            let listed: Vec<OutTensor> =
-                file.tensors.iter().map(|&t| described[t].clone()).collect();
-            let order = writer.order(&listed);
-            let tensors = order.into_iter().map(|at| file.tensors[at]).collect();
-            (plan.folder.join(&file.name), tensors)
-        })
-        .collect();
-    let names: Vec<&str> = described.iter().map(|t| t.name.as_str()).collect();
-    let index = plan
-        .index
-        .as_ref()
-        .map(|index| (plan.folder.join(index), plan.index_text(&names)));
+    let tensors = Tensors {
+        described: &described,
+        // A split names an unnamed tensor itself (`plan::job::DEFAULT_NAME`), and its
+        // sharded outputs are asked for by a trailing `/`, never by an existing folder's
+        // name: the refusal of unnamed tensors in a folder is not for it.
+        named: true,
+        set_name: input.shards().map(|set| &set.name),
+        no_clobber: config.output.no_clobber,
+    };
+    let planned = kind.plan(&tensors, writer.as_ref())?;
     Ok(PlannedOutput {
         jobs,
         format,
         writer,
-        files,
-        index,
-        removes: plan.removes.clone(),
+        planned,
     })
 }
 
-/// Every file an output writes: its files, then its index.
-fn output_files<'p>(planned: &'p PlannedOutput) -> impl Iterator<Item = &'p PathBuf> {
-    let files = planned.files.iter().map(|(path, _)| path);
-    files.chain(planned.index.as_ref().map(|(path, _)| path))
+/// The output tensors of `jobs`, as the writer sees them.
+fn described(jobs: &[TensorJob]) -> Vec<OutTensor> {
+    jobs.iter().map(|t| t.out.clone()).collect()
 }
 
 /// The plan report: every file of every output, with its tensors; the heads a rank split
@@ -301,11 +273,11 @@ fn report(
     let mut files = Vec::new();
     for output in planned {
         let format = output.format.name();
-        for (path, tensors) in &output.files {
-            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
-            files.push((path.display().to_string(), format, jobs));
+        for file in output.planned.files() {
+            let jobs: Vec<&TensorJob> = file.tensors.iter().map(|&t| &output.jobs[t]).collect();
+            files.push((file.target.display().to_string(), format, jobs));
         }
-        if let Some((path, _)) = &output.index {
+        if let Some(path) = output.planned.index_target() {
             files.push((path.display().to_string(), "index", Vec::new()));
         }
     }
@@ -322,11 +294,11 @@ fn report(
 
 /// Writes every file of every output into its member of `set`, in the order they were added:
 /// in lockstep when the outputs allow it (`in_lockstep`; `compress` deflates .npz members),
-/// by `engine`, else one output after
-/// another, by the CPU engine (the only one `SplitEngine::choose` allows then).
+/// by `engine`, else one output after another, by the CPU engine (the only one
+/// `SplitEngine::choose` allows then).
 fn write_all(
     planned: &mut [PlannedOutput],
-    set: &mut OutputSet,
+    set: &mut crate::output::OutputSet,
     compress: bool,
     engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
@@ -334,19 +306,20 @@ fn write_all(
     if in_lockstep(planned, compress) {
         return write_lockstep(planned, set.members_mut(), engine, bar);
     }
-    let mut members = set.members_mut().iter_mut();
+    // The CPU engine plans nothing per tensor, so the job it is chosen for does not matter.
+    let mut cpu = Engine::choose(Backend::Cpu, None, &[])?;
+    let mut members = set.members_mut().iter_mut().map(|m| m as &mut dyn Sink);
     for output in planned {
-        for (_, tensors) in &output.files {
-            let member = members.next().expect("a member per file");
-            let jobs: Vec<&TensorJob> = tensors.iter().map(|&t| &output.jobs[t]).collect();
-            write_output(&jobs, output.writer.as_mut(), member, bar)?;
-        }
-        if let Some((path, text)) = &output.index {
-            let member = members.next().expect("a member for the index");
-            member
-                .write_all(text.as_bytes())
-                .map_err(|e| Error::io("write the output", path, e))?;
-        }
+        let described = described(&output.jobs);
+        let jobs = &output.jobs;
+        let mut data = |index: usize, sink: &mut dyn Sink| {
+            let mut counted = Counted { inner: sink, bar };
+            cpu.execute(index, &jobs[index], &mut counted)
+        };
+        let writer = output.writer.as_mut();
+        output
+            .planned
+            .write_into(&mut members, writer, &described, &mut data)?;
     }
     Ok(())
 }
@@ -358,12 +331,18 @@ const LOCKSTEP_OUTPUTS: usize = 256;
 /// text of 1 MiB, a deflated .npz member's state).
 const LOCKSTEP_BUFFERED: usize = 16;
 
+/// The tensors of an output that is one file, in the order the file lists them.
+fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p TensorJob<'a>> {
+    let listed = planned.files().first().map_or(&[][..], |f| &f.tensors);
+    listed.iter().map(|&t| &jobs[t]).collect()
+}
+
 /// Whether the outputs can be written in lockstep, each tensor of the input into every
 /// output before the next tensor, so that the engine reads it once for all of them
 /// (`engine::split`): every output is one file (a sharded one keeps the path of one output
 /// after another), they are not too many (`LOCKSTEP_OUTPUTS`, `LOCKSTEP_BUFFERED`; `compress`
-/// deflates .npz members), and they all list the same tensors of the input in the same order
-/// (their writers may order them differently, with different formats).
+/// deflates .npz members), and their files all list the same tensors of the input in the same
+/// order (their writers may order them differently, with different formats).
 fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
     let Some(first) = planned.first() else {
         return false;
@@ -378,17 +357,17 @@ fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
     } else {
         LOCKSTEP_OUTPUTS
     };
-    if planned.len() > most {
+    if planned.len() > most || !planned.iter().all(|o| o.planned.is_one_file()) {
         return false;
     }
-    let single = |o: &PlannedOutput| o.files.len() == 1 && o.index.is_none();
     let source = |t: &TensorJob| t.sources.first().map(|&s| s as *const crate::input::Tensor);
+    let first = file_order(&first.jobs, &first.planned);
     planned.iter().all(|o| {
-        single(o)
-            && o.jobs.len() == first.jobs.len()
-            && o.jobs
+        let listed = file_order(&o.jobs, &o.planned);
+        listed.len() == first.len()
+            && listed
                 .iter()
-                .zip(&first.jobs)
+                .zip(&first)
                 .all(|(a, b)| source(a) == source(b) && a.out.name == b.out.name)
     })
 }
@@ -404,16 +383,16 @@ fn write_lockstep(
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
-    let mut jobs: Vec<&[TensorJob]> = Vec::with_capacity(planned.len());
+    let mut jobs: Vec<Vec<&TensorJob>> = Vec::with_capacity(planned.len());
     let mut writers: Vec<&mut dyn Writer> = Vec::with_capacity(planned.len());
     for output in planned.iter_mut() {
         let PlannedOutput {
             jobs: listed,
             writer,
+            planned,
             ..
         } = output;
-        let listed: &Vec<TensorJob> = listed;
-        jobs.push(listed);
+        jobs.push(file_order(listed, planned));
         writers.push(writer.as_mut());
     }
     for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
@@ -423,34 +402,7 @@ fn write_lockstep(
             .map_err(|e| failed(e, member))?;
     }
     for index in 0..jobs[0].len() {
-        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
-            writer
-                .start_tensor(member, &jobs[index].out)
-                .map_err(|e| failed(e, member))?;
-        }
-        let parts: Vec<&TensorJob> = jobs.iter().map(|jobs| &jobs[index]).collect();
-        let mut data: Vec<Box<dyn Sink + '_>> = writers
-            .iter_mut()
-            .zip(members.iter_mut())
-            .map(|(writer, member)| writer.data_sink(member))
-            .collect();
-        let mut counted: Vec<Counted> = data
-            .iter_mut()
-            .map(|inner| Counted {
-                inner: inner.as_mut(),
-                bar,
-            })
-            .collect();
-        let mut outs: Vec<&mut dyn Sink> = counted.iter_mut().map(|c| c as &mut dyn Sink).collect();
-        engine.execute(index, &parts, &mut outs)?;
-        drop(outs);
-        drop(counted);
-        drop(data);
-        for ((writer, jobs), member) in writers.iter_mut().zip(&jobs).zip(members.iter_mut()) {
-            writer
-                .end_tensor(member, &jobs[index].out)
-                .map_err(|e| failed(e, member))?;
-        }
+        write_lockstep_tensor(index, &jobs, &mut writers, members, engine, bar)?;
     }
     for (writer, member) in writers.iter_mut().zip(members.iter_mut()) {
         writer.finish(member).map_err(|e| failed(e, member))?;
@@ -458,48 +410,46 @@ fn write_lockstep(
     Ok(())
 }
 
-/// Writes one output's tensors (in its writer's order) into `sink`, framed by the output
-/// format's `writer`, their data by the CPU engine.
-fn write_output(
-    jobs: &[&TensorJob],
-    writer: &mut dyn Writer,
-    sink: &mut dyn Sink,
+/// Writes the `index`-th tensor of every output (`jobs`, each output's tensors in its file's
+/// order) into its member, framed by its writer, its parts by `engine` in one pass.
+fn write_lockstep_tensor(
+    index: usize,
+    jobs: &[Vec<&TensorJob>],
+    writers: &mut [&mut dyn Writer],
+    members: &mut [crate::output::Member],
+    engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
-    // The CPU engine plans nothing per tensor, so the job it is chosen for does not matter.
-    let mut engine = Engine::choose(Backend::Cpu, None, &[])?;
     let failed = |e, sink: &dyn Sink| Error::io("write the output", sink.name(), e);
-    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
-    writer
-        .start(sink, &described)
-        .map_err(|e| failed(e, sink))?;
-    for (index, tensor) in jobs.iter().enumerate() {
+    for ((writer, jobs), member) in writers.iter_mut().zip(jobs).zip(members.iter_mut()) {
         writer
-            .start_tensor(sink, &tensor.out)
-            .map_err(|e| failed(e, sink))?;
-        let mut data = writer.data_sink(sink);
-        let mut counted = Counted {
-            inner: data.as_mut(),
-            bar,
-        };
-        engine.execute(index, tensor, &mut counted)?;
-        drop(data);
-        writer
-            .end_tensor(sink, &tensor.out)
-            .map_err(|e| failed(e, sink))?;
+            .start_tensor(member, &jobs[index].out)
+            .map_err(|e| failed(e, member))?;
     }
-    writer.finish(sink).map_err(|e| failed(e, sink))
-}
-
-/// The job's tensors in the order the output format lists them.
-fn in_writer_order<'a>(jobs: Vec<TensorJob<'a>>, writer: &dyn Writer) -> Vec<TensorJob<'a>> {
-    let described: Vec<OutTensor> = jobs.iter().map(|t| t.out.clone()).collect();
-    let order = writer.order(&described);
-    let mut slots: Vec<Option<TensorJob>> = jobs.into_iter().map(Some).collect();
-    order
-        .into_iter()
-        .filter_map(|index| slots.get_mut(index).and_then(Option::take))
-        .collect()
+    let parts: Vec<&TensorJob> = jobs.iter().map(|jobs| jobs[index]).collect();
+    let mut data: Vec<Box<dyn Sink + '_>> = writers
+        .iter_mut()
+        .zip(members.iter_mut())
+        .map(|(writer, member)| writer.data_sink(member))
+        .collect();
+    let mut counted: Vec<Counted> = data
+        .iter_mut()
+        .map(|inner| Counted {
+            inner: inner.as_mut(),
+            bar,
+        })
+        .collect();
+    let mut outs: Vec<&mut dyn Sink> = counted.iter_mut().map(|c| c as &mut dyn Sink).collect();
+    engine.execute(index, &parts, &mut outs)?;
+    drop(outs);
+    drop(counted);
+    drop(data);
+    for ((writer, jobs), member) in writers.iter_mut().zip(jobs).zip(members.iter_mut()) {
+        writer
+            .end_tensor(member, &jobs[index].out)
+            .map_err(|e| failed(e, member))?;
+    }
+    Ok(())
 }
 
 /// Refuses rules that match no tensor of the input: a rule the user wrote for a tensor the
@@ -526,28 +476,6 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
     Err(Error::Refused(vec![rules::unmatched_refusal(
         &unmatched, &names, false,
     )]))
-}
-
-/// Refuses, before anything is written, outputs that exist (`--no-clobber`), naming each.
-fn check_no_clobber(outputs: &[&PathBuf]) -> Result<()> {
-    let existing: Vec<String> = outputs
-        .iter()
-        .filter(|path| path.symlink_metadata().is_ok())
-        .map(|path| crate::messages::path(path))
-        .collect();
-    if existing.is_empty() {
-        return Ok(());
-    }
-    Err(Error::Refused(vec![crate::error::Refusal {
-        headline: format!(
-            "--no-clobber: {} of the outputs exist already",
-            existing.len()
-        ),
-        details: crate::error::capped(existing, 10),
-        hint: Some(
-            "remove them, name other outputs, or drop --no-clobber to replace them".to_string(),
-        ),
-    }]))
 }
 
 /// The folders a split made for its outputs (`-o 'tp{rank}/model.safetensors'` makes `tp0`,

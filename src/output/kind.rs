@@ -11,8 +11,9 @@
 //! 3. **commit** ([`Written::commit`]): all the files or none (`src/output/set.rs`);
 //! 4. **describe** ([`Planned::describe`]): what the typed plan report shows of the output.
 //!
-//! A flow (`src/flow/join.rs`) goes through the steps without knowing the kind. A new kind
-//! (the split command's several files, each a slice of the input) is a variant of
+//! A flow (`src/flow/join.rs`) goes through the steps without knowing the kind. The split
+//! command's outputs (one per part or rank) are each planned here by their kind, then opened
+//! and committed together (`src/output/several.rs`). A new kind is a variant of
 //! [`OutputKind`] whose `plan` lists its files, and, if the report shows more of it than its
 //! path, a variant of [`Description`]; writing and committing its files are the steps every
 //! kind shares.
@@ -128,6 +129,26 @@ impl<'c> OutputKind<'c> {
     /// then puts each shard in the writer's order.
     pub fn in_writer_order(&self) -> bool {
         !matches!(self, OutputKind::Sharded { .. })
+    }
+
+    /// `job` (whose tensors `described` describes, in the same order) in the order the kind
+    /// plans from: the writer's for one file ([`OutputKind::in_writer_order`]), else as it
+    /// is.
+    pub fn job_order<T>(
+        &self,
+        job: Vec<T>,
+        described: &[OutTensor],
+        writer: &dyn Writer,
+    ) -> Vec<T> {
+        if !self.in_writer_order() {
+            return job;
+        }
+        let order = writer.order(described);
+        let mut slots: Vec<Option<T>> = job.into_iter().map(Some).collect();
+        order
+            .into_iter()
+            .filter_map(|index| slots.get_mut(index).and_then(Option::take))
+            .collect()
     }
 
     /// Plans the output's files for the job `tensors` describes (in the job's order, which
@@ -265,6 +286,40 @@ impl Planned {
         }
     }
 
+    /// Every file the output writes, in the order they are written: its files, then a
+    /// sharded checkpoint's index.
+    pub fn targets(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        let files = self.files.iter().map(|file| file.target.clone());
+        files.chain(self.index_target())
+    }
+
+    /// Where a sharded checkpoint's index goes, if the output has one.
+    pub fn index_target(&self) -> Option<PathBuf> {
+        match &self.how {
+            How::Sharded(plan, Some(_)) => plan.index.as_ref().map(|name| plan.folder.join(name)),
+            How::Sharded(_, None) | How::Nothing | How::File => None,
+        }
+    }
+
+    /// The previous set's files that the commit removes (a sharded checkpoint's).
+    pub fn removes(&self) -> &[PathBuf] {
+        match &self.how {
+            How::Sharded(plan, _) => &plan.removes,
+            How::Nothing | How::File => &[],
+        }
+    }
+
+    /// Whether its files are written in a folder of their own, never through a link: a
+    /// sharded checkpoint's.
+    pub fn in_own_folder(&self) -> bool {
+        matches!(self.how, How::Sharded(..))
+    }
+
+    /// Whether it is one file and nothing else (no index).
+    pub fn is_one_file(&self) -> bool {
+        self.files.len() == 1 && self.index().is_none()
+    }
+
     /// What the plan report shows of it.
     pub fn describe(&self) -> Description<'_> {
         match (&self.how, self.path.as_deref()) {
@@ -285,7 +340,7 @@ impl Planned {
         data: &mut dyn FnMut(usize, &mut dyn Sink) -> Result<()>,
     ) -> Result<Written> {
         let mut written = self.open()?;
-        let sinks: Vec<&mut dyn Sink> = match &mut written {
+        let mut sinks: Vec<&mut dyn Sink> = match &mut written {
             Written::One(output) => vec![output as &mut dyn Sink],
             Written::Set(set, _) => set
                 .members_mut()
@@ -293,14 +348,36 @@ impl Planned {
                 .map(|member| member as &mut dyn Sink)
                 .collect(),
         };
-        for (file, sink) in self.files.iter().zip(sinks) {
+        self.write_into(
+            &mut sinks.iter_mut().map(|s| &mut **s),
+            writer,
+            described,
+            data,
+        )?;
+        Ok(written)
+    }
+
+    /// Writes every planned file into the next of `sinks` (each file's tensors, as
+    /// [`Planned::write`] does), then a sharded checkpoint's index into the one after: the
+    /// files [`Planned::targets`] lists, in its order.
+    pub fn write_into<'s>(
+        &self,
+        sinks: &mut dyn Iterator<Item = &'s mut dyn Sink>,
+        writer: &mut dyn Writer,
+        described: &[OutTensor],
+        data: &mut dyn FnMut(usize, &mut dyn Sink) -> Result<()>,
+    ) -> Result<()> {
+        for file in &self.files {
+            let sink = sinks.next().expect("a sink for every planned file");
             write_file(&file.tensors, described, writer, sink, data)?;
         }
-        // What the kind writes once the data is: a sharded set's index, its last member.
-        if let (Some(text), Written::Set(set, _)) = (self.index(), &mut written) {
-            shards::write_index(set, text)?;
+        // What the kind writes once the data is: a sharded set's index.
+        if let Some(text) = self.index() {
+            let sink = sinks.next().expect("a sink for the index");
+            sink.write_all(text.as_bytes())
+                .map_err(|e| Error::io("write the output", sink.name(), e))?;
         }
-        Ok(written)
+        Ok(())
     }
 
     /// The text of a sharded checkpoint's index, if the output has one.
@@ -391,13 +468,13 @@ impl Written {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::format::{Format, Layout, WriteOptions};
 
     /// A float32 vector named `name` of `len` elements.
-    fn tensor(name: &str, len: u64) -> OutTensor {
+    pub(in crate::output) fn tensor(name: &str, len: u64) -> OutTensor {
         OutTensor {
             name: name.to_string(),
             dtype: DType::from_name("float32").expect("a type"),

@@ -13,6 +13,7 @@ pub mod kind;
 pub mod progress;
 pub(crate) mod reorder;
 mod set;
+pub mod several;
 pub mod shards;
 mod temporary;
 

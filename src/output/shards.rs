@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Refusal, Result};
 use crate::format::index::{self, SetName};
 use crate::messages;
-use crate::output::{Member, OutputSet};
+use crate::output::OutputSet;
 
 /// A sharded checkpoint to write: safetensors shards and their index, in one folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,15 +285,6 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
     let file_name = path.file_name().and_then(|n| n.to_str());
     let name = file_name.and_then(SetName::of_index).unwrap_or_default();
     Ok((name, files))
-}
-
-/// Writes the index's text into the last member of `set`, which [`ShardPlan::members`] made
-/// for it.
-pub fn write_index(set: &mut OutputSet, text: &str) -> Result<()> {
-    let member: &mut Member = set.members_mut().last_mut().expect("the index's member");
-    let target = member.target().to_path_buf();
-    crate::format::Sink::write_all(member, text.as_bytes())
-        .map_err(|e| Error::io("write the output", &target, e))
 }
 
 /// A folder made for the output, removed again (when empty) unless kept.

@@ -678,6 +678,30 @@ fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
     );
 }
 
+/// A rank written as a sharded checkpoint of one shard is the file a rank written as one file
+/// is: its tensors in the order safetensors lists them (as its dry run shows), not the
+/// input's, whether the outputs are written in lockstep or one after another.
+#[test]
+fn a_sharded_output_of_one_shard_lists_its_tensors_as_a_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    // A checkpoint whose tensors torch.save listed in another order than safetensors' own.
+    let input = fixtures().join("pytorch/dtypes.pt");
+    let input = input.to_str().unwrap();
+    let split = [
+        "split", "-a", "0", "--parts", "2", "--keep", "scalar", input,
+    ];
+    for outputs in ["file{part}.safetensors", "folder{part}/"] {
+        let args: Vec<&str> = split.iter().copied().chain(["-o", outputs]).collect();
+        succeeds(dir, &args);
+    }
+    for part in 0..2 {
+        let file = fs::read(dir.join(format!("file{part}.safetensors"))).unwrap();
+        let shard = dir.join(format!("folder{part}/model.safetensors"));
+        assert!(fs::read(shard).unwrap() == file, "part {part} differs");
+    }
+}
+
 /// An interrupt while the outputs are written leaves none of them, nor any temporary file.
 #[cfg(unix)]
 #[test]
