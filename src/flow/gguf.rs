@@ -11,6 +11,7 @@ use crate::engine::ranges::{Piece, copy_pieces};
 use crate::error::{Error, InputRef, Result};
 use crate::format::Sink;
 use crate::input::gguf::{GgufSet, split_name};
+use crate::output::folders::Folders;
 use crate::output::progress;
 use crate::output::{Output, OutputSet};
 use crate::plan::gguf::{self, OutFile};
@@ -131,7 +132,7 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
             return Ok(());
         }
     }
-    let mut folders = super::split::Folders::none();
+    let mut folders = Folders::none();
     if let GgufJob::Split { folder, .. } = &config.job
         && !folder.as_os_str().is_empty()
     {

@@ -12,6 +12,7 @@ use crate::config::{Action, Cut, OpenConfig, SplitConfig};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
+use crate::output::folders::Folders;
 use crate::output::kind::{OutputKind, Planned, Tensors};
 use crate::output::progress::{self, Counted};
 use crate::output::several::Several;
@@ -121,7 +122,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let paths = several.targets();
     let files: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let progress = progress::start_all(total, config.progress, &files);
-    let folders = Folders::make(config)?;
+    let folders = make_folders(config)?;
     let mut set = several.open()?;
     drop(several);
     let compress = config.output.compress;
@@ -478,67 +479,21 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
     )]))
 }
 
-/// The folders a split made for its outputs (`-o 'tp{rank}/model.safetensors'` makes `tp0`,
-/// `tp1`, ...): removed again, when still empty, unless the outputs are committed.
-pub(super) struct Folders(Vec<PathBuf>);
-
-impl Folders {
-    /// Makes the missing folders the outputs are in (a sharded checkpoint's is its own
-    /// path), one level deep: a folder whose own folder does not exist is refused, as a typo
-    /// is more likely than a wish for a tree.
-    fn make(config: &SplitConfig) -> Result<Folders> {
-        let mut made = Folders(Vec::new());
-        for path in &config.outputs {
-            let folder = if config.sharded(path) {
-                Some(path.as_path())
-            } else {
-                path.parent()
-            };
-            let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
-                continue;
-            };
-            made.make_one(folder)?;
-        }
-        Ok(made)
+/// Makes the missing folders the outputs are in (a sharded checkpoint's is its own path),
+/// one level deep ([`Folders::make_one`]); they are removed again, when still empty, unless
+/// the outputs are committed.
+fn make_folders(config: &SplitConfig) -> Result<Folders> {
+    let mut made = Folders::none();
+    for path in &config.outputs {
+        let folder = if config.sharded(path) {
+            Some(path.as_path())
+        } else {
+            path.parent()
+        };
+        let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
+            continue;
+        };
+        made.make_one(folder)?;
     }
-
-    /// Makes `folder` if it is missing, one level deep (`make`'s rule).
-    pub(super) fn make_one(&mut self, folder: &Path) -> Result<()> {
-        if folder.is_dir() || self.0.iter().any(|m| m == folder) {
-            return Ok(());
-        }
-        let above = folder.parent().filter(|f| !f.as_os_str().is_empty());
-        if above.is_some_and(|above| !above.is_dir()) {
-            return Err(Error::refused(
-                format!(
-                    "cannot write into {}: neither it nor the folder above exists",
-                    crate::messages::path(folder)
-                ),
-                "create the folders first (tjoin split makes only the last one)",
-            ));
-        }
-        std::fs::create_dir(folder)
-            .map_err(|e| Error::io("create the output folder", folder, e))?;
-        self.0.push(folder.to_path_buf());
-        Ok(())
-    }
-
-    /// No folder made yet.
-    pub(super) fn none() -> Folders {
-        Folders(Vec::new())
-    }
-
-    /// The outputs are committed: the folders stay.
-    pub(super) fn keep(mut self) {
-        self.0.clear();
-    }
-}
-
-impl Drop for Folders {
-    fn drop(&mut self) {
-        for folder in self.0.iter().rev() {
-            // Only an empty folder goes; anything else in it is not this run's to remove.
-            let _ = std::fs::remove_dir(folder);
-        }
-    }
+    Ok(made)
 }

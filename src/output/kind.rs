@@ -20,7 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::shards::{self, NewFolder, ShardPlan, ShardedOutput};
+use super::folders::Folders;
+use super::shards::{self, ShardPlan, ShardedOutput};
 use super::{Output, OutputSet};
 use crate::error::{Error, Result};
 use crate::format::Sink;
@@ -443,7 +444,7 @@ pub enum Written {
     One(Output),
     /// Several files committed together, and the folder made for them, which the commit
     /// keeps.
-    Set(OutputSet, NewFolder),
+    Set(OutputSet, Folders),
 }
 
 impl From<Output> for Written {

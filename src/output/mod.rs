@@ -8,6 +8,7 @@
 //! `--append`. Everything here writes through the format stage's `Sink`.
 
 mod file;
+pub mod folders;
 pub mod grow;
 pub mod kind;
 pub mod progress;

@@ -23,6 +23,7 @@ use crate::error::{Error, Refusal, Result};
 use crate::format::index::{self, SetName};
 use crate::messages;
 use crate::output::OutputSet;
+use crate::output::folders::Folders;
 
 /// A sharded checkpoint to write: safetensors shards and their index, in one folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,14 +191,13 @@ impl ShardPlan {
     }
 
     /// Creates the folder if it does not exist; the returned guard removes it again, if it
-    /// is still empty, unless [`NewFolder::keep`] is called once the set is committed.
-    pub fn prepare_folder(&self) -> Result<NewFolder> {
-        if !self.creates_folder || self.folder.is_dir() {
-            return Ok(NewFolder(None));
+    /// is still empty, unless [`Folders::keep`] is called once the set is committed.
+    pub fn prepare_folder(&self) -> Result<Folders> {
+        let mut made = Folders::none();
+        if self.creates_folder && !self.folder.is_dir() {
+            made.create(&self.folder)?;
         }
-        std::fs::create_dir(&self.folder)
-            .map_err(|e| Error::io("create the output folder", &self.folder, e))?;
-        Ok(NewFolder(Some(self.folder.clone())))
+        Ok(made)
     }
 
     /// The output set: a member for each shard (to write, in order), then the index's
@@ -285,25 +285,6 @@ pub fn names_from(path: &Path, names: &[&str]) -> Result<(SetName, Vec<Assigned>
     let file_name = path.file_name().and_then(|n| n.to_str());
     let name = file_name.and_then(SetName::of_index).unwrap_or_default();
     Ok((name, files))
-}
-
-/// A folder made for the output, removed again (when empty) unless kept.
-pub struct NewFolder(Option<PathBuf>);
-
-impl NewFolder {
-    /// The set is committed: the folder stays.
-    pub fn keep(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for NewFolder {
-    fn drop(&mut self) {
-        if let Some(folder) = self.0.take() {
-            // Only an empty folder goes; anything else in it is not this run's to remove.
-            let _ = std::fs::remove_dir(folder);
-        }
-    }
 }
 
 /// Refuses symbolic links in `folder` named like the new set's files (`names`): the set's
