@@ -4,7 +4,8 @@
 //! A run has two stages of arguments and one flow per command: `cli` parses the flags and
 //! turns them into a [`config::Command`]; `join::run` opens the inputs, plans every output
 //! tensor and writes the output or reports the plan; `append::run` plans the same way and
-//! grows the first input in place; `append::recover` repairs what an interrupted append left.
+//! grows the first input in place; `append::recover` (`output::recovery`) repairs what an
+//! interrupted append left.
 //! `docs/design.md` describes the stages.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

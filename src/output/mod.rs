@@ -12,6 +12,7 @@ pub mod folders;
 pub mod grow;
 pub mod kind;
 pub mod progress;
+pub mod recovery;
 pub(crate) mod reorder;
 mod set;
 pub mod several;
