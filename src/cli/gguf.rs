@@ -27,6 +27,32 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
     if !(to_gguf || dry_run_of_gguf) {
         return Ok(None);
     }
+    if let Some(flag) = misplaced_in_merge(cli) {
+        return Err(Error::refused(
+            format!(
+                "{flag} does not apply to a GGUF merge, which carries every key and tensor of \
+                 a GGUF set into one file as they are"
+            ),
+            format!(
+                "drop {flag}; to split a GGUF file, use tjoin split --max-tensors N or \
+                 --max-shard-size SIZE"
+            ),
+        ));
+    }
+    check_merge_files(cli)?;
+    Ok(Some(GgufConfig {
+        inputs: cli.inputs.iter().map(|p| Arc::from(p.as_path())).collect(),
+        job: GgufJob::Merge(cli.output.clone()),
+        no_clobber: cli.no_clobber,
+        action: cli.dry_run.map_or(Action::Write, Action::DryRun),
+        print_plan: cli.print_plan,
+        progress: if cli.quiet { When::Never } else { cli.progress },
+        quiet: cli.quiet,
+    }))
+}
+
+/// The first of the join's flags given that a GGUF merge has no use for, if any.
+fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
     // Every flag named, none by `..`: a flag added to the join must be placed here (used, or
     // refused), never ignored by a merge that then writes something other than asked.
     let JoinArgs {
@@ -55,7 +81,7 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
         any_order,
         uneven,
         dry_run: _,
-        print_plan,
+        print_plan: _,
         rules,
         axis_for,
         keep,
@@ -99,19 +125,16 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
         ),
         (*append, "--append"),
     ];
-    if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
-        return Err(Error::refused(
-            format!(
-                "{flag} does not apply to a GGUF merge, which carries every key and tensor of \
-                 a GGUF set into one file as they are"
-            ),
-            format!(
-                "drop {flag}; to split a GGUF file, use tjoin split --max-tensors N or \
-                 --max-shard-size SIZE"
-            ),
-        ));
-    }
-    if print_plan.is_some() && cli.output.as_deref() == Some(Path::new("-")) {
+    misplaced
+        .iter()
+        .find(|(given, _)| *given)
+        .map(|&(_, flag)| flag)
+}
+
+/// Refuses what a GGUF merge cannot write from or to: `--print-plan` with `-o -`,
+/// `--files-from`, an input not named `.gguf`.
+fn check_merge_files(cli: &JoinArgs) -> Result<()> {
+    if cli.print_plan.is_some() && cli.output.as_deref() == Some(Path::new("-")) {
         return Err(Error::refused(
             "--print-plan prints on standard output, which -o - fills with the GGUF file",
             "write the file to a path, or drop --print-plan",
@@ -133,15 +156,7 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
              from GGUF's plain tensors",
         ));
     }
-    Ok(Some(GgufConfig {
-        inputs: cli.inputs.iter().map(|p| Arc::from(p.as_path())).collect(),
-        job: GgufJob::Merge(cli.output.clone()),
-        no_clobber: cli.no_clobber,
-        action: cli.dry_run.map_or(Action::Write, Action::DryRun),
-        print_plan: *print_plan,
-        progress: if cli.quiet { When::Never } else { cli.progress },
-        quiet: cli.quiet,
-    }))
+    Ok(())
 }
 
 /// The GGUF split `tjoin split`'s flags ask for, if its input is a `.gguf` file; refuses
@@ -170,7 +185,41 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
             ));
         }
     };
-    // Every flag named, none by `..`, as in `merge`.
+    if let Some(flag) = misplaced_in_split(args) {
+        return Err(Error::refused(
+            format!(
+                "{flag} does not apply to a GGUF split, which cuts a file between tensors, each \
+                 carried whole"
+            ),
+            format!("drop {flag}"),
+        ));
+    }
+    let [output] = args.output.as_slice() else {
+        return Err(Error::refused(
+            "a GGUF split takes one -o: a folder (out/) or the files' stem (out/model.gguf)",
+            "give -o once; the files are named STEM-00001-of-0000N.gguf, as gguf-split names \
+             them",
+        ));
+    };
+    let (folder, stem) = names(&args.input, output);
+    Ok(Some(GgufConfig {
+        inputs: vec![Arc::from(args.input.as_path())],
+        job: GgufJob::Split { folder, stem, by },
+        no_clobber: args.no_clobber,
+        action: args.dry_run.map_or(Action::Write, Action::DryRun),
+        print_plan: args.print_plan,
+        progress: if args.quiet {
+            When::Never
+        } else {
+            args.progress
+        },
+        quiet: args.quiet,
+    }))
+}
+
+/// The first of `tjoin split`'s flags given that a GGUF split has no use for, if any.
+fn misplaced_in_split(args: &SplitArgs) -> Option<&'static str> {
+    // Every flag named, none by `..`, as in `misplaced_in_merge`.
     let SplitArgs {
         input: _,
         axis,
@@ -194,7 +243,7 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
         spec,
         allow_unmatched,
         dry_run: _,
-        print_plan,
+        print_plan: _,
         engine,
         progress: _,
         quiet: _,
@@ -220,36 +269,10 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
             "--backend",
         ),
     ];
-    if let Some((_, flag)) = misplaced.iter().find(|(given, _)| *given) {
-        return Err(Error::refused(
-            format!(
-                "{flag} does not apply to a GGUF split, which cuts a file between tensors, each \
-                 carried whole"
-            ),
-            format!("drop {flag}"),
-        ));
-    }
-    let [output] = args.output.as_slice() else {
-        return Err(Error::refused(
-            "a GGUF split takes one -o: a folder (out/) or the files' stem (out/model.gguf)",
-            "give -o once; the files are named STEM-00001-of-0000N.gguf, as gguf-split names \
-             them",
-        ));
-    };
-    let (folder, stem) = names(&args.input, output);
-    Ok(Some(GgufConfig {
-        inputs: vec![Arc::from(args.input.as_path())],
-        job: GgufJob::Split { folder, stem, by },
-        no_clobber: args.no_clobber,
-        action: args.dry_run.map_or(Action::Write, Action::DryRun),
-        print_plan: *print_plan,
-        progress: if args.quiet {
-            When::Never
-        } else {
-            args.progress
-        },
-        quiet: args.quiet,
-    }))
+    misplaced
+        .iter()
+        .find(|(given, _)| *given)
+        .map(|&(_, flag)| flag)
 }
 
 /// The folder and stem of a split's files: `-o out/` (or an existing folder) puts them in

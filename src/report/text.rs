@@ -29,43 +29,7 @@ pub fn render(report: &PlanReport) -> String {
     }
     let single = report.single();
     text.push_str("inputs:\n");
-    let rows: Vec<Vec<String>> = if single {
-        report.tensors[0]
-            .sources
-            .iter()
-            .zip(&report.inputs)
-            .map(|(source, input)| {
-                vec![
-                    source.name.position.to_string(),
-                    source.name.label(),
-                    input.format.to_string(),
-                    source.dtype.clone(),
-                    shape_text(&source.shape),
-                    bytes(source.bytes),
-                ]
-            })
-            .collect()
-    } else {
-        report
-            .inputs
-            .iter()
-            .map(|input| {
-                let data: u64 = input.tensors.iter().map(|t| t.bytes).sum();
-                let held = match input.block_files {
-                    Some(files) => format!("{} blocks in {files} files", input.tensors.len()),
-                    None => tensors(input.tensors.len()),
-                };
-                vec![
-                    input.position.to_string(),
-                    input.path.clone(),
-                    input.format.to_string(),
-                    held,
-                    bytes(data),
-                ]
-            })
-            .collect()
-    };
-    text.push_str(&table(&rows));
+    text.push_str(&table(&input_rows(report, single)));
     text.push_str(&index_notes(report));
     text.push_str(&reader_notes(report));
     text.push_str(&filtered_text(report));
@@ -73,31 +37,7 @@ pub fn render(report: &PlanReport) -> String {
         text.push_str(&format!("axis: {}\n", axis(&report.tensors[0], report)));
     } else {
         text.push_str("tensors:\n");
-        let rows: Vec<Vec<String>> = report
-            .tensors
-            .iter()
-            .map(|t| {
-                vec![
-                    t.name.clone(),
-                    // --axis-for rules may set each tensor's axis: show the one it joins along.
-                    if let Some(blocks) = &t.blocks {
-                        format!("blocks {}", grid(&blocks.grid).describe())
-                    } else if t.kept && report.inputs.len() == 1 {
-                        "copied".to_string()
-                    } else if t.kept {
-                        "kept".to_string()
-                    } else {
-                        // With the rule's words: `axis 0 chunks 4:1:1`, `axis 0 replicas 2`.
-                        format!("axis {}{}", t.plan_axis, t.words)
-                    },
-                    t.dtype.clone(),
-                    shape_text(&t.shape),
-                    bytes(t.bytes),
-                    decided_by(t, report),
-                ]
-            })
-            .collect();
-        text.push_str(&table(&rows));
+        text.push_str(&table(&tensor_rows(report)));
         text.push_str(&counters_text(report));
         text.push_str(&blocks_text(report));
     }
@@ -135,6 +75,76 @@ pub fn render(report: &PlanReport) -> String {
         ));
     }
     text
+}
+
+/// The inputs' rows: for one tensor, each input's part of it; else each input's file with
+/// how many tensors (or blocks) it holds.
+fn input_rows(report: &PlanReport, single: bool) -> Vec<Vec<String>> {
+    if single {
+        report.tensors[0]
+            .sources
+            .iter()
+            .zip(&report.inputs)
+            .map(|(source, input)| {
+                vec![
+                    source.name.position.to_string(),
+                    source.name.label(),
+                    input.format.to_string(),
+                    source.dtype.clone(),
+                    shape_text(&source.shape),
+                    bytes(source.bytes),
+                ]
+            })
+            .collect()
+    } else {
+        report
+            .inputs
+            .iter()
+            .map(|input| {
+                let data: u64 = input.tensors.iter().map(|t| t.bytes).sum();
+                let held = match input.block_files {
+                    Some(files) => format!("{} blocks in {files} files", input.tensors.len()),
+                    None => tensors(input.tensors.len()),
+                };
+                vec![
+                    input.position.to_string(),
+                    input.path.clone(),
+                    input.format.to_string(),
+                    held,
+                    bytes(data),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// The output tensors' rows: each with its axis (or `kept`, `copied`, its blocks), type,
+/// shape, bytes and what decided it.
+fn tensor_rows(report: &PlanReport) -> Vec<Vec<String>> {
+    report
+        .tensors
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                // --axis-for rules may set each tensor's axis: show the one it joins along.
+                if let Some(blocks) = &t.blocks {
+                    format!("blocks {}", grid(&blocks.grid).describe())
+                } else if t.kept && report.inputs.len() == 1 {
+                    "copied".to_string()
+                } else if t.kept {
+                    "kept".to_string()
+                } else {
+                    // With the rule's words: `axis 0 chunks 4:1:1`, `axis 0 replicas 2`.
+                    format!("axis {}{}", t.plan_axis, t.words)
+                },
+                t.dtype.clone(),
+                shape_text(&t.shape),
+                bytes(t.bytes),
+                decided_by(t, report),
+            ]
+        })
+        .collect()
 }
 
 /// The grid a report describes.

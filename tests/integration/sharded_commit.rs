@@ -51,24 +51,22 @@ fn a_commit_removes_only_the_previous_indexs_stale_shards() {
     assert!(back == fs::read(fixture("expected/model.safetensors")).unwrap());
 }
 
-/// A previous index is data whoever wrote to the folder controls: of what it lists, only the
-/// set's own shards (regular files in the folder, named like them) go; everything else stays,
-/// and the dry run names it with the reason.
+/// A folder `ckpt` in `dir` holding the set "model", whose index also lists what a hostile
+/// writer would have it remove (returned): files of the user's in and out of the folder,
+/// links, folders, paths. Returns the folder and the user's files too.
 #[cfg(unix)]
-#[test]
-fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
+fn hostile_previous_set(dir: &Path) -> (std::path::PathBuf, Vec<std::path::PathBuf>, Vec<String>) {
     use std::os::unix::fs::symlink;
-    let dir = tempfile::tempdir().unwrap();
-    let folder = copy_set("model", dir.path(), "ckpt");
-    let elsewhere = dir.path().join("elsewhere");
+    let folder = copy_set("model", dir, "ckpt");
+    let elsewhere = dir.join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
     let write = |path: &Path| fs::write(path, format!("{} stays", path.display())).unwrap();
     let user_files = [
         folder.join("config.json"),
         elsewhere.join("model-00009-of-00009.safetensors"),
         elsewhere.join("precious.safetensors"),
-        dir.path().join("x"),
-        dir.path().join("absolute"),
+        dir.join("x"),
+        dir.join("absolute"),
         folder.join("model-00007-of-00009.safetensors/inside"),
         folder.join("tokenizer/vocab.txt"),
     ];
@@ -86,7 +84,7 @@ fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
         "config.json",
         "sub/model-00009-of-00009.safetensors",
         "../x",
-        dir.path().join("absolute").to_str().unwrap(),
+        dir.join("absolute").to_str().unwrap(),
         "model-00007-of-00009.safetensors",
         "tokenizer",
         "model.safetensors.index.json",
@@ -100,16 +98,14 @@ fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
         text = text.replacen("\"weight_map\": {", &entry, 1);
     }
     fs::write(&index, text).unwrap();
-    let model = fixture("model");
-    let args = [
-        model.to_str().unwrap(),
-        "-o",
-        "ckpt/",
-        "--max-shard-size",
-        "1KB",
-    ];
+    (folder, user_files.to_vec(), hostile.to_vec())
+}
 
-    let plan = succeeds(dir.path(), &[&["--dry-run=json"][..], &args].concat());
+/// The dry runs of the write `args` (in `dir`) remove only the previous set's own shards and
+/// leave everything `hostile` lists alone, each with its reason.
+#[cfg(unix)]
+fn check_dry_runs_leave_alone(dir: &Path, args: &[&str], hostile: &[String]) {
+    let plan = succeeds(dir, &[&["--dry-run=json"][..], args].concat());
     let plan: serde_json::Value = serde_json::from_slice(&plan).unwrap();
     let removes = plan["shards"]["removes"].as_array().unwrap();
     let previous: Vec<String> = (1..=4)
@@ -131,9 +127,9 @@ fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
     let mut expected: Vec<&str> = hostile.iter().map(String::as_str).collect();
     expected.sort();
     assert_eq!(left, expected);
-    let text = String::from_utf8(succeeds(dir.path(), &[&["--dry-run"][..], &args].concat()));
+    let text = String::from_utf8(succeeds(dir, &[&["--dry-run"][..], args].concat()));
     let text = text.unwrap();
-    for file in &hostile {
+    for file in hostile {
         assert_mentions(
             &text,
             &[&format!("leaves {file} alone: the previous index lists it")],
@@ -148,6 +144,26 @@ fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
             "00007-of-00009.safetensors alone: the previous index lists it, but it is a folder",
         ],
     );
+}
+
+/// A previous index is data whoever wrote to the folder controls: of what it lists, only the
+/// set's own shards (regular files in the folder, named like them) go; everything else stays,
+/// and the dry run names it with the reason.
+#[cfg(unix)]
+#[test]
+fn a_hostile_previous_index_removes_only_the_sets_own_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, user_files, hostile) = hostile_previous_set(dir.path());
+    let model = fixture("model");
+    let args = [
+        model.to_str().unwrap(),
+        "-o",
+        "ckpt/",
+        "--max-shard-size",
+        "1KB",
+    ];
+
+    check_dry_runs_leave_alone(dir.path(), &args, &hostile);
 
     succeeds(dir.path(), &args);
     for file in &user_files {

@@ -474,6 +474,15 @@ fn refusals_come_before_anything_is_written() {
         2,
     );
     assert_mentions(&stderr, &["the split makes 3 outputs, but -o names 2"]);
+}
+
+/// An axis the input lacks, a template's unknown field and an existing output under
+/// --no-clobber are refused before anything is written.
+#[test]
+fn refusals_of_the_axis_and_the_outputs_come_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_npy(&dir.join("x.npy"), "<f4", &[10, 3], false, &[0; 120]);
     let stderr = refused(
         dir,
         &[
@@ -526,7 +535,14 @@ fn refusals_come_before_anything_is_written() {
         &["--no-clobber: 1 of the outputs exist already", "p1.npy"],
     );
     assert_eq!(fs::read(dir.join("p1.npy")).unwrap(), b"precious");
-    // A model: a rule's axis that does not divide, and a tensor no rule decides.
+}
+
+/// A model's rank split: a rule's axis that does not divide, and a tensor no rule decides,
+/// refused before anything is written.
+#[test]
+fn refusals_of_a_models_ranks_come_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
     let model = fixtures().join("merge/llama/expected.safetensors");
     fs::copy(&model, dir.join("m.safetensors")).unwrap();
     let rules = fixtures().join("../rules/llama.rules");

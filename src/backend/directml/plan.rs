@@ -193,43 +193,7 @@ impl Dispatch {
 
 /// Plans `job` on `device`, or says why DirectML cannot run it.
 pub fn plan(job: &JoinPlan, device: &Device) -> Result<DmlPlan, String> {
-    if let Some((index, p)) = job
-        .inputs
-        .iter()
-        .enumerate()
-        .find(|(_, p)| p.dtype != job.dtype)
-    {
-        return Err(format!(
-            "input {} is cast from {} to {}; DirectML's Join moves elements without converting \
-             them, so only the CPU engine casts",
-            index + 1,
-            p.dtype,
-            job.dtype
-        ));
-    }
-    if let Some(index) = job.inputs.iter().position(|p| p.sliced()) {
-        return Err(format!(
-            "input {} is a slice of its tensor; DirectML's Join takes whole tensors, so only \
-             the CPU engine reads slices",
-            index + 1
-        ));
-    }
-    if let Some((index, _)) = job
-        .inputs
-        .iter()
-        .enumerate()
-        .find(|(_, p)| p.gather().is_some())
-    {
-        let (theirs, ours) = match job.layout {
-            Layout::C => ("Fortran", "C"),
-            Layout::Fortran => ("C", "Fortran"),
-        };
-        return Err(format!(
-            "input {} is stored in {theirs} order and the output in {ours} order; only the CPU \
-             engine re-lays data out",
-            index + 1
-        ));
-    }
+    check_joinable(job)?;
     let dims = storage_dims(job);
     let native = native_type(job, device, &dims);
     let (form, data_type, why) = match native {
@@ -308,6 +272,49 @@ pub fn plan(job: &JoinPlan, device: &Device) -> Result<DmlPlan, String> {
         );
     }
     Ok(planned)
+}
+
+/// Says why DirectML's Join cannot run `job` as it is, whatever the device: an input cast,
+/// sliced, or laid out in the other order than the output (only the CPU engine does those).
+fn check_joinable(job: &JoinPlan) -> Result<(), String> {
+    if let Some((index, p)) = job
+        .inputs
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.dtype != job.dtype)
+    {
+        return Err(format!(
+            "input {} is cast from {} to {}; DirectML's Join moves elements without converting \
+             them, so only the CPU engine casts",
+            index + 1,
+            p.dtype,
+            job.dtype
+        ));
+    }
+    if let Some(index) = job.inputs.iter().position(|p| p.sliced()) {
+        return Err(format!(
+            "input {} is a slice of its tensor; DirectML's Join takes whole tensors, so only \
+             the CPU engine reads slices",
+            index + 1
+        ));
+    }
+    if let Some((index, _)) = job
+        .inputs
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.gather().is_some())
+    {
+        let (theirs, ours) = match job.layout {
+            Layout::C => ("Fortran", "C"),
+            Layout::Fortran => ("C", "Fortran"),
+        };
+        return Err(format!(
+            "input {} is stored in {theirs} order and the output in {ours} order; only the CPU \
+             engine re-lays data out",
+            index + 1
+        ));
+    }
+    Ok(())
 }
 
 /// The output's dims in storage order (C order: as is; Fortran: reversed).
