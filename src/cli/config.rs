@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Cli, JoinArgs, Subcommand};
+use super::{Cli, JoinArgs, Subcommand, format_flag};
 use crate::config::{
     Action, Command, DEFAULT_MAX_SHARD_SIZE, EngineConfig, JoinConfig, JoinRules, OutputConfig,
     ShardedOutput, SplitConfig,
@@ -313,13 +313,6 @@ fn sharded_output(cli: &JoinArgs) -> Result<Option<ShardedOutput>> {
         max_shard_size: cli.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
         names_from: cli.names_from.clone(),
     }))
-}
-
-/// The format a `--format` / `--input-format` value names, if the flag was given.
-pub(super) fn format_flag(name: &Option<String>, flag: &str) -> Result<Option<Format>> {
-    name.as_deref()
-        .map(|name| Format::from_name(name, flag))
-        .transpose()
 }
 
 /// The element type `--cast` names, if it is one the cast writes.

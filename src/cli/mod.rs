@@ -784,6 +784,14 @@ fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// The format a `--format` / `--input-format` value names, if the flag was given (the join's
+/// flags and the split's alike).
+fn format_flag(name: &Option<String>, flag: &str) -> crate::error::Result<Option<Format>> {
+    name.as_deref()
+        .map(|name| Format::from_name(name, flag))
+        .transpose()
+}
+
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')

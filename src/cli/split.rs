@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::ValueHint;
 
-use super::{Offering, parse_key_value};
+use super::{Offering, format_flag, parse_key_value};
 use crate::config::{
     Action, Cut, DEFAULT_MAX_SHARD_SIZE, OutputConfig, PlanForm, SplitConfig, When,
 };
@@ -206,7 +206,7 @@ impl SplitConfig {
             rule.required = !rule.optional && !args.allow_unmatched;
         }
         let outputs = outputs(&args.output, cut.outputs())?;
-        let forced = super::config::format_flag(&args.format, "--format")?;
+        let forced = format_flag(&args.format, "--format")?;
         let folders = outputs.iter().filter(|p| {
             let text = p.to_string_lossy();
             text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
@@ -227,7 +227,7 @@ impl SplitConfig {
         }
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
-            input_format: super::config::format_flag(&args.input_format, "--input-format")?,
+            input_format: format_flag(&args.input_format, "--input-format")?,
             cut,
             axis: args.axis,
             tensor_rules: rules::ordered(&args.keep, &args.axis_for, files),
