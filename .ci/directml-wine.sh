@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs tjoin's DirectML backend for real on Linux, without a GPU: the Windows build of tjoin
+# CI stage directml-wine, which .ci/run starts in the background (.ci/README.md). Runs tjoin's
+# DirectML backend for real on Linux, without a GPU: the Windows build of tjoin
 # (x86_64-pc-windows-gnu, --features directml) under Wine, whose Direct3D 12 (vkd3d) runs on
 # lavapipe, Mesa's software Vulkan device. Every DirectML output is compared byte for byte
 # with the CPU engine's output of the same Windows build: tjoin.exe for the command line's

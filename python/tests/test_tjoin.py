@@ -2,7 +2,7 @@
 options mapping, __version__, and the examples of README.md's "From Python" section and of
 the docstrings, each run in a folder of its own holding the files they name.
 
-CI's wheel-installed stage (.ci/run) runs these with the Python of a fresh virtual
+CI's wheel-installed stage (.ci/wheel-installed.sh) runs these with the Python of a fresh virtual
 environment the wheel was installed into, with an empty PATH (no Rust, no other tjoin):
 ``python -m unittest discover -s python/tests -v``. They use the standard library only, and
 the repository's fixtures and README.md.
