@@ -9,6 +9,7 @@ mod append_journal;
 #[cfg(unix)]
 mod attack;
 mod builtin_families;
+mod checklists;
 mod completeness;
 mod containers;
 mod dcp;
@@ -46,6 +47,7 @@ mod pytorch;
 mod pytorch_set;
 mod refusals;
 mod reliability;
+mod rules;
 mod sharded;
 mod sharded_commit;
 mod spec;
