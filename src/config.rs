@@ -1,10 +1,13 @@
-//! What a run is asked to do, once the command line is understood. `src/cli/config.rs` builds
-//! a [`JoinConfig`] from the flags (checking each flag on its own and reading `--files-from`
-//! lists); nothing below it knows the flags.
+//! What a run is asked to do, once the command line is understood: a [`Command`], built from
+//! the flags by `src/cli/` (`Command::from_cli` in `src/cli/config.rs`, which builds a join's
+//! [`JoinConfig`], checking each flag on its own and reading `--files-from` lists;
+//! `src/cli/split.rs` a [`SplitConfig`]; `src/cli/gguf.rs` a [`GgufConfig`]); nothing below it
+//! knows the flags.
 //!
-//! A flow receives the whole [`JoinConfig`] and nothing below the flow does: its methods hand
-//! each stage the narrow config it needs (after ripgrep's `HiArgs::matcher()`, `printer()`,
-//! `searcher()`), each derived once, here, beside the fields it reads:
+//! A join's (or an append's) flow receives the whole [`JoinConfig`] and nothing below the
+//! flow does: its methods hand each stage the narrow config it needs (after ripgrep's
+//! `HiArgs::matcher()`, `printer()`, `searcher()`), each derived once, here, beside the
+//! fields it reads:
 //! - [`JoinConfig::open_config`]: what opening the inputs needs ([`OpenConfig`]);
 //! - [`JoinRules::matcher`] and [`JoinRules::job_options`]: what planning needs
 //!   (`plan::job::JobOptions`);

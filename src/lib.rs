@@ -2,11 +2,14 @@
 //! operator as a command-line tool for files far larger than memory.
 //!
 //! A run has two stages of arguments and one flow per command: `cli` parses the flags and
-//! turns them into a [`config::Command`]; `join::run` opens the inputs, plans every output
-//! tensor and writes the output or reports the plan; `append::run` plans the same way and
-//! grows the first input in place; `append::recover` (`output::recovery`) repairs what an
-//! interrupted append left.
-//! `docs/design.md` describes the stages.
+//! turns them into a [`config::Command`] (`Command::from_cli`), and [`run`] hands that
+//! command to its flow in `flow/`: `flow::join::run` opens the inputs, plans every output
+//! tensor and writes the output or reports the plan; `flow::append::run` plans the same way
+//! and grows the first input in place, and `flow::append::recover` (`output::recovery`)
+//! repairs what an interrupted append left; `flow::split::run` cuts one input into several
+//! outputs (`tjoin split`); `flow::gguf::run` merges or splits GGUF files;
+//! `flow::rules::run` prints a family's built-in rules (`tjoin rules`). `docs/design.md`
+//! describes the stages.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

@@ -1,7 +1,9 @@
 //! The second stage of the arguments: the flags clap parsed, checked one by one and turned
 //! into the `JoinConfig` every later stage takes (after fd's `construct_config` and ripgrep's
-//! `HiArgs::from_low_args`). The only reader of `Cli` (and of its `JoinArgs`). It may touch files: it reads the
-//! `--files-from` list.
+//! `HiArgs::from_low_args`). `Command::from_cli` is where every command line is read: it hands
+//! a split's flags to `split.rs` and a GGUF merge's or split's to `gguf.rs`, and turns the
+//! rest into a join, an append or a recovery. It may touch files: it reads the `--files-from`
+//! lists and the `--like` references' headers.
 
 use std::path::Path;
 use std::sync::Arc;
