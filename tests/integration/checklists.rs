@@ -390,7 +390,8 @@ fn every_ci_stage_file_is_run_and_described() {
         else {
             continue;
         };
-        if stage == "lib" {
+        // lib.sh is sourced by every stage, a subfolder's files by one (.ci/wine/setup.sh).
+        if stage == "lib" || stage.contains('/') {
             continue;
         }
         if !listed.iter().any(|s| s == stage) {
