@@ -1,9 +1,9 @@
 //! The error type of a run, and the exit code each kind of error maps to.
 
+use crate::location::Location;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Exit statuses, one place for all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,31 +148,27 @@ impl InputRef {
 pub struct InputRef {
     /// Position among the inputs, from 1; 0 for a `--like` reference.
     pub position: usize,
-    /// The path as the user wrote it (shared: an input's tensors and the files it is checked
-    /// by name it with one copy).
-    pub path: Arc<Path>,
+    /// Where it is, as the user wrote it (shared: an input's tensors and the files it is
+    /// checked by name it with one copy).
+    pub location: Location,
     /// The tensor's name inside the file, for files that hold several (a boxed `str`, a
     /// word shorter than a `String`: a join may name 100,000 tensors).
     pub tensor: Option<Box<str>>,
 }
 
-/// What the command line names standard input as.
-pub const STDIN: &str = "-";
+pub use crate::location::STDIN;
 
 impl InputRef {
     /// Whether this input is standard input (`-`).
     pub fn is_stdin(&self) -> bool {
-        self.path.as_os_str() == STDIN
+        self.location.is_stdin()
     }
 
     /// The path, and the tensor's name after a colon when there is one: `b.npy`,
     /// `b.safetensors:embed.weight`, exactly as they are (for JSON; a message quotes it with
     /// [`crate::messages::quote`]).
     pub fn label(&self) -> String {
-        match &self.tensor {
-            Some(tensor) => format!("{}:{tensor}", self.path.display()),
-            None => self.path.display().to_string(),
-        }
+        self.location.label(self.tensor.as_deref())
     }
 }
 
@@ -183,7 +179,7 @@ impl fmt::Display for InputRef {
         // Position 0 is no input: it is a `--like` reference read as inputs are
         // (`src/plan/reference.rs`).
         if self.position == 0 {
-            let path = crate::messages::path(&self.path);
+            let path = &self.location;
             return match &self.tensor {
                 Some(tensor) => {
                     let tensor = crate::messages::name(tensor);
@@ -197,15 +193,10 @@ impl fmt::Display for InputRef {
                 f,
                 "input {} ({}:{})",
                 self.position,
-                crate::messages::path(&self.path),
+                self.location,
                 crate::messages::name(tensor)
             ),
-            None => write!(
-                f,
-                "input {} ({})",
-                self.position,
-                crate::messages::path(&self.path)
-            ),
+            None => write!(f, "input {} ({})", self.position, self.location),
         }
     }
 }
@@ -362,7 +353,7 @@ mod tests {
         let error = Error::Malformed {
             input: InputRef {
                 position: 3,
-                path: Path::new("c.npy").into(),
+                location: Path::new("c.npy").into(),
                 tensor: None,
             },
             format: ".npy",
@@ -387,7 +378,7 @@ mod tests {
         assert!(cut.ends_with("... (1800 more bytes)"), "{cut}");
         let name = InputRef {
             position: 1,
-            path: Path::new("a.safetensors").into(),
+            location: Path::new("a.safetensors").into(),
             tensor: Some("x".repeat(1 << 20).into()),
         };
         assert!(name.to_string().len() < 200, "{name}");

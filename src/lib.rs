@@ -23,6 +23,7 @@ pub mod flow;
 pub mod format;
 pub(crate) mod input;
 pub(crate) mod limits;
+pub mod location;
 pub mod messages;
 pub(crate) mod outliers;
 pub(crate) mod output;

@@ -74,7 +74,10 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, std::slice::from_ref(&added))?;
     let old_len = target.info.data_offset + target.info.data_len;
     let report = || {
-        let output = (Description::File(&first.name.path), Some(Format::Npy));
+        let output = (
+            Description::File(first.name.location.as_path()),
+            Some(Format::Npy),
+        );
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         report.output.append = Some(AppendReport {
             bytes: added.plan.bytes,
@@ -85,9 +88,9 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     };
     match config.action {
         Action::DryRun(form) => {
-            let journal = grow::journal_path(&first.name.path);
+            let journal = grow::journal_path(first.name.location.as_path());
             if journal.exists() {
-                return Err(interrupted(&first.name.path, &journal));
+                return Err(interrupted(first.name.location.as_path(), &journal));
             }
             let mut report = report();
             report.warnings = warnings.into_vec();
@@ -148,7 +151,7 @@ fn check_target(first: &Input, inputs: &[Input], axis: Option<i64>) -> Result<()
             format!("--append has nothing to append: only the target, {name}, was named"),
             format!(
                 "name the inputs to append after it: tjoin --append -a 0 {} new.npy",
-                crate::messages::path(&name.path)
+                name.location
             ),
         ));
     }
@@ -166,7 +169,7 @@ fn rewrite_hint(axis: Option<i64>, inputs: &[Input]) -> String {
     format!(
         "a normal join rewrites the whole file, and can replace it: tjoin{axis} {} -o {}",
         names.join(" "),
-        crate::messages::path(&inputs[0].name.path)
+        inputs[0].name.location
     )
 }
 
@@ -208,8 +211,7 @@ fn check_axis(grown: &TensorJob, target: &Tensor) -> Result<()> {
         format!(
             "append along axis {growth}, or rewrite it with a normal join: tjoin -a {axis} {} \
              ... -o {}",
-            crate::messages::path(&target.name.path),
-            crate::messages::path(&target.name.path)
+            target.name.location, target.name.location
         ),
     ))
 }
@@ -290,12 +292,12 @@ fn check_types(inputs: &[Input]) -> Result<()> {
 /// Refuses an input that is the target itself: it grows while it is read.
 fn check_not_appended_to_itself(inputs: &[Input]) -> Result<()> {
     let id = |path: &Path| sys::path_id(path);
-    let Some(target) = id(&inputs[0].name.path) else {
+    let Some(target) = id(inputs[0].name.location.as_path()) else {
         return Ok(());
     };
     let same = inputs[1..]
         .iter()
-        .find(|input| !input.name.is_stdin() && id(&input.name.path) == Some(target));
+        .find(|input| !input.name.is_stdin() && id(input.name.location.as_path()) == Some(target));
     match same {
         Some(input) => Err(Error::refused(
             format!(
@@ -352,8 +354,8 @@ fn new_header(
                 "rewrite it once with a normal join, which leaves that room, and append in \
                  place from then on: tjoin -a {} {} ... -o {}",
                 axis.unwrap_or(0),
-                crate::messages::path(&target.name.path),
-                crate::messages::path(&target.name.path)
+                target.name.location,
+                target.name.location
             ),
         )
     })
@@ -403,7 +405,7 @@ fn grow_target(
     old_len: u64,
 ) -> Result<()> {
     let first = &inputs[0];
-    let path = &first.name.path;
+    let path = first.name.location.as_path();
     let target = Target::lock(path, "append to")?;
     if !matches!(target.journal()?, Journaled::None) {
         // Only a journal `--recover` would act on is reported as an append to recover from;

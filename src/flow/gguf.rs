@@ -93,7 +93,7 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
         .enumerate()
         .map(|(at, file)| InputRef {
             position: at + 1,
-            path: file.path.clone(),
+            location: file.path.clone().into(),
             tensor: None,
         })
         .collect();

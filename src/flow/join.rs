@@ -152,7 +152,9 @@ fn check_output_not_an_input(inputs: &[Input], output: &Path) -> Result<()> {
         .iter()
         .filter(|input| !input.name.is_stdin())
         .collect::<Vec<_>>();
-    let Some(at) = super::input_written_over(output, files.iter().map(|i| &*i.name.path)) else {
+    let Some(at) =
+        super::input_written_over(output, files.iter().map(|i| i.name.location.as_path()))
+    else {
         return Ok(());
     };
     let input = files[at];

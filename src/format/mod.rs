@@ -493,7 +493,7 @@ fn read_archive(
         name,
         head,
     } = opened;
-    let claimed = claimed_by(format, &name.path, head);
+    let claimed = claimed_by(format, name.location.as_path(), head);
     let malformed = |reason: String| Error::Malformed {
         input: name.clone(),
         format: claimed.extension(),
@@ -590,7 +590,7 @@ pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error
     let hint = match ranked.first() {
         Some(best) => format!(
             "did you mean {}:{}?",
-            crate::messages::path(&input.path),
+            input.location,
             crate::messages::name(best)
         ),
         None => "the file holds no tensor at all".to_string(),
@@ -599,7 +599,7 @@ pub fn no_such_tensor(input: &InputRef, wanted: &str, names: &[String]) -> Error
         headline: format!(
             "input {} ({}) has no tensor named `{}`; it has {} tensor{}, closest first:",
             input.position,
-            crate::messages::path(&input.path),
+            input.location,
             crate::messages::name(wanted),
             names.len(),
             if names.len() == 1 { "" } else { "s" }

@@ -138,8 +138,8 @@ enum PastEnd {
 /// The refusal of a .npy file with bytes after the end of its data: an append that did not
 /// finish, or is running (another process holds the file's lock).
 fn unfinished(input: &InputRef, shape: &[u64], end: u64, len: u64) -> Error {
-    let path = crate::messages::path(&input.path);
-    let hint = if crate::sys::lock_held_elsewhere(&input.path) {
+    let path = input.location.to_string();
+    let hint = if crate::sys::lock_held_elsewhere(input.location.as_path()) {
         "an append to it is running (another process holds its lock): read it again once the \
          append has finished"
             .to_string()
@@ -871,7 +871,7 @@ mod tests {
     fn bytes_after_the_data_are_an_unfinished_append_in_a_file_and_damage_in_a_member() {
         let input = InputRef {
             position: 1,
-            path: std::path::Path::new("x.npy").into(),
+            location: std::path::Path::new("x.npy").into(),
             tensor: None,
         };
         let mut file = header(&DType::UInt8, &[2], Layout::C).unwrap();

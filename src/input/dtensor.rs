@@ -138,7 +138,7 @@ pub fn open_folder(
     let others: Vec<String> = opened
         .iter()
         .filter(|i| !is_rank_file(i))
-        .map(|i| crate::messages::path(&i.name.path))
+        .map(|i| i.name.location.to_string())
         .collect();
     if !others.is_empty() {
         return Err(Error::Refused(vec![Refusal {
@@ -196,7 +196,8 @@ fn set_pattern(file_name: &str) -> String {
 fn numbers_in_name(input: &Input) -> (Option<u64>, Option<u64>) {
     let name = input
         .name
-        .path
+        .location
+        .as_path()
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
@@ -311,7 +312,8 @@ fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
     if !missing.is_empty() && problems.is_empty() {
         let example = files[0]
             .name
-            .path
+            .location
+            .as_path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();

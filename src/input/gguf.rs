@@ -259,7 +259,7 @@ fn unsure_alignment(file: &GgufFile, first: &GgufFile) -> Option<String> {
 fn input_ref(path: &Arc<Path>, position: usize) -> InputRef {
     InputRef {
         position,
-        path: Arc::clone(path),
+        location: Arc::clone(path).into(),
         tensor: None,
     }
 }

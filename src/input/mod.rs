@@ -13,9 +13,11 @@ pub mod dtensor;
 pub mod gguf;
 pub mod reference;
 pub mod sharded;
+pub mod source;
 mod stream;
 mod watched;
 
+pub use source::Stamp;
 pub(crate) use watched::Watched;
 
 use std::fs::File;
@@ -23,14 +25,14 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
-#[cfg(not(unix))]
-use std::time::SystemTime;
 
 use crate::error::{Error, InputRef, Result, STDIN};
 use crate::format::npz::StoredCrc;
 use crate::format::{Format, Opened, TensorInfo};
+use crate::location::Location;
 use crate::sys;
 use crate::sys::spill::Spill;
+use source::{LocalFiles, Version};
 
 /// One input file as given on the command line, and the tensors it holds.
 pub struct Input {
@@ -167,15 +169,18 @@ impl From<crate::format::OwnData> for DataFile {
 
 /// Where a file is, and what it was when its header was read.
 pub struct FileRecord {
-    path: Arc<Path>,
-    stamp: Stamp,
+    location: Location,
+    version: Version,
 }
 
 impl DataFile {
-    /// A file closed after its header was read, to reopen at `path`; `stamp` is what it
-    /// was then.
-    pub fn closed(path: Arc<Path>, stamp: Stamp) -> DataFile {
-        DataFile::Closed(Arc::new(FileRecord { path, stamp }))
+    /// A file closed after its header was read, to reopen at `location`; `stamp` is what
+    /// it was then.
+    pub fn closed(location: Location, stamp: Stamp) -> DataFile {
+        DataFile::Closed(Arc::new(FileRecord {
+            location,
+            version: Version::Local(stamp),
+        }))
     }
 
     /// The open file, reopening it if it was closed. Fails if it changed in the meantime.
@@ -184,80 +189,24 @@ impl DataFile {
             DataFile::Open(file) => Ok(Arc::clone(file)),
             DataFile::Inflated(inflation) => inflation.file(),
             DataFile::Closed(closed) => {
-                // Without waiting: a FIFO put in the file's place is told apart by its stamp.
-                let (file, metadata) = sys::open_without_waiting(&closed.path)
-                    .map_err(|e| name.io_error("reopen", e))?;
-                let now = Stamp::from(&metadata);
-                if now != closed.stamp {
-                    return Err(changed(name));
+                let source =
+                    source::source_of(&closed.location).map_err(|e| name.io_error("reopen", e))?;
+                if !source.is_local() {
+                    // The engine maps what it copies; a remote input's bytes are read by
+                    // range (`Source::read_at`) into bounded buffers instead.
+                    let why = "it is not a local file, and its data is read by range, not mapped";
+                    return Err(name.io_error("map", io::Error::other(why)));
                 }
-                Ok(Arc::new(file))
+                let reopened = LocalFiles::reopen(&closed.location, &closed.version)
+                    .map_err(|e| name.io_error("reopen", e))?;
+                reopened.map(Arc::new).ok_or_else(|| changed(name))
             }
         }
     }
 }
 
-/// A file's identity (device and inode), length, and change time (ctime) on Unix, its
-/// modification time elsewhere. A program that rewrites a file can set its modification time
-/// back (`touch -r`, `cp -p`, `rsync`); the change time it cannot: the kernel sets it to the
-/// present on every write and on every change of the times themselves, so that it alone
-/// tells every change the modification time would. What this does not see: a change made
-/// and undone with the times set back by someone who can set the clock, and (on Windows,
-/// where the standard library offers no change time) a rewrite of the same length whose
-/// modification time is set back. One time, not both: a join of 100,000 inputs keeps a
-/// stamp of each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamp {
-    id: (u64, u64),
-    len: u64,
-    /// The change time (Unix) or modification time (elsewhere), in seconds and nanoseconds
-    /// since the epoch; `(0, 0)` where the system tells none.
-    changed: (i64, u32),
-}
-
-impl Stamp {
-    /// The stamp of an open file.
-    pub fn of(file: &File) -> io::Result<Stamp> {
-        Ok(Stamp::from(&file.metadata()?))
-    }
-}
-
-impl From<&std::fs::Metadata> for Stamp {
-    fn from(metadata: &std::fs::Metadata) -> Stamp {
-        #[cfg(unix)]
-        let (id, changed) = {
-            use std::os::unix::fs::MetadataExt;
-            let changed = (metadata.ctime(), metadata.ctime_nsec() as u32);
-            ((metadata.dev(), metadata.ino()), changed)
-        };
-        // Windows' file index and change time are not in stable Rust; length and
-        // modification time still tell most changes.
-        #[cfg(not(unix))]
-        let (id, changed) = ((0, 0), metadata.modified().map_or((0, 0), since_epoch));
-        Stamp {
-            id,
-            len: metadata.len(),
-            changed,
-        }
-    }
-}
-
-/// A time as seconds (negative before the epoch) and nanoseconds since the epoch.
-#[cfg(not(unix))]
-fn since_epoch(time: SystemTime) -> (i64, u32) {
-    match time.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(after) => (after.as_secs() as i64, after.subsec_nanos()),
-        Err(before) => {
-            let before = before.duration();
-            (-(before.as_secs() as i64), before.subsec_nanos())
-        }
-    }
-}
-
 fn changed(name: &InputRef) -> Error {
-    let why = "it changed while tjoin was reading it; no output was written, run again once \
-               nothing else writes to it";
-    name.io_error("read", io::Error::other(why))
+    name.io_error("read", source::changed())
 }
 
 /// How to open the inputs.
@@ -339,7 +288,7 @@ impl Input {
         };
         let name = InputRef {
             position,
-            path: Arc::clone(&path),
+            location: Arc::clone(&path).into(),
             tensor: None,
         };
         let fetched = (!is_stdin).then(|| {
@@ -412,7 +361,7 @@ impl Input {
             if keep_open || copied {
                 DataFile::Open(file)
             } else {
-                DataFile::closed(Arc::clone(&name.path), stamp.clone())
+                DataFile::closed(name.location.clone(), stamp.clone())
             }
         };
         let opened = Opened {
@@ -443,7 +392,7 @@ impl Input {
             })
             .collect();
         Ok(Input {
-            watched: Watched::new(&name.path, &own, stamp),
+            watched: Watched::new(&name.location, &own, stamp),
             name,
             tensors,
             format,
@@ -588,16 +537,18 @@ impl Input {
     pub fn check_unchanged(&self) -> Result<()> {
         for Watched { record, open } in self.watched() {
             let now = match open {
-                Some(file) => Stamp::of(file),
-                None => std::fs::metadata(&record.path).map(|m| Stamp::from(&m)),
+                Some(file) => Stamp::of(file).map(Version::Local),
+                None => source::source_of(&record.location)
+                    .and_then(|source| source.head(&record.location))
+                    .map(|head| head.version),
             };
             let name = InputRef {
                 position: self.name.position,
-                path: Arc::clone(&record.path),
+                location: record.location.clone(),
                 tensor: None,
             };
             let now = now.map_err(|e| name.io_error("re-check", e))?;
-            if now != record.stamp {
+            if now != record.version {
                 return Err(changed(&name));
             }
         }
@@ -652,17 +603,9 @@ impl Fetched {
     /// temporary file (a terminal, a socket or anything else is refused by `into_regular`).
     fn is_stream(&self) -> bool {
         use std::io::IsTerminal;
-        self.opened.as_ref().is_ok_and(|(file, metadata)| {
-            let kind = metadata.file_type();
-            #[cfg(unix)]
-            let stream = {
-                use std::os::unix::fs::FileTypeExt;
-                kind.is_fifo() || kind.is_char_device()
-            };
-            #[cfg(not(unix))]
-            let stream = !kind.is_file() && !kind.is_dir();
-            stream && !file.is_terminal()
-        })
+        self.opened
+            .as_ref()
+            .is_ok_and(|(file, metadata)| sys::is_stream(metadata) && !file.is_terminal())
     }
 
     /// The pipe or device at `path`, read into an unnamed temporary file no further than its
@@ -827,15 +770,18 @@ fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
     let Some(text) = path.to_str() else {
         return (path, None);
     };
-    // Most paths have no colon: no need to ask the file system (a stat per input adds up
-    // over 100,000 of them).
-    if !text.contains(':') || path.exists() {
+    // Most paths have no colon: no need to ask the source (a stat per input adds up over
+    // 100,000 of them).
+    if !text.contains(':') || source::head(&Location::from(Arc::clone(&path))).is_ok() {
         return (path, None);
     }
     for (at, _) in text.match_indices(':') {
-        let file = Path::new(&text[..at]);
-        if at > 0 && file.is_file() {
-            return (file.into(), Some(text[at + 1..].to_string()));
+        let file = Location::new(Path::new(&text[..at]));
+        if at > 0 && source::head(&file).is_ok_and(|head| head.kind == source::Kind::Object) {
+            return (
+                Arc::clone(file.shared_path()),
+                Some(text[at + 1..].to_string()),
+            );
         }
     }
     (path, None)

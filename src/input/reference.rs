@@ -212,7 +212,7 @@ fn read_header(path: &Path, index: Option<&Path>) -> Result<crate::format::Conte
     let len = metadata.len();
     let input = InputRef {
         position: 0,
-        path: path.into(),
+        location: path.into(),
         tensor: None,
     };
     safetensors::read(&file, len, &input).map_err(|e| match e {

@@ -21,8 +21,10 @@ use std::sync::Arc;
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, Opened, no_such_tensor, safetensors};
+use crate::input::source;
 use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp, dtensor};
 use crate::limits;
+use crate::location::Location;
 use crate::sys::spill::Spill;
 use crate::sys::{self, Accept};
 
@@ -74,7 +76,7 @@ pub fn open(
         match in_folder(&name)? {
             Found::Index(index) => open_index(
                 InputRef {
-                    path: index.into(),
+                    location: index.into(),
                     ..name
                 },
                 options,
@@ -130,14 +132,13 @@ const PICKLE_EXTENSIONS: [&str; 3] = [".bin", ".pt", ".pth"];
 /// or with none and other than one `.safetensors` file or one PyTorch checkpoint, listing
 /// what it holds.
 fn in_folder(name: &InputRef) -> Result<Found> {
-    let folder = &name.path;
-    let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
+    let folder = name.location.as_path();
+    let entries = source::list(&name.location).map_err(|e| name.io_error("list", e))?;
     let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut pickles, mut rank_files) = (Vec::new(), Vec::new());
     for entry in entries {
-        let entry = entry.map_err(|e| name.io_error("list", e))?;
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        if !entry.path().is_file() {
+        let file_name = entry.name.to_string_lossy().into_owned();
+        if !entry.is_object {
             continue;
         }
         if index::is_index_name(&file_name) {
@@ -195,7 +196,7 @@ fn in_folder(name: &InputRef) -> Result<Found> {
 /// folder holds `optimizer.pt`, `scheduler.pt`, `rng_state.pth` and `training_args.bin`
 /// beside the model. Otherwise the folder is refused, listing them.
 fn one_pickle(name: &InputRef, pickles: &[String]) -> Result<PathBuf> {
-    let at = |file: &String| name.path.join(file);
+    let at = |file: &String| name.location.as_path().join(file);
     let models: Vec<String> = pickles
         .iter()
         .filter(|f| is_model_weights(f))
@@ -285,7 +286,7 @@ fn listing(names: &[String]) -> Vec<String> {
 /// shards of a `pytorch_model.bin.index.json` are PyTorch checkpoints (`format/pickle/`),
 /// those of any other index safetensors files.
 fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result<Input> {
-    let index_path = name.path.clone();
+    let index_path = name.location.as_path();
     let pickle = index_path
         .file_name()
         .and_then(|n| n.to_str())
@@ -295,7 +296,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let index_text = crate::messages::path(&index_path);
+    let index_text = crate::messages::path(index_path);
     let mut problems = Vec::new();
     // Each tensor's file, and each file's tensors (in the index's order, for messages).
     let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
@@ -323,8 +324,8 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
     if !problems.is_empty() {
         return Err(inconsistent(&index_text, problems));
     }
-    let index_file = DataFile::closed(Arc::clone(&name.path), index_stamp.clone());
-    let index_watched = Watched::new(&name.path, &index_file, index_stamp);
+    let index_file = DataFile::closed(name.location.clone(), index_stamp.clone());
+    let index_watched = Watched::new(&name.location, &index_file, index_stamp);
     let mut watched = Vec::with_capacity(files.len());
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
@@ -335,7 +336,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         let path = folder.join(file);
         let shard = InputRef {
             position: name.position,
-            path: path.as_path().into(),
+            location: path.as_path().into(),
             tensor: None,
         };
         let mapped = &listed[file];
@@ -356,7 +357,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         let data = if options.keeps_open(files.len()) {
             DataFile::Open(Arc::new(opened))
         } else {
-            DataFile::closed(Arc::clone(&shard.path), stamp.clone())
+            DataFile::closed(shard.location.clone(), stamp.clone())
         };
         let mut held: HashSet<&str> = HashSet::with_capacity(contents.tensors.len());
         for found in contents.tensors {
@@ -411,7 +412,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
                 .into_iter()
                 .map(|l| format!("{l} in {}", crate::messages::quote(file))),
         );
-        watched.push(Watched::new(&shard.path, &data, stamp));
+        watched.push(Watched::new(&shard.location, &data, stamp));
         paths.push(path);
     }
     if !problems.is_empty() {
@@ -476,7 +477,8 @@ fn inconsistent(index: &str, problems: Vec<String>) -> Error {
 /// Reads and parses the index file `name` names, up to [`limits::INDEX`]; opened without
 /// waiting, so that a FIFO under an index's name is refused instead of waited on.
 fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Stamp)> {
-    let (file, metadata) = sys::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
+    let (file, metadata) =
+        sys::open_regular(name.location.as_path()).map_err(|e| name.io_error("open", e))?;
     let text = sys::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
         .map_err(|e| name.io_error("read", e))?;
     let index = index::parse(&text).map_err(|reason| Error::Malformed {
@@ -507,8 +509,8 @@ fn read_shard(
         io::Error::new(e.kind(), why)
     };
     // Opened without waiting: a FIFO the index lists is refused, not waited on.
-    let (file, metadata) =
-        sys::open_regular(&shard.path).map_err(|e| shard.io_error("open", listed(e)))?;
+    let (file, metadata) = sys::open_regular(shard.location.as_path())
+        .map_err(|e| shard.io_error("open", listed(e)))?;
     let stamp = Stamp::from(&metadata);
     let contents = if pickle {
         let mut head = Vec::new();
@@ -557,7 +559,7 @@ pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -
     if !disjoint {
         return error;
     }
-    let files: Vec<&Path> = inputs.iter().map(|i| &*i.name.path).collect();
+    let files: Vec<&Path> = inputs.iter().map(|i| i.name.location.as_path()).collect();
     let headline = format!(
         "the {} inputs hold different tensors (no name is in two of them): they look like the \
          shards of one checkpoint, which is one input, not {} to join",
@@ -607,12 +609,11 @@ fn index_listing(files: &[&Path]) -> Option<PathBuf> {
         .iter()
         .map(|f| f.file_name().and_then(|n| n.to_str()))
         .collect::<Option<Vec<&str>>>()?;
-    let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
+    let mut found: Vec<PathBuf> = source::list(&Location::new(folder))
         .ok()?
-        .filter_map(|entry| {
-            let path = entry.ok()?.path();
-            is_index_path(&path).then_some(path)
-        })
+        .into_iter()
+        .map(|entry| folder.join(entry.name))
+        .filter(|path| is_index_path(path))
         .collect();
     found.sort();
     found.into_iter().find(|path| {

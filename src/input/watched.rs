@@ -2,15 +2,16 @@
 //! committed.
 
 use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
+use super::source::Version;
 use super::{DataFile, FileRecord, Stamp};
+use crate::location::Location;
 
 /// A file an input was read from, and what it was then, checked unchanged before the
 /// output is committed. 16 bytes: a join may have 100,000 inputs.
 pub(crate) struct Watched {
-    /// Where it is (the input's own path, or one of its shards') and what it was when opened;
+    /// Where it is (the input's own location, or one of its shards') and what it was when opened;
     /// shared with the tensors' [`DataFile`] when the file is closed.
     pub(super) record: Arc<FileRecord>,
     /// The file, while it is kept open.
@@ -18,8 +19,8 @@ pub(crate) struct Watched {
 }
 
 impl Watched {
-    /// `file`, found at `path` as `stamp` describes it.
-    pub(crate) fn new(path: &Arc<Path>, file: &DataFile, stamp: Stamp) -> Watched {
+    /// `file`, found at `location` as `stamp` describes it.
+    pub(crate) fn new(location: &Location, file: &DataFile, stamp: Stamp) -> Watched {
         match file {
             DataFile::Closed(record) => Watched {
                 record: Arc::clone(record),
@@ -27,16 +28,16 @@ impl Watched {
             },
             DataFile::Open(file) => Watched {
                 record: Arc::new(FileRecord {
-                    path: Arc::clone(path),
-                    stamp,
+                    location: location.clone(),
+                    version: Version::Local(stamp),
                 }),
                 open: Some(Arc::clone(file)),
             },
             // A member's inflated copy is not the input: the input is watched by its path.
             DataFile::Inflated(_) => Watched {
                 record: Arc::new(FileRecord {
-                    path: Arc::clone(path),
-                    stamp,
+                    location: location.clone(),
+                    version: Version::Local(stamp),
                 }),
                 open: None,
             },

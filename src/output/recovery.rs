@@ -102,7 +102,7 @@ fn recovery(target: &Target) -> Result<Recovery> {
     let len = target.length()?;
     let name = InputRef {
         position: 1,
-        path: path.into(),
+        location: path.into(),
         tensor: None,
     };
     let journal_path = target.journal_path();

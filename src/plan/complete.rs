@@ -203,7 +203,7 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
     if evidence.like {
         proven_by.get_or_insert_with(|| "--like".to_string());
     }
-    let paths: Vec<&std::path::Path> = inputs.iter().map(|i| &*i.name.path).collect();
+    let paths: Vec<&std::path::Path> = inputs.iter().map(|i| i.name.location.as_path()).collect();
     if let Some(n) = ranks::complete_by_names(&paths) {
         proven_by.get_or_insert_with(|| format!("the names, numbered 1 to {n} of {n}"));
     }

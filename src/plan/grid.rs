@@ -579,7 +579,7 @@ mod tests {
             .map(|(i, shape)| Tensor {
                 name: InputRef {
                     position: 1,
-                    path: std::path::Path::new(&format!("r{i}")).into(),
+                    location: std::path::Path::new(&format!("r{i}")).into(),
                     tensor: Some("w".into()),
                 },
                 info: TensorInfo {
@@ -608,10 +608,7 @@ mod tests {
             .map(|(tensor, offsets)| Block { tensor, offsets })
             .collect();
         let job = plan_tensor("w", &blocks, None, None)?;
-        let order = job
-            .sources
-            .iter()
-            .map(|t| crate::messages::path(&t.name.path));
+        let order = job.sources.iter().map(|t| t.name.location.to_string());
         let grid = job.placement.unwrap().grid;
         Ok((job.plan, grid, order.collect()))
     }

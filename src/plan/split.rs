@@ -212,7 +212,7 @@ fn pieces(shares: &[Share]) -> Option<Vec<u64>> {
 
 /// How messages name a tensor of the input: by its name and file, or by its file alone.
 fn label(tensor: &Tensor) -> String {
-    let path = crate::messages::path(&tensor.name.path);
+    let path = tensor.name.location.to_string();
     match tensor.name.tensor.as_deref() {
         Some(name) => format!("tensor `{}` of {path}", excerpt(name)),
         None => path,

@@ -357,7 +357,11 @@ impl PlanReport {
 impl InputReport {
     fn new(input: &Input) -> InputReport {
         let block_files = input.offsets().map(|_| {
-            let files: HashSet<&Path> = input.tensors.iter().map(|t| &*t.name.path).collect();
+            let files: HashSet<&Path> = input
+                .tensors
+                .iter()
+                .map(|t| t.name.location.as_path())
+                .collect();
             files.len()
         });
         InputReport {
@@ -403,7 +407,7 @@ impl TensorReport {
                 .zip(&placement.offsets)
                 .map(|(source, offsets)| BlockReport {
                     offsets: offsets.clone(),
-                    path: shown(&source.name.path),
+                    path: shown(source.name.location.as_path()),
                     shape: source.info.shape.to_vec(),
                     source: source.name.clone(),
                 })
@@ -494,15 +498,13 @@ fn passed(spec: Spec) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     /// A report with every optional part present.
     fn full() -> PlanReport {
         let source = InputRef {
             position: 1,
-            path: Arc::from(Path::new("rank0/a.safetensors")),
+            location: Path::new("rank0/a.safetensors").into(),
             tensor: Some("w".into()),
         };
         PlanReport {

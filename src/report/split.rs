@@ -89,7 +89,7 @@ impl SplitReport {
             })
             .collect();
         SplitReport {
-            input: input.name.path.display().to_string(),
+            input: input.name.location.as_path().display().to_string(),
             format: input.format.name(),
             bytes: outputs.iter().map(|o| o.bytes).sum(),
             outputs,

@@ -211,6 +211,19 @@ pub fn is_fifo(metadata: &std::fs::Metadata) -> bool {
     };
 }
 
+/// Whether `metadata`'s file is a pipe or a device (elsewhere: neither a file nor a folder),
+/// read once, front to back.
+pub fn is_stream(metadata: &std::fs::Metadata) -> bool {
+    let kind = metadata.file_type();
+    #[cfg(unix)]
+    return {
+        use std::os::unix::fs::FileTypeExt;
+        kind.is_fifo() || kind.is_char_device()
+    };
+    #[cfg(not(unix))]
+    return !kind.is_file() && !kind.is_dir();
+}
+
 /// The refusal of a pipe that gave nothing: opened without waiting, a FIFO that no program
 /// has opened for writing reads as empty.
 pub fn nothing_written() -> io::Error {

@@ -105,7 +105,7 @@ fn read(opened: Opened<'_>, wanted: Option<&str>) -> Result<Contents> {
             reason: format!(
                 "it is one file of a GGUF set of {count} (split.count); merge the set into \
                  one GGUF file first (tjoin {} -o model.gguf), then read that",
-                crate::messages::path(&opened.name.path)
+                opened.name.location
             ),
         });
     }

@@ -563,7 +563,7 @@ mod tests {
         file.write_all(text.as_bytes()).expect("written");
         let input = InputRef {
             position: 1,
-            path: std::path::Path::new("t.json").into(),
+            location: std::path::Path::new("t.json").into(),
             tensor: None,
         };
         let mut spill = Spill::default();

@@ -36,6 +36,7 @@ use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::pickle::{self, vm};
 use crate::format::{Contents, Format, Found, index, safetensors, zip};
 use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::location::Location;
 use crate::messages::excerpt;
 use crate::messages::shape_text;
 use crate::sys::{self, Accept};
@@ -68,17 +69,21 @@ pub fn open(
     is_dir: bool,
 ) -> Result<Input> {
     let (folder, metadata_path) = if is_dir {
-        (name.path.to_path_buf(), name.path.join(METADATA))
+        (
+            name.location.as_path().to_path_buf(),
+            name.location.as_path().join(METADATA),
+        )
     } else {
         let folder = name
-            .path
+            .location
+            .as_path()
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        (folder, name.path.to_path_buf())
+        (folder, name.location.as_path().to_path_buf())
     };
     let metadata_ref = InputRef {
-        path: metadata_path.as_path().into(),
+        location: metadata_path.as_path().into(),
         ..name.clone()
     };
     let (metadata, metadata_stamp) = read_metadata(&metadata_ref)?;
@@ -132,7 +137,7 @@ pub fn open(
                     tensors.push(Tensor {
                         name: InputRef {
                             position: name.position,
-                            path: file,
+                            location: file.into(),
                             tensor: Some(out_name.as_str().into()),
                         },
                         info: found.0.info,
@@ -176,8 +181,8 @@ pub fn open(
     if files.megatron_common() {
         left_out.push("common.pt".to_string());
     }
-    let metadata_file = DataFile::closed(Arc::clone(&metadata_ref.path), metadata_stamp.clone());
-    let watched = Watched::new(&metadata_ref.path, &metadata_file, metadata_stamp);
+    let metadata_file = DataFile::closed(metadata_ref.location.clone(), metadata_stamp.clone());
+    let watched = Watched::new(&metadata_ref.location, &metadata_file, metadata_stamp);
     Ok(Input {
         name,
         tensors: tensors.into(),
@@ -233,7 +238,8 @@ impl Problems {
 
 /// Reads and interprets `.metadata`.
 fn read_metadata(name: &InputRef) -> Result<(Metadata, Stamp)> {
-    let (file, stat) = sys::open_regular(&name.path).map_err(|e| name.io_error("open", e))?;
+    let (file, stat) =
+        sys::open_regular(name.location.as_path()).map_err(|e| name.io_error("open", e))?;
     let bytes = sys::read_opened(&file, &stat, &crate::limits::PICKLE, Accept::Regular)
         .map_err(|e| name.io_error("read", e))?;
     let malformed = |reason: String| Error::Malformed {
@@ -334,7 +340,7 @@ impl Choice {
                     "kept every tensor under its saved key: {METADATA} records no planner_data, \
                      so whether `{MODEL}.` is a sub-dict cannot be told; name {}:{MODEL} to \
                      take the entries under `{MODEL}`, named without it",
-                    crate::messages::path(&name.path)
+                    name.location.to_string()
                 )]
             } else {
                 Vec::new()
@@ -378,7 +384,7 @@ impl Choice {
                 "left out {count} tensor{} under `{}`: name {}:{} to export {}",
                 if count == 1 { "" } else { "s" },
                 excerpt(&top),
-                crate::messages::path(&name.path),
+                name.location,
                 excerpt(&top),
                 if count == 1 { "it" } else { "them" }
             ));
@@ -511,7 +517,7 @@ impl<'a> Files<'a> {
         self.check_within(info)?;
         let opened = self.open(info)?;
         let chunk_ref = InputRef {
-            path: Arc::clone(&opened.path),
+            location: Arc::clone(&opened.path).into(),
             tensor: Some(fqn.into()),
             ..base
         };
@@ -581,7 +587,7 @@ impl<'a> Files<'a> {
         }
         Err(Error::Malformed {
             input: InputRef {
-                path: Arc::clone(&opened.path),
+                location: Arc::clone(&opened.path).into(),
                 ..base
             },
             format: FORM,
@@ -613,7 +619,7 @@ impl<'a> Files<'a> {
             }
             let path: Arc<Path> = self.folder.join(relative).as_path().into();
             let file_ref = InputRef {
-                path: Arc::clone(&path),
+                location: Arc::clone(&path).into(),
                 ..self.name.clone()
             };
             let (file, stat) = sys::open_regular(&path).map_err(|e| {
@@ -641,7 +647,10 @@ impl<'a> Files<'a> {
         let data = if self.keep_open {
             DataFile::Open(Arc::clone(&opened.file))
         } else {
-            DataFile::closed(Arc::clone(&opened.path), opened.stamp.clone())
+            DataFile::closed(
+                Location::from(Arc::clone(&opened.path)),
+                opened.stamp.clone(),
+            )
         };
         Ok((Arc::clone(&opened.path), data))
     }
@@ -679,9 +688,9 @@ impl<'a> Files<'a> {
                 let data = if keep_open {
                     DataFile::Open(o.file)
                 } else {
-                    DataFile::closed(Arc::clone(&o.path), o.stamp.clone())
+                    DataFile::closed(Location::from(Arc::clone(&o.path)), o.stamp.clone())
                 };
-                Watched::new(&o.path, &data, o.stamp)
+                Watched::new(&Location::from(Arc::clone(&o.path)), &data, o.stamp)
             })
             .collect()
     }
@@ -777,7 +786,7 @@ fn region(chunk: &Chunk) -> String {
 
 /// The refusal of a `.distcp` file named by itself: one rank's part of a checkpoint.
 pub fn rank_file_named(name: &InputRef) -> Error {
-    let folder = name.path.parent().unwrap_or(Path::new("."));
+    let folder = name.location.as_path().parent().unwrap_or(Path::new("."));
     let hint = if folder.join(METADATA).is_file() {
         format!(
             "name the checkpoint's folder, {}, which holds its {METADATA}",

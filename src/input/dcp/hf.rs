@@ -146,7 +146,7 @@ pub fn open_folder(
     let others: Vec<String> = opened
         .iter()
         .filter(|i| !is_rank_file(i))
-        .map(|i| crate::messages::path(&i.name.path))
+        .map(|i| i.name.location.to_string())
         .collect();
     if others.len() == opened.len() {
         return Ok(None);

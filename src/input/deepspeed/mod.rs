@@ -27,7 +27,9 @@ use std::sync::Arc;
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{Format, Layout, TensorInfo, pickle};
+use crate::input::source;
 use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::location::Location;
 use crate::messages::excerpt;
 use crate::sys;
 use layout::{Entry, Kind, Origin};
@@ -48,10 +50,9 @@ pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     if path.join(LATEST).is_file() {
         return true;
     }
-    std::fs::read_dir(path).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
+    source::list(&Location::new(path)).is_ok_and(|entries| {
+        entries.iter().any(|e| {
+            let name = e.name.to_string_lossy();
             name.ends_with("_model_states.pt") || name.ends_with("_optim_states.pt")
         })
     })
@@ -141,13 +142,13 @@ const LATEST_LIMIT: sys::Limit = sys::Limit {
 
 /// The tag's folder: the one `latest` names, or `folder` itself.
 fn tag_folder(name: &InputRef) -> Result<PathBuf> {
-    let folder = name.path.to_path_buf();
+    let folder = name.location.as_path().to_path_buf();
     let latest = folder.join(LATEST);
     if !latest.is_file() {
         return Ok(folder);
     }
     let latest_ref = InputRef {
-        path: latest.as_path().into(),
+        location: latest.as_path().into(),
         ..name.clone()
     };
     let (file, stat) = sys::open_regular(&latest).map_err(|e| latest_ref.io_error("open", e))?;
@@ -172,10 +173,10 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
     let tagged = folder.join(&tag);
     // Hugging Face's Trainer saves the model's weights beside DeepSpeed's `latest`: the folder
     // is then two checkpoints, and which one is meant cannot be told.
-    let weights: Vec<String> = std::fs::read_dir(&folder)
+    let weights: Vec<String> = source::list(&Location::new(folder.as_path()))
         .map_err(|e| name.io_error("list", e))?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .into_iter()
+        .map(|e| e.name.to_string_lossy().into_owned())
         .filter(|f| {
             [".safetensors", ".bin", ".index.json"]
                 .iter()
@@ -235,13 +236,12 @@ struct Listing {
 }
 
 fn list(folder: &Path, name: &InputRef) -> Result<Listing> {
-    let entries = std::fs::read_dir(folder).map_err(|e| name.io_error("list", e))?;
+    let entries = source::list(&Location::new(folder)).map_err(|e| name.io_error("list", e))?;
     let mut listing = Listing::default();
-    let mut names: Vec<String> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| name.io_error("list", e))?;
-        names.push(entry.file_name().to_string_lossy().into_owned());
-    }
+    let mut names: Vec<String> = entries
+        .into_iter()
+        .map(|entry| entry.name.to_string_lossy().into_owned())
+        .collect();
     names.sort();
     for file in names {
         match classify(&file) {
@@ -331,7 +331,7 @@ struct Opened {
 fn open_file(path: &Path, position: usize) -> Result<Opened> {
     let name = InputRef {
         position,
-        path: path.into(),
+        location: path.into(),
         tensor: None,
     };
     let (file, stat) = sys::open_regular(path).map_err(|e| name.io_error("open", e))?;
@@ -343,7 +343,7 @@ fn open_file(path: &Path, position: usize) -> Result<Opened> {
         other => other,
     })?;
     Ok(Opened {
-        path: Arc::clone(&name.path),
+        path: Arc::clone(name.location.shared_path()),
         file: Arc::new(file),
         stamp,
         saved,
@@ -434,7 +434,7 @@ fn reorder<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
 fn damaged(path: &Path, position: usize, why: String) -> Error {
     let file = InputRef {
         position,
-        path: path.into(),
+        location: path.into(),
         tensor: None,
     };
     Error::Inconsistent(vec![Refusal {
@@ -664,7 +664,10 @@ fn build(
     let data = |opened: &Opened| -> DataFile {
         match keep {
             true => DataFile::Open(Arc::clone(&opened.file)),
-            false => DataFile::closed(Arc::clone(&opened.path), opened.stamp.clone()),
+            false => DataFile::closed(
+                Location::from(Arc::clone(&opened.path)),
+                opened.stamp.clone(),
+            ),
         }
     };
     let model_data: Vec<DataFile> = model_files.iter().map(data).collect();
@@ -701,7 +704,7 @@ fn build(
             tensors.push(Tensor {
                 name: InputRef {
                     position: name.position,
-                    path: Arc::clone(&opened.path),
+                    location: Arc::clone(&opened.path).into(),
                     tensor: Some(entry.name.as_str().into()),
                 },
                 info: TensorInfo {
@@ -733,7 +736,7 @@ fn build(
         .iter()
         .chain(&optim_files)
         .zip(model_data.iter().chain(&optim_data))
-        .map(|(o, d)| Watched::new(&o.path, d, o.stamp.clone()));
+        .map(|(o, d)| Watched::new(&Location::from(Arc::clone(&o.path)), d, o.stamp.clone()));
     let first = watched.next().expect("a checkpoint has files");
     Ok(Input {
         name,

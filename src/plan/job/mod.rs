@@ -447,7 +447,8 @@ fn build_whole<'a>(
         by_name.push(tensors);
     }
     if !options.join_identical {
-        let paths: Vec<&std::path::Path> = inputs.iter().map(|i| &*i.name.path).collect();
+        let paths: Vec<&std::path::Path> =
+            inputs.iter().map(|i| i.name.location.as_path()).collect();
         ranks::check_repeated(&paths)?;
     }
     if let Some(refusal) = refusals::merge_without_axis(inputs, &names, options) {

@@ -348,7 +348,7 @@ pub(super) fn unsplit_sizes(name: &str, job: &TensorJob) -> Option<String> {
         .zip(&sizes)
         .take(outliers::ROWS)
         .map(|(s, size)| {
-            let path = crate::messages::path(&s.name.path);
+            let path = s.name.location.to_string();
             format!("{size} (input {}, {path})", s.name.position)
         })
         .collect();
@@ -483,7 +483,7 @@ pub(super) fn only_tensor(input: &Input) -> Result<&Tensor> {
                 format!(
                     "pick one as {}:NAME, or write a .safetensors or .npz output (with only \
                      multi-tensor inputs) to join every tensor with its namesakes",
-                    crate::messages::path(&input.name.path)
+                    input.name.location
                 ),
             ))
         }

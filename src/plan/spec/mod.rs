@@ -847,7 +847,7 @@ mod tests {
         Tensor {
             name: crate::error::InputRef {
                 position,
-                path: std::path::Path::new(&format!("{position}.npy")).into(),
+                location: std::path::Path::new(&format!("{position}.npy")).into(),
                 tensor: None,
             },
             info: TensorInfo {
