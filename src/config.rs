@@ -216,7 +216,7 @@ pub struct EngineConfig {
     pub adapter: Option<Adapter>,
 }
 
-/// What opening the inputs needs (`flow::join::open_inputs`).
+/// What opening the inputs needs (`flow::join::open_inputs`, then `input::open_all`).
 #[derive(Debug, Clone, Copy)]
 pub struct OpenConfig<'c> {
     /// The inputs in order (see [`JoinConfig::inputs`]).

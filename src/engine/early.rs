@@ -22,7 +22,7 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, Layout, npy};
-use crate::input::Input;
+use crate::input::{Input, Observer};
 use crate::output::Output;
 use crate::output::progress::Counted;
 use crate::plan::job::TensorJob;
@@ -80,11 +80,6 @@ impl EarlyCopy {
             taking: true,
             written: None,
         }
-    }
-
-    /// Whether it still takes inputs: only then are small inputs worth reading whole.
-    pub fn taking(&self) -> bool {
-        self.taking
     }
 
     /// Appends the data of `input`, just opened, whose file `head` holds whole, if it
@@ -179,6 +174,18 @@ impl EarlyCopy {
             && header.len() == written.header_len
             && same_inputs;
         fits.then_some(Fitted { written, header })
+    }
+}
+
+/// The early copy watches the inputs as they are opened, taking small ones whole.
+impl Observer for EarlyCopy {
+    fn whole_up_to(&self) -> u64 {
+        WHOLE_FILE_MAX
+    }
+
+    fn opened(&mut self, input: &Input, head: &[u8]) -> bool {
+        self.take(input, head);
+        self.taking
     }
 }
 

@@ -10,15 +10,13 @@
 //! opened; none of it reaches the target, so a refusal writes nothing.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::Engine;
 use crate::config::{Action, JoinConfig, JoinRules, OpenConfig, OutputKind, PlanForm, When};
-use crate::engine::early::{self, EarlyCopy, WHOLE_FILE_MAX};
+use crate::engine::early::{self, EarlyCopy};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{OutTensor, Writer};
-use crate::input::{self, Input, OpenOptions, Prefetch};
+use crate::input::{self, Input, Observer, OpenAll};
 use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
 use crate::plan::complete;
@@ -27,8 +25,6 @@ use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
 use crate::report::{PlanReport, Warning, Warnings};
-use crate::sys;
-use crate::sys::spill::Spill;
 
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it. The one function of the
@@ -215,84 +211,19 @@ impl Finished {
     }
 }
 
-/// Opens every input and reads its headers, handing each to the early copy if there is one;
-/// with `--stack`, inserts the new axis. An append (`src/flow/append.rs`) opens its inputs here
-/// too.
+/// Opens the inputs `config` names (the early copy, when there is one, watching), then
+/// applies `--stack`.
 pub(crate) fn open_inputs(
     config: &OpenConfig,
-    mut early: Option<&mut EarlyCopy>,
+    early: Option<&mut EarlyCopy>,
 ) -> Result<Vec<Input>> {
-    let paths = config.paths;
-    // Inputs numbered out of order are refused, unless they turn out to be DTensor rank
-    // files, whose own records place them (a shell lists `rank_10` before `rank_2`): the
-    // refusal waits until the inputs are open, and the early copy is not started.
-    let order = match config.out_of_order {
-        None => Ok(()),
-        Some(refusal) => Err(Error::Refused(vec![refusal.clone()])),
+    let all = OpenAll {
+        paths: config.paths,
+        format: config.format,
+        out_of_order: config.out_of_order,
     };
-    if order.is_err() {
-        early = None;
-    }
-    let open_files = sys::raise_open_file_limit();
-    // Inputs beyond a share of the open-file limit are closed after their header is read.
-    let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
-    // Every descriptor open at once: the inputs kept open, those opened ahead, a few more.
-    let open_at_once = paths.len().min(keep_open) + input::PREFETCH_FILES + 64;
-    sys::reserve_file_descriptors((open_at_once as u64).min(open_files));
-    // Small inputs are read whole while the early copy takes them; once it stops, reading
-    // them whole is of no use. Shared with the thread that opens inputs ahead.
-    let whole_up_to = AtomicU64::new(if early.is_some() { WHOLE_FILE_MAX } else { 0 });
-    let mut spill = Spill::default();
-    let mut head = Vec::new();
-    // Files held open so far: a sharded checkpoint holds one per shard.
-    let mut held = 0;
-    // Collected into room for every input at once: growing by doubling would hold two
-    // copies of the list for a moment, which for 100,000 inputs is tens of MiB.
-    let mut inputs = Vec::with_capacity(paths.len());
-    std::thread::scope(|scope| {
-        let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
-        let opened = paths.iter().enumerate().map(|(index, path)| {
-            let options = OpenOptions {
-                format: config.format,
-                keep_open: keep_open.saturating_sub(held),
-                read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
-            };
-            let fetched = prefetch.take_next();
-            let input = Input::open(
-                index + 1,
-                Arc::clone(path),
-                options,
-                &mut spill,
-                &mut head,
-                fetched,
-            )?;
-            held += input.open_files();
-            if let Some(early) = early.as_deref_mut() {
-                early.take(&input, &head);
-                if !early.taking() {
-                    whole_up_to.store(0, Ordering::Relaxed);
-                }
-            }
-            prefetch.recycle(&mut head);
-            Ok(input)
-        });
-        for input in opened {
-            inputs.push(input?);
-        }
-        Ok::<_, Error>(())
-    })?;
-    if inputs.is_empty() {
-        return Err(Error::refused(
-            "nothing to join: the --files-from list names no inputs",
-            "list one path per line (or NUL-separated with -0)",
-        ));
-    }
-    // The files of a distributed checkpoint are one input, whose tensors are blocks.
-    let inputs = input::dcp::gather(inputs)?;
-    let mut inputs = input::dtensor::gather(inputs)?;
-    if !matches!(inputs.as_slice(), [set] if input::dtensor::is_rank_set(set)) {
-        order?;
-    }
+    let observer = early.map(|early| early as &mut dyn Observer);
+    let mut inputs = input::open_all(&all, observer)?;
     if config.stack {
         stack::insert_axis(&mut inputs, config.axis)?;
     }

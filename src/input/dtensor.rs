@@ -33,43 +33,11 @@ use crate::sys::spill::Spill;
 const MAX_WORLD: u64 = 1 << 24;
 
 /// Whether `input` is one rank's file of DTensors.
-fn is_rank_file(input: &Input) -> bool {
+pub(in crate::input) fn is_rank_file(input: &Input) -> bool {
     input
         .extras
         .as_ref()
         .is_some_and(|e| !e.distributed.is_empty())
-}
-
-/// Makes inputs that are DTensor rank files into one input; leaves any other inputs as they
-/// are. Refuses a mixture of rank files and other inputs.
-pub fn gather(inputs: Vec<Input>) -> Result<Vec<Input>> {
-    let ranks = inputs.iter().filter(|i| is_rank_file(i)).count();
-    if ranks == 0 {
-        return Ok(inputs);
-    }
-    if ranks < inputs.len() {
-        let others: Vec<String> = inputs
-            .iter()
-            .filter(|i| !is_rank_file(i))
-            .map(|i| i.name.to_string())
-            .collect();
-        return Err(Error::Refused(vec![Refusal {
-            headline: format!(
-                "{ranks} of the {} inputs are rank files of DTensors (FSDP2, torch.save of a \
-                 distributed state dict) and the others are not: tjoin consolidates one set \
-                 of rank files at a time",
-                inputs.len()
-            ),
-            details: capped(others, 10),
-            hint: Some(
-                "name only the rank files (every rank's), and join the result with the other \
-                 inputs in a second run"
-                    .to_string(),
-            ),
-        }]));
-    }
-    let name = inputs[0].name.clone();
-    Ok(vec![combine(name, inputs)?])
 }
 
 /// Whether a file's name is a `torch.save` rank file's: `.pt`, `.pth` or `.bin`, with `rank`
@@ -235,7 +203,7 @@ struct Piece {
 }
 
 /// The blocks of every rank file, placed, as one input named `name`.
-fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
+pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
     let mut problems = Vec::new();
     // Each file's rank, from its DTensors' meshes; checked against its name.
     let mut ranks = Vec::with_capacity(files.len());
@@ -601,7 +569,7 @@ fn refused(name: &InputRef, files: usize, problems: Vec<String>) -> Error {
     }])
 }
 
-/// Whether `input` is the rank files of DTensors made one input by [`gather`].
+/// Whether `input` is the rank files of DTensors made one input (`src/input/ranks.rs`).
 pub fn is_rank_set(input: &Input) -> bool {
     input.format == Format::PyTorch && input.offsets().is_some()
 }

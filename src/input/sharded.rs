@@ -514,7 +514,7 @@ fn read_shard(
     let stamp = Stamp::from(&metadata);
     let contents = if pickle {
         let mut head = Vec::new();
-        super::read_head(&file, metadata.len(), false, &mut head)
+        super::fetch::read_head(&file, metadata.len(), false, &mut head)
             .map_err(|e| shard.io_error("read the header of", listed(e)))?;
         let opened = Opened {
             file: &file,

@@ -87,7 +87,7 @@ pub fn open_listed(
 }
 
 /// Whether `input` is one rank's file of a DCP checkpoint.
-fn is_rank_file(input: &Input) -> bool {
+pub(in crate::input) fn is_rank_file(input: &Input) -> bool {
     input.format == Format::SafeTensors
         && input.shards().is_none()
         && input.offsets().is_none()
@@ -98,38 +98,6 @@ fn sharding_info_text(input: &Input) -> Option<&str> {
     let metadata = input.metadata()?;
     let (_, text) = metadata.iter().find(|(key, _)| key == SHARDING_INFO)?;
     Some(text)
-}
-
-/// Makes inputs that are all the files of one DCP checkpoint into one input; leaves any other
-/// inputs as they are. Refuses a mixture of DCP files and other inputs.
-pub fn gather(inputs: Vec<Input>) -> Result<Vec<Input>> {
-    let ranks = inputs.iter().filter(|i| is_rank_file(i)).count();
-    if ranks == 0 {
-        return Ok(inputs);
-    }
-    if ranks < inputs.len() {
-        let others: Vec<String> = inputs
-            .iter()
-            .filter(|i| !is_rank_file(i))
-            .map(|i| i.name.to_string())
-            .collect();
-        return Err(Error::Refused(vec![Refusal {
-            headline: format!(
-                "{ranks} of the {} inputs are files of a PyTorch distributed checkpoint \
-                 (their metadata has {SHARDING_INFO}) and the others are not: tjoin \
-                 consolidates one such checkpoint at a time",
-                inputs.len()
-            ),
-            details: capped(others, 10),
-            hint: Some(
-                "name only the checkpoint's files (or its folder), and join the result with \
-                 the other inputs in a second run"
-                    .to_string(),
-            ),
-        }]));
-    }
-    let name = inputs[0].name.clone();
-    Ok(vec![combine(name, inputs)?])
 }
 
 /// Opens every `.safetensors` file of a folder that holds no index; they make one input when
@@ -171,7 +139,7 @@ pub fn open_folder(
 }
 
 /// The blocks of every file, each with its offsets, as one input named `name`.
-fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
+pub(in crate::input) fn combine(name: InputRef, files: Vec<Input>) -> Result<Input> {
     let mut tensors = Vec::new();
     let mut offsets = Vec::new();
     let mut watched = Vec::new();

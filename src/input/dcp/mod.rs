@@ -13,7 +13,7 @@ pub mod distcp;
 pub mod hf;
 pub(crate) mod metadata;
 
-pub use hf::{SHARDING_INFO, gather, open_folder};
+pub use hf::{SHARDING_INFO, open_folder};
 
 use crate::input::{Input, Tensor};
 

@@ -1,0 +1,410 @@
+//! Opening one input: what its location holds (a file, a folder, a checkpoint's files, a
+//! pipe), its format, and the tensors its header declares.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::fetch::{Fetched, PREFETCH_FILES, Prefetch, read_head};
+use super::source::{self, Stamp};
+use super::{DataFile, Extras, Input, Tensor, Watched, dcp, deepspeed, ranks, sharded, stream};
+use crate::error::{Error, InputRef, Refusal, Result, STDIN};
+use crate::format::{Format, Opened};
+use crate::location::Location;
+use crate::sys;
+use crate::sys::spill::Spill;
+
+/// What opening every input of a run needs.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAll<'a> {
+    /// The inputs in order, as the command line (or `--files-from`) names them.
+    pub paths: &'a [Arc<Path>],
+    /// Read every input in this format (`--input-format`) instead of guessing.
+    pub format: Option<Format>,
+    /// The refusal of inputs numbered out of order, unless they turn out to be DTensor rank
+    /// files, whose own records place them.
+    pub out_of_order: Option<&'a Refusal>,
+}
+
+/// What watches the inputs as they are opened, each with its first bytes (the early copy,
+/// which writes the data of small inputs while the others are still being opened).
+pub trait Observer {
+    /// Files of at most this many bytes are read whole for it while it watches (0: none).
+    fn whole_up_to(&self) -> u64;
+
+    /// Sees `input`, just opened, and its file's first bytes (all of it when it was read
+    /// whole); returns whether it still watches.
+    fn opened(&mut self, input: &Input, head: &[u8]) -> bool;
+}
+
+/// Opens every input `all` names, in order, and reads their headers; `observer` sees each as
+/// it is opened. The rank files of a checkpoint named one by one (DCP's HF form, DTensor rank
+/// files) become one input. Inputs beyond a share of the open-file budget are closed once
+/// their header is read, and reopened (and checked to be the same file) for their data.
+pub fn open_all(all: &OpenAll, mut observer: Option<&mut dyn Observer>) -> Result<Vec<Input>> {
+    let paths = all.paths;
+    // Inputs numbered out of order are refused, unless they turn out to be DTensor rank
+    // files, whose own records place them (a shell lists `rank_10` before `rank_2`): the
+    // refusal waits until the inputs are open, and the observer sees none of them.
+    let order = match all.out_of_order {
+        None => Ok(()),
+        Some(refusal) => Err(Error::Refused(vec![refusal.clone()])),
+    };
+    if order.is_err() {
+        observer = None;
+    }
+    let open_files = sys::raise_open_file_limit();
+    // Inputs beyond a share of the open-file limit are closed after their header is read.
+    let keep_open = (open_files.min(1 << 20) / 2).saturating_sub(32) as usize;
+    // Every descriptor open at once: the inputs kept open, those opened ahead, a few more.
+    let open_at_once = paths.len().min(keep_open) + PREFETCH_FILES + 64;
+    sys::reserve_file_descriptors((open_at_once as u64).min(open_files));
+    // Small inputs are read whole while the observer watches; once it stops, reading them
+    // whole is of no use. Shared with the thread that opens inputs ahead.
+    let whole_up_to = AtomicU64::new(observer.as_ref().map_or(0, |o| o.whole_up_to()));
+    let mut spill = Spill::default();
+    let mut head = Vec::new();
+    // Files held open so far: a sharded checkpoint holds one per shard.
+    let mut held = 0;
+    // Collected into room for every input at once: growing by doubling would hold two
+    // copies of the list for a moment, which for 100,000 inputs is tens of MiB.
+    let mut inputs = Vec::with_capacity(paths.len());
+    std::thread::scope(|scope| {
+        let mut prefetch = Prefetch::start(scope, paths, &whole_up_to);
+        let opened = paths.iter().enumerate().map(|(index, path)| {
+            let options = OpenOptions {
+                format: all.format,
+                keep_open: keep_open.saturating_sub(held),
+                read_whole_up_to: whole_up_to.load(Ordering::Relaxed),
+            };
+            let fetched = prefetch.take_next();
+            let position = index + 1;
+            let input = Input::open(
+                position,
+                Arc::clone(path),
+                options,
+                &mut spill,
+                &mut head,
+                fetched,
+            )?;
+            held += input.open_files();
+            if let Some(watching) = observer.as_deref_mut()
+                && !watching.opened(&input, &head)
+            {
+                whole_up_to.store(0, Ordering::Relaxed);
+                observer = None;
+            }
+            prefetch.recycle(&mut head);
+            Ok(input)
+        });
+        for input in opened {
+            inputs.push(input?);
+        }
+        Ok::<_, Error>(())
+    })?;
+    if inputs.is_empty() {
+        return Err(Error::refused(
+            "nothing to join: the --files-from list names no inputs",
+            "list one path per line (or NUL-separated with -0)",
+        ));
+    }
+    let inputs = ranks::gather(inputs)?;
+    if !matches!(inputs.as_slice(), [set] if super::dtensor::is_rank_set(set)) {
+        order?;
+    }
+    Ok(inputs)
+}
+
+/// How to open the inputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Read every input in this format (`--input-format`) instead of guessing.
+    pub format: Option<Format>,
+    /// How many files the input may keep open for the whole run (a sharded or distributed
+    /// checkpoint is read from many): its share of the open-file budget `join.rs` keeps.
+    /// 0: close each once its header is read.
+    pub keep_open: usize,
+    /// Read files of at most this many bytes whole, with their header, and close them: the
+    /// early copy (`early.rs`) takes their data from that read. 0: read headers only.
+    pub read_whole_up_to: u64,
+}
+
+/// An input read from more files than this keeps none open: each is reopened (and checked to
+/// be the same file) when a tensor's data is read, so that one input cannot take more than
+/// its share of the open-file budget.
+const SET_KEPT_OPEN: usize = 256;
+
+impl OpenOptions {
+    /// Whether an input read from `files` files keeps them open for the whole run: all of
+    /// them when they fit in its share of the budget, else none.
+    pub fn keeps_open(&self, files: usize) -> bool {
+        files <= self.keep_open.min(SET_KEPT_OPEN)
+    }
+}
+
+impl Input {
+    /// Opens the files of one input that is several (the rank files of a checkpoint, named
+    /// by a folder or one by one) as inputs at its `position`, headers only. They are kept
+    /// open only when all of them fit in the input's share of the open-file budget
+    /// (`options`); else each is closed once its header is read and reopened for its data.
+    pub fn open_members<'p>(
+        position: usize,
+        files: impl ExactSizeIterator<Item = &'p Path>,
+        options: OpenOptions,
+        spill: &mut Spill,
+    ) -> Result<Vec<Input>> {
+        let each = OpenOptions {
+            keep_open: usize::from(options.keeps_open(files.len())),
+            ..options
+        };
+        let mut opened = Vec::with_capacity(files.len());
+        for path in files {
+            let mut head = Vec::new();
+            opened.push(Input::open(
+                position,
+                path.into(),
+                each,
+                spill,
+                &mut head,
+                None,
+            )?);
+        }
+        Ok(opened)
+    }
+
+    /// Opens the input at `position` (from 1) and reads its header(s). `FILE:NAME` (when no
+    /// file has the whole name) names one tensor of a file that holds several. `-` is
+    /// standard input, copied into a temporary file first; JSON text is converted into
+    /// `spill`. `fetched` is the file already opened and its head read by `Prefetch`, if it
+    /// was. `head` is left holding the file's first bytes (all of it when it is small enough
+    /// to be read whole).
+    pub fn open(
+        position: usize,
+        path: Arc<Path>,
+        options: OpenOptions,
+        spill: &mut Spill,
+        head: &mut Vec<u8>,
+        fetched: Option<Fetched>,
+    ) -> Result<Input> {
+        let is_stdin = path.as_os_str() == STDIN;
+        let (path, selected) = if is_stdin {
+            (path, None)
+        } else {
+            split_selection(path)
+        };
+        let name = InputRef {
+            position,
+            location: Arc::clone(&path).into(),
+            tensor: None,
+        };
+        let fetched = (!is_stdin).then(|| {
+            fetched.unwrap_or_else(|| {
+                Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
+            })
+        });
+        let selected = match open_composite(&name, selected, fetched.as_ref(), options, spill)? {
+            Composite::Opened(input) => return Ok(input),
+            Composite::Not(selected) => selected,
+        };
+        // Standard input, and any other pipe or device (`<(zcat a.npy.gz)`), is copied once
+        // into a temporary file: the copy engine maps its inputs.
+        let copied = fetched.as_ref().is_none_or(Fetched::is_stream);
+        let (file, stamp) = match fetched {
+            Some(fetched) if !copied => fetched.into_regular(&name, head)?,
+            _ => copy_stream(&name, fetched, options.format, head)?,
+        };
+        let whole = !copied && stamp.len <= options.read_whole_up_to;
+        let format = options
+            .format
+            .unwrap_or_else(|| Format::of_input(&path, head));
+        if let Some(selected) = selected.as_deref()
+            && !format.is_container()
+        {
+            return Err(Error::refused(
+                format!(
+                    "{name} is a {} file, which holds one unnamed tensor: it has no tensor {}",
+                    format.extension(),
+                    selected
+                ),
+                format!("name the file alone: {}", crate::messages::path(&path)),
+            ));
+        }
+        let file = OwnFile {
+            file: Arc::new(file),
+            stamp,
+            copied,
+            may_stay_open: options.keeps_open(1) && !whole,
+        };
+        read_file(name, file, (format, selected), head, spill)
+    }
+}
+
+/// What [`open_composite`] found.
+enum Composite {
+    /// An input made of several files, opened.
+    Opened(Input),
+    /// A single file (or a stream), with the tensor named after its colon, to open as one.
+    Not(Option<String>),
+}
+
+/// Opens the input `name` names when it is made of several files: a DCP checkpoint in its
+/// default form, a DeepSpeed ZeRO checkpoint, a sharded checkpoint (a folder, or an index).
+/// Refuses a rank file of DCP's default form named alone.
+fn open_composite(
+    name: &InputRef,
+    selected: Option<String>,
+    fetched: Option<&Fetched>,
+    options: OpenOptions,
+    spill: &mut Spill,
+) -> Result<Composite> {
+    let path = name.location.as_path();
+    let Some(fetched) = fetched else {
+        return Ok(Composite::Not(selected));
+    };
+    let is_dir = fetched.is_dir();
+    if dcp::distcp::is_checkpoint(path, is_dir) {
+        // DCP's default form: the folder, or its `.metadata` file.
+        let name = name.clone();
+        return dcp::distcp::open(name, selected, options, is_dir).map(Composite::Opened);
+    }
+    if deepspeed::is_checkpoint(path, is_dir) {
+        // A DeepSpeed ZeRO checkpoint: its folder, or a tag's folder in it.
+        return deepspeed::open(name.clone(), selected, options).map(Composite::Opened);
+    }
+    if path.extension().is_some_and(|e| e == "distcp") {
+        return Err(dcp::distcp::rank_file_named(name));
+    }
+    if is_dir || sharded::is_index_path(path) {
+        // A folder, or an index: a sharded checkpoint, one input made of several files.
+        let opened = sharded::open(name.clone(), selected, options, is_dir, spill)?;
+        return Ok(Composite::Opened(opened));
+    }
+    Ok(Composite::Not(selected))
+}
+
+/// Copies standard input (when `fetched` is none) or the pipe or device `fetched` opened
+/// into an unnamed temporary file, and reads its first bytes into `head`; nothing at all is
+/// refused.
+fn copy_stream(
+    name: &InputRef,
+    fetched: Option<Fetched>,
+    format: Option<Format>,
+    head: &mut Vec<u8>,
+) -> Result<(File, Stamp)> {
+    let path = name.location.as_path();
+    let file = match fetched {
+        None => stream::copy(&mut io::stdin().lock(), path, format, name)?,
+        Some(fetched) => fetched.into_temp_file(path, format, name)?,
+    };
+    let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
+    if stamp.len == 0 {
+        let why = if name.is_stdin() {
+            io::Error::other("standard input is empty: nothing was piped in")
+        } else {
+            io::Error::other("it is empty: nothing was read from it")
+        };
+        return Err(name.io_error("read", why));
+    }
+    read_head(&file, stamp.len, false, head).map_err(|e| name.io_error("read the header of", e))?;
+    Ok((file, stamp))
+}
+
+/// An input's own file, open.
+struct OwnFile {
+    file: Arc<File>,
+    stamp: Stamp,
+    /// Whether it is a temporary copy (of standard input, a pipe, a device): it stays open,
+    /// having no name to be reopened by.
+    copied: bool,
+    /// Whether it stays open for the run when its data is read from it in place (else it is
+    /// closed, and reopened by its location).
+    may_stay_open: bool,
+}
+
+/// Reads the tensors of the single file `file` in `format` (only the one `selected` names,
+/// when one does): the input `name` names.
+fn read_file(
+    name: InputRef,
+    own: OwnFile,
+    (format, selected): (Format, Option<String>),
+    head: &[u8],
+    spill: &mut Spill,
+) -> Result<Input> {
+    let OwnFile {
+        file,
+        stamp,
+        copied,
+        may_stay_open,
+    } = own;
+    let opened = Opened {
+        file: &file,
+        len: stamp.len,
+        name: &name,
+        head,
+    };
+    let contents = format.read(opened, selected.as_deref(), spill)?;
+    let format = contents.format.unwrap_or(format);
+    // The input itself stays open only when its data is read from it in place.
+    let own = if copied || (format.reads_in_place() && may_stay_open) {
+        DataFile::Open(file)
+    } else {
+        DataFile::closed(name.location.clone(), stamp.clone())
+    };
+    let tensors = contents
+        .tensors
+        .into_iter()
+        .map(|found| Tensor {
+            name: InputRef {
+                tensor: found.name.map(String::into_boxed_str),
+                ..name.clone()
+            },
+            info: found.info,
+            // An inflated .npz member, or JSON text converted into the spill file, has a
+            // file of its own.
+            file: found.file.map_or_else(|| own.clone(), DataFile::from),
+            stored_crc: found.stored_crc,
+        })
+        .collect();
+    Ok(Input {
+        watched: Watched::new(&name.location, &own, stamp),
+        name,
+        tensors,
+        format,
+        extras: Extras {
+            selected,
+            metadata: contents.metadata,
+            notes: contents.notes,
+            left_out: contents.left_out,
+            distributed: contents.distributed,
+            ..Extras::default()
+        }
+        .boxed(),
+    })
+}
+
+/// Splits `FILE:NAME` into the file and the tensor's name, unless a file has the whole name.
+/// The name follows the first colon after which the part before names an existing file, so
+/// tensor names may hold colons too.
+fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
+    let Some(text) = path.to_str() else {
+        return (path, None);
+    };
+    // Most paths have no colon: no need to ask the source (a stat per input adds up over
+    // 100,000 of them).
+    if !text.contains(':') || source::head(&Location::from(Arc::clone(&path))).is_ok() {
+        return (path, None);
+    }
+    for (at, _) in text.match_indices(':') {
+        let file = Location::new(Path::new(&text[..at]));
+        if at > 0 && source::head(&file).is_ok_and(|head| head.kind == source::Kind::Object) {
+            return (
+                Arc::clone(file.shared_path()),
+                Some(text[at + 1..].to_string()),
+            );
+        }
+    }
+    (path, None)
+}
