@@ -20,7 +20,7 @@ pub fn with_file<T>(data: &[u8], read: impl FnOnce(&File, u64, &InputRef) -> T) 
     file.seek(SeekFrom::Start(0)).unwrap();
     let name = InputRef {
         position: 1,
-        path: std::path::Path::new("fuzz-input").into(),
+        location: std::path::Path::new("fuzz-input").into(),
         tensor: None,
     };
     read(file, data.len() as u64, &name)

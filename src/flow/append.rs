@@ -13,6 +13,7 @@
 //! with the new shape. How that is made safe against interrupts and crashes is
 //! `src/output/grow.rs`'s contract.
 
+use std::io;
 use std::path::Path;
 
 use crate::backend::Engine;
@@ -21,7 +22,7 @@ use crate::dtype::{DType, Swaps};
 use crate::error::{Error, Refusal, Result};
 use crate::flow::join;
 use crate::format::Sink;
-use crate::format::npy::{self, NpyWriter};
+use crate::format::npy::{self, HeaderBytes, NpyWriter, PastEnd};
 use crate::format::{Format, Layout, TensorInfo};
 use crate::input::{Input, Tensor};
 use crate::messages::shape_text;
@@ -332,7 +333,14 @@ fn new_header(
     let shape = &grown.out.shape;
     let header = npy::reshaped_header(old, shape).filter(|header| {
         let len = header.len() as u64 + grown.out.bytes;
-        let read = npy::read_header_at(&mut &header[..], 0, len, &target.name);
+        let from = HeaderBytes {
+            head: header,
+            rest: &mut io::empty(),
+            start: 0,
+            len,
+            past_end: PastEnd::Malformed,
+        };
+        let read = npy::read_header(from, &target.name);
         read.is_ok_and(|info| {
             let was = &target.info;
             (&info.dtype, &info.swaps, info.layout, info.data_offset)

@@ -174,9 +174,9 @@ pub enum Extent {
 
 impl Format {
     /// How long a file of this format whose first bytes are `head` is ([`Extent`]).
-    pub fn extent(self, head: &[u8], input: &InputRef) -> Extent {
+    pub fn extent(self, head: &[u8]) -> Extent {
         if self == Format::Npy {
-            npy::extent(head, input)
+            npy::extent(head)
         } else if self == Format::SafeTensors {
             safetensors::extent(head)
         } else if self == Format::Json {

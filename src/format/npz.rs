@@ -23,6 +23,7 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::Sink;
+use crate::format::npy::{HeaderBytes, PastEnd};
 use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, OutTensor, OwnData, TensorInfo, Writer, Writing,
@@ -117,7 +118,8 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                 inner: reader,
                 seen: Vec::new(),
             };
-            let info = npy::read_header_at(&mut header, member.data_start, member.size, input)?;
+            let info =
+                npy::read_header(member_header(&mut header, member.data_start, member), input)?;
             let mut check = StoredCrc::new(member.name.clone(), member.crc, ".npz");
             check.hasher.update(&header.seen);
             let stored_crc = if info.data_len == 0 {
@@ -203,7 +205,23 @@ fn inflating<'a>(file: &'a File, member: &Member) -> impl Read + 'a {
 /// What a deflated member's .npy header says, read from the start of its stream and checked
 /// against the member's declared size; nothing else is inflated.
 fn inflated_header(file: &File, member: &Member, input: &InputRef) -> Result<TensorInfo> {
-    npy::read_header_at(&mut inflating(file, member), 0, member.size, input)
+    npy::read_header(
+        member_header(&mut inflating(file, member), 0, member),
+        input,
+    )
+}
+
+/// Where a member's .npy header is read from: `rest` from its start on, at `start` of the
+/// file its data is read from. A member holds exactly one array: bytes after its data are
+/// damage.
+fn member_header<'a>(rest: &'a mut dyn Read, start: u64, member: &Member) -> HeaderBytes<'a> {
+    HeaderBytes {
+        head: &[],
+        rest,
+        start,
+        len: member.size,
+        past_end: PastEnd::Malformed,
+    }
 }
 
 /// Bytes `at..end` of a file, read with positional reads.
@@ -243,7 +261,7 @@ fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo
         inner: inflating(file, member),
         seen: Vec::new(),
     };
-    let info = npy::read_header_at(&mut header, 0, member.size, input)?;
+    let info = npy::read_header(member_header(&mut header, 0, member), input)?;
     let Recording {
         inner: mut decoder,
         seen,

@@ -35,10 +35,10 @@ pub fn copy(
     let mut head = Vec::new();
     let mut ended = fill(stream, &mut head, FIRST as u64).map_err(failed)? < FIRST as u64;
     let format = forced.unwrap_or_else(|| Format::of_input(path, &head));
-    let mut extent = format.extent(&head, name);
+    let mut extent = format.extent(&head);
     while let Extent::Head(needed) = extent {
         ended = fill(stream, &mut head, needed).map_err(failed)? < needed;
-        extent = format.extent(&head, name);
+        extent = format.extent(&head);
         if ended {
             break;
         }

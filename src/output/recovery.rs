@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::grow::{self, Journaled, Target};
 use crate::error::{Error, InputRef, Result};
-use crate::format::npy;
+use crate::format::npy::{self, HeaderBytes, PastEnd, ReadAt};
 use crate::format::{Layout, TensorInfo};
 use crate::{messages, sys};
 
@@ -111,7 +111,7 @@ fn recovery(target: &Target) -> Result<Recovery> {
     match target.journal()? {
         Journaled::Found(journal) => return from_journal(target, &journal, len, &name),
         Journaled::CutShort => {
-            let info = npy::read_header_past_end(target.file(), len, &name)?;
+            let info = header_past_end(target.file(), len, &name)?;
             let end = info.data_offset + info.data_len;
             if end != len {
                 let why = format!(
@@ -136,7 +136,7 @@ fn recovery(target: &Target) -> Result<Recovery> {
             }
         }
     }
-    let info = npy::read_header_past_end(target.file(), len, &name)?;
+    let info = header_past_end(target.file(), len, &name)?;
     let keep = info.data_offset + info.data_len;
     Ok(Recovery::new(len, keep, None, info, done))
 }
@@ -157,7 +157,14 @@ fn from_journal(
     let shown = messages::path(path);
     let refuse = |why: String| target.not_its_journal(&target.journal_path(), why);
     let declared = |header: &[u8], which: &str, recorded: u64| -> Result<TensorInfo> {
-        let info = npy::read_header_bytes(header, name).map_err(|e| {
+        let from = HeaderBytes {
+            head: header,
+            rest: &mut std::io::empty(),
+            start: 0,
+            len: u64::MAX,
+            past_end: PastEnd::Allowed,
+        };
+        let info = npy::read_header(from, name).map_err(|e| {
             let reason = match e {
                 Error::Malformed { reason, .. } => reason,
                 e => e.to_string(),
@@ -246,6 +253,19 @@ fn from_journal(
         (journal.old_len, Some(old_header.clone()), old)
     };
     Ok(Recovery::new(len, keep, header, holds, done))
+}
+
+/// The header of the file an append left (`len` bytes long), taking the bytes after the
+/// data it declares as what the append left: the data ends at `data_offset + data_len`.
+fn header_past_end(file: &std::fs::File, len: u64, name: &InputRef) -> Result<TensorInfo> {
+    let from = HeaderBytes {
+        head: &[],
+        rest: &mut ReadAt { file, at: 0 },
+        start: 0,
+        len,
+        past_end: PastEnd::Allowed,
+    };
+    npy::read_header(from, name)
 }
 
 /// Whether `new` is `old` grown along its growth axis (0 in C order, the last in Fortran
