@@ -285,7 +285,7 @@ fn checked_job<'a>(
     suggested: &mut Vec<Rule>,
 ) -> Result<Vec<TensorJob<'a>>> {
     let job = job::build_suggesting(inputs, options, suggested)
-        .map_err(|e| input::sharded::explain_disjoint(inputs, output, e))?;
+        .map_err(|e| job::explain_disjoint(inputs, output, e))?;
     if let Some(expected) = expected {
         job::check_expected_shape(&job, expected)?;
     }

@@ -38,6 +38,7 @@ use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
 
 mod refusals;
+pub use refusals::explain_disjoint;
 use refusals::{
     about, check_byte_runs, identical_joined_refusal, names_mismatch, only_tensor,
     replicated_refusal, shape_refusal, suggested_rules, undecidable_refusal, uneven_refusal,

@@ -2,15 +2,17 @@
 //! undecidable, identical-joined and uneven tensors, element runs that end inside a byte, an
 //! input that is not one tensor, and a shape other than `--expect-shape`'s; each with what
 //! differs and a flag that would settle it. Also what `--like`'s check reads of a tensor's job
-//! (`TensorJob::checked`).
+//! (`TensorJob::checked`). And the refusal of a join of safetensors files that hold
+//! disjoint tensors, which are one checkpoint's shards (`explain_disjoint`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use super::{Constant, JobOptions, TensorJob, Told};
 use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::Format;
-use crate::input::{Input, Tensor};
+use crate::input::{Input, Tensor, sharded};
 use crate::messages::excerpt;
 use crate::messages::shape_text;
 use crate::outliers::{self, Row, Split};
@@ -731,4 +733,64 @@ pub(super) fn merge_without_axis(
             crate::plan::rules::SHIPPED.join(", ")
         )),
     })
+}
+
+/// The refusal of a whole-file join whose `.safetensors` inputs hold disjoint tensors: they
+/// are the shards of one checkpoint, to be passed as its index or folder (the hint's command
+/// writes `output`). Returns `error` itself for any other join.
+pub fn explain_disjoint(inputs: &[Input], output: Option<&Path>, error: Error) -> Error {
+    let plain = inputs
+        .iter()
+        .all(|i| i.format == Format::SafeTensors && i.shards().is_none() && i.selected().is_none());
+    if inputs.len() < 2 || !plain || !matches!(error, Error::Refused(_)) {
+        return error;
+    }
+    let mut seen = HashSet::new();
+    let disjoint = inputs
+        .iter()
+        .flat_map(|i| &i.tensors)
+        .all(|t| seen.insert(t.name.tensor.as_deref().unwrap_or_default()));
+    if !disjoint {
+        return error;
+    }
+    let files: Vec<&Path> = inputs.iter().map(|i| i.name.location.as_path()).collect();
+    let headline = format!(
+        "the {} inputs hold different tensors (no name is in two of them): they look like the \
+         shards of one checkpoint, which is one input, not {} to join",
+        inputs.len(),
+        inputs.len()
+    );
+    let details = inputs
+        .iter()
+        .map(|i| {
+            let count = i.tensors.len();
+            format!(
+                "{}  {count} tensor{}",
+                i.name,
+                if count == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    let output = crate::messages::path(output.unwrap_or(Path::new("model.safetensors")));
+    let hint = match sharded::index_listing(&files) {
+        Some(index) => format!(
+            "{} lists them all: pass it instead, e.g. tjoin {} -o {output}",
+            crate::messages::path(&index),
+            crate::messages::path(&index)
+        ),
+        None => {
+            let folder = crate::sys::folder_of(files[0]);
+            format!(
+                "a sharded checkpoint is read through its index (*.safetensors.index.json) or \
+                 the folder that holds it, e.g. tjoin {}/ -o {output}; to join tensors along an \
+                 axis, every input must hold the same names",
+                crate::messages::path(folder)
+            )
+        }
+    };
+    Error::Refused(vec![Refusal {
+        headline,
+        details,
+        hint: Some(hint),
+    }])
 }
