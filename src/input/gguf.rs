@@ -179,25 +179,10 @@ impl GgufSet {
             {
                 problems.push((problem, ALIGNMENT_HINT));
             }
-            if at > 0 {
-                let extra: Vec<&str> = file
-                    .header
-                    .kvs
-                    .iter()
-                    .map(|kv| kv.key.as_str())
-                    .filter(|key| !key.starts_with("split.") && *key != ALIGNMENT_KEY)
-                    .collect();
-                if let Some(key) = extra.first() {
-                    problems.push((
-                        format!(
-                            "{name} holds {} key{} besides `split.*` (`{key}` first), which a \
-                             merge would drop: gguf-split keeps every key in the first file",
-                            extra.len(),
-                            if extra.len() == 1 { "" } else { "s" }
-                        ),
-                        SET_HINT,
-                    ));
-                }
+            if at > 0
+                && let Some(problem) = extra_keys(file, &name)
+            {
+                problems.push((problem, SET_HINT));
             }
         }
         let mut seen = std::collections::HashMap::new();
@@ -230,6 +215,25 @@ impl GgufSet {
                 .collect(),
         ))
     }
+}
+
+/// Why `file` (named `name`), a later file of a set, cannot be merged as it is: keys besides
+/// `split.*` and its own alignment, which a merge would drop.
+fn extra_keys(file: &GgufFile, name: &str) -> Option<String> {
+    let extra: Vec<&str> = file
+        .header
+        .kvs
+        .iter()
+        .map(|kv| kv.key.as_str())
+        .filter(|key| !key.starts_with("split.") && *key != ALIGNMENT_KEY)
+        .collect();
+    let key = extra.first()?;
+    Some(format!(
+        "{name} holds {} key{} besides `split.*` (`{key}` first), which a merge would drop: \
+         gguf-split keeps every key in the first file",
+        extra.len(),
+        if extra.len() == 1 { "" } else { "s" }
+    ))
 }
 
 /// Why the data of `file`, a later file of the set whose first file is `first`, may start

@@ -403,53 +403,7 @@ fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> St
                 None => damaged(format!("{path} is called without arguments")),
             }
         }
-        Rebuild::FromTypeV2 => {
-            // (func, new_type, args, state): a tensor of class new_type with attributes.
-            let (Some(&func), Some(&new_type), Some(&inner)) =
-                (args.first(), args.get(1), args.get(2))
-            else {
-                return damaged(format!("{path} is called with {} arguments", args.len()));
-            };
-            match nodes.node(new_type) {
-                Node::Global(Global::TensorClass | Global::Parameter) => {}
-                // A DTensor: `_rebuild_wrapper_subclass`'s arguments, and the local tensor and
-                // spec in its state, recorded for `super::dtensor` to read.
-                Node::Global(Global::Class(DataClass::DTensor)) => {
-                    let Node::Tuple(inner_args) = nodes.node(inner) else {
-                        return damaged(format!("{path} is given arguments that are not a tuple"));
-                    };
-                    let Some(&state) = args.get(3) else {
-                        return damaged(format!("{path} makes a DTensor without its state"));
-                    };
-                    return Ok(Node::Object(Box::new(Object {
-                        class: DataClass::DTensor,
-                        args: inner_args.clone(),
-                        kwargs: Default::default(),
-                        state: Some(state),
-                    })));
-                }
-                other => {
-                    return refused(format!(
-                        "{path} makes a tensor of class {}, where tjoin reads torch.Tensor and \
-                         torch.nn.Parameter",
-                        kind_of(other)
-                    ));
-                }
-            }
-            let Node::Global(Global::Rebuild(inner_rebuild)) = *nodes.node(func) else {
-                return refused(format!(
-                    "{path} rebuilds its tensor with {}, not one of torch's rebuild functions",
-                    kind_of(nodes.node(func))
-                ));
-            };
-            let Node::Tuple(inner_args) = nodes.node(inner).clone() else {
-                return damaged(format!("{path} is given arguments that are not a tuple"));
-            };
-            if inner_rebuild == Rebuild::FromTypeV2 {
-                return refused(format!("{path} calls itself"));
-            }
-            call_rebuild(nodes, inner_rebuild, &inner_args, path)
-        }
+        Rebuild::FromTypeV2 => from_type_v2(nodes, args, path),
         Rebuild::Quantized => unreadable(
             "a quantized tensor, which safetensors and numpy have no type for; dequantize it \
              (tensor.dequantize()) and save it again",
@@ -466,6 +420,55 @@ fn call_rebuild(nodes: &[Node], rebuild: Rebuild, args: &[Id], path: &str) -> St
             unreadable("a tensor stored as a numpy array, which needs numpy's code to rebuild")
         }
     }
+}
+
+/// `torch._tensor._rebuild_from_type_v2(func, new_type, args, state)`: a tensor of class
+/// `new_type` (a plain tensor, a parameter, a DTensor) that `func` rebuilds from `args`.
+fn from_type_v2(nodes: &[Node], args: &[Id], path: &str) -> Step<Node> {
+    // (func, new_type, args, state): a tensor of class new_type with attributes.
+    let (Some(&func), Some(&new_type), Some(&inner)) = (args.first(), args.get(1), args.get(2))
+    else {
+        return damaged(format!("{path} is called with {} arguments", args.len()));
+    };
+    match nodes.node(new_type) {
+        Node::Global(Global::TensorClass | Global::Parameter) => {}
+        // A DTensor: `_rebuild_wrapper_subclass`'s arguments, and the local tensor and
+        // spec in its state, recorded for `super::dtensor` to read.
+        Node::Global(Global::Class(DataClass::DTensor)) => {
+            let Node::Tuple(inner_args) = nodes.node(inner) else {
+                return damaged(format!("{path} is given arguments that are not a tuple"));
+            };
+            let Some(&state) = args.get(3) else {
+                return damaged(format!("{path} makes a DTensor without its state"));
+            };
+            return Ok(Node::Object(Box::new(Object {
+                class: DataClass::DTensor,
+                args: inner_args.clone(),
+                kwargs: Default::default(),
+                state: Some(state),
+            })));
+        }
+        other => {
+            return refused(format!(
+                "{path} makes a tensor of class {}, where tjoin reads torch.Tensor and \
+                 torch.nn.Parameter",
+                kind_of(other)
+            ));
+        }
+    }
+    let Node::Global(Global::Rebuild(inner_rebuild)) = *nodes.node(func) else {
+        return refused(format!(
+            "{path} rebuilds its tensor with {}, not one of torch's rebuild functions",
+            kind_of(nodes.node(func))
+        ));
+    };
+    let Node::Tuple(inner_args) = nodes.node(inner).clone() else {
+        return damaged(format!("{path} is given arguments that are not a tuple"));
+    };
+    if inner_rebuild == Rebuild::FromTypeV2 {
+        return refused(format!("{path} calls itself"));
+    }
+    call_rebuild(nodes, inner_rebuild, &inner_args, path)
 }
 
 /// A tensor record from `(storage, offset, size, stride, ...)`; `dtype` given by

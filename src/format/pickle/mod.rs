@@ -454,6 +454,45 @@ fn unreadable_error(input: &InputRef, name: &str, why: &str) -> Error {
     }
 }
 
+/// The bytes from the first element of the view `record` to the end of its last (of
+/// `elements` elements of `itemsize` bytes), refused unless all are inside its storage's
+/// view of `view_bytes` bytes.
+fn view_span(
+    input: &InputRef,
+    record: &TensorRecord,
+    (elements, itemsize): (u64, u64),
+    view_bytes: u64,
+) -> Result<u64> {
+    let shape_text = crate::messages::shape_text(&record.shape);
+    let start = record.offset.checked_mul(itemsize);
+    let reach = if elements == 0 {
+        Some(0)
+    } else {
+        record
+            .shape
+            .iter()
+            .zip(&record.stride)
+            .try_fold(1u64, |n, (&d, &s)| n.checked_add((d - 1).checked_mul(s)?))
+            .and_then(|n| n.checked_mul(itemsize))
+    };
+    match (start, reach) {
+        (Some(start), Some(reach)) if start.checked_add(reach).is_some_and(|e| e <= view_bytes) => {
+            Ok(reach)
+        }
+        _ => Err(malformed(
+            input,
+            format!(
+                "its view (offset {}, shape {shape_text}, strides {}) reaches past the end \
+                     of its storage {} of {} bytes",
+                record.offset,
+                crate::messages::shape_text(&record.stride),
+                excerpt(&record.storage.key),
+                view_bytes
+            ),
+        )),
+    }
+}
+
 /// What the tensor `record` is as a format's reader describes it: where its bytes are, in
 /// which layout.
 fn describe(
@@ -490,36 +529,7 @@ fn describe(
     // Bytes from the start of the view of the storage, and how many the view has.
     let view_start = storage.view_offset.saturating_mul(unit);
     let view_bytes = storage.view_numel.saturating_mul(unit);
-    let start = record.offset.checked_mul(itemsize);
-    let reach = if elements == 0 {
-        Some(0)
-    } else {
-        record
-            .shape
-            .iter()
-            .zip(&record.stride)
-            .try_fold(1u64, |n, (&d, &s)| n.checked_add((d - 1).checked_mul(s)?))
-            .and_then(|n| n.checked_mul(itemsize))
-    };
-    // The bytes from its first element to the end of its last, all inside its storage.
-    let span = match (start, reach) {
-        (Some(start), Some(reach)) if start.checked_add(reach).is_some_and(|e| e <= view_bytes) => {
-            reach
-        }
-        _ => {
-            return Err(malformed(
-                input,
-                format!(
-                    "its view (offset {}, shape {shape_text}, strides {}) reaches past the end \
-                     of its storage {} of {} bytes",
-                    record.offset,
-                    crate::messages::shape_text(&record.stride),
-                    excerpt(&storage.key),
-                    view_bytes
-                ),
-            ));
-        }
-    };
+    let span = view_span(input, record, (elements, itemsize), view_bytes)?;
     let mut data_offset = located.start + view_start + record.offset * itemsize;
     let swaps = match (order, dtype.swap_width()) {
         (ByteOrder::Big, Some(width)) => Swaps::Uniform(width),

@@ -647,6 +647,37 @@ fn frozen_warning(entries: &[Entry], model_files: &[Opened]) -> Vec<String> {
     )]
 }
 
+/// The tensor of `entry`'s `piece`, read from `file` (`opened`), of the input at `position`.
+fn piece_tensor(
+    position: usize,
+    entry: &Entry,
+    piece: &layout::Piece,
+    (opened, file): (&Opened, &DataFile),
+) -> Tensor {
+    let shape: Box<[u64]> = match entry.whole {
+        true => entry.shape.clone().into(),
+        false => Box::new([piece.numel]),
+    };
+    Tensor {
+        name: InputRef {
+            position,
+            location: Arc::clone(&opened.path).into(),
+            tensor: Some(entry.name.as_str().into()),
+        },
+        info: TensorInfo {
+            dtype: entry.dtype.clone(),
+            byte_order: ByteOrder::Little,
+            swaps: Swaps::None,
+            shape,
+            layout: Layout::C,
+            data_offset: piece.start,
+            data_len: piece.numel * entry.dtype.itemsize(),
+        },
+        file: file.clone(),
+        stored_crc: None,
+    }
+}
+
 /// The input: each entry's pieces as tensors, placed and viewed.
 fn build(
     name: InputRef,
@@ -684,7 +715,6 @@ fn build(
     let mut views = HashMap::new();
     for entry in &entries {
         let numel: u64 = entry.shape.iter().product();
-        let item = entry.dtype.itemsize();
         let mut pieces = entry.pieces.clone();
         if pieces.is_empty() {
             // A tensor of no elements: one empty run, so that it is written.
@@ -697,28 +727,7 @@ fn build(
         }
         for piece in pieces {
             let (opened, file) = of(piece.origin);
-            let shape: Box<[u64]> = match entry.whole {
-                true => entry.shape.clone().into(),
-                false => Box::new([piece.numel]),
-            };
-            tensors.push(Tensor {
-                name: InputRef {
-                    position: name.position,
-                    location: Arc::clone(&opened.path).into(),
-                    tensor: Some(entry.name.as_str().into()),
-                },
-                info: TensorInfo {
-                    dtype: entry.dtype.clone(),
-                    byte_order: ByteOrder::Little,
-                    swaps: Swaps::None,
-                    shape,
-                    layout: Layout::C,
-                    data_offset: piece.start,
-                    data_len: piece.numel * item,
-                },
-                file: file.clone(),
-                stored_crc: None,
-            });
+            tensors.push(piece_tensor(name.position, entry, &piece, (opened, file)));
             offsets.push(match entry.whole {
                 true => vec![0; entry.shape.len()],
                 false => vec![piece.at],
