@@ -271,11 +271,23 @@ fn parse_entries(mut p: Parser) -> std::result::Result<Header, String> {
     if p.pos < p.text.len() {
         return Err(syntax(&p, "nothing after the header's object"));
     }
+    let end = check_tiling(&mut tensors)?;
+    Ok(Header {
+        metadata,
+        tensors,
+        end,
+    })
+}
+
+/// Sorts the entries by their data offsets and checks that they tile the data, as the
+/// safetensors crate requires, and that each holds the bytes its shape and type need;
+/// returns where the data ends.
+fn check_tiling(tensors: &mut [Entry]) -> std::result::Result<u64, String> {
     // The crate sorts by data offsets and then requires them to tile the data.
     tensors.sort_by_key(|t| (t.begin, t.end));
     let mut end = 0u64;
     let mut previous: Option<&Entry> = None;
-    for tensor in &tensors {
+    for tensor in tensors.iter() {
         let after = || match previous {
             Some(p) => format!("right after tensor `{}`", excerpt(&p.name)),
             None => "at the start of the data".to_string(),
@@ -345,11 +357,7 @@ fn parse_entries(mut p: Parser) -> std::result::Result<Header, String> {
         end = tensor.end;
         previous = Some(tensor);
     }
-    Ok(Header {
-        metadata,
-        tensors,
-        end,
-    })
+    Ok(end)
 }
 
 /// `__metadata__`'s value, scanned by `p`: `null`, or a map of strings to strings, each

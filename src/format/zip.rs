@@ -79,37 +79,7 @@ pub fn directory(file: &File, file_len: u64) -> Result<Vec<Member>, String> {
 /// members' `data_start` count from the start of `file`.
 pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>, String> {
     let mut reader = Based { file, base };
-    let tail_len = file_len.min(MAX_END_SEARCH);
-    let tail = read_at(&mut reader, file_len - tail_len, tail_len as usize)?;
-    let end_at = (0..tail.len().saturating_sub(21))
-        .rev()
-        .find(|&i| le32(&tail, i) == Some(END_OF_DIRECTORY))
-        .ok_or("it has no ZIP end-of-directory record; the file is truncated or not a zip")?;
-    let end = &tail[end_at..];
-    let mut entries = u64::from(le16(end, 10).unwrap_or(0));
-    let mut dir_size = u64::from(le32(end, 12).unwrap_or(0));
-    let mut dir_offset = u64::from(le32(end, 16).unwrap_or(0));
-    if entries == 0xFFFF || dir_size == 0xFFFF_FFFF || dir_offset == 0xFFFF_FFFF {
-        let end_pos = file_len - tail_len + end_at as u64;
-        let locator_pos = end_pos
-            .checked_sub(20)
-            .ok_or("its ZIP64 end-of-directory locator is missing")?;
-        let locator = read_at(&mut reader, locator_pos, 20)?;
-        if le32(&locator, 0) != Some(ZIP64_LOCATOR) {
-            return Err("its ZIP64 end-of-directory locator is missing".to_string());
-        }
-        let record_pos = le64(&locator, 8).unwrap_or(u64::MAX);
-        if record_pos.checked_add(56).is_none_or(|e| e > file_len) {
-            return Err("its ZIP64 end-of-directory record lies outside the file".to_string());
-        }
-        let record = read_at(&mut reader, record_pos, 56)?;
-        if le32(&record, 0) != Some(ZIP64_END_OF_DIRECTORY) {
-            return Err("its ZIP64 end-of-directory record is damaged".to_string());
-        }
-        entries = le64(&record, 32).unwrap_or(0);
-        dir_size = le64(&record, 40).unwrap_or(0);
-        dir_offset = le64(&record, 48).unwrap_or(0);
-    }
+    let (entries, dir_size, dir_offset) = end_record(&mut reader, file_len)?;
     if dir_offset
         .checked_add(dir_size)
         .is_none_or(|e| e > file_len)
@@ -210,6 +180,44 @@ pub fn directory_in(file: &File, base: u64, file_len: u64) -> Result<Vec<Member>
     }
     refuse_overlaps(&mut spans, &members)?;
     Ok(members)
+}
+
+/// Reads the end-of-directory record (and its ZIP64 record, when the archive has one) of an
+/// archive of `file_len` bytes: how many members it counts, and its central directory's
+/// size and offset.
+fn end_record(reader: &mut Based, file_len: u64) -> Result<(u64, u64, u64), String> {
+    let tail_len = file_len.min(MAX_END_SEARCH);
+    let tail = read_at(reader, file_len - tail_len, tail_len as usize)?;
+    let end_at = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| le32(&tail, i) == Some(END_OF_DIRECTORY))
+        .ok_or("it has no ZIP end-of-directory record; the file is truncated or not a zip")?;
+    let end = &tail[end_at..];
+    let mut entries = u64::from(le16(end, 10).unwrap_or(0));
+    let mut dir_size = u64::from(le32(end, 12).unwrap_or(0));
+    let mut dir_offset = u64::from(le32(end, 16).unwrap_or(0));
+    if entries == 0xFFFF || dir_size == 0xFFFF_FFFF || dir_offset == 0xFFFF_FFFF {
+        let end_pos = file_len - tail_len + end_at as u64;
+        let locator_pos = end_pos
+            .checked_sub(20)
+            .ok_or("its ZIP64 end-of-directory locator is missing")?;
+        let locator = read_at(reader, locator_pos, 20)?;
+        if le32(&locator, 0) != Some(ZIP64_LOCATOR) {
+            return Err("its ZIP64 end-of-directory locator is missing".to_string());
+        }
+        let record_pos = le64(&locator, 8).unwrap_or(u64::MAX);
+        if record_pos.checked_add(56).is_none_or(|e| e > file_len) {
+            return Err("its ZIP64 end-of-directory record lies outside the file".to_string());
+        }
+        let record = read_at(reader, record_pos, 56)?;
+        if le32(&record, 0) != Some(ZIP64_END_OF_DIRECTORY) {
+            return Err("its ZIP64 end-of-directory record is damaged".to_string());
+        }
+        entries = le64(&record, 32).unwrap_or(0);
+        dir_size = le64(&record, 40).unwrap_or(0);
+        dir_offset = le64(&record, 48).unwrap_or(0);
+    }
+    Ok((entries, dir_size, dir_offset))
 }
 
 /// Refuses members whose records overlap (`spans`: each one's local header to the end of

@@ -364,6 +364,34 @@ impl Parser<'_> {
         }
     }
 
+    /// Reads the value at `stack` inside the tensor `prefix` names (a `[re, im]` pair when
+    /// `complex`), handing it to `leaves`.
+    fn leaf(
+        &mut self,
+        prefix: &str,
+        stack: &[u64],
+        leaves: &mut dyn Leaves,
+        complex: bool,
+    ) -> Parsed<()> {
+        let locate = |fail: Fail| match fail {
+            Fail::Value(message) => Fail::Content(format!("{}: {message}", path(prefix, stack))),
+            other => other,
+        };
+        if complex && self.peek() == Some(b'[') {
+            let (re, im) = self
+                .pair()
+                .map_err(|m| self.content(&path(prefix, stack), &m))?;
+            return leaves.pair(re, im).map_err(locate);
+        }
+        if let Some(why) = self.object_value() {
+            return Err(self.content(&path(prefix, stack), why));
+        }
+        let value = self
+            .scalar()
+            .map_err(|m| self.bad(&path(prefix, stack), &m))?;
+        leaves.value(value).map_err(locate)
+    }
+
     /// Walks an array nested to the tensor's rank (or a lone scalar, for rank 0), handing
     /// each element to `leaves` in C order, and returns the shape. With `expected`, the
     /// nesting must match it; without, it must be rectangular.
@@ -380,10 +408,6 @@ impl Parser<'_> {
             .unwrap_or_default();
         let mut rank = expected.map(<[u64]>::len);
         let mut stack: Vec<u64> = Vec::new();
-        let locate = |stack: &[u64], fail: Fail| match fail {
-            Fail::Value(message) => Fail::Content(format!("{}: {message}", path(prefix, stack))),
-            other => other,
-        };
         'value: loop {
             self.ws();
             let opens_array = self.peek() == Some(b'[') && !(complex && self.is_pair());
@@ -436,20 +460,7 @@ impl Parser<'_> {
                     return Err(self.content(&path(prefix, &stack), why));
                 }
                 rank.get_or_insert(stack.len());
-                if complex && self.peek() == Some(b'[') {
-                    let (re, im) = self
-                        .pair()
-                        .map_err(|m| self.content(&path(prefix, &stack), &m))?;
-                    leaves.pair(re, im).map_err(|f| locate(&stack, f))?;
-                } else {
-                    if let Some(why) = self.object_value() {
-                        return Err(self.content(&path(prefix, &stack), why));
-                    }
-                    let value = self
-                        .scalar()
-                        .map_err(|m| self.bad(&path(prefix, &stack), &m))?;
-                    leaves.value(value).map_err(|f| locate(&stack, f))?;
-                }
+                self.leaf(prefix, &stack, leaves, complex)?;
                 if stack.is_empty() {
                     return Ok(Vec::new());
                 }
