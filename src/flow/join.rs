@@ -54,6 +54,9 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let mut writer = format.writer(&options)?;
     let rules = &config.rules;
     let family = recognized(rules, &inputs)?;
+    if family.is_none() {
+        check_flags(rules, &inputs, format)?;
+    }
     let family_rules = match &family {
         Some((family, _)) => family.rules(inputs.len(), rules.model.as_ref())?,
         None => Vec::new(),
@@ -180,20 +183,87 @@ fn recognized(
     rules: &JoinRules,
     inputs: &[Input],
 ) -> Result<Option<(&'static families::Family, String)>> {
-    // Several ranks: one input (a sharded set made one file) is copied as it is.
-    let merge = inputs.len() > 1
-        && inputs
-            .iter()
-            .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1);
-    if rules.axis.is_some() || !rules.tensor_rules.is_empty() || !merge {
+    if rules.axis.is_some() || !rules.tensor_rules.is_empty() || !is_merge(inputs) {
         return Ok(None);
     }
-    let names: Vec<&str> = inputs[0]
+    families::recognize(&tensor_names(inputs), rules.model.as_ref())
+}
+
+/// Whether `inputs` are a model's ranks: several files of several named tensors (one input,
+/// a sharded set made one file, is copied as it is).
+fn is_merge(inputs: &[Input]) -> bool {
+    inputs.len() > 1
+        && inputs
+            .iter()
+            .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1)
+}
+
+/// The first input's tensor names.
+fn tensor_names(inputs: &[Input]) -> Vec<&str> {
+    inputs[0]
         .tensors
         .iter()
         .filter_map(|t| t.name.tensor.as_deref())
+        .collect()
+}
+
+/// Refuses a merge whose flags (`-a`, `--rules`) join a tensor otherwise than the family its
+/// names tell does (issue 41, item 6; `plan::families::flags`). Before its hint says that no
+/// flags are needed, the merge by the family's own rules alone is planned and checked, as a
+/// run without the flags would plan it.
+fn check_flags(rules: &JoinRules, inputs: &[Input], format: crate::format::Format) -> Result<()> {
+    if (rules.axis.is_none() && rules.tensor_rules.is_empty()) || !is_merge(inputs) {
+        return Ok(());
+    }
+    let names = tensor_names(inputs);
+    let model = rules.model.as_ref();
+    let candidates = families::candidates(&names, model);
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    let tensors: Vec<(&str, usize)> = inputs[0]
+        .tensors
+        .iter()
+        .filter_map(|t| Some((t.name.tensor.as_deref()?, t.info.shape.len())))
         .collect();
-    families::recognize(&names, rules.model.as_ref())
+    let axis = rules.axis.or(rules.spec.profile.default_axis);
+    let given = rules.matcher();
+    let ranks = inputs.len();
+    let checked = families::flags::check(&candidates, (ranks, model), &given, axis, &tensors)?;
+    let Some((family, found)) = checked else {
+        return Ok(());
+    };
+    let recognized = families::recognize(&names, model);
+    let evidence = match &recognized {
+        Ok(Some((_, evidence))) => evidence.clone(),
+        _ => "the tensor names".to_string(),
+    };
+    let flagless = match recognized {
+        Ok(Some((recognized, _))) => {
+            let family_rules = recognized.rules(ranks, model)?;
+            let matcher = Matcher::new(&family_rules);
+            let options = JobOptions {
+                axis: None,
+                ..rules.job_options(&matcher, format)
+            };
+            let expected = rules.expect_shape.as_deref();
+            match checked_job(&options, (expected, None), inputs, &mut Vec::new()) {
+                Ok(_) => Ok(()),
+                Err(Error::Refused(refused)) => Err(refused),
+                Err(other) => return Err(other),
+            }
+        }
+        // Not reached (a family fits the names), but never said to need no flags.
+        Ok(None) => Err(vec![Refusal {
+            headline: "no family of tjoin's table fits the tensor names".to_string(),
+            details: Vec::new(),
+            hint: None,
+        }]),
+        Err(Error::Refused(refused)) => Err(refused),
+        Err(other) => return Err(other),
+    };
+    let refusal = families::flags::refusal((family, &evidence), &found, flagless);
+    Err(Error::Refused(vec![refusal]))
 }
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.

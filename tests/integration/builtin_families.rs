@@ -14,7 +14,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The config.json of each family's tiny model, as `make_family_fixtures.py` configures it
 /// (Megatron-Core's has no transformers `model_type`: it is told by its names).
-fn config(family: &str) -> String {
+pub(crate) fn config(family: &str) -> String {
     let llama = |model_type: &str| {
         format!(
             r#"{{"model_type": "{model_type}", "hidden_size": 32, "intermediate_size": 64,
@@ -51,7 +51,7 @@ fn config(family: &str) -> String {
 
 /// A folder holding `family`'s ranks of the split into `n` as `tp0.safetensors`, ... and,
 /// with `with_config`, its config.json beside them; returns it and the ranks' names.
-fn ranks_beside_config(
+pub(crate) fn ranks_beside_config(
     family: &Family,
     n: usize,
     with_config: bool,

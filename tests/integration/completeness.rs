@@ -93,18 +93,25 @@ fn tensors_joined_by_a_get_the_replica_group_check() {
 /// or groups per rank: their hint offers `plain` only, never `chunks 3`.
 #[test]
 fn the_fused_hint_offers_plain_only_for_per_head_layouts() {
+    let dir = tempfile::tempdir().unwrap();
     for family in ["gpt-neox", "megatron-gpt"] {
-        let mut args = words(&["-a", "0"]);
+        // The family's rules but the fused line, which `-a 0` decides: a plain join with no
+        // layout stated, which the family's `plain` does not contradict.
+        let module = match family {
+            "gpt-neox" => "query_key_value",
+            _ => "linear_qkv",
+        };
+        let text = fs::read_to_string(rules(family)).unwrap();
+        let text: Vec<&str> = text.lines().filter(|l| !l.contains(module)).collect();
+        let file = dir.path().join(format!("{family}.rules"));
+        fs::write(&file, text.join("\n")).unwrap();
+        let mut args = words(&["-a", "0", "--rules", file.to_str().unwrap()]);
         args.extend(ranks(family, 2, &[0, 1]));
         let stderr = refuses(&args);
         let hint = stderr
             .lines()
             .find(|l| l.starts_with("hint: say how each rank holds its piece"))
             .unwrap_or_else(|| panic!("{family}: no fused hint:\n{stderr}"));
-        let module = match family {
-            "gpt-neox" => "query_key_value",
-            _ => "linear_qkv",
-        };
         assert!(
             hint.contains(&format!("{module}.weight=0 plain' (laid out head by head")),
             "{family}: {hint}"
@@ -218,8 +225,11 @@ fn config_json_sizes_and_layer_shapes_refuse_a_missing_rank_and_a_wrong_axis() {
             "model.embed_tokens.weight  [32, 32]: 32 along axis 0, but",
         ],
     );
-    // The rules forgotten, the replicated tensors' hint followed: o_proj on axis 0.
+    // o_proj and down_proj named on axis 0 (by --axis-for: the user's, whatever the family
+    // says; `-a 0` alone is refused as contradicting it): the layer's shapes refuse them.
     let mut args = words(&["-a", "0", "--keep", "*norm.weight", "--config", &config]);
+    args.extend(words(&["--axis-for", "*.o_proj.weight=0"]));
+    args.extend(words(&["--axis-for", "*.down_proj.weight=0"]));
     args.extend(ranks("llama", 2, &[0, 1]));
     let stderr = refuses(&args);
     assert_mentions(
@@ -271,12 +281,21 @@ fn a_hints_flags_that_would_not_pass_every_check_are_said_to_be_not_enough() {
     let config = dir.path().join("config.json");
     fs::write(&config, LLAMA_CONFIG).unwrap();
     let config = config.to_str().unwrap().to_string();
+    // A Llama whose names the family table does not know (`self.attn`): for a known
+    // family, `-a 0` is refused as contradicting its rules before any hint.
+    let mut unknown = Vec::new();
+    for (r, rank) in ranks("llama", 2, &[0, 1]).iter().enumerate() {
+        let file = dir.path().join(format!("tp{r}.safetensors"));
+        fs::copy(rank, &file).unwrap();
+        crate::families::unknown_to_the_table(&file, "self_attn", "self.attn");
+        unknown.push(file.to_str().unwrap().to_string());
+    }
     for with_config in [false, true] {
         let mut args = words(&["-a", "0"]);
         if with_config {
             args.extend(words(&["--config", &config]));
         }
-        args.extend(ranks("llama", 2, &[0, 1]));
+        args.extend(unknown.iter().cloned());
         let stderr = refuses(&args);
         // o_proj and down_proj joined on axis 0 would not fit q_proj and up_proj.
         let why = "4 merged tensors would not fit their layer's other projection";

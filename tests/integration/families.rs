@@ -540,3 +540,19 @@ fn following_every_hint_on_vllm_ranks_sharing_key_value_heads_ends_at_the_origin
     let (_dir, out) = merged(&args);
     is_original(family, &out, "with every hint followed");
 }
+
+/// Rewrites the safetensors file `file` in place with every `from` in its header's tensor
+/// names replaced by `to`, of the same length so that no offset moves, and one that keeps the
+/// names' order (`self_attn` -> `self.attn`): a model whose names no family of tjoin's table
+/// has, merged by flags as a model tjoin does not know is (issue 41, item 6 refuses flags
+/// that contradict a known family).
+pub(crate) fn unknown_to_the_table(file: &Path, from: &str, to: &str) {
+    assert_eq!(from.len(), to.len());
+    let mut bytes = fs::read(file).unwrap();
+    let size = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + size]).unwrap();
+    assert!(header.contains(from), "{}: no {from}", file.display());
+    let renamed = header.replace(from, to);
+    bytes[8..8 + size].copy_from_slice(renamed.as_bytes());
+    fs::write(file, bytes).unwrap();
+}

@@ -265,10 +265,14 @@ fn a_fused_tensor_joined_plainly_is_refused_with_both_layouts_named() {
     let model = gpt2();
     let dir = tempfile::tempdir().unwrap();
     let files = split_model(dir.path(), &model, 2);
-    // Today's merge: the right shape, the wrong model ([q0 k0 v0 q1 k1 v1]).
+    // Today's merge: the right shape, the wrong model ([q0 k0 v0 q1 k1 v1]). Each fused
+    // tensor named with its axis (`-a 0` on the bias contradicts GPT-2's `chunks 3`, and is
+    // refused before the layout is asked for).
     let plain = [
         "--axis-for",
         "*.c_attn.weight=1",
+        "--axis-for",
+        "*.c_attn.bias=0",
         "-a",
         "0",
         "--keep",

@@ -22,6 +22,7 @@ mod early_copy;
 #[cfg(unix)]
 mod examples;
 mod families;
+mod family_flags;
 mod files_in_use;
 mod fixtures;
 mod flags;

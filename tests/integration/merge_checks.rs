@@ -234,6 +234,8 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
     // One key/value head, held whole by every rank; llama.rules joins k_proj along axis 0.
     let dir = fixture("mqa");
     let dir = dir.path();
+    // config.json's one key-value head on 2 ranks: the Llama family holds k_proj and v_proj
+    // in groups of 2 ranks, which llama.rules contradicts (issue 41, item 6).
     let stderr = refuses(
         dir,
         &format!("{LLAMA} tp0.safetensors tp1.safetensors -o m.safetensors"),
@@ -241,10 +243,31 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
     assert_mentions(
         &stderr,
         &[
+            "tjoin: error: the flags contradict the llama family's rules for 4 tensors",
+            "model.layers.0.self_attn.k_proj.weight, model.layers.1.self_attn.k_proj.weight: \
+             by llama.rules:9: *.k_proj.weight = 0, but the llama family's rule is \
+             config.json's heads:1: *.k_proj.* = 0 replicas 2",
+            "hint: no flags needed",
+        ],
+    );
+    writes(
+        dir,
+        "--config config.json tp0.safetensors tp1.safetensors -o f.safetensors",
+    );
+    is_expected(dir, "f.safetensors");
+    // Named on the command line, the rule is the user's: the identical pieces refuse it.
+    let named = format!("{LLAMA} --axis-for *.k_proj.weight=0 --axis-for *.v_proj.weight=0");
+    let stderr = refuses(
+        dir,
+        &format!("{named} tp0.safetensors tp1.safetensors -o m.safetensors"),
+    );
+    assert_mentions(
+        &stderr,
+        &[
             "tjoin: error: 4 tensors have the same bytes in every input, yet a rule joins them \
              along an axis: the output would hold 2 copies of one piece",
-            "model.layers.0.self_attn.k_proj.weight  float16  [4, 8]  joined by llama.rules:9: \
-             *.k_proj.weight = 0",
+            "model.layers.0.self_attn.k_proj.weight  float16  [4, 8]  joined by --axis-for \
+             '*.k_proj.weight=0'",
             "keep one copy with --keep '*.k_proj.weight' --keep '*.v_proj.weight'",
             "add --join-identical",
         ],
@@ -253,17 +276,16 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
     writes(
         dir,
         &format!(
-            "{LLAMA} --keep *.k_proj.weight --keep *.v_proj.weight tp0.safetensors \
+            "{named} --keep *.k_proj.weight --keep *.v_proj.weight tp0.safetensors \
              tp1.safetensors -o m.safetensors"
         ),
     );
     is_expected(dir, "m.safetensors");
-    // --join-identical joins them, as asked.
     // --join-identical joins them, as asked, into [8, 8]: config.json's one key-value head
     // refuses that (issue 41); the unsplit model's header would too.
     let stderr = refuses(
         dir,
-        &format!("{LLAMA} --join-identical tp0.safetensors tp1.safetensors -o j.safetensors"),
+        &format!("{named} --join-identical tp0.safetensors tp1.safetensors -o j.safetensors"),
     );
     assert_mentions(
         &stderr,

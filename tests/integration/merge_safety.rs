@@ -34,6 +34,26 @@ fn shards(model: &str) -> tempfile::TempDir {
     dir
 }
 
+/// [`shards`] of `model` renamed so that no family of tjoin's table knows it (`self_attn`
+/// -> `self.attn`, `attention.self` -> `attention_self`): the checks here guard merges of
+/// models the table does not know, where `-a` decides what no rule does.
+fn unknown_shards(model: &str) -> tempfile::TempDir {
+    let dir = shards(model);
+    unknown(dir.path(), model);
+    dir
+}
+
+/// Renames the shards and the expected model in `dir` as [`unknown_shards`] does.
+fn unknown(dir: &Path, model: &str) {
+    let (from, to) = match model {
+        "llama" => ("self_attn", "self.attn"),
+        _ => ("attention.self", "attention_self"),
+    };
+    for file in ["tp0.safetensors", "tp1.safetensors", "expected.safetensors"] {
+        crate::families::unknown_to_the_table(&dir.join(file), from, to);
+    }
+}
+
 /// The arguments in `words`, split at blanks (the globs here hold none), then the shards.
 fn args(words: &str) -> Vec<&str> {
     let shards = ["tp0.safetensors", "tp1.safetensors"];
@@ -83,6 +103,11 @@ fn suggested_keeps(stderr: &str) -> String {
     globs.map(|glob| format!(" --keep {glob}")).collect()
 }
 
+/// README's old merge example with down_proj's axis named wrong (the example itself left
+/// it to `-a 0`, which the Llama family's rules now refuse): `--like` catches it.
+const WRONG_DOWN: &str =
+    "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=0 --keep *norm*";
+
 /// The `rule` of the tensor `name` in a JSON plan.
 fn rule_of(plan: &str, name: &str) -> serde_json::Value {
     let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
@@ -103,7 +128,7 @@ fn the_rules_files_rebuild_the_original_models_byte_for_byte() {
 
 #[test]
 fn a_naive_join_of_replicated_shards_is_refused_and_lists_them() {
-    let dir = shards("llama");
+    let dir = unknown_shards("llama");
     let stderr = refuses(dir.path(), "-a 0 -o model.safetensors", 2);
     assert_mentions(
         &stderr,
@@ -130,7 +155,7 @@ fn a_naive_join_of_replicated_shards_is_refused_and_lists_them() {
 
 #[test]
 fn a_long_list_of_replicated_tensors_is_capped_and_its_globs_grouped() {
-    let dir = shards("bert");
+    let dir = unknown_shards("bert");
     let stderr = refuses(dir.path(), "-a 0 -o m.safetensors", 2);
     let capped = [
         "19 tensors have the same shape and bytes",
@@ -162,7 +187,9 @@ fn join_identical_joins_replicated_tensors_on_purpose() {
     let dir = shards("llama");
     // A rule decides the norms: kept, --join-identical or not.
     rebuilds(dir.path(), "--join-identical --rules llama.rules");
-    // Without a rule for them, --join-identical joins them.
+    // Without a rule for them, --join-identical joins them (in a model the family table
+    // does not know: a Llama's norms joined by -a contradict its family).
+    unknown(dir.path(), "llama");
     let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
     let (ok, _, stderr) = run(
         dir.path(),
@@ -285,7 +312,7 @@ fn dry_runs_say_which_rule_decided_each_tensor() {
 
 #[test]
 fn like_catches_a_wrong_axis_and_names_the_axis_that_fits() {
-    let dir = shards("llama");
+    let dir = unknown_shards("llama");
     // The merge example as it was: no rule for down_proj, so it joins along axis 0.
     let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm* --like expected.safetensors";
     let stderr = refuses(dir.path(), &format!("{old} -o model.safetensors"), 2);
@@ -325,11 +352,11 @@ fn like_reads_a_sharded_checkpoints_index_and_its_shards_headers() {
     let (ok, _, stderr) = run(dir.path(), &right);
     assert!(ok, "{stderr}");
     rebuilt(dir.path());
-    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    let old = WRONG_DOWN;
     let wrong = format!("{old} --like {index} -o other.safetensors");
     assert_mentions(
         &refuses(dir.path(), &wrong, 2),
-        &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0)"],
+        &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0 by --axis-for"],
     );
 }
 
@@ -375,10 +402,15 @@ fn like_refuses_an_index_listing_shards_outside_its_folder_as_the_input_index_do
 
 #[test]
 fn like_names_the_rule_that_set_a_wrong_axis() {
-    let dir = shards("bert");
+    // A BERT the family table does not know, and bert.rules renamed as it is: a rules
+    // file's line that contradicts a known family is refused before --like is read.
+    let dir = unknown_shards("bert");
+    let bert = fs::read_to_string(dir.path().join("bert.rules")).unwrap();
+    let renamed = bert.replace("attention.self", "attention_self");
+    fs::write(dir.path().join("bert.rules"), renamed).unwrap();
     fs::write(
         dir.path().join("wrong.rules"),
-        "*.attention.self.*.weight = 1\n",
+        "*.attention_self.*.weight = 1\n",
     )
     .unwrap();
     let words = "--rules wrong.rules --rules bert.rules --like expected.safetensors --dry-run";
@@ -387,8 +419,8 @@ fn like_names_the_rule_that_set_a_wrong_axis() {
         &stderr,
         &[
             "6 output tensors would not have the shape",
-            "encoder.layer.0.attention.self.key.weight  [4, 16] (joined along axis 1 by \
-             wrong.rules:1: *.attention.self.*.weight = 1); expected.safetensors has [8, 8]: \
+            "encoder.layer.0.attention_self.key.weight  [4, 16] (joined along axis 1 by \
+             wrong.rules:1: *.attention_self.*.weight = 1); expected.safetensors has [8, 8]: \
              axis 0 gives it",
             "hint: add --axis-for '*.key.weight=0'",
         ],
@@ -397,7 +429,7 @@ fn like_names_the_rule_that_set_a_wrong_axis() {
 
 #[test]
 fn like_suggests_keeping_what_every_input_already_has_at_full_size() {
-    let dir = shards("llama");
+    let dir = unknown_shards("llama");
     let split = "-a 0 --axis-for *.o_proj.weight=1 --axis-for *.down_proj.weight=1";
     let words = format!("--join-identical {split} --like expected.safetensors -o m.safetensors");
     let stderr = refuses(dir.path(), &words, 2);
@@ -558,11 +590,11 @@ fn like_takes_a_folder_holding_an_index_or_one_safetensors_file() {
     .unwrap();
     for folder in ["sharded", "sharded/", "single"] {
         rebuilds(dir.path(), &format!("--rules llama.rules --like {folder}"));
-        let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+        let old = WRONG_DOWN;
         let wrong = format!("{old} --like {folder} -o other.safetensors");
         assert_mentions(
             &refuses(dir.path(), &wrong, 2),
-            &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0)"],
+            &["model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0 by --axis-for"],
         );
         assert!(!dir.path().join("other.safetensors").exists());
     }
@@ -574,13 +606,13 @@ fn like_takes_a_pytorch_checkpoint() {
     let pt = Path::new(ROOT).join("fixtures/pytorch_set/llama.pt");
     fs::copy(pt, dir.path().join("llama.pt")).unwrap();
     rebuilds(dir.path(), "--rules llama.rules --like llama.pt");
-    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm* --like llama.pt";
+    let old = format!("{WRONG_DOWN} --like llama.pt");
     assert_mentions(
         &refuses(dir.path(), &format!("{old} -o other.safetensors"), 2),
         &[
             "tjoin: error: 2 output tensors would not have the shape llama.pt gives them",
-            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); llama.pt has \
-             [8, 16]: axis 1 gives it",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0 by --axis-for \
+             '*.down_proj.weight=0'); llama.pt has [8, 16]: axis 1 gives it",
         ],
     );
 }
@@ -618,15 +650,15 @@ fn like_given_twice_checks_against_the_union_and_refuses_a_name_given_two_shapes
     // Together they are the model: the merge is checked against both.
     let both = "--like layer0.safetensors --like rest.safetensors";
     rebuilds(dir.path(), &format!("--rules llama.rules {both}"));
-    let old = "-a 0 --axis-for *.o_proj.weight=1 --keep *norm*";
+    let old = WRONG_DOWN;
     assert_mentions(
         &refuses(dir.path(), &format!("{old} {both} -o other.safetensors"), 2),
         &[
             "output tensors would not have the shape the --like references give them",
-            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
-             layer0.safetensors has [8, 16]: axis 1 gives it",
-            "model.layers.1.mlp.down_proj.weight  [16, 8] (joined along axis 0); \
-             rest.safetensors has [8, 16]: axis 1 gives it",
+            "model.layers.0.mlp.down_proj.weight  [16, 8] (joined along axis 0 by --axis-for \
+             '*.down_proj.weight=0'); layer0.safetensors has [8, 16]: axis 1 gives it",
+            "model.layers.1.mlp.down_proj.weight  [16, 8] (joined along axis 0 by --axis-for \
+             '*.down_proj.weight=0'); rest.safetensors has [8, 16]: axis 1 gives it",
         ],
     );
     // A name the two give different shapes: the output cannot match both.

@@ -655,11 +655,13 @@ fn ranks_may_be_sharded_checkpoints_and_inputs_may_be_one() {
         "*norm*",
     ];
     succeeds(dir, &split);
+    // Split along axis 0, every tensor: joined back so, each named by --axis-for (a Llama's
+    // row-parallel o_proj is joined along axis 1 unless named: `-a 0` is refused).
     succeeds(
         dir,
         &[
-            "-a",
-            "0",
+            "--axis-for",
+            "*=0",
             "--keep",
             "*norm*",
             "half0.safetensors",

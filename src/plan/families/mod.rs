@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::plan::complete::ModelSizes;
 use crate::plan::rules::{self, Origin, Rule};
 
+pub mod flags;
 mod texts;
 
 /// What a family's head counts add to its rules, with the ranks' count.
@@ -221,6 +222,26 @@ impl Family {
         }
         Ok(all)
     }
+}
+
+/// The families whose rules a merge given flags (`-a`, `--rules`) must not contradict
+/// (`flags`): the one config.json (`model`) settles among those the names fit, else every
+/// family that fits the names as closely as the first that fits (Phi-3's and vLLM's fused
+/// names); none when no family fits.
+pub fn candidates(names: &[&str], model: Option<&ModelSizes>) -> Vec<&'static Family> {
+    let fitting: Vec<&'static Family> = FAMILIES.iter().filter(|f| f.fits(names)).collect();
+    if let Some(model) = model
+        && let Some(&family) = fitting.iter().find(|f| f.named_by(model))
+    {
+        return vec![family];
+    }
+    let Some(&first) = fitting.first() else {
+        return Vec::new();
+    };
+    fitting
+        .into_iter()
+        .filter(|f| f.signature == first.signature)
+        .collect()
 }
 
 /// The family of a merge whose tensors are named `names`, and what tells it; `None` when
