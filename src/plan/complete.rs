@@ -62,6 +62,21 @@ pub struct ModelSizes {
     pub model_type: Option<String>,
     /// `architectures`, the model classes.
     pub architectures: Vec<String>,
+    /// DeepSeek's multi-head latent attention, when config.json has its `kv_lora_rank`.
+    pub latent: Option<Latent>,
+}
+
+/// The widths of one head of DeepSeek's multi-head latent attention (config.json's
+/// `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`), which its `head_dim` (the rope
+/// width) does not give: a query head is nope + rope wide, a value head v.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latent {
+    /// `qk_nope_head_dim`.
+    pub nope: u64,
+    /// `qk_rope_head_dim`.
+    pub rope: u64,
+    /// `v_head_dim`.
+    pub value: u64,
 }
 
 impl ModelSizes {
@@ -104,6 +119,17 @@ impl ModelSizes {
             Err(_) if object.get("num_attention_heads").is_none() => None,
             Err(e) => return Err(e),
         };
+        let latent = match count(&["kv_lora_rank"])? {
+            None => None,
+            Some(_) => match (
+                count(&["qk_nope_head_dim"])?,
+                count(&["qk_rope_head_dim"])?,
+                count(&["v_head_dim"])?,
+            ) {
+                (Some(nope), Some(rope), Some(value)) => Some(Latent { nope, rope, value }),
+                _ => None,
+            },
+        };
         let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
         let model_type = value.get("model_type").and_then(text);
         let architectures = match value.get("architectures") {
@@ -117,7 +143,24 @@ impl ModelSizes {
             heads,
             model_type,
             architectures,
+            latent,
         })
+    }
+
+    /// The size a projection of DeepSeek's latent attention must have, by its head widths:
+    /// the query's (`q_proj`, `q_b_proj`: nope + rope a head), `kv_b_proj`'s (nope + v a
+    /// head) along the output features, `o_proj`'s (v a head) along its input features.
+    fn latent(&self, module: &str, shape: &[u64]) -> Option<(usize, u64, String)> {
+        let latent = self.latent?;
+        let q = self.heads.as_ref()?.query;
+        let (axis, width, what) = match module {
+            "q_proj" | "q_b_proj" => (0, latent.nope.checked_add(latent.rope)?, "query"),
+            "kv_b_proj" => (0, latent.nope.checked_add(latent.value)?, "key and value"),
+            "o_proj" if shape.len() == 2 => (1, latent.value, "value"),
+            _ => return None,
+        };
+        let why = format!("{q} {what} heads of {width}");
+        Some((axis, q.checked_mul(width)?, why))
     }
 
     /// The size the tensor `name` of `shape` must have along one axis, by config.json: the
@@ -127,6 +170,12 @@ impl ModelSizes {
         // A projection's weight or bias (not a norm fused into it: Megatron-Core's
         // `linear_qkv.layer_norm_weight`).
         let projection = matches!(leaf, "weight" | "bias" | "in_proj_weight" | "in_proj_bias");
+        if self.latent.is_some() {
+            let module = name.rsplit('.').nth(1).unwrap_or("");
+            if let Some(expected) = self.latent(module, shape).filter(|_| leaf == "weight") {
+                return Some(expected);
+            }
+        }
         if let Some((role, axis)) = heads::role(name, shape.len()).filter(|_| projection) {
             let heads = self.heads.as_ref()?;
             let dim = heads.head_dim?;
@@ -315,6 +364,10 @@ fn broken_invariants(jobs: &[TensorJob]) -> Vec<String> {
         {
             firsts.push((format!("{layer}.intermediate.dense.weight"), false, false));
         }
+        // DeepSeek's latent attention: a query head is wider than a value head, so `o_proj`
+        // takes fewer features than `q_proj` gives.
+        let latent = shapes.contains_key(format!("{parent}.kv_b_proj.weight").as_str());
+        firsts.retain(|(first, ..)| !(latent && first.ends_with(".q_proj.weight")));
         for (first, conv, gated) in firsts {
             let (Some(&[a0, a1]), &[b0, b1]) = (shapes.get(first.as_str()).copied(), &*t.out.shape)
             else {

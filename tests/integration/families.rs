@@ -98,6 +98,30 @@ pub(crate) const FAMILIES: &[Family] = &[
         flags_at_4: &["--axis-for", "*.qkv_proj.weight=0 chunks 8:4:4"],
     },
     Family {
+        name: "gemma",
+        rules: "gemma.rules",
+        flags: &[],
+        flags_at_4: KV_REPLICAS,
+    },
+    Family {
+        name: "gemma2",
+        rules: "gemma.rules",
+        flags: &[],
+        flags_at_4: KV_REPLICAS,
+    },
+    Family {
+        name: "deepseek-v2",
+        rules: "deepseek.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
+        name: "deepseek-v3",
+        rules: "deepseek.rules",
+        flags: &[],
+        flags_at_4: &[],
+    },
+    Family {
         name: "vllm",
         rules: "vllm.rules",
         // 4 query and 2 key-value heads.
@@ -130,7 +154,7 @@ impl Family {
     fn heads(&self) -> &'static str {
         match self.name {
             "megatron-gpt" | "phi3" => "8:4",
-            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" => "4",
+            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" | "deepseek-v2" | "deepseek-v3" => "4",
             _ => "4:2",
         }
     }
@@ -205,7 +229,7 @@ fn every_family_and_split_merges_back_to_the_original_byte_for_byte() {
             merges += 1;
         }
     }
-    assert_eq!(merges, 22);
+    assert_eq!(merges, 30);
 }
 
 /// The split is the join run backwards: the same rules file and flags cut each family's model
@@ -246,7 +270,7 @@ fn every_family_splits_into_the_rank_files_its_framework_writes() {
             splits += 1;
         }
     }
-    assert_eq!(splits, 22);
+    assert_eq!(splits, 30);
 }
 
 #[test]

@@ -52,6 +52,15 @@ pub struct Family {
 /// Every family, most particular first (Mixtral before Llama, whose names it shares).
 pub const FAMILIES: &[Family] = &[
     Family {
+        name: "deepseek",
+        text: texts::DEEPSEEK,
+        model_types: &["deepseek_v2", "deepseek_v3"],
+        architectures: &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"],
+        signature: &[".self_attn.kv_b_proj."],
+        lacks: &[],
+        from_heads: FromHeads::Nothing,
+    },
+    Family {
         name: "mixtral",
         text: texts::MIXTRAL,
         model_types: &["mixtral"],
@@ -138,6 +147,21 @@ pub const FAMILIES: &[Family] = &[
         model_types: &["llama", "mistral"],
         architectures: &["LlamaForCausalLM", "MistralForCausalLM"],
         signature: &[".self_attn.q_proj.weight", ".mlp.gate_proj.weight"],
+        lacks: &[
+            ".self_attn.q_proj.bias",
+            ".block_sparse_moe.",
+            ".pre_feedforward_layernorm.",
+        ],
+        from_heads: FromHeads::KeyValueReplicas,
+    },
+    // Gemma's names are Llama's, and so are its rules: names alone tell Llama (the same
+    // merge); config.json's model_type tells Gemma, and Gemma 2's extra norms do.
+    Family {
+        name: "gemma",
+        text: texts::GEMMA,
+        model_types: &["gemma", "gemma2"],
+        architectures: &["GemmaForCausalLM", "Gemma2ForCausalLM"],
+        signature: &[".self_attn.q_proj.weight", ".mlp.gate_proj.weight"],
         lacks: &[".self_attn.q_proj.bias", ".block_sparse_moe."],
         from_heads: FromHeads::KeyValueReplicas,
     },
@@ -167,6 +191,21 @@ impl Family {
     fn fits(&self, names: &[&str]) -> bool {
         let holds = |piece: &&str| names.iter().any(|n| n.contains(piece));
         self.signature.iter().all(holds) && !self.lacks.iter().any(holds)
+    }
+
+    /// Whether this family's rules are `other`'s, line for line (Gemma's and Llama's):
+    /// names that fit both merge the same by either.
+    fn same_rules(&self, other: &Family) -> bool {
+        let rules = |f: &Family| -> Option<Vec<(String, rules::Treatment, String, bool)>> {
+            let parsed = rules::parse_file(Path::new(f.name), f.text).ok()?;
+            let lines = parsed.into_iter();
+            Some(
+                lines
+                    .map(|r| (r.glob, r.treatment, r.parts.to_string(), r.optional))
+                    .collect(),
+            )
+        };
+        self.from_heads == other.from_heads && rules(self).is_some_and(|a| Some(a) == rules(other))
     }
 
     /// Whether config.json (its `model_type` and `architectures`) names this family.
@@ -282,9 +321,13 @@ pub fn recognize(
     };
     let alike: Vec<&str> = fitting
         .iter()
-        .filter(|f| f.signature == first.signature)
+        .filter(|f| f.signature == first.signature && !f.same_rules(first))
         .map(|f| f.name)
         .collect();
+    let alike: Vec<&str> = match alike.as_slice() {
+        [] => Vec::new(),
+        _ => std::iter::once(first.name).chain(alike).collect(),
+    };
     if alike.len() > 1 {
         return Err(Error::refused(
             format!(

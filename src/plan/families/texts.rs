@@ -284,3 +284,74 @@ pub const MEGATRON_GPT: &str = r#"# Megatron-Core GPT models (GPTModel with Tran
 *word_embeddings.weight = 0
 output_layer.weight = 0
 "#;
+
+/// rules/gemma.rules.
+pub const GEMMA: &str = r#"# Gemma and Gemma 2 (GemmaForCausalLM, Gemma2ForCausalLM): Llama's layout, split as Megatron-LM
+# (and vLLM, unfused) split a Llama, merged back into one model:
+#   tjoin --rules rules/gemma.rules --like original/ $(ls -v tp*.safetensors) -o model.safetensors
+# A head is config.json's head_dim wide (256 in Gemma 7B, not hidden_size / heads), which
+# tjoin reads to check the merge. More ranks than key-value heads: add
+#   --axis-for '*.k_proj.weight=0 replicas N' --axis-for '*.v_proj.weight=0 replicas N'
+# with N = ranks / num_key_value_heads. The first rule that matches decides (flags first).
+
+# Column-parallel: each rank holds some heads or some MLP rows (axis 0).
+*.q_proj.weight = 0
+*.k_proj.weight = 0
+*.v_proj.weight = 0
+*.gate_proj.weight = 0
+*.up_proj.weight = 0
+
+# Row-parallel: along the input features (axis 1).
+*.o_proj.weight = 1
+*.down_proj.weight = 1
+
+# Vocabulary-parallel. Gemma ties its output head to the embedding: no lm_head is stored,
+# and its line is `optional`.
+*.embed_tokens.weight = 0
+lm_head.weight = 0 optional
+
+# Replicated: the RMS norms (Gemma 2 has four a layer: input, post-attention,
+# pre-feedforward and post-feedforward).
+*norm.weight = keep
+"#;
+
+/// rules/deepseek.rules.
+pub const DEEPSEEK: &str = r#"# DeepSeek-V2 and V3 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM: multi-head latent attention,
+# routed and shared experts) split as Megatron-Core's MLA with expert tensor parallelism, or
+# vLLM, split them, in transformers' names, merged back into one model:
+#   tjoin --rules rules/deepseek.rules --like original/ $(ls -v tp*.safetensors) -o model.safetensors
+# config.json's qk_nope_head_dim, qk_rope_head_dim and v_head_dim give the heads' widths,
+# which tjoin reads to check the merge. The first rule that matches decides (flags first).
+
+# The latent down-projections are whole in every rank (Megatron's linear_q_down_proj and
+# linear_kv_down_proj, vLLM's replicated layers). V2-Lite has no q_a_proj: `optional`.
+*.self_attn.q_a_proj.weight = keep optional
+*.self_attn.kv_a_proj_with_mqa.weight = keep
+
+# The up-projections hold each head's rows together: column-parallel by heads (axis 0).
+# V2-Lite's q_proj (no query compression) is split the same way.
+*.self_attn.q_b_proj.weight = 0 optional
+*.self_attn.kv_b_proj.weight = 0
+*.self_attn.q_proj.weight = 0 optional
+
+# Row-parallel: the attention output, along its input features (axis 1).
+*.self_attn.o_proj.weight = 1
+
+# Every MLP as a Llama's: the routed experts, the shared experts and the dense layers
+# before first_k_dense_replace. gate and up column-parallel, down row-parallel.
+*.gate_proj.weight = 0
+*.up_proj.weight = 0
+*.down_proj.weight = 1
+
+# The router picks experts from the whole hidden state: whole in every rank, with V3's
+# correction bias.
+*.mlp.gate.weight = keep
+*.mlp.gate.e_score_correction_bias = keep optional
+
+# Vocabulary-parallel: the embedding and the output head.
+*.embed_tokens.weight = 0
+lm_head.weight = 0 optional
+
+# Replicated: the RMS norms (with the latent ones, q_a_layernorm and kv_a_layernorm).
+*norm.weight = keep
+"#;

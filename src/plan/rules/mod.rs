@@ -102,6 +102,8 @@ pub struct Rule {
 pub const SHIPPED: &[&str] = &[
     "bert-mlm.rules",
     "bert.rules",
+    "deepseek.rules",
+    "gemma.rules",
     "gpt-neox.rules",
     "gpt2.rules",
     "llama.rules",
