@@ -23,6 +23,7 @@ use crate::messages::{excerpt, quote, shape_text};
 use crate::plan::heads::{self, Role};
 use crate::plan::job::TensorJob;
 use crate::plan::ranks;
+use crate::plan::sizes::{self, Widths};
 
 /// The `__metadata__` key of a rank file that `tjoin split --ranks N` writes: the count N.
 pub const RANKS_KEY: &str = "tjoin.ranks";
@@ -64,6 +65,8 @@ pub struct ModelSizes {
     pub architectures: Vec<String>,
     /// DeepSeek's multi-head latent attention, when config.json has its `kv_lora_rank`.
     pub latent: Option<Latent>,
+    /// The MLPs' widths, the experts' count, the tied head.
+    pub widths: Widths,
 }
 
 /// The widths of one head of DeepSeek's multi-head latent attention (config.json's
@@ -144,6 +147,7 @@ impl ModelSizes {
             model_type,
             architectures,
             latent,
+            widths: Widths::from_config(object),
         })
     }
 
@@ -194,7 +198,7 @@ impl ModelSizes {
         if VOCABULARY.contains(&module) && leaf == "weight" && shape.len() == 2 {
             return Some((0, self.vocab?, "the vocabulary".to_string()));
         }
-        None
+        self.widths.expected(name, shape)
     }
 }
 
@@ -246,6 +250,17 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
     if !broken.is_empty() {
         return Err(Error::Refused(vec![broken_refusal(broken)]));
     }
+    let outputs: Vec<(&str, &[u64])> = jobs
+        .iter()
+        .map(|t| (t.out.name.as_str(), &*t.out.shape))
+        .collect();
+    if let Some(mismatch) = sizes::vocabulary_mismatch(&outputs) {
+        return Err(Error::refused(
+            format!("the merged embedding and output head disagree: {mismatch}"),
+            "give every rank's file of one split, in rank order: both are split along the \
+             vocabulary (axis 0), by the same ranks",
+        ));
+    }
     let recorded = recorded(inputs)?;
     let mut proven_by: Option<String> =
         recorded.map(|n| format!("the rank count {n} that each input's metadata records"));
@@ -290,6 +305,22 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
         }
         if !wrong.is_empty() {
             return Err(Error::Refused(vec![contradicted(wrong, model)]));
+        }
+        let breaches = model.widths.breaches(&outputs, &model.from);
+        if !breaches.is_empty() {
+            return Err(Error::Refused(vec![Refusal {
+                headline: format!(
+                    "the merged model is not the one {} describes",
+                    quote(&model.from)
+                ),
+                details: capped(breaches, SHOWN),
+                hint: Some(format!(
+                    "give every file the model's tensors are in (a pipeline stage's or an \
+                     expert rank's too), and check that {} is the config of the model these \
+                     ranks were split from",
+                    quote(&model.from)
+                )),
+            }]));
         }
     }
     if proven_by.is_none() {

@@ -17,6 +17,7 @@ pub(crate) mod ranks;
 pub(crate) mod reference;
 pub mod rules;
 pub(crate) mod runs;
+pub(crate) mod sizes;
 pub(crate) mod spec;
 pub(crate) mod split;
 pub(crate) mod stack;

@@ -19,7 +19,7 @@ fn family(name: &str) -> &'static crate::families::Family {
 }
 
 /// `flags`, then `ranks`, then `-o model.safetensors`.
-fn with_ranks<'a>(flags: &[&'a str], ranks: &'a [String]) -> Vec<&'a str> {
+pub(crate) fn with_ranks<'a>(flags: &[&'a str], ranks: &'a [String]) -> Vec<&'a str> {
     let mut args = flags.to_vec();
     args.extend(ranks.iter().map(String::as_str));
     args.extend(["-o", "model.safetensors"]);

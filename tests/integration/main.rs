@@ -11,6 +11,7 @@ mod attack;
 mod builtin_families;
 mod checklists;
 mod completeness;
+mod config_sizes;
 mod containers;
 mod dcp;
 mod dcp_default;
