@@ -212,7 +212,12 @@ fn model_config(given: Option<&Path>, inputs: &[Arc<Path>]) -> Result<Option<Mod
     let text = sys::read_text(&path, &CONFIG_LIMIT, Accept::Regular)
         .map_err(|e| Error::io("read the model's config", &path, e))?;
     ModelSizes::from_config(&text, &named)
-        .map(Some)
+        .map(|sizes| {
+            Some(ModelSizes {
+                given: given.is_some(),
+                ..sizes
+            })
+        })
         .map_err(|why| {
             Error::refused(
                 format!("cannot read the model's sizes from {named}: {why}"),

@@ -67,6 +67,9 @@ pub struct ModelSizes {
     pub latent: Option<Latent>,
     /// The MLPs' widths, the experts' count, the tied head.
     pub widths: Widths,
+    /// Given with `--config` (not found beside the first input): a file copied as it is is
+    /// checked against it too.
+    pub given: bool,
 }
 
 /// The widths of one head of DeepSeek's multi-head latent attention (config.json's
@@ -148,6 +151,7 @@ impl ModelSizes {
             architectures,
             latent,
             widths: Widths::from_config(object),
+            given: false,
         })
     }
 
@@ -228,7 +232,8 @@ pub struct Evidence<'c> {
 /// named tensors, some a model's parameters (`*.weight`), and rules or `--like` say how to
 /// merge them.
 fn is_merge(inputs: &[Input], evidence: &Evidence) -> bool {
-    (evidence.rules || evidence.like)
+    let given = evidence.model.is_some_and(|m| m.given);
+    (evidence.rules || evidence.like || (is_copy(inputs) && given))
         && inputs
             .iter()
             .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1)
@@ -238,6 +243,14 @@ fn is_merge(inputs: &[Input], evidence: &Evidence) -> bool {
                 .as_deref()
                 .is_some_and(|n| n.ends_with(".weight"))
         })
+}
+
+/// Whether `inputs` are one file copied as it is (a conversion, a sharded checkpoint made one
+/// file): with a config.json given by `--config`, its shapes are checked against it (one rank
+/// of several, given alone, is not the model), but there is no merge to prove complete. A
+/// config.json merely beside the file is not taken to describe it.
+fn is_copy(inputs: &[Input]) -> bool {
+    matches!(inputs, [one] if crate::input::dcp::blocks(one).is_none())
 }
 
 /// Refuses the merge `jobs` of `inputs` unless something proves it complete, and refuses
@@ -322,6 +335,9 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
                 )),
             }]));
         }
+    }
+    if is_copy(inputs) && !evidence.rules && !evidence.like {
+        return Ok(());
     }
     if proven_by.is_none() {
         proven_by = jobs

@@ -167,35 +167,48 @@ fn without_a_config_the_family_shapes_decide() {
     }
 }
 
-/// `tjoin split --ranks N` with a family's rules, then a merge with no flag: the records of
-/// the split prove it complete, the names tell the family (config.json beside the ranks
-/// for Phi-3's and vLLM's fused proportions): the original, byte for byte.
+/// `tjoin split --ranks N` with a family's rules, then a merge with no flag, at 2 and 4
+/// ranks (every family's heads allow both): the records of the split prove it complete, the
+/// names tell the family (config.json beside the ranks for Phi-3's and vLLM's fused
+/// proportions, and for the replicas of key-value heads shared by 4 ranks): the original,
+/// byte for byte.
 #[test]
 fn a_split_by_ranks_then_a_flagless_merge_round_trips() {
+    let mut round_trips = 0;
     for family in FAMILIES {
-        let (dir, _) = ranks_beside_config(family, 2, matches!(family.name, "phi3" | "vllm"));
-        let dir = dir.path();
-        let expected = family.expected();
-        let join = family.args(2);
-        let mut args: Vec<String> = ["split", "--ranks", "2", "--heads", "16"]
-            .map(String::from)
-            .to_vec();
-        args[4] = match family.name {
-            "megatron-gpt" | "phi3" => "8:4",
-            "gpt2" | "gpt-neox" | "bert" | "bert-mlm" | "deepseek-v2" | "deepseek-v3" => "4",
-            _ => "4:2",
+        for n in [2, 4] {
+            let fused = matches!(family.name, "phi3" | "vllm");
+            let shared = n == 4 && !family.args(4).iter().all(|a| !a.contains("replicas"));
+            let (dir, _) = ranks_beside_config(family, n, fused || shared);
+            let dir = dir.path();
+            let expected = family.expected();
+            let join = family.args(n);
+            let mut args: Vec<String> = ["split", "--ranks", &n.to_string(), "--heads", "16"]
+                .map(String::from)
+                .to_vec();
+            args[4] = match family.name {
+                "megatron-gpt" | "phi3" => "8:4",
+                "gpt2" | "gpt-neox" | "bert" | "bert-mlm" | "deepseek-v2" | "deepseek-v3" => "4",
+                _ => "4:2",
+            }
+            .to_string();
+            args.extend(join[..join.len() - 2].iter().cloned());
+            args.extend([expected.clone(), "-o".into(), "r{rank}.safetensors".into()]);
+            succeeds(dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+            let ranks: Vec<String> = (0..n).map(|r| format!("r{r}.safetensors")).collect();
+            let mut merge: Vec<&str> = ranks.iter().map(String::as_str).collect();
+            merge.extend(["-o", "m.safetensors"]);
+            succeeds(dir, &merge);
+            let written = fs::read(dir.join("m.safetensors")).unwrap();
+            assert!(
+                written == fs::read(&expected).unwrap(),
+                "{} tp{n}",
+                family.name
+            );
+            round_trips += 1;
         }
-        .to_string();
-        args.extend(join[..join.len() - 2].iter().cloned());
-        args.extend([expected.clone(), "-o".into(), "r{rank}.safetensors".into()]);
-        succeeds(dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
-        succeeds(
-            dir,
-            &["r0.safetensors", "r1.safetensors", "-o", "m.safetensors"],
-        );
-        let written = fs::read(dir.join("m.safetensors")).unwrap();
-        assert!(written == fs::read(&expected).unwrap(), "{}", family.name);
     }
+    assert_eq!(round_trips, 30);
 }
 
 /// The dry run names the family, what told it, and each tensor's built-in rule.

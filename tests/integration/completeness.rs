@@ -427,7 +427,11 @@ fn follow_hints(family: &Family, mut args: Vec<String>) -> String {
 #[test]
 fn every_mistake_on_every_family_is_refused_or_gives_the_original() {
     let mut table = Vec::new();
+    let configs = tempfile::tempdir().unwrap();
     for family in FAMILIES {
+        let config = configs.path().join(format!("{}.json", family.name));
+        fs::write(&config, crate::builtin_families::config(family.name)).unwrap();
+        let config = config.to_str().unwrap().to_string();
         for n in [2, 4] {
             let all: Vec<String> = (0..n).map(|r| family.rank(n, r)).collect();
             let right = family.args(n);
@@ -455,12 +459,31 @@ fn every_mistake_on_every_family_is_refused_or_gives_the_original() {
             let other = if n == 2 { 4 } else { 2 };
             let mixed = vec![all[0].clone(), family.rank(other, 1)];
             with("two degrees mixed", &rules_only, mixed);
+            // Each case again with no flags but config.json (--config), its hints followed
+            // literally: the flagless merge by the family's built-in rules.
+            let flagless: Vec<(String, Vec<String>)> = cases
+                .iter()
+                .map(|(what, args)| {
+                    let ranks = args.iter().filter(|a| a.ends_with(".safetensors"));
+                    let ranks = ranks.filter(|a| !a.ends_with("expected.safetensors"));
+                    let mut args = words(&["--config", &config]);
+                    args.extend(ranks.cloned());
+                    (format!("{what}, no flags"), args)
+                })
+                .collect();
             for (what, args) in cases {
                 let verdict = match original_or_refused(family, &args) {
                     Ok(()) => "the original".to_string(),
                     Err(stderr) => first_error(&stderr),
                 };
                 table.push(format!("{} tp{n}  {what}: {verdict}", family.name));
+            }
+            for (what, args) in flagless {
+                let verdict = follow_hints(family, args);
+                table.push(format!(
+                    "{} tp{n}  {what}, hints followed: {verdict}",
+                    family.name
+                ));
             }
             // Rules forgotten, and another family's rules or README's Llama flags, each with
             // the hints followed literally.

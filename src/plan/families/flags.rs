@@ -188,10 +188,10 @@ pub fn refusal(
     }
     let hint = match flagless {
         Ok(()) => format!(
-            "no flags needed: without -a, --rules, --axis-for and --keep, tjoin merges a \
-             {name} model by its built-in rules (`tjoin rules {name}` prints them), which it \
-             has tried on these inputs; to join a tensor otherwise on purpose, name it with \
-             --axis-for"
+            "no flags needed: without `-a`, `--rules`, `--axis-for` and `--keep`, tjoin \
+             merges a {name} model by its built-in rules (`tjoin rules {name}` prints them), \
+             which it has tried on these inputs; to split a tensor otherwise on purpose, name \
+             it in an `--axis-for` flag"
         ),
         Err(refused) => {
             let first = refused.first();
@@ -201,8 +201,9 @@ pub fn refusal(
                 .map_or(String::new(), |h| format!(" ({h})"));
             format!(
                 "the {name} family's built-in rules say how each of these tensors is split \
-                 (`tjoin rules {name}` prints them); without -a, --rules, --axis-for and \
-                 --keep, tjoin merges by them, but refuses these inputs: {headline}{then}"
+                 (`tjoin rules {name}` prints them); without `-a`, `--rules`, `--axis-for` \
+                 and `--keep`, tjoin merges by them, but refuses these inputs: \
+                 {headline}{then}"
             )
         }
     };
