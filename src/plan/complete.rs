@@ -233,7 +233,7 @@ pub struct Evidence<'c> {
 /// merge them.
 fn is_merge(inputs: &[Input], evidence: &Evidence) -> bool {
     let given = evidence.model.is_some_and(|m| m.given);
-    (evidence.rules || evidence.like || (is_copy(inputs) && given))
+    (evidence.rules || evidence.like || (is_copy(inputs) && given) || blocks_inferred(inputs))
         && inputs
             .iter()
             .all(|i| i.format.is_container() && i.selected().is_none() && i.tensors.len() > 1)
@@ -243,6 +243,13 @@ fn is_merge(inputs: &[Input], evidence: &Evidence) -> bool {
                 .as_deref()
                 .is_some_and(|n| n.ends_with(".weight"))
         })
+}
+
+/// Whether `inputs` are a distributed checkpoint whose full shapes are inferred from its
+/// blocks (`HuggingFaceStorageWriter(save_distributed=True)`'s rank files): a merge like any
+/// other, which something must prove complete.
+fn blocks_inferred(inputs: &[Input]) -> bool {
+    matches!(inputs, [one] if crate::input::dcp::shapes_inferred(one))
 }
 
 /// Whether `inputs` are one file copied as it is (a conversion, a sharded checkpoint made one
@@ -347,7 +354,38 @@ pub fn check(jobs: &[TensorJob], inputs: &[Input], evidence: &Evidence) -> Resul
     }
     match proven_by {
         Some(_) => Ok(()),
+        None if blocks_inferred(inputs) => {
+            Err(Error::Refused(vec![unproven_blocks(jobs, &inputs[0])]))
+        }
         None => Err(Error::Refused(vec![unproven(jobs, inputs)])),
+    }
+}
+
+/// The refusal of a distributed checkpoint in the HF writer's form that nothing proves whole.
+fn unproven_blocks(jobs: &[TensorJob], checkpoint: &Input) -> Refusal {
+    let mut details = vec![format!("{}, for instance:", checkpoint.name)];
+    details.extend(jobs.iter().take(3).map(|t| {
+        format!(
+            "  {}  {} from its blocks",
+            excerpt(&t.out.name),
+            shape_text(&t.out.shape)
+        )
+    }));
+    Refusal {
+        headline: format!(
+            "cannot tell whether every rank's file of the distributed checkpoint {} is here: \
+             the files HuggingFaceStorageWriter(save_distributed=True) writes record no full \
+             shapes, and without the last rank's file every tensor is smaller, its blocks \
+             still fitting",
+            checkpoint.name
+        ),
+        details,
+        hint: Some(
+            "prove it with the model's config.json (--config FILE, or a config.json beside \
+             the first file) or the unsplit model's header (--like REFERENCE); torch's \
+             default form (FileSystemWriter, with its .metadata) records every full shape"
+                .to_string(),
+        ),
     }
 }
 

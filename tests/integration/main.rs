@@ -15,6 +15,7 @@ mod config_sizes;
 mod containers;
 mod dcp;
 mod dcp_default;
+mod dcp_proof;
 mod deepspeed;
 mod directml;
 mod docs;

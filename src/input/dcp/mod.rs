@@ -23,6 +23,16 @@ pub fn blocks(input: &Input) -> Option<impl Iterator<Item = (&Tensor, &[u64])>> 
     Some(input.tensors.iter().zip(offsets.iter().map(Vec::as_slice)))
 }
 
+/// Whether `input` is a distributed checkpoint in the HF writer's form
+/// (`HuggingFaceStorageWriter(save_distributed=True)`, `hf.rs`: the one safetensors input of
+/// blocks), whose full shapes are inferred from its blocks: it records none, so a missing
+/// last rank's file is not seen.
+pub fn shapes_inferred(input: &Input) -> bool {
+    input.format == crate::format::Format::SafeTensors
+        && input.offsets().is_some()
+        && input.recorded().is_none()
+}
+
 /// The full shape `.metadata` records for the input's tensor `name`, if the checkpoint records
 /// one (the default form does; the HF writer's does not).
 pub fn recorded_shape<'a>(input: &'a Input, name: &str) -> Option<&'a [u64]> {
