@@ -67,14 +67,21 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     };
     let options = rules.job_options(&matcher, format);
     let expected = rules.expect_shape.as_deref();
-    let job = plan(
+    let planned = plan(
         &options,
         expected,
         target.kind,
         &inputs,
         writer.as_ref(),
         &mut warnings,
-    )?;
+    );
+    let job = match planned {
+        Err(Error::Refused(mut refused)) => {
+            hint_no_flags(rules, &inputs, format, &mut refused)?;
+            return Err(Error::Refused(refused));
+        }
+        other => other?,
+    };
     // Said once the join is planned: a refusal says what is wrong instead.
     let left_out = inputs.iter().map(|i| (i.name.to_string(), i.left_out()));
     if let Some(warning) = Warning::left_out(left_out) {
@@ -233,37 +240,80 @@ fn check_flags(rules: &JoinRules, inputs: &[Input], format: crate::format::Forma
     let Some((family, found)) = checked else {
         return Ok(());
     };
-    let recognized = families::recognize(&names, model);
-    let evidence = match &recognized {
-        Ok(Some((_, evidence))) => evidence.clone(),
-        _ => "the tensor names".to_string(),
-    };
-    let flagless = match recognized {
-        Ok(Some((recognized, _))) => {
-            let family_rules = recognized.rules(ranks, model)?;
-            let matcher = Matcher::new(&family_rules);
-            let options = JobOptions {
-                axis: None,
-                ..rules.job_options(&matcher, format)
-            };
-            let expected = rules.expect_shape.as_deref();
-            match checked_job(&options, (expected, None), inputs, &mut Vec::new()) {
-                Ok(_) => Ok(()),
-                Err(Error::Refused(refused)) => Err(refused),
-                Err(other) => return Err(other),
-            }
-        }
-        // Not reached (a family fits the names), but never said to need no flags.
-        Ok(None) => Err(vec![Refusal {
-            headline: "no family of tjoin's table fits the tensor names".to_string(),
-            details: Vec::new(),
-            hint: None,
-        }]),
-        Err(Error::Refused(refused)) => Err(refused),
-        Err(other) => return Err(other),
-    };
+    let (evidence, flagless) = without_flags(rules, inputs, format)?;
     let refusal = families::flags::refusal((family, &evidence), &found, flagless);
     Err(Error::Refused(vec![refusal]))
+}
+
+/// What the merge of `inputs` by the built-in rules of the family their names tell gives, as
+/// a run without `-a` and the tensor rules would plan it: what tells the family, and `Ok`
+/// when the plan passes every check, else its refusals (those of recognizing the family
+/// too).
+fn without_flags(
+    rules: &JoinRules,
+    inputs: &[Input],
+    format: crate::format::Format,
+) -> Result<(String, std::result::Result<(), Vec<Refusal>>)> {
+    let names = tensor_names(inputs);
+    let model = rules.model.as_ref();
+    let (family, evidence) = match families::recognize(&names, model) {
+        Ok(Some(recognized)) => recognized,
+        // Not reached when a family fits the names, but never said to need no flags.
+        Ok(None) => {
+            let none = Refusal {
+                headline: "no family of tjoin's table fits the tensor names".to_string(),
+                details: Vec::new(),
+                hint: None,
+            };
+            return Ok(("the tensor names".to_string(), Err(vec![none])));
+        }
+        Err(Error::Refused(refused)) => return Ok(("the tensor names".to_string(), Err(refused))),
+        Err(other) => return Err(other),
+    };
+    let family_rules = family.rules(inputs.len(), model)?;
+    let matcher = Matcher::new(&family_rules);
+    let options = JobOptions {
+        axis: None,
+        ..rules.job_options(&matcher, format)
+    };
+    let expected = rules.expect_shape.as_deref();
+    match checked_job(&options, (expected, None), inputs, &mut Vec::new()) {
+        Ok(_) => Ok((evidence, Ok(()))),
+        Err(Error::Refused(refused)) => Ok((evidence, Err(refused))),
+        Err(other) => Err(other),
+    }
+}
+
+/// Adds to the first of `refused`, a merge's refusals under the flags it was given, the
+/// hint (after its own) that no flags are needed, when the family its names tell merges it by its built-in rules alone, tried
+/// first (issue 41, item 10): that hint is safe where the others' flags may not be.
+fn hint_no_flags(
+    rules: &JoinRules,
+    inputs: &[Input],
+    format: crate::format::Format,
+    refused: &mut [Refusal],
+) -> Result<()> {
+    let flags = rules.axis.is_some() || !rules.tensor_rules.is_empty();
+    let Some(first) = refused.first_mut().filter(|_| flags && is_merge(inputs)) else {
+        return Ok(());
+    };
+    let names = tensor_names(inputs);
+    let Ok(Some((family, _))) = families::recognize(&names, rules.model.as_ref()) else {
+        return Ok(());
+    };
+    if let (_, Ok(())) = without_flags(rules, inputs, format)? {
+        let name = family.name;
+        let hint = format!(
+            "no flags needed: the tensor names are a {name} model's, and without `-a`, \
+             `--rules`, `--axis-for` and `--keep` tjoin merges it by its built-in rules \
+             (`tjoin rules {name}` prints them), which it has tried on these inputs"
+        );
+        first.hint = Some(match first.hint.take() {
+            Some(others) => format!("{others}\nhint: {hint}"),
+            None => hint,
+        });
+    }
+    Ok(())
 }
 
 /// A complete output whose inputs were all checked unchanged: only its commit remains.

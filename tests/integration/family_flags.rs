@@ -162,3 +162,29 @@ fn tensors_named_by_flags_are_the_users() {
     let written = fs::read(dir.path().join("model.safetensors")).unwrap();
     assert!(written == fs::read(family.expected()).unwrap());
 }
+
+/// Flags that agree with the family but leave a refusal of another kind (a fused tensor's
+/// layout left to `-a`): when the family's built-in rules alone merge the ranks, a last
+/// hint says that no flags are needed (tried before it is printed, issue 41, item 10), and
+/// following it gives the original; without config.json, where they would not, it is not
+/// said.
+#[test]
+fn a_refusal_under_flags_says_no_flags_are_needed_when_that_was_tried() {
+    for with_config in [true, false] {
+        let family = family("megatron-gpt");
+        let (dir, ranks) = ranks_beside_config(family, 2, with_config);
+        let text = fs::read_to_string(format!("{ROOT}/rules/megatron-gpt.rules")).unwrap();
+        let text: Vec<&str> = text.lines().filter(|l| !l.contains("linear_qkv")).collect();
+        fs::write(dir.path().join("fused.rules"), text.join("\n")).unwrap();
+        let args = with_ranks(&["-a", "0", "--rules", "fused.rules"], &ranks);
+        let stderr = refused(dir.path(), &args, 2);
+        assert_mentions(&stderr, &["hint: say how each rank holds its piece"]);
+        let said = "hint: no flags needed: the tensor names are a megatron-gpt model's";
+        assert_eq!(stderr.contains(said), with_config, "{stderr}");
+        if with_config {
+            succeeds(dir.path(), &args[4..]);
+            let written = fs::read(dir.path().join("model.safetensors")).unwrap();
+            assert!(written == fs::read(family.expected()).unwrap());
+        }
+    }
+}

@@ -268,6 +268,8 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
              along an axis: the output would hold 2 copies of one piece",
             "model.layers.0.self_attn.k_proj.weight  float16  [4, 8]  joined by --axis-for \
              '*.k_proj.weight=0'",
+            // The family's rules alone merge it: said too (issue 41, item 10).
+            "hint: no flags needed: the tensor names are a llama model's",
             "keep one copy with --keep '*.k_proj.weight' --keep '*.v_proj.weight'",
             "add --join-identical",
         ],
