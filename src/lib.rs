@@ -66,7 +66,7 @@ pub fn run(cli: &Cli) -> Result<()> {
     output::handle_signals()
         .map_err(|e| Error::io("start", Path::new("the thread that handles signals"), e))?;
     match Command::from_cli(cli)? {
-        Command::Join(config) => join::run(&config),
+        Command::Join(config) => join::remote::join(&config),
         Command::Append(config) => append::run(&config),
         Command::Recover(file) => append::recover(&file),
         Command::Split(config) => split::run(&config),

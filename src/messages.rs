@@ -17,6 +17,11 @@
 //! without them is shown as it is, so ordinary messages read as before.
 //!
 //! JSON output is not text for a terminal: it stays exact JSON, which escapes controls itself.
+//!
+//! A URL's secrets never leave through this gate ([`redact_urls`]): a pre-signed URL's query
+//! (`X-Amz-Signature=...`, an Azure SAS's `sig=...`) and a URL's userinfo (`user:password@`)
+//! are replaced by `REDACTED` in every line, path and JSON text written here, so that an
+//! error, a progress line or a `--dry-run` report can be pasted into a bug report as it is.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -58,6 +63,7 @@ pub fn print(text: &str) -> io::Result<()> {
 /// into an I/O error naming standard output (the plan report); `main` ends a broken
 /// pipe (the reader, such as `head`, went away) quietly with status 1 and reports any other.
 pub fn print_exact(text: &str) -> io::Result<()> {
+    let text = redact_urls(text);
     let mut stdout = io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
@@ -106,6 +112,7 @@ pub fn quote(text: &str) -> Cow<'_, str> {
 /// a message forgot to quote still cannot act on the terminal (a newline in it can still start
 /// a line, which only quoting the name where the message is built prevents).
 pub fn lines(text: &str) -> String {
+    let text = redact_urls(text);
     let quoted: Vec<Cow<'_, str>> = text.split('\n').map(quote).collect();
     quoted.join("\n")
 }
@@ -119,7 +126,106 @@ pub fn shape_text(shape: &[u64]) -> String {
 /// A path as a message shows it: lossy where it is not UTF-8 (as `Path::display` is), and
 /// quoted.
 pub fn path(path: &Path) -> String {
-    quote(&path.to_string_lossy()).into_owned()
+    let text = path.to_string_lossy();
+    quote(&redact_urls(&text)).into_owned()
+}
+
+/// What a secret in a URL is replaced by.
+pub const REDACTED: &str = "REDACTED";
+
+/// `text` with the secrets of every URL in it replaced by [`REDACTED`] (borrowed unchanged
+/// when it holds none): the userinfo before a host (`https://user:password@host/`) and the
+/// value of every query parameter (`?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED`).
+/// Every value, not a list of known names: a pre-signed URL's parameters differ from store
+/// to store (`X-Goog-Signature`, an Azure SAS's `sig`, a CDN's `token`), and a name this
+/// list missed would leak. The names stay, so that the message still says what kind of URL
+/// it was. A URL is `SCHEME://` (letters, digits, `+`, `-`, `.`) up to the next white space,
+/// quote, backslash or angle bracket, less the closing brackets and punctuation that end it.
+pub fn redact_urls(text: &str) -> Cow<'_, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut changed = false;
+    while let Some(at) = rest.find("://") {
+        let scheme_len = rest[..at]
+            .bytes()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            .count();
+        let start = at - scheme_len;
+        let end = rest[at..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '<' | '>'))
+            .map_or(rest.len(), |len| at + len);
+        // Punctuation that ends a sentence or closes a bracket after the URL is not part of
+        // it: `(s3://b/k?sig=x): gone` keeps its `): gone`.
+        let end = start
+            + rest[start..end]
+                .trim_end_matches([')', ']', '}', ':', ',', '.', ';'])
+                .len();
+        out.push_str(&rest[..start]);
+        let url = &rest[start..end];
+        let redacted = if scheme_len == 0 {
+            Cow::Borrowed(url)
+        } else {
+            redact_url(url)
+        };
+        changed |= matches!(redacted, Cow::Owned(_));
+        out.push_str(&redacted);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// One URL (`SCHEME://...`, nothing after it) with its userinfo and query values redacted.
+fn redact_url(url: &str) -> Cow<'_, str> {
+    let Some(after) = url.find("://").map(|at| at + 3) else {
+        return Cow::Borrowed(url);
+    };
+    let authority_end = url[after..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |len| after + len);
+    let userinfo = url[after..authority_end].rfind('@').map(|len| after + len);
+    let query = url[authority_end..]
+        .find('?')
+        .map(|len| authority_end + len);
+    if userinfo.is_none() && query.is_none() {
+        return Cow::Borrowed(url);
+    }
+    let mut out = String::with_capacity(url.len());
+    out.push_str(&url[..after]);
+    match userinfo {
+        Some(at) => {
+            out.push_str(REDACTED);
+            out.push_str(&url[at..query.unwrap_or(url.len())]);
+        }
+        None => out.push_str(&url[after..query.unwrap_or(url.len())]),
+    }
+    if let Some(query) = query {
+        let (query, fragment) = match url[query..].find('#') {
+            Some(len) => (&url[query + 1..query + len], &url[query + len..]),
+            None => (&url[query + 1..], ""),
+        };
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) => format!("{name}={REDACTED}"),
+                None if pair.is_empty() => String::new(),
+                // A bare word may be the secret itself (`?AbCdEf123`).
+                None => REDACTED.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+        out.push_str(fragment);
+    }
+    Cow::Owned(out)
 }
 
 /// A name taken from a file (a tensor, a shard, a key) as a message shows it: quoted, and cut
@@ -193,5 +299,45 @@ mod tests {
         assert!(shown.starts_with("\\x1b\\x1b"));
         assert!(shown.contains("more bytes"), "{shown}");
         assert!(!shown.contains('\x1b'));
+    }
+
+    #[test]
+    fn a_presigned_urls_query_values_and_userinfo_are_redacted() {
+        let url = "s3://b/k.npy?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc123&X-Amz-Security-Token=tok";
+        let text = format!("cannot read input 1 ({url}): gone");
+        let shown = lines(&text);
+        for secret in ["AKIA", "abc123", "tok"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("s3://b/k.npy?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED"));
+        assert!(
+            shown.ends_with("&X-Amz-Security-Token=REDACTED): gone"),
+            "{shown}"
+        );
+        let shown = path(Path::new("https://user:pa55@host:8080/a/b?sig=zz#frag"));
+        assert_eq!(shown, "https://REDACTED@host:8080/a/b?sig=REDACTED#frag");
+        assert_eq!(redact_urls("https://h/x?S3CR3T"), "https://h/x?REDACTED");
+        let json = r#"{"path":"https://h/a?sig=zz","n":1}"#;
+        assert_eq!(
+            redact_urls(json),
+            r#"{"path":"https://h/a?sig=REDACTED","n":1}"#
+        );
+    }
+
+    #[test]
+    fn text_without_secrets_is_borrowed_unchanged() {
+        for text in [
+            "a.npy",
+            "s3://bucket/key.npy",
+            "see https://host/path: gone",
+            "a://",
+        ] {
+            assert!(
+                matches!(redact_urls(text), Cow::Borrowed(t) if t == text),
+                "{text}"
+            );
+        }
+        // An `@` in the path is not userinfo.
+        assert_eq!(redact_urls("s3://b/user@x.npy"), "s3://b/user@x.npy");
     }
 }

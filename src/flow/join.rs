@@ -9,6 +9,10 @@
 //! copy (`engine::early`) appends small `.npy` inputs to a temporary output as they are
 //! opened; none of it reaches the target, so a refusal writes nothing.
 
+/// The join of inputs or into an output named by URL (object storage): staged locally, then
+/// this flow.
+pub mod remote;
+
 use std::path::Path;
 
 use crate::backend::Engine;

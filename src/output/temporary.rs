@@ -466,6 +466,8 @@ pub fn handle_signals() -> std::io::Result<()> {
                         for path in lock(&REGISTRY).iter() {
                             let _ = std::fs::remove_file(path);
                         }
+                        #[cfg(feature = "remote")]
+                        crate::sys::remote::abort_uploads();
                         if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
                             hook();
                         }

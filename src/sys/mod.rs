@@ -14,6 +14,7 @@ mod lock;
 mod map;
 mod open;
 mod process;
+pub mod remote;
 mod signal;
 pub mod spill;
 #[cfg(windows)]

@@ -36,6 +36,8 @@ mod many_rules;
 mod merge_checks;
 mod merge_safety;
 mod messages;
+#[cfg(feature = "remote")]
+mod moto;
 #[cfg(unix)]
 mod named_files;
 #[cfg(unix)]
@@ -50,6 +52,8 @@ mod pytorch;
 mod pytorch_set;
 mod refusals;
 mod reliability;
+#[cfg(feature = "remote")]
+mod remote;
 mod rules;
 mod sharded;
 mod sharded_commit;

@@ -1,0 +1,397 @@
+//! Reading objects: the store a URL names, built once per bucket from the standard
+//! environment; ranged GETs pinned to the version seen by the first, each checked to bring
+//! exactly the bytes asked for; listings of a prefix. Every call blocks the caller on one
+//! runtime shared by the process (object_store is async; tjoin's stages are not).
+//!
+//! No HEAD is ever sent for an input: the first ranged GET of an object (its header) returns
+//! its length and ETag too, and every later GET carries `If-Match` with that ETag, so that an
+//! object replaced during the run is refused by name instead of read half old, half new.
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::http::HttpBuilder;
+use object_store::multipart::MultipartStore;
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore};
+
+use super::{Location, Scheme};
+
+/// The runtime every remote call runs on: two worker threads, enough to keep a few requests
+/// in flight while the caller blocks.
+pub(super) fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    let made = RUNTIME.get_or_init(|| {
+        // rustls needs its cryptography chosen once per process (ring: see Cargo.toml).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("remote")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    made.as_ref()
+        .map_err(|e| io::Error::other(format!("cannot start the network runtime: {e}")))
+}
+
+/// What the first read of an object saw: its length and version. Every later read is pinned
+/// to it, and a run compares it before its output is committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The object's length in bytes.
+    pub len: u64,
+    /// Its ETag, when the store gives one.
+    pub etag: Option<String>,
+    /// Its version id, when the bucket keeps versions.
+    pub version: Option<String>,
+}
+
+/// One object to read.
+#[derive(Debug, Clone)]
+pub struct Object {
+    location: Location,
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+}
+
+impl Object {
+    /// The object at `location`, through its bucket's store (built from the environment the
+    /// first time the bucket is named). Sends no request.
+    pub fn new(location: &Location) -> io::Result<Object> {
+        Ok(Object {
+            location: location.clone(),
+            store: store_for(location)?,
+            path: key_path(location)?,
+        })
+    }
+
+    /// Where it is.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Bytes `range` of the object (cut at its end), with what the response says of the
+    /// object; with `pinned`, only from that version (`If-Match`, or its version id), else
+    /// the object changed and the read is refused. One ranged GET (object_store retries it
+    /// on 5xx, timeouts and throttling, and resumes a body cut short by the network from
+    /// where it stopped, under the same Range); a body shorter than the response's
+    /// Content-Range is an error.
+    pub fn read(&self, range: Range<u64>, pinned: Option<&Seen>) -> io::Result<(Bytes, Seen)> {
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: pinned.and_then(|seen| seen.etag.clone()),
+            version: pinned.and_then(|seen| seen.version.clone()),
+            ..GetOptions::default()
+        };
+        let (store, path) = (self.store.clone(), self.path.clone());
+        let got = runtime()?.block_on(async move {
+            let result = store.get_opts(&path, options).await?;
+            let (meta, returned) = (result.meta.clone(), result.range.clone());
+            let bytes = result.bytes().await?;
+            Ok::<_, object_store::Error>((bytes, meta, returned))
+        });
+        let (bytes, meta, returned) = got.map_err(|e| explain(&self.location, e))?;
+        let seen = Seen {
+            len: meta.size,
+            etag: meta.e_tag,
+            version: meta.version,
+        };
+        if let Some(pinned) = pinned.filter(|pinned| pinned.len != seen.len) {
+            return Err(changed(&self.location, pinned, &seen));
+        }
+        let wanted = range.start..range.end.min(seen.len);
+        if returned != wanted || bytes.len() as u64 != wanted.end - wanted.start {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "asked for bytes {}..{} of its {} bytes, the server sent {} bytes for \
+                     {}..{}: a short or misplaced body is never used",
+                    wanted.start,
+                    wanted.end,
+                    seen.len,
+                    bytes.len(),
+                    returned.start,
+                    returned.end
+                ),
+            ));
+        }
+        Ok((bytes, seen))
+    }
+}
+
+/// The objects under a prefix (`s3://b/ckpt/`), with their lengths, in key order: the
+/// objects directly in it, not in its sub-"folders".
+pub fn list(prefix: &Location) -> io::Result<Vec<(Location, u64)>> {
+    if prefix.scheme == Scheme::Http {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "an https:// server cannot list a folder\nhint: name the index \
+             (`.../model.safetensors.index.json`) or the files themselves",
+        ));
+    }
+    let store = store_for(prefix)?;
+    let key = prefix.key.trim_end_matches('/');
+    let path = (!key.is_empty())
+        .then(|| {
+            key_path(&Location {
+                key: key.to_string(),
+                ..prefix.clone()
+            })
+        })
+        .transpose()?;
+    let listed = runtime()?
+        .block_on(async move { store.list_with_delimiter(path.as_ref()).await })
+        .map_err(|e| explain(prefix, e))?;
+    let mut objects: Vec<(Location, u64)> = listed
+        .objects
+        .into_iter()
+        .map(|meta| {
+            let location = Location {
+                key: meta.location.to_string(),
+                ..prefix.clone()
+            };
+            (location, meta.size)
+        })
+        .collect();
+    objects.sort_by(|a, b| a.0.key.cmp(&b.0.key));
+    Ok(objects)
+}
+
+/// The key as object_store's path (which refuses empty, `.` and `..` parts).
+pub(super) fn key_path(location: &Location) -> io::Result<object_store::path::Path> {
+    object_store::path::Path::parse(&location.key).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not an object's key: {e}"),
+        )
+    })
+}
+
+/// The error of a read that found the object changed since it was first read.
+fn changed(location: &Location, before: &Seen, now: &Seen) -> io::Error {
+    let _ = location;
+    let version = |seen: &Seen| {
+        let etag = seen.etag.as_deref().unwrap_or("no ETag");
+        format!("{} bytes, ETag {etag}", seen.len)
+    };
+    io::Error::other(format!(
+        "the object changed while tjoin read it (first {}, now {})\nhint: run again once \
+         whatever writes it has finished",
+        version(before),
+        version(now)
+    ))
+}
+
+/// A bucket's store, and the same as a store of multipart uploads (all but `https://`).
+#[derive(Clone)]
+struct Built {
+    store: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
+}
+
+/// The store of a location's bucket, built once per bucket and kept for the process.
+fn built_for(location: &Location) -> io::Result<Built> {
+    type Stores = Mutex<HashMap<(Scheme, String), Built>>;
+    static STORES: OnceLock<Stores> = OnceLock::new();
+    let stores = STORES.get_or_init(Stores::default);
+    let key = (location.scheme, location.bucket.clone());
+    let mut stores = stores
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(built) = stores.get(&key) {
+        return Ok(built.clone());
+    }
+    // The builders make reqwest clients, which need the runtime's provider installed.
+    runtime()?;
+    let built = build(location)?;
+    stores.insert(key, built.clone());
+    Ok(built)
+}
+
+/// The store of a location's bucket.
+pub(super) fn store_for(location: &Location) -> io::Result<Arc<dyn ObjectStore>> {
+    built_for(location).map(|built| built.store)
+}
+
+/// The store of a location's bucket, as a store of multipart uploads.
+pub(super) fn multipart_for(location: &Location) -> io::Result<Arc<dyn MultipartStore>> {
+    built_for(location)?.multipart.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this store takes no multipart uploads",
+        )
+    })
+}
+
+/// Both views of one store.
+fn both<S: ObjectStore + MultipartStore>(store: S) -> Built {
+    let store = Arc::new(store);
+    Built {
+        store: store.clone(),
+        multipart: Some(store),
+    }
+}
+
+/// An environment variable's value, when set and not empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// Builds the store for a location's bucket from the standard environment, refusing what
+/// object_store would misread or silently ignore.
+fn build(location: &Location) -> io::Result<Built> {
+    let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    let built: object_store::Result<Built> = match location.scheme {
+        Scheme::S3 => {
+            check_aws_environment().map_err(refused)?;
+            let mut builder = AmazonS3Builder::from_env().with_bucket_name(&location.bucket);
+            // The AWS CLI's order: the S3-specific endpoint, then the general one;
+            // AWS_ENDPOINT is object_store's older name. from_env read them in whatever order
+            // the environment lists them.
+            let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+                .into_iter()
+                .find_map(env);
+            if let Some(endpoint) = endpoint {
+                builder = builder.with_endpoint(endpoint);
+            }
+            // The AWS SDKs prefer AWS_REGION to AWS_DEFAULT_REGION.
+            if let Some(region) = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")) {
+                builder = builder.with_region(region);
+            }
+            builder.build().map(both)
+        }
+        Scheme::Gcs => GoogleCloudStorageBuilder::from_env()
+            .with_bucket_name(&location.bucket)
+            .build()
+            .map(both),
+        Scheme::Azure => MicrosoftAzureBuilder::from_env()
+            .with_container_name(&location.bucket)
+            .build()
+            .map(both),
+        Scheme::Http => HttpBuilder::new()
+            .with_url(&location.bucket)
+            .with_client_options(
+                ClientOptions::new().with_allow_http(location.bucket.starts_with("http://")),
+            )
+            .build()
+            .map(|store| Built {
+                store: Arc::new(store),
+                multipart: None,
+            }),
+    };
+    built.map_err(|e| {
+        refused(format!(
+            "its store cannot be set up from the environment: {}\nhint: {} configure it",
+            one_line(&e.to_string()),
+            location.scheme.environment()
+        ))
+    })
+}
+
+/// What object_store would misread in the AWS environment: a profile it does not read
+/// (it would fall back to another identity), a plain-http endpoint it would refuse at the
+/// first request.
+fn check_aws_environment() -> Result<(), String> {
+    if let Some(profile) = env("AWS_PROFILE").filter(|_| env("AWS_ACCESS_KEY_ID").is_none()) {
+        return Err(format!(
+            "AWS_PROFILE={profile} is set, but tjoin does not read the AWS CLI's profiles \
+             (~/.aws/config, ~/.aws/credentials)\nhint: export the profile's credentials \
+             first: eval \"$(aws configure export-credentials --profile {profile} --format \
+             env)\""
+        ));
+    }
+    let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+        .into_iter()
+        .find_map(|name| env(name).map(|value| (name, value)));
+    let allowed = env("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if let Some((name, endpoint)) = endpoint.filter(|(_, e)| e.starts_with("http://")) {
+        if !allowed {
+            return Err(format!(
+                "{name}={endpoint} is a plain-http endpoint, which is refused unless \
+                 AWS_ALLOW_HTTP=true\nhint: set AWS_ALLOW_HTTP=true if the endpoint is meant \
+                 to be reached without TLS (a local MinIO), or give its https:// address"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first line of a long error text.
+fn one_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").to_string()
+}
+
+/// object_store's error, as what failed and what to do about it: no credentials, no such
+/// bucket or key, access denied, the object changed, a server that ignores Range.
+pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Error {
+    use object_store::Error as E;
+    let scheme = location.scheme;
+    let full = format!("{error:?} {error}");
+    let (kind, text) = match &error {
+        E::NotFound { .. } if full.contains("NoSuchBucket") => (
+            io::ErrorKind::NotFound,
+            format!(
+                "no such bucket \"{}\"\nhint: check the bucket's name, and the endpoint and \
+                 region it is reached through",
+                location.bucket
+            ),
+        ),
+        E::NotFound { .. } => (
+            io::ErrorKind::NotFound,
+            "no such object\nhint: check the key (`aws s3 ls`, `gcloud storage ls`, `az \
+             storage blob list` list what there is)"
+                .to_string(),
+        ),
+        E::Precondition { .. } => (
+            io::ErrorKind::Other,
+            "the object changed while tjoin read it (its ETag is no longer the one its first \
+             read saw)\nhint: run again once whatever writes it has finished"
+                .to_string(),
+        ),
+        E::PermissionDenied { .. } => (
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "access denied\nhint: the credentials in the environment ({}) are not allowed \
+                 this; check the identity's policy for this bucket",
+                scheme.environment()
+            ),
+        ),
+        E::Unauthenticated { .. } => (
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the store did not accept the credentials\nhint: check {}",
+                scheme.environment()
+            ),
+        ),
+        _ if full.contains("NotPartial") || full.contains("not partial") => (
+            io::ErrorKind::Unsupported,
+            "the server ignored the Range header (it answered 200 with the whole object): \
+             tjoin never takes byte 0 for the byte it asked for\nhint: serve the file from a \
+             server that answers ranged GETs (206), or download it and join the local copy"
+                .to_string(),
+        ),
+        _ if is_missing_credentials(&full) => (
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "no credentials were found (none in the environment, and no instance or \
+                 container metadata answered)\nhint: set {}",
+                scheme.environment()
+            ),
+        ),
+        _ => (io::ErrorKind::Other, one_line(&error.to_string())),
+    };
+    io::Error::new(kind, text)
+}
+
+/// Whether object_store's error says that it found no credentials: it tried the instance
+/// metadata service last, and that failed.
+fn is_missing_credentials(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("metadata") && (text.contains("token") || text.contains("credential"))
+}

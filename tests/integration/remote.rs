@@ -1,0 +1,260 @@
+//! Outputs in object storage (`-o s3://BUCKET/KEY`, `-o s3://BUCKET/PREFIX/`) against a real
+//! S3 server (moto's, `moto.rs`): the same bytes as the same join written locally, one
+//! object visible only when complete, a sharded set's index last, `--no-clobber` refused
+//! before a byte is sent, no upload left behind by a signal, and errors that say what failed
+//! with the URL's secrets redacted.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::moto::Moto;
+use crate::util::{f32_le, write_npy};
+
+/// Writes `a.npy` [rows_a, width] and `b.npy` [rows_b, width] of distinct float32 values.
+fn two_inputs(dir: &Path, rows: (u64, u64), width: u64) {
+    let values = |n: u64, from: u64| -> Vec<f32> { (0..n).map(|i| (from + i) as f32).collect() };
+    let (a, b) = (rows.0 * width, rows.1 * width);
+    write_npy(
+        &dir.join("a.npy"),
+        "<f4",
+        &[rows.0, width],
+        false,
+        &f32_le(&values(a, 0)),
+    );
+    write_npy(
+        &dir.join("b.npy"),
+        "<f4",
+        &[rows.1, width],
+        false,
+        &f32_le(&values(b, a)),
+    );
+}
+
+/// The bytes of the same join written to a local file.
+fn local_join(moto: &Moto, dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = dir.join("local.npy");
+    let mut all: Vec<&str> = args.to_vec();
+    let out_text = out.to_str().unwrap();
+    all.extend(["-o", out_text]);
+    moto.tjoin().current_dir(dir).args(&all).assert().success();
+    std::fs::read(&out).unwrap()
+}
+
+#[test]
+fn an_object_holds_the_bytes_of_the_same_join_written_locally() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 40 MB: a multipart upload of five 8 MiB parts (the last one short); the last-axis join
+    // of a with itself, 74 MB in nine.
+    two_inputs(dir.path(), (9000, 1000), 1024);
+    for (args, key) in [
+        (&["-a", "0", "a.npy", "b.npy"][..], "axis0.npy"),
+        (&["-a", "-1", "a.npy", "a.npy"][..], "last.npy"),
+    ] {
+        let url = format!("s3://out/joined/{key}");
+        let mut all = args.to_vec();
+        all.extend(["-o", &url]);
+        moto.tjoin()
+            .current_dir(dir.path())
+            .args(&all)
+            .assert()
+            .success();
+        let local = local_join(&moto, dir.path(), args);
+        let remote = moto
+            .get("out", &format!("joined/{key}"))
+            .expect("the object");
+        assert!(
+            local == remote,
+            "{key}: {}",
+            crate::util::describe_difference(&local, &remote)
+        );
+    }
+    let requests = moto.requests();
+    let parts = requests
+        .iter()
+        .filter(|r| r.contains("partNumber="))
+        .count();
+    assert!(
+        parts >= 10,
+        "two multipart uploads of 5 parts: {requests:#?}"
+    );
+    assert!(moto.uploads("out").is_empty());
+    // A small output is one PUT.
+    two_inputs(dir.path(), (2, 3), 4);
+    moto.clear_requests();
+    let args = ["-a", "0", "a.npy", "b.npy", "-o", "s3://out/small.npy"];
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .assert()
+        .success();
+    assert_eq!(moto.requests().len(), 1, "{:#?}", moto.requests());
+    let local = local_join(&moto, dir.path(), &args[..4]);
+    assert_eq!(moto.get("out", "small.npy").unwrap(), local);
+}
+
+#[test]
+fn a_sharded_set_under_a_prefix_is_its_shards_then_its_index() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("models");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sharded");
+    let merged = fixtures.join("expected/model.safetensors");
+    let merged = merged.to_str().unwrap();
+    let args = [merged, "--max-shard-size", "600", "-o", "s3://models/m600/"];
+    moto.tjoin().args(args).assert().success();
+    let expected = fixtures.join("expected/model_600");
+    let mut names: Vec<String> = std::fs::read_dir(&expected)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let keys = moto.keys("models");
+    assert_eq!(keys.len(), names.len(), "{keys:?}");
+    for name in &names {
+        let got = moto.get("models", &format!("m600/{name}")).expect(name);
+        assert!(
+            got == std::fs::read(expected.join(name)).unwrap(),
+            "{name} differs"
+        );
+    }
+    let puts: Vec<String> = moto
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("PUT"))
+        .collect();
+    assert!(
+        puts.last()
+            .unwrap()
+            .contains("model.safetensors.index.json"),
+        "{puts:#?}"
+    );
+}
+
+#[test]
+fn no_clobber_refuses_an_existing_object_before_sending_a_byte() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    moto.put("out", "there.npy", b"old");
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path(), (2, 3), 4);
+    moto.clear_requests();
+    let args = [
+        "-n",
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "s3://out/there.npy",
+    ];
+    let run = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
+    crate::util::assert_mentions(&stderr, &["s3://out/there.npy", "exists", "--no-clobber"]);
+    let sent: Vec<String> = moto
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("HEAD"))
+        .collect();
+    assert!(sent.is_empty(), "{sent:#?}");
+    assert_eq!(moto.get("out", "there.npy").unwrap(), b"old");
+    // A new key is written.
+    let args = ["-n", "-a", "0", "a.npy", "b.npy", "-o", "s3://out/new.npy"];
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .assert()
+        .success();
+    assert!(moto.get("out", "new.npy").is_some());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_during_the_upload_aborts_it_and_leaves_no_object() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 400 MiB: fifty parts, which moto takes seconds to receive.
+    two_inputs(dir.path(), (50 << 10, 50 << 10), 1024);
+    let mut command = std::process::Command::new(crate::util::bin());
+    command.current_dir(dir.path()).envs(moto.env());
+    command.args(["-a", "0", "a.npy", "b.npy", "-o", "s3://out/big.npy"]);
+    let mut child = command.spawn().unwrap();
+    let start = Instant::now();
+    while !moto.requests().iter().any(|r| r.contains("partNumber=")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no part was sent"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "tjoin ended before its upload"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(
+        crate::util::killed_by(status),
+        Some(libc::SIGTERM),
+        "{status:?}"
+    );
+    assert!(
+        moto.uploads("out").is_empty(),
+        "an upload was left: {:?}",
+        moto.uploads("out")
+    );
+    assert!(moto.get("out", "big.npy").is_none());
+    // The abort was sent (again, if a busy server's answer came too late: an abort is
+    // idempotent, and object_store retries it).
+    let aborts = moto
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("DELETE"))
+        .count();
+    assert!(aborts >= 1, "no abort was sent");
+}
+
+#[test]
+fn errors_name_the_url_say_what_failed_and_redact_secrets() {
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path(), (2, 3), 4);
+    let join = ["-a", "0", "a.npy", "b.npy", "-o"];
+    let fails = |command: &mut assert_cmd::Command, url: &str| -> String {
+        let run = command
+            .current_dir(dir.path())
+            .args(join)
+            .arg(url)
+            .assert()
+            .failure();
+        String::from_utf8_lossy(&run.get_output().stderr).into_owned()
+    };
+    let stderr = fails(&mut moto.tjoin(), "s3://no-such-bucket/x.npy");
+    crate::util::assert_mentions(&stderr, &["s3://no-such-bucket/x.npy", "no such bucket"]);
+    let stderr = fails(moto.tjoin().env("AWS_ALLOW_HTTP", "false"), "s3://b/x.npy");
+    crate::util::assert_mentions(&stderr, &["plain-http", "AWS_ALLOW_HTTP=true"]);
+    let mut profile = moto.tjoin();
+    profile
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env("AWS_PROFILE", "work");
+    let stderr = fails(&mut profile, "s3://b/x.npy");
+    crate::util::assert_mentions(&stderr, &["AWS_PROFILE=work", "export-credentials"]);
+    let signed = "https://h.example/x.npy?X-Amz-Credential=AKIASECRET&X-Amz-Signature=s1gn4ture";
+    let stderr = fails(&mut moto.tjoin(), signed);
+    assert!(
+        !stderr.contains("AKIASECRET") && !stderr.contains("s1gn4ture"),
+        "{stderr}"
+    );
+    crate::util::assert_mentions(&stderr, &["X-Amz-Signature=REDACTED"]);
+    assert!(
+        dir.path().read_dir().unwrap().count() == 2,
+        "nothing else was written"
+    );
+}
