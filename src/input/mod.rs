@@ -15,6 +15,7 @@ pub mod gguf;
 mod open;
 mod ranks;
 pub mod reference;
+pub mod remote;
 pub mod sharded;
 pub mod source;
 mod stream;

@@ -54,6 +54,8 @@ mod refusals;
 mod reliability;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(feature = "remote")]
+mod remote_inputs;
 mod rules;
 mod sharded;
 mod sharded_commit;

@@ -14,7 +14,7 @@ mod store;
 mod upload;
 
 #[cfg(feature = "remote")]
-pub use store::{Object, Seen, list};
+pub use store::{Object, Seen, list, no_etag};
 #[cfg(feature = "remote")]
 pub use upload::{Upload, abort_uploads};
 

@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
@@ -77,57 +78,117 @@ impl Object {
     }
 
     /// Bytes `range` of the object (cut at its end), with what the response says of the
-    /// object; with `pinned`, only from that version (`If-Match`, or its version id), else
-    /// the object changed and the read is refused. One ranged GET (object_store retries it
-    /// on 5xx, timeouts and throttling, and resumes a body cut short by the network from
-    /// where it stopped, under the same Range); a body shorter than the response's
-    /// Content-Range is an error.
-    pub fn read(&self, range: Range<u64>, pinned: Option<&Seen>) -> io::Result<(Bytes, Seen)> {
+    /// object; with `etag`, only from that version (`If-Match`), else the object changed and
+    /// the read is refused. One ranged GET (object_store retries it on 5xx, timeouts and
+    /// throttling, and resumes a body cut short by the network from where it stopped, under
+    /// the same Range); a body other than the bytes asked for is an error.
+    pub fn read(&self, range: Range<u64>, etag: Option<&str>) -> io::Result<(Bytes, Seen)> {
         let options = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
-            if_match: pinned.and_then(|seen| seen.etag.clone()),
-            version: pinned.and_then(|seen| seen.version.clone()),
+            if_match: etag.map(str::to_string),
             ..GetOptions::default()
         };
         let (store, path) = (self.store.clone(), self.path.clone());
-        let got = runtime()?.block_on(async move {
-            let result = store.get_opts(&path, options).await?;
-            let (meta, returned) = (result.meta.clone(), result.range.clone());
-            let bytes = result.bytes().await?;
-            Ok::<_, object_store::Error>((bytes, meta, returned))
-        });
-        let (bytes, meta, returned) = got.map_err(|e| explain(&self.location, e))?;
-        let seen = Seen {
-            len: meta.size,
-            etag: meta.e_tag,
-            version: meta.version,
-        };
-        if let Some(pinned) = pinned.filter(|pinned| pinned.len != seen.len) {
-            return Err(changed(&self.location, pinned, &seen));
-        }
-        let wanted = range.start..range.end.min(seen.len);
-        if returned != wanted || bytes.len() as u64 != wanted.end - wanted.start {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "asked for bytes {}..{} of its {} bytes, the server sent {} bytes for \
-                     {}..{}: a short or misplaced body is never used",
-                    wanted.start,
-                    wanted.end,
-                    seen.len,
-                    bytes.len(),
-                    returned.start,
-                    returned.end
-                ),
-            ));
-        }
-        Ok((bytes, seen))
+        let got = runtime()?.block_on(get(store, path, options));
+        checked(&self.location, range, got)
+    }
+
+    /// Writes the whole object into `to` (from its offset 0), `first` being its first bytes
+    /// as a read of them saw the object (`seen`, which must carry an ETag): the rest in
+    /// 8 MiB ranges, four in flight, each pinned to that ETag. At most 32 MiB are held.
+    pub fn download(&self, first: &[u8], seen: &Seen, to: &std::fs::File) -> io::Result<()> {
+        const PIECE: u64 = 8 << 20;
+        const IN_FLIGHT: usize = 4;
+        let etag = seen.etag.clone().ok_or_else(no_etag)?;
+        crate::sys::write_all_at(to, first, 0)?;
+        let start = first.len() as u64;
+        let len = seen.len;
+        let pieces = len.saturating_sub(start).div_ceil(PIECE);
+        let to = Arc::new(to.try_clone()?);
+        let this = self.clone();
+        runtime()?.block_on(async move {
+            futures_util::stream::iter(0..pieces)
+                .map(|piece| {
+                    let (this, to, etag) = (this.clone(), to.clone(), etag.clone());
+                    async move {
+                        let from = start + piece * PIECE;
+                        let range = from..(from + PIECE).min(len);
+                        let options = GetOptions {
+                            range: Some(GetRange::Bounded(range.clone())),
+                            if_match: Some(etag),
+                            ..GetOptions::default()
+                        };
+                        let got = get(this.store.clone(), this.path.clone(), options).await;
+                        let (bytes, _) = checked(&this.location, range, got)?;
+                        tokio::task::spawn_blocking(move || {
+                            crate::sys::write_all_at(&to, &bytes, from)
+                        })
+                        .await
+                        .map_err(io::Error::other)?
+                    }
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect::<Vec<()>>()
+                .await
+                .map(drop)
+        })
     }
 }
 
-/// The objects under a prefix (`s3://b/ckpt/`), with their lengths, in key order: the
-/// objects directly in it, not in its sub-"folders".
-pub fn list(prefix: &Location) -> io::Result<Vec<(Location, u64)>> {
+/// Why an object without an ETag is not read.
+pub fn no_etag() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "its server gives no ETag, so tjoin could not tell whether it changes while being          read\nhint: serve it from a server that sends ETags, or download it and join the          local copy",
+    )
+}
+
+/// One GET: its body, the object's metadata, and the range the response says it holds.
+async fn get(
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    options: GetOptions,
+) -> object_store::Result<(Bytes, object_store::ObjectMeta, Range<u64>)> {
+    let result = store.get_opts(&path, options).await?;
+    let (meta, returned) = (result.meta.clone(), result.range.clone());
+    let bytes = result.bytes().await?;
+    Ok((bytes, meta, returned))
+}
+
+/// A GET's result, checked to be exactly bytes `range` of the object (cut at its end).
+fn checked(
+    location: &Location,
+    range: Range<u64>,
+    got: object_store::Result<(Bytes, object_store::ObjectMeta, Range<u64>)>,
+) -> io::Result<(Bytes, Seen)> {
+    let (bytes, meta, returned) = got.map_err(|e| explain(location, e))?;
+    let seen = Seen {
+        len: meta.size,
+        etag: meta.e_tag,
+        version: meta.version,
+    };
+    let wanted = range.start..range.end.min(seen.len);
+    if returned != wanted || bytes.len() as u64 != wanted.end - wanted.start {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "asked for bytes {}..{} of its {} bytes, the server sent {} bytes for {}..{}: \
+                 a short or misplaced body is never used",
+                wanted.start,
+                wanted.end,
+                seen.len,
+                bytes.len(),
+                returned.start,
+                returned.end
+            ),
+        ));
+    }
+    Ok((bytes, seen))
+}
+
+/// What is directly under a prefix (`s3://b/ckpt/`): each name after the prefix, and
+/// whether it is an object (else a "folder": a prefix of further keys), in key order.
+pub fn list(prefix: &Location) -> io::Result<Vec<(String, bool)>> {
     if prefix.scheme == Scheme::Http {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -148,19 +209,15 @@ pub fn list(prefix: &Location) -> io::Result<Vec<(Location, u64)>> {
     let listed = runtime()?
         .block_on(async move { store.list_with_delimiter(path.as_ref()).await })
         .map_err(|e| explain(prefix, e))?;
-    let mut objects: Vec<(Location, u64)> = listed
+    let name = |path: &object_store::path::Path| path.filename().unwrap_or_default().to_string();
+    let mut entries: Vec<(String, bool)> = listed
         .objects
-        .into_iter()
-        .map(|meta| {
-            let location = Location {
-                key: meta.location.to_string(),
-                ..prefix.clone()
-            };
-            (location, meta.size)
-        })
+        .iter()
+        .map(|meta| (name(&meta.location), true))
+        .chain(listed.common_prefixes.iter().map(|p| (name(p), false)))
         .collect();
-    objects.sort_by(|a, b| a.0.key.cmp(&b.0.key));
-    Ok(objects)
+    entries.sort();
+    Ok(entries)
 }
 
 /// The key as object_store's path (which refuses empty, `.` and `..` parts).
@@ -171,21 +228,6 @@ pub(super) fn key_path(location: &Location) -> io::Result<object_store::path::Pa
             format!("not an object's key: {e}"),
         )
     })
-}
-
-/// The error of a read that found the object changed since it was first read.
-fn changed(location: &Location, before: &Seen, now: &Seen) -> io::Error {
-    let _ = location;
-    let version = |seen: &Seen| {
-        let etag = seen.etag.as_deref().unwrap_or("no ETag");
-        format!("{} bytes, ETag {etag}", seen.len)
-    };
-    io::Error::other(format!(
-        "the object changed while tjoin read it (first {}, now {})\nhint: run again once \
-         whatever writes it has finished",
-        version(before),
-        version(now)
-    ))
 }
 
 /// A bucket's store, and the same as a store of multipart uploads (all but `https://`).
@@ -369,13 +411,12 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
                 scheme.environment()
             ),
         ),
-        _ if full.contains("NotPartial") || full.contains("not partial") => (
-            io::ErrorKind::Unsupported,
-            "the server ignored the Range header (it answered 200 with the whole object): \
-             tjoin never takes byte 0 for the byte it asked for\nhint: serve the file from a \
-             server that answers ranged GETs (206), or download it and join the local copy"
-                .to_string(),
-        ),
+        _ if ["NotPartial", "RangeNotSupported", "non-partial"]
+            .iter()
+            .any(|said| full.contains(said)) =>
+        {
+            ignored_range()
+        }
         _ if is_missing_credentials(&full) => (
             io::ErrorKind::PermissionDenied,
             format!(
@@ -387,6 +428,17 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
         _ => (io::ErrorKind::Other, one_line(&error.to_string())),
     };
     io::Error::new(kind, text)
+}
+
+/// A server that answered a ranged GET with the whole object.
+fn ignored_range() -> (io::ErrorKind, String) {
+    (
+        io::ErrorKind::Unsupported,
+        "the server ignored the Range header (it answered 200 with the whole object): \
+         tjoin never takes byte 0 for the byte it asked for\nhint: serve the file from a \
+         server that answers ranged GETs (206), or download it and join the local copy"
+            .to_string(),
+    )
 }
 
 /// Whether object_store's error says that it found no credentials: it tried the instance
