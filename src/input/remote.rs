@@ -8,12 +8,17 @@
 //! an object replaced during the run fails its next read by name. An object whose server
 //! gives no ETag is refused: tjoin could not tell whether it changed.
 
+#[cfg(feature = "remote")]
 use std::collections::HashMap;
+#[cfg(feature = "remote")]
 use std::ffi::OsString;
 use std::io;
+#[cfg(feature = "remote")]
 use std::sync::Mutex;
 
-use super::source::{Entry, Head, Kind, Source, Version};
+#[cfg(feature = "remote")]
+use super::source::Kind;
+use super::source::{Entry, Head, Source, Version};
 use crate::location::Location;
 #[cfg(feature = "remote")]
 use crate::sys::remote::Object;

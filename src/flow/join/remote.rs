@@ -22,7 +22,9 @@
 //! how a remote input is read: it needs room in `TMPDIR` for the inputs, and a dry run
 //! downloads them too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "remote")]
+use std::path::PathBuf;
 
 use crate::config::{Action, JoinConfig};
 use crate::error::{Error, Result};

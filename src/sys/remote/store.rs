@@ -445,5 +445,9 @@ fn ignored_range() -> (io::ErrorKind, String) {
 /// metadata service last, and that failed.
 fn is_missing_credentials(text: &str) -> bool {
     let text = text.to_ascii_lowercase();
-    text.contains("metadata") && (text.contains("token") || text.contains("credential"))
+    // S3's instance metadata (`/latest/api/token`, `/latest/meta-data/`), GCP's
+    // (`computeMetadata`), Azure's managed identity (`/metadata/identity`).
+    (text.contains("metadata") && (text.contains("token") || text.contains("credential")))
+        || text.contains("/latest/api/token")
+        || text.contains("/latest/meta-data")
 }
