@@ -179,6 +179,38 @@ fn messages_and_the_plan_name_a_remote_input_by_its_url() {
         let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
         crate::util::assert_mentions(&stderr, &[url, says]);
     }
+    // The flags that read a local file say so, with the way around it.
+    for flag in ["--like", "--files-from"] {
+        let args = [
+            flag,
+            "s3://inputs/model/",
+            "s3://inputs/model/",
+            "-o",
+            "x.safetensors",
+        ];
+        let run = moto.tjoin().args(args).assert().code(2);
+        let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
+        crate::util::assert_mentions(&stderr, &[flag, "s3://inputs/model/", "download it first"]);
+    }
+}
+
+/// Waits until moto has answered `count` GETs of `path` (`/BUCKET/KEY`).
+fn wait_for_gets(moto: &Moto, path: &str, count: usize) {
+    let start = Instant::now();
+    let prefix = format!("GET {path}");
+    let gets = || {
+        moto.requests()
+            .iter()
+            .filter(|r| r.starts_with(&prefix))
+            .count()
+    };
+    while gets() < count {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "tjoin sent no GET of {path}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 #[test]
@@ -211,22 +243,8 @@ fn an_object_replaced_while_it_is_read_is_refused_never_mixed() {
             .stderr(std::process::Stdio::piped());
         command.args(["-a", "0", "s3://inputs/x.npy", "-o", "out.npy"]);
         let child = command.spawn().unwrap();
-        let start = Instant::now();
         // The second GET is a piece after the first read, pinned to the ETag that read saw.
-        let gets = || {
-            let requests = moto.requests();
-            requests
-                .iter()
-                .filter(|r| r.starts_with("GET /inputs/x.npy"))
-                .count()
-        };
-        while gets() < 2 {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "tjoin sent no GET"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for_gets(&moto, "/inputs/x.npy", 2);
         moto.put("inputs", "x.npy", &new_file);
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -391,4 +409,44 @@ fn an_http_input_is_read_by_range_and_a_server_without_range_is_refused() {
     let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
     crate::util::assert_mentions(&stderr, &[&url, "ignored the Range header"]);
     assert!(!dir.path().join("x.npy").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_while_inputs_download_leaves_no_copy_of_them() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("inputs");
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..40_000_000u32)
+        .flat_map(|v| (v as f32).to_le_bytes())
+        .collect();
+    moto.put(
+        "inputs",
+        "big.npy",
+        &crate::util::npy_bytes("<f4", &[40_000_000], false, &data),
+    );
+    let mut command = std::process::Command::new(crate::util::bin());
+    command
+        .current_dir(dir.path())
+        .envs(moto.env())
+        .env("TMPDIR", tmp.path());
+    command.args(["-a", "0", "s3://inputs/big.npy", "-o", "out.npy"]);
+    let mut child = command.spawn().unwrap();
+    wait_for_gets(&moto, "/inputs/big.npy", 2);
+    assert!(
+        tmp.path().read_dir().unwrap().count() > 0,
+        "the download is staged in TMPDIR"
+    );
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(
+        crate::util::killed_by(status),
+        Some(libc::SIGINT),
+        "{status:?}"
+    );
+    let left: Vec<_> = tmp.path().read_dir().unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert!(!dir.path().join("out.npy").exists());
 }

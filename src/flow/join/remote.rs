@@ -69,9 +69,7 @@ fn write(_config: &JoinConfig, output: &Path, location: &Location) -> Result<()>
 
 #[cfg(feature = "remote")]
 fn write(config: &JoinConfig, output: &Path, location: &Location) -> Result<()> {
-    let staging = tempfile::Builder::new()
-        .prefix(".tjoin-upload.")
-        .tempdir()
+    let staging = remote::Staging::new(".tjoin-upload.")
         .map_err(|e| Error::io("create a staging folder in", &std::env::temp_dir(), e))?;
     let mut staged = config.clone();
     let (staged_path, folder) = match &mut staged.output.sharded {
@@ -211,7 +209,8 @@ fn named_as_output(error: Error, staging: &Path, output: &Path) -> Error {
 
 /// The inputs downloaded into a staging folder (removed when dropped).
 struct Fetched {
-    _staging: tempfile::TempDir,
+    #[cfg(feature = "remote")]
+    _staging: remote::Staging,
 }
 
 #[cfg(not(feature = "remote"))]
@@ -234,9 +233,7 @@ fn fetch_inputs(config: &JoinConfig) -> Result<Option<(JoinConfig, Fetched)>> {
     if !config.inputs.iter().any(|input| remote::is_url(input)) {
         return Ok(None);
     }
-    let staging = tempfile::Builder::new()
-        .prefix(".tjoin-download.")
-        .tempdir()
+    let staging = remote::Staging::new(".tjoin-download.")
         .map_err(|e| Error::io("create a staging folder in", &std::env::temp_dir(), e))?;
     let mut staged = config.clone();
     for (at, input) in config.inputs.iter().enumerate() {

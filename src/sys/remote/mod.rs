@@ -9,14 +9,18 @@
 //! every query value) wherever it is echoed.
 
 #[cfg(feature = "remote")]
+mod staging;
+#[cfg(feature = "remote")]
 mod store;
 #[cfg(feature = "remote")]
 mod upload;
 
 #[cfg(feature = "remote")]
+pub use staging::{Staging, on_signal};
+#[cfg(feature = "remote")]
 pub use store::{Object, Seen, list, no_etag};
 #[cfg(feature = "remote")]
-pub use upload::{Upload, abort_uploads};
+pub use upload::Upload;
 
 use std::fmt;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Writing an object: a finished local file uploaded as one multipart upload, which the store
 //! shows under its key only once completed. Until then the upload is registered, so that a
 //! failure, a refusal, Ctrl-C or SIGTERM aborts it ([`abort_uploads`], which the signal
-//! handler calls): no part is left billed, and the key is never half-written. An abort that
+//! handler calls through `staging::on_signal`): no part is left billed, and the key is never half-written. An abort that
 //! fails prints the upload's id, for `aws s3api abort-multipart-upload`.
 
 use std::fs::File;
