@@ -25,6 +25,7 @@ use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
 use crate::plan::complete;
 use crate::plan::families;
+use crate::plan::job::hints::{self, Suggested};
 use crate::plan::job::{self, JobOptions, TensorJob};
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
@@ -281,7 +282,12 @@ fn without_flags(
         ..rules.job_options(&matcher, format)
     };
     let expected = rules.expect_shape.as_deref();
-    match checked_job(&options, (expected, None), inputs, &mut Vec::new()) {
+    match checked_job(
+        &options,
+        (expected, None),
+        inputs,
+        &mut Suggested::default(),
+    ) {
         Ok(_) => Ok((evidence, Ok(()))),
         Err(Error::Refused(refused)) => Ok((evidence, Err(refused))),
         Err(other) => Err(other),
@@ -377,10 +383,25 @@ pub(crate) fn plan<'a>(
         }
     }
     let output = kind.path();
-    let mut suggested = Vec::new();
+    let mut suggested = Suggested::default();
     let job = match checked_job(options, (expected, output), inputs, &mut suggested) {
         Ok(job) => job,
         Err(Error::Refused(mut refusals)) => {
+            if let Some(headline) = suggested.uneven.take() {
+                let with = JobOptions {
+                    uneven: true,
+                    ..*options
+                };
+                let checks = (expected, output);
+                let planned = checked_job(&with, checks, inputs, &mut Suggested::default());
+                let planned = match planned {
+                    Ok(_) => Ok(()),
+                    Err(Error::Refused(still)) => Err(still),
+                    Err(other) => return Err(other),
+                };
+                hints::uneven_tried(&mut refusals, &headline, planned);
+            }
+            let suggested = suggested.rules;
             let tried = hints_tried(options, (expected, output), inputs, suggested, &refusals);
             refusals.extend(tried);
             return Err(Error::Refused(refusals));
@@ -400,13 +421,13 @@ pub(crate) fn plan<'a>(
 
 /// Checks and plans every output tensor by `options` (`job::build`), checks their shapes
 /// against `--expect-shape` (`expected`) and `--like`, and that the merge is proven
-/// complete; adds to `suggested` the rules the refusals' hints give. `output` is the output's
+/// complete; adds to `suggested` the fixes the refusals' hints would offer. `output` is the output's
 /// path, for the refusal of shards given one by one.
 fn checked_job<'a>(
     options: &JobOptions,
     (expected, output): (Option<&[u64]>, Option<&Path>),
     inputs: &'a [Input],
-    suggested: &mut Vec<Rule>,
+    suggested: &mut Suggested,
 ) -> Result<Vec<TensorJob<'a>>> {
     let job = job::build_suggesting(inputs, options, suggested)
         .map_err(|e| job::explain_disjoint(inputs, output, e))?;
@@ -459,11 +480,13 @@ fn hints_tried(
             rules: &matcher,
             ..*options
         };
-        match checked_job(&with, checks, inputs, &mut suggested) {
+        let mut more = Suggested::default();
+        match checked_job(&with, checks, inputs, &mut more) {
             Ok(_) => return None,
             Err(Error::Refused(refusals)) => after = refusals,
             Err(_) => return None,
         }
+        suggested = more.rules;
     }
     let known = |r: &Refusal| before.iter().any(|b| b.headline == r.headline);
     let revealed: Vec<String> = after

@@ -437,8 +437,9 @@ pub fn chunked<'a>(
             details: Vec::new(),
             hint: Some(format!(
                 "if ranks share that part (more ranks than key-value heads), say so: `chunks {} \
-                 replicas {}`; check that no rank's file is given twice; if the parts are meant \
-                 to be joined, add --join-identical",
+                 replicas {}`; check that no rank's file is given twice (a fused tensor's \
+                 parts are never meant to be joined twice: no check could tell that model \
+                 from a wrong one)",
                 text(&out),
                 text(&shared)
             )),

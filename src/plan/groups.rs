@@ -65,7 +65,9 @@ pub fn by_axis_and_count(grouped: &[Grouped]) -> Vec<(i64, usize, Vec<&str>)> {
 
 /// The refusal of tensors [`replica_groups`] found, with the rule that joins each group's
 /// piece once; `names` are every tensor of the inputs, for the globs.
-pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> crate::error::Refusal {
+/// In a model's merge (`merge`), the hint does not offer `--join-identical`
+/// ([`crate::plan::ranks::join_identical_advice`]).
+pub fn grouped_refusal(grouped: &[Grouped], names: &[&str], merge: bool) -> crate::error::Refusal {
     let details: Vec<String> = grouped
         .iter()
         .map(|g| {
@@ -108,10 +110,11 @@ pub fn grouped_refusal(grouped: &[Grouped], names: &[&str]) -> crate::error::Ref
             flagged.join(", ")
         ));
     }
-    hint.push_str(
-        "; check that the inputs are in rank order and no rank's file is given twice; if the \
-         pieces are meant to be joined, add --join-identical",
-    );
+    hint.push_str("; check that the inputs are in rank order and no rank's file is given twice");
+    hint.push_str(&crate::plan::ranks::join_identical_advice(
+        merge,
+        "the pieces are",
+    ));
     let count = grouped.len();
     crate::error::Refusal {
         headline: format!(

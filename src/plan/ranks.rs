@@ -322,9 +322,23 @@ fn file_key(path: &Path) -> FileKey {
     FileKey::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
 }
 
+/// The advice to add `--join-identical`, after a refusal's hint, in a join of data
+/// (`merge` false); nothing in a model's merge (`merge`: files of several tensors with rules
+/// or `--like`), where identical pieces are a rank given twice or a replicated tensor, never
+/// a split, and no check can tell the wrong model it gives (issue 41, item 10: a hint's
+/// flags must give a plan that passes every check, and this one passes them all wrongly).
+pub fn join_identical_advice(merge: bool, what: &str) -> String {
+    if merge {
+        String::new()
+    } else {
+        format!("; if {what} meant to be joined, add --join-identical")
+    }
+}
+
 /// Refuses a whole-file join given the same file twice (the same path, or two paths of one
-/// file): each of a merge's inputs is a different rank's piece.
-pub fn check_repeated(paths: &[impl AsRef<Path>]) -> Result<()> {
+/// file): each of a merge's inputs is a different rank's piece. In a model's merge
+/// (`merge`), the hint does not offer `--join-identical` ([`join_identical_advice`]).
+pub fn check_repeated(paths: &[impl AsRef<Path>], merge: bool) -> Result<()> {
     let resolved: Vec<FileKey> = paths.iter().map(|p| file_key(p.as_ref())).collect();
     for (b, path) in resolved.iter().enumerate() {
         let Some(a) = resolved[..b].iter().position(|earlier| earlier == path) else {
@@ -346,11 +360,10 @@ pub fn check_repeated(paths: &[impl AsRef<Path>]) -> Result<()> {
                 messages::path(second),
             ),
             details: Vec::new(),
-            hint: Some(
-                "give each rank's file once; if joining a file with itself is meant, add \
-                 --join-identical"
-                    .to_string(),
-            ),
+            hint: Some(format!(
+                "give each rank's file once{}",
+                join_identical_advice(merge, "a file's pieces are")
+            )),
         }]));
     }
     Ok(())
@@ -508,13 +521,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.safetensors");
         std::fs::write(&a, b"x").unwrap();
-        let text = match check_repeated(&[a.clone(), a.clone()]) {
+        let text = match check_repeated(&[a.clone(), a.clone()], false) {
             Err(Error::Refused(r)) => r[0].to_string(),
             _ => panic!("not refused"),
         };
         assert!(text.contains("are the same path"), "{text}");
+        assert!(text.contains("add --join-identical"), "{text}");
+        // A model's merge: no check could tell a rank given twice, and no hint offers it.
+        let merge = match check_repeated(&[a.clone(), a.clone()], true) {
+            Err(Error::Refused(r)) => r[0].to_string(),
+            _ => panic!("not refused"),
+        };
+        assert!(!merge.contains("--join-identical"), "{merge}");
         let b = dir.path().join("b.safetensors");
         std::fs::write(&b, b"x").unwrap();
-        assert!(check_repeated(&[a, b]).is_ok());
+        assert!(check_repeated(&[a, b], false).is_ok());
     }
 }

@@ -357,14 +357,26 @@ fn first_error(stderr: &str) -> String {
     error.unwrap_or_default().to_string()
 }
 
-/// The `--keep GLOB` and `--axis-for 'RULE'` flags the hints of `stderr` give, as words; of
-/// two rules offered as alternatives (`A or B`), the first.
-fn hinted_flags(stderr: &str) -> Vec<String> {
+/// The flags the hints of `stderr` give, each as its words: `--keep GLOB` and `--axis-for
+/// 'RULE'`, and the flags that take no value where a hint says to add them (`add --uneven`,
+/// `add --join-identical`); of two rules offered as alternatives (`A or B`), the first, as a
+/// reader follows them.
+pub(crate) fn hinted_flags(stderr: &str) -> Vec<Vec<String>> {
     let mut flags = Vec::new();
     for hint in stderr.lines().filter_map(|l| l.strip_prefix("hint: ")) {
         let mut rest = hint;
         while let Some(at) = rest.find("--") {
             let after = &rest[at..];
+            if let Some(bare) = ["--uneven", "--join-identical"]
+                .into_iter()
+                .find(|f| after.starts_with(f))
+            {
+                if rest[..at].ends_with("add ") {
+                    flags.push(vec![bare.to_string()]);
+                }
+                rest = &after[bare.len()..];
+                continue;
+            }
             let flag = ["--keep ", "--axis-for "]
                 .into_iter()
                 .find(|f| after.starts_with(f));
@@ -386,7 +398,7 @@ fn hinted_flags(stderr: &str) -> Vec<String> {
             let alternative = rest[..at].ends_with(" or ");
             if !alternative && !word.is_empty() && !word.contains("GLOB") && !word.contains("AXIS")
             {
-                flags.extend([flag.trim().to_string(), word.to_string()]);
+                flags.push(vec![flag.trim().to_string(), word.to_string()]);
             }
             rest = &value[used..];
         }
@@ -395,26 +407,27 @@ fn hinted_flags(stderr: &str) -> Vec<String> {
 }
 
 /// Follows the hints of every refusal literally, adding their flags to `args`, for a few
-/// rounds: each command is refused or writes the original (never a wrong model).
+/// rounds: each command is refused or writes the original (never a wrong model); a refusal
+/// whose hints give no flag not yet given ends it.
 #[track_caller]
-fn follow_hints(family: &Family, mut args: Vec<String>) -> String {
+pub(crate) fn follow_hints(family: &Family, mut args: Vec<String>) -> String {
     let mut verdict = String::new();
     for _ in 0..4 {
         match original_or_refused(family, &args) {
             Ok(()) => return "the original".to_string(),
             Err(stderr) => {
                 verdict = first_error(&stderr);
-                let flags = hinted_flags(&stderr);
-                let new: Vec<String> = flags
-                    .chunks(2)
-                    .filter(|pair| !args.windows(2).any(|w| w == *pair))
-                    .flatten()
-                    .cloned()
-                    .collect();
+                let given = |flag: &[String]| args.windows(flag.len()).any(|w| w == flag);
+                let mut new: Vec<Vec<String>> = Vec::new();
+                for flag in hinted_flags(&stderr) {
+                    if !given(&flag) && !new.contains(&flag) {
+                        new.push(flag);
+                    }
+                }
                 if new.is_empty() {
                     break;
                 }
-                args.splice(0..0, new);
+                args.splice(0..0, new.into_iter().flatten());
             }
         }
     }
@@ -477,6 +490,11 @@ fn every_mistake_on_every_family_is_refused_or_gives_the_original() {
                     Err(stderr) => first_error(&stderr),
                 };
                 table.push(format!("{} tp{n}  {what}: {verdict}", family.name));
+                let verdict = follow_hints(family, args);
+                table.push(format!(
+                    "{} tp{n}  {what}, hints followed: {verdict}",
+                    family.name
+                ));
             }
             for (what, args) in flagless {
                 let verdict = follow_hints(family, args);

@@ -197,9 +197,13 @@ fn sizes_that_no_split_gives_are_refused_unless_uneven() {
             "tjoin: error: 16 tensors have sizes along the join axis that no split gives",
             "model.layers.0.self_attn.q_proj.weight along axis 0: 8 (input 1, \
              expected.safetensors) + 4 (input 2, tp1.safetensors)",
-            "if the sizes are meant, add --uneven",
+            // --uneven was tried before the hint was printed (issue 41, item 10): refused,
+            // so not offered as the fix, with what it still refuses.
+            "--uneven would not do: with it, tjoin still refuses the merge: 8 merged tensors \
+             have a size other than config.json gives",
         ],
     );
+    assert!(!stderr.contains("add --uneven"), "{stderr}");
     // --uneven lets the sizes through; config.json's head counts then refuse the mix (issue
     // 41): a merge is proven complete and its heads whole.
     let stderr = refuses(dir, &format!("{mixed} --uneven -o m.safetensors"));
@@ -221,6 +225,20 @@ fn sizes_that_no_split_gives_are_refused_unless_uneven() {
         &stderr,
         &["cannot tell whether these 2 inputs are every rank"],
     );
+    // Without --uneven, the hint says so, and what would let tjoin tell.
+    let stderr = refuses(
+        dir,
+        "--rules llama.rules expected.safetensors tp1.safetensors -o m.safetensors",
+    );
+    assert_mentions(
+        &stderr,
+        &[
+            "--uneven would not do: with it, tjoin still refuses the merge: cannot tell \
+             whether these 2 inputs are every rank",
+            "prove it with the model's config.json",
+        ],
+    );
+    assert!(!stderr.contains("add --uneven"), "{stderr}");
     // A dataset's shards (no tensor rules) keep any sizes: 3 + 5 + 2 rows.
     let npz = Path::new(ROOT).join("fixtures/containers/npz");
     for day in ["day0.npz", "day1.npz", "day2.npz"] {
@@ -271,9 +289,11 @@ fn identical_pieces_under_an_axis_rule_are_refused_and_the_hint_keeps_them() {
             // The family's rules alone merge it: said too (issue 41, item 10).
             "hint: no flags needed: the tensor names are a llama model's",
             "keep one copy with --keep '*.k_proj.weight' --keep '*.v_proj.weight'",
-            "add --join-identical",
         ],
     );
+    // A model's identical pieces are never a split, and no check could tell their join from
+    // the model: the hint does not offer --join-identical (issue 41, item 10).
+    assert!(!stderr.contains("add --join-identical"), "{stderr}");
     // The hint's flags act (--keep decides before every rule): the original.
     writes(
         dir,

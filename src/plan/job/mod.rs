@@ -37,12 +37,13 @@ use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
 use crate::plan::{self, JoinPlan, Placement};
 
+pub mod hints;
 mod refusals;
+use hints::{Suggested, model_merge, suggested_rules};
 pub use refusals::explain_disjoint;
 use refusals::{
     about, check_byte_runs, identical_joined_refusal, names_mismatch, only_tensor,
-    replicated_refusal, shape_refusal, suggested_rules, undecidable_refusal, uneven_refusal,
-    unsplit_sizes,
+    replicated_refusal, shape_refusal, undecidable_refusal, uneven_refusal, unsplit_sizes,
 };
 
 /// One tensor of the output and how to make it.
@@ -186,16 +187,14 @@ fn decided_axis(decided: Option<(usize, Treatment)>, options: &JobOptions) -> Op
 /// tensor is refused along with every other problem.
 #[cfg(test)]
 pub fn build<'a>(inputs: &'a [Input], options: &JobOptions) -> Result<Vec<TensorJob<'a>>> {
-    build_suggesting(inputs, options, &mut Vec::new())
+    build_suggesting(inputs, options, &mut Suggested::default())
 }
 
-/// [`build`], adding to `suggested` the rules its refusals' hints give as the fix (`--keep`
-/// for replicated tensors, `replicas K` for ranks sharing a piece), in the order they would
-/// apply: the caller re-plans with them before it prints them (issue 41, item 10).
+/// [`build`], adding to `suggested` the fixes its refusals' hints would offer.
 pub fn build_suggesting<'a>(
     inputs: &'a [Input],
     options: &JobOptions,
-    suggested: &mut Vec<rules::Rule>,
+    suggested: &mut Suggested,
 ) -> Result<Vec<TensorJob<'a>>> {
     let built = if let [checkpoint] = inputs
         && let Some(blocks) = input::dcp::blocks(checkpoint)
@@ -419,7 +418,7 @@ fn check_block_joins<'a>(
 fn build_whole<'a>(
     inputs: &'a [Input],
     options: &JobOptions,
-    suggested: &mut Vec<rules::Rule>,
+    suggested: &mut Suggested,
 ) -> Result<Vec<TensorJob<'a>>> {
     if options.name.is_some() {
         return Err(Error::refused(
@@ -450,7 +449,7 @@ fn build_whole<'a>(
     if !options.join_identical {
         let paths: Vec<&std::path::Path> =
             inputs.iter().map(|i| i.name.location.as_path()).collect();
-        ranks::check_repeated(&paths)?;
+        ranks::check_repeated(&paths, model_merge(inputs, options))?;
     }
     if let Some(refusal) = refusals::merge_without_axis(inputs, &names, options) {
         return Err(Error::Refused(vec![refusal]));
@@ -614,7 +613,8 @@ fn build_whole<'a>(
     let kept: Vec<&str> = kept
         .chain(identical_joined.iter().map(|&(name, ..)| name))
         .collect();
-    suggested.extend(suggested_rules(&kept, &grouped, &names));
+    let rules = suggested_rules((&kept, &grouped, &undecidable), &names);
+    suggested.rules.extend(rules);
     if !replicated.is_empty() {
         refusals.push(replicated_refusal(&replicated, inputs, &names, options));
     }
@@ -633,10 +633,11 @@ fn build_whole<'a>(
         ));
     }
     if !grouped.is_empty() {
-        refusals.push(chunks::grouped_refusal(&grouped, &names));
+        let merge = model_merge(inputs, options);
+        refusals.push(chunks::grouped_refusal(&grouped, &names, merge));
     }
     if !uneven.is_empty() {
-        refusals.push(uneven_refusal(uneven));
+        refusals.push(suggested.offering_uneven(uneven_refusal(uneven)));
     }
     if refusals.is_empty() {
         Ok(jobs)

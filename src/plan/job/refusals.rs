@@ -29,6 +29,7 @@ pub(super) fn replicated_refusal(
     names: &[&str],
     options: &JobOptions,
 ) -> Refusal {
+    let merge = super::model_merge(inputs, options);
     let count = replicated.len();
     let copies = inputs.len() as u64;
     let holders = match inputs {
@@ -86,8 +87,8 @@ pub(super) fn replicated_refusal(
         ),
         details,
         hint: Some(format!(
-            "keep one copy with {keeps} (or `GLOB = keep` lines in a --rules file); if the \
-             pieces are meant to be joined, add --join-identical"
+            "keep one copy with {keeps} (or `GLOB = keep` lines in a --rules file){}",
+            crate::plan::ranks::join_identical_advice(merge, "the pieces are")
         )),
     }
 }
@@ -124,30 +125,6 @@ impl TensorJob<'_> {
 
 /// How many items a refusal lists before "... and N more".
 const SHOWN: usize = 10;
-
-/// The rules the hints give as flags: `--keep` for the tensors in `kept` (replicated, or
-/// identical pieces an axis rule joins), `--axis-for 'GLOB=AXIS replicas K'` for the
-/// tensors in `grouped` that a flag did not decide (a flag added after it would not act).
-/// `names` are every tensor of the inputs, for the globs.
-pub(super) fn suggested_rules(
-    kept: &[&str],
-    grouped: &[crate::plan::chunks::Grouped],
-    names: &[&str],
-) -> Vec<rules::Rule> {
-    let keep: Vec<String> = rules::suggest_globs(kept, names)
-        .into_iter()
-        .map(|(glob, _)| glob)
-        .collect();
-    let mut axis_for = Vec::new();
-    // Grouped by axis and count, as the refusal's hint groups them.
-    for (axis, k, targets) in &crate::plan::groups::by_axis_and_count(grouped) {
-        for (glob, _) in rules::suggest_globs(targets, names) {
-            let rule = format!("{glob}={axis} replicas {k}");
-            axis_for.extend(rule.parse::<rules::AxisRule>());
-        }
-    }
-    rules::ordered(&keep, &axis_for, Vec::new())
-}
 
 /// `--FLAG GLOB` for each glob of [`rules::suggest_globs`] (the globs that match `targets`
 /// and no other of `names`), `value` appended to the glob (`=1` for `--axis-for`).
@@ -218,21 +195,7 @@ pub(super) fn undecidable_refusal(
     );
     let hint = if options.like.is_some() {
         let mut flags = Vec::new();
-        let mut axes: Vec<usize> = constants
-            .iter()
-            .filter_map(|c| match c.told {
-                Some(Told::Axis(axis)) => Some(axis),
-                _ => None,
-            })
-            .collect();
-        axes.sort_unstable();
-        axes.dedup();
-        for axis in axes {
-            let targets: Vec<&str> = constants
-                .iter()
-                .filter(|c| c.told == Some(Told::Axis(axis)))
-                .map(|c| c.name)
-                .collect();
+        for (axis, targets) in super::hints::told_axes(constants) {
             flags.extend(suggested_flags(
                 "--axis-for",
                 &targets,
@@ -289,6 +252,7 @@ pub(super) fn identical_joined_refusal(
     names: &[&str],
     options: &JobOptions,
 ) -> Refusal {
+    let merge = super::model_merge(inputs, options);
     let rules = options.rules.rules();
     let count = identical.len();
     let lines: Vec<String> = identical
@@ -324,8 +288,8 @@ pub(super) fn identical_joined_refusal(
             "if each input holds the whole tensor (replicated, as a single key/value head's \
              projection is in every rank), keep one copy with {keeps}; if groups of ranks share \
              one piece (more ranks than key/value heads), say so in the rule with `replicas K` \
-             (`GLOB = AXIS replicas K`); check that no rank's file is given twice; if the pieces \
-             are meant to be joined, add --join-identical"
+             (`GLOB = AXIS replicas K`); check that no rank's file is given twice{}",
+            crate::plan::ranks::join_identical_advice(merge, "the pieces are")
         )),
     }
 }
@@ -379,8 +343,7 @@ pub(super) fn uneven_refusal(lines: Vec<String>) -> Refusal {
         details: capped(lines, SHOWN),
         hint: Some(
             "check that every input is a rank of the same split of one model (ranks of two \
-             tensor-parallel degrees mixed give such sizes), and the axis; if the sizes are \
-             meant, add --uneven"
+             tensor-parallel degrees mixed give such sizes), and the axis"
                 .to_string(),
         ),
     }
