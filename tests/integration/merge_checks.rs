@@ -434,3 +434,113 @@ fn copies_in_two_byte_orders_are_the_same_tensor() {
         assert!(got == fs::read(dir.join(want)).unwrap(), "{member} differs");
     }
 }
+
+/// Runs tjoin in `dir` with `args` and `-o out.safetensors`, following the flags of every
+/// hint literally (`completeness::hinted_flags`) for a few rounds: each run writes
+/// `expected.safetensors` byte for byte, or is refused (exit 2, nothing written) with hints
+/// that repeat no flag already given, a fix that failed (issue 41, item 10). The verdict.
+#[track_caller]
+fn follow_hints(dir: &Path, mut args: Vec<String>) -> String {
+    for _ in 0..4 {
+        let _ = fs::remove_file(dir.join("out.safetensors"));
+        let output = crate::util::tjoin()
+            .current_dir(dir)
+            .args(&args)
+            .args(["-o", "out.safetensors"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if output.status.success() {
+            let written = fs::read(dir.join("out.safetensors")).unwrap();
+            let expected = fs::read(dir.join("expected.safetensors")).unwrap();
+            assert!(
+                written == expected,
+                "{args:?} wrote a wrong model, exit 0\n{stderr}"
+            );
+            return "the original".to_string();
+        }
+        assert_eq!(output.status.code(), Some(2), "{args:?}:\n{stderr}");
+        assert!(
+            !dir.join("out.safetensors").exists(),
+            "{args:?} left a file"
+        );
+        let flags = crate::completeness::hinted_flags(&stderr);
+        let given = |flag: &[String]| args.windows(flag.len()).any(|w| w == flag);
+        let repeated: Vec<&Vec<String>> = flags.iter().filter(|f| given(f)).collect();
+        assert!(
+            repeated.is_empty(),
+            "{args:?}: the hint repeats {repeated:?}\n{stderr}"
+        );
+        if flags.is_empty() {
+            let error = stderr.lines().find(|l| l.starts_with("tjoin: error: "));
+            return error.unwrap_or_default().to_string();
+        }
+        let mut new: Vec<Vec<String>> = Vec::new();
+        for flag in flags {
+            if !new.contains(&flag) {
+                new.push(flag);
+            }
+        }
+        args.splice(0..0, new.into_iter().flatten());
+    }
+    panic!("the hints did not end in a merge or a refusal without flags: {args:?}");
+}
+
+/// Every refusal class whose hint offers flags, on the fixtures/merge/ ranks (config.json
+/// beside them), its hints followed literally: the original model, or a refusal that offers
+/// no flag already given; never a wrong model with exit 0. The rank given twice, the
+/// replicated norms joined by `-a 0` and the mixed splits wrote a wrong model with exit 0
+/// (the first two) or were refused for the hint's own `--uneven` (the last) before.
+#[test]
+fn every_hint_with_flags_followed_literally_gives_the_original_or_a_new_refusal() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "llama",
+            "a rank twice",
+            "--rules llama.rules tp0.safetensors tp0.safetensors",
+        ),
+        (
+            "llama",
+            "a rank twice, no flags",
+            "tp0.safetensors tp0.safetensors",
+        ),
+        (
+            "llama",
+            "rules forgotten",
+            "-a 0 tp0.safetensors tp1.safetensors",
+        ),
+        (
+            "llama",
+            "two splits mixed",
+            "--rules llama.rules expected.safetensors tp1.safetensors",
+        ),
+        (
+            "mqa",
+            "one key-value head joined",
+            "--rules llama.rules --axis-for *.k_proj.weight=0 --axis-for *.v_proj.weight=0 \
+             tp0.safetensors tp1.safetensors",
+        ),
+        (
+            "zero_bias",
+            "constant tensors, --like",
+            "--rules llama.rules -a 0 --like expected.safetensors tp0.safetensors \
+             tp1.safetensors",
+        ),
+        (
+            "bert",
+            "rules forgotten",
+            "-a 0 tp0.safetensors tp1.safetensors",
+        ),
+    ];
+    let mut table = Vec::new();
+    for &(model, what, line) in cases {
+        let dir = fixture(model);
+        let verdict = follow_hints(dir.path(), words(line));
+        table.push(format!("{model}  {what}: {verdict}"));
+        // Without config.json, what proves a merge decides; still never a wrong model.
+        fs::remove_file(dir.path().join("config.json")).unwrap();
+        let verdict = follow_hints(dir.path(), words(line));
+        table.push(format!("{model}  {what}, no config.json: {verdict}"));
+    }
+    println!("{}", table.join("\n"));
+}
