@@ -67,7 +67,7 @@ _tjoin_words() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --progress --quiet --help --version split rules help"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help --version split rules help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -260,6 +260,14 @@ _tjoin_words() {
                     ;;
                 --dml-adapter)
                     COMPREPLY=($(compgen -W "default warp 0 1" -- "${cur}"))
+                    return 0
+                    ;;
+                --workers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --progress)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_tjoin_global_optspecs
-    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= config= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= progress= q/quiet h/help V/version
+    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= config= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= workers= begin worker= commit abandon progress= q/quiet h/help V/version
 end
 
 function __fish_tjoin_needs_command
@@ -88,6 +88,8 @@ complete -c tjoin -n "__fish_tjoin_needs_command" -l dml-adapter -d 'DirectML\'s
 warp\t''
 0\t''
 1\t''"
+complete -c tjoin -n "__fish_tjoin_needs_command" -l workers -d 'Share the output between N workers (with --begin, --commit, --abandon or --dry-run)' -r
+complete -c tjoin -n "__fish_tjoin_needs_command" -l worker -d 'Write share I (from 0) of a job of N workers that --begin recorded; safe to run again' -r
 complete -c tjoin -n "__fish_tjoin_needs_command" -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
 always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
@@ -101,6 +103,9 @@ complete -c tjoin -n "__fish_tjoin_needs_command" -l allow-unmatched -d 'Warn ab
 complete -c tjoin -n "__fish_tjoin_needs_command" -l any-order -d 'Take inputs whose names number them (tp3, rank_03, -00002-of-00004) in the order given'
 complete -c tjoin -n "__fish_tjoin_needs_command" -l uneven -d 'Join a merge\'s tensors whose sizes along the axis no split gives'
 complete -c tjoin -n "__fish_tjoin_needs_command" -l join-identical -d 'Join tensors no rule decides even when every input holds them identical (else refused)'
+complete -c tjoin -n "__fish_tjoin_needs_command" -l begin -d 'Begin a job of --workers N: plan it, and record it beside the output'
+complete -c tjoin -n "__fish_tjoin_needs_command" -l commit -d 'Commit a job of --workers N: check that all finished and nothing changed, then publish'
+complete -c tjoin -n "__fish_tjoin_needs_command" -l abandon -d 'Abandon a job of --workers N: remove its files, leaving the output as it was'
 complete -c tjoin -n "__fish_tjoin_needs_command" -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -n "__fish_tjoin_needs_command" -s h -l help -d 'Print help (the man page has more)'
 complete -c tjoin -n "__fish_tjoin_needs_command" -s V -l version -d 'Print version'

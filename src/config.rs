@@ -142,6 +142,9 @@ pub struct JoinConfig {
     pub progress: When,
     /// Print nothing on stderr but errors: no progress bar, no warnings.
     pub quiet: bool,
+    /// The step of a job that N workers share (`src/flow/join/workers.rs`); `None` for a join
+    /// run whole by this process.
+    pub job: Option<crate::output::job::Step>,
 }
 
 /// The rules every output tensor is planned by.

@@ -12,13 +12,16 @@ VERSION = "0.1.0"
 
 # tjoin [FLAGS] INPUT...
 JOIN = {
+    "abandon": ("--abandon", "bare"),
     "allow_unmatched": ("--allow-unmatched", "bare"),
     "any_order": ("--any-order", "bare"),
     "append": ("--append", "bare"),
     "axis": ("--axis", "value"),
     "axis_for": ("--axis-for", "repeat"),
     "backend": ("--backend", "value"),
+    "begin": ("--begin", "bare"),
     "cast": ("--cast", "value"),
+    "commit": ("--commit", "bare"),
     "compress": ("--compress", "bare"),
     "config": ("--config", "value"),
     "dml_adapter": ("--dml-adapter", "value"),
@@ -50,6 +53,8 @@ JOIN = {
     "stack": ("--stack", "bare"),
     "strict": ("--strict", "bare"),
     "uneven": ("--uneven", "bare"),
+    "worker": ("--worker", "value"),
+    "workers": ("--workers", "value"),
 }
 
 # tjoin split [FLAGS] INPUT

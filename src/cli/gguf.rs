@@ -92,6 +92,7 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
         prefix,
         names_from,
         engine,
+        workers,
         progress: _,
         quiet: _,
     } = cli;
@@ -124,6 +125,10 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
             "--backend",
         ),
         (*append, "--append"),
+        (
+            workers.workers.is_some() || workers.worker.is_some(),
+            "--workers/--worker",
+        ),
     ];
     misplaced
         .iter()

@@ -10,6 +10,7 @@ pub mod generate;
 pub mod gguf;
 mod python;
 pub mod split;
+pub mod workers;
 
 use std::path::PathBuf;
 
@@ -589,6 +590,11 @@ pub struct JoinArgs {
     /// The engine that moves the data: `--backend`, `--dml-adapter`.
     #[command(flatten)]
     pub engine: EngineArgs,
+
+    /// A job that N workers share: `--workers`, `--begin`, `--worker`, `--commit`,
+    /// `--abandon`.
+    #[command(flatten)]
+    pub workers: workers::WorkerArgs,
 
     /// When to show a progress bar on stderr.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto, help_heading = ENGINE)]

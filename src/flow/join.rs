@@ -7,7 +7,10 @@
 //! replicated tensors are compared, `plan::compare`), where an input must first become a
 //! mappable file (standard input, a pipe, JSON, a deflated `.npz` member) and where the early
 //! copy (`engine::early`) appends small `.npy` inputs to a temporary output as they are
-//! opened; none of it reaches the target, so a refusal writes nothing.
+//! opened; none of it reaches the target, so a refusal writes nothing. A job of several
+//! workers (`--workers`) is this plan run by `workers`.
+
+pub(crate) mod workers;
 
 /// The join of inputs or into an output named by URL (object storage): staged locally, then
 /// this flow.
@@ -21,6 +24,7 @@ use crate::engine::early::{self, EarlyCopy};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::{OutTensor, Writer};
 use crate::input::{self, Input, Observer, OpenAll};
+use crate::output::job::Step;
 use crate::output::kind::{Description, Planned, Tensors, Written};
 use crate::output::progress::{self, Counted};
 use crate::plan::complete;
@@ -31,14 +35,21 @@ use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
 use crate::report::{PlanReport, Warning, Warnings};
 
+use workers::Planning;
+
 /// Runs the join `config` describes: open the inputs, check and plan every output tensor,
 /// then either print the plan or write the output and commit it. The one function of the
 /// join that sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
+    if let Some(Step::Abandon(n)) = config.job {
+        return workers::abandon(&config.output, n, config.quiet);
+    }
     let open = config.open_config();
     let target = config.target();
     let chosen = config.engine();
-    let mut early = config.early_copy().map(EarlyCopy::new);
+    // A job's steps write no output of their own: no early copy.
+    let early = config.early_copy().filter(|_| config.job.is_none());
+    let mut early = early.map(EarlyCopy::new);
     let mut inputs = open_inputs(&open, early.as_mut())?;
     if let Some(output) = &config.output.path {
         check_output_not_an_input(&inputs, output)?;
@@ -111,8 +122,28 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         Action::Write => Some(PlanForm::Text),
     };
     let output = (planned.describe(), target.format);
+    if let Some(step) = config.job.filter(|step| !matches!(step, Step::Shares(_))) {
+        let planning = Planning {
+            planned: &planned,
+            inputs: &inputs,
+            job: &job,
+            writer: writer.as_mut(),
+            format,
+        };
+        return workers::run(config, step, planning, &mut engine);
+    }
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
+        if let Some(Step::Shares(n)) = config.job {
+            let mut planning = Planning {
+                planned: &planned,
+                inputs: &inputs,
+                job: &job,
+                writer: writer.as_mut(),
+                format,
+            };
+            report.workers = Some(workers::share_report(&mut planning, n)?);
+        }
         report.family = family.map(|(family, evidence)| format!("{}, by {evidence}", family.name));
         report.warnings = warnings.into_vec();
         report.filtered = filtered.iter().cloned().map(Into::into).collect();

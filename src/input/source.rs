@@ -133,6 +133,17 @@ impl Stamp {
     pub fn of(file: &File) -> io::Result<Stamp> {
         Ok(Stamp::from(&file.metadata()?))
     }
+
+    /// What a job's manifest records of it (`src/output/job/`): the inode, the length and
+    /// the change time in seconds and nanoseconds, without the device, whose number differs
+    /// between the machines that mount one shared file system.
+    pub fn version(&self) -> (u64, u64, (i64, u32)) {
+        (
+            self.id.1,
+            self.len,
+            (self.changed.0, self.changed.1.get() - 1),
+        )
+    }
 }
 
 impl From<&std::fs::Metadata> for Stamp {

@@ -309,6 +309,13 @@ impl Input {
         std::iter::once(self.watched).chain(more)
     }
 
+    /// Every file it was read from, own first, and its version when it was opened: what a
+    /// job's manifest records of the input (`src/output/job/`).
+    pub(crate) fn versions(&self) -> impl Iterator<Item = (&Location, &Version)> {
+        self.watched()
+            .map(|w| (&w.record.location, &w.record.version))
+    }
+
     /// How many of its files it keeps open.
     pub fn open_files(&self) -> usize {
         self.watched().filter(|w| w.open.is_some()).count()

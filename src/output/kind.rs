@@ -412,8 +412,9 @@ impl Planned {
 }
 
 /// Writes the tensors `order` lists (indexes into `described`, the job) into `sink`, framed by
-/// the output format's `writer`, their data by `data`.
-fn write_file(
+/// the output format's `writer`, their data by `data`. A job's workers write their shares of
+/// a file through it too (`src/flow/join/workers.rs`).
+pub fn write_file(
     order: &[usize],
     described: &[OutTensor],
     writer: &mut dyn Writer,

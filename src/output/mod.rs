@@ -10,6 +10,7 @@
 mod file;
 pub mod folders;
 pub mod grow;
+pub mod job;
 pub mod kind;
 pub mod progress;
 pub mod recovery;

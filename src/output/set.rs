@@ -257,6 +257,31 @@ impl Member {
         &self.target
     }
 
+    /// Makes `file`, complete, the new version the commit puts at the target, in place of
+    /// the empty one the set created: a job's data file, which its workers wrote
+    /// (`src/output/job/`). It is given its own name beside the target at the commit (on
+    /// Linux through its descriptor, elsewhere now, by a hard link to `path`, where it is),
+    /// so the data file's own name stays until the job removes it.
+    pub fn adopt(&mut self, file: File, path: &Path) -> Result<()> {
+        let failed = |e| Error::io("take the job's data file", path, e);
+        keep_mode_and_owner(&self.destination, &file).map_err(failed)?;
+        #[cfg(target_os = "linux")]
+        {
+            let _ = path;
+            self.partial = Partial::Unnamed(file);
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            drop(file);
+            let linked = Temporary::create(&self.destination, Kind::Partial, |to| {
+                fs::hard_link(path, to)?;
+                fs::OpenOptions::new().read(true).write(true).open(to)
+            });
+            self.partial = Partial::Named(linked.map_err(failed)?);
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` at `offset`, over what is there (a header, once the sizes it gives are
     /// known).
     pub fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {

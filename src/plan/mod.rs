@@ -21,5 +21,6 @@ pub(crate) mod sizes;
 pub(crate) mod spec;
 pub(crate) mod split;
 pub(crate) mod stack;
+pub(crate) mod window;
 
 pub use runs::*;

@@ -7,7 +7,7 @@ pub(crate) mod split;
 pub(crate) mod text;
 pub(crate) mod warning;
 
-pub use plan::PlanReport;
+pub use plan::{PlanReport, ShareReport};
 pub use split::SplitReport;
 pub use warning::{Warning, Warnings};
 

@@ -57,6 +57,22 @@ pub struct PlanReport {
     /// (`--dry-run`); the text's first line says which, the JSON is the same.
     #[serde(skip)]
     pub written: bool,
+    /// Each worker's share, when `--workers N` shares the output (`src/flow/join/workers.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<ShareReport>>,
+}
+
+/// One worker's share of a job's output.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShareReport {
+    /// The byte after its last.
+    pub end: u64,
+    /// The output files it writes into.
+    pub files: Vec<String>,
+    /// The first byte of its share, in the output's files' bytes one after another.
+    pub start: u64,
+    /// The worker, from 0.
+    pub worker: u32,
 }
 
 /// What a filter removed.
@@ -337,6 +353,7 @@ impl PlanReport {
                 .collect(),
             warnings: Vec::new(),
             written: false,
+            workers: None,
         }
     }
 
@@ -598,6 +615,7 @@ mod tests {
             }],
             warnings: vec![Warning::UnmatchedRule("a rule".to_string())],
             written: false,
+            workers: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub fn render(report: &PlanReport) -> String {
         [only] if single => text.push_str(&format!("directml: {}\n", quote(&only[1]))),
         _ => text.push_str(&format!("directml:\n{}", table(&plans))),
     }
+    if let Some(shares) = &report.workers {
+        text.push_str(&shares_text(shares));
+    }
     if let Some(append) = &output.append {
         text.push_str(&format!(
             "append: in place, {} bytes written at byte {} of {path}, after its {} bytes of \
@@ -145,6 +148,36 @@ fn tensor_rows(report: &PlanReport) -> Vec<Vec<String>> {
             ]
         })
         .collect()
+}
+
+/// Each worker's share of a job's output, balanced by bytes.
+fn shares_text(shares: &[super::plan::ShareReport]) -> String {
+    let rows: Vec<Vec<String>> = shares
+        .iter()
+        .map(|share| {
+            let files: Vec<String> = share.files.iter().map(|f| quote(f).into_owned()).collect();
+            vec![
+                format!("  worker {}/{}", share.worker, shares.len()),
+                format!("bytes {}..{}", share.start, share.end),
+                bytes(share.end - share.start),
+                capped_list(&files),
+            ]
+        })
+        .collect();
+    format!(
+        "workers: {}, each writing its share of the output's bytes\n{}",
+        shares.len(),
+        table(&rows)
+    )
+}
+
+/// `a, b, c` or, past four, the first three and a count.
+fn capped_list(items: &[String]) -> String {
+    match items.len() {
+        0 => "-".to_string(),
+        1..=4 => items.join(", "),
+        n => format!("{} and {} more", items[..3].join(", "), n - 3),
+    }
 }
 
 /// The grid a report describes.

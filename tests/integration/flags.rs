@@ -132,7 +132,8 @@ fn help_groups_the_flags_under_headings_in_order_and_fits_100_columns() {
         .filter(|line| line.ends_with(':') && !line.starts_with(' '))
         .collect();
     // As cargo and ripgrep order theirs: what goes in, what is done, what comes out, then
-    // the checks, the checkpoint rules and the engine; the examples end the help. The
+    // the checks, the checkpoint rules, the engine and the job of several workers; the
+    // examples end the help. The
     // subcommands come first, as clap lists them.
     let expected = [
         "Commands:",
@@ -144,6 +145,7 @@ fn help_groups_the_flags_under_headings_in_order_and_fits_100_columns() {
         "Checks:",
         "Checkpoints:",
         "Engine:",
+        "Workers:",
         "Examples:",
     ];
     assert_eq!(headings, expected, "{help}");

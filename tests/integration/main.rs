@@ -71,3 +71,4 @@ mod training;
 mod untried;
 mod usability;
 mod util;
+mod workers;

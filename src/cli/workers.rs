@@ -1,0 +1,108 @@
+//! The flags of a job that N workers run (`--workers N` with `--begin`, `--commit` or
+//! `--abandon`; `--worker I/N`), and their turning into the job's step
+//! (`output::job::Step`). The flow is `src/flow/join/workers.rs`.
+
+use crate::error::{Error, Result};
+use crate::output::job::Step;
+
+const WORKERS: &str = "Workers";
+
+/// The most workers a job has: a share each of at least a page of a 1 TB output.
+pub const MOST_WORKERS: u32 = 65_536;
+
+/// The flags of a job of several workers.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WorkerArgs {
+    /// Share the output between N workers (with --begin, --commit, --abandon or --dry-run).
+    ///
+    /// Three steps, each the same join command plus: --workers N --begin (once, first: plans
+    /// and records the job beside the output), --worker I/N (for I from 0 to N-1, in any
+    /// order, at once, on any machine that sees the same files: writes its share), then
+    /// --workers N --commit (once, last: checks every worker finished and nothing changed,
+    /// then puts the output in place). --dry-run with --workers N shows each worker's share.
+    #[arg(long, value_name = "N", help_heading = WORKERS)]
+    pub workers: Option<u32>,
+
+    /// Begin a job of --workers N: plan it, and record it beside the output.
+    #[arg(long, requires = "workers", conflicts_with_all = ["commit", "abandon", "worker", "dry_run", "append"], help_heading = WORKERS)]
+    pub begin: bool,
+
+    /// Write share I (from 0) of a job of N workers that --begin recorded; safe to run again.
+    #[arg(long, value_name = "I/N", value_parser = parse_worker, conflicts_with_all = ["workers", "dry_run", "append"], help_heading = WORKERS)]
+    pub worker: Option<(u32, u32)>,
+
+    /// Commit a job of --workers N: check that all finished and nothing changed, then publish.
+    #[arg(long, requires = "workers", conflicts_with_all = ["abandon", "dry_run", "append"], help_heading = WORKERS)]
+    pub commit: bool,
+
+    /// Abandon a job of --workers N: remove its files, leaving the output as it was.
+    #[arg(long, requires = "workers", conflicts_with_all = ["dry_run", "append"], help_heading = WORKERS)]
+    pub abandon: bool,
+}
+
+/// `I/N`, with `I < N` and `N` between 1 and [`MOST_WORKERS`].
+fn parse_worker(text: &str) -> std::result::Result<(u32, u32), String> {
+    let usage = || format!("`{text}` is not I/N (a worker's number from 0, and the count)");
+    let (i, n) = text.split_once('/').ok_or_else(usage)?;
+    let i: u32 = i.trim().parse().map_err(|_| usage())?;
+    let n: u32 = n.trim().parse().map_err(|_| usage())?;
+    let n = count(n)?;
+    if i >= n {
+        return Err(format!(
+            "worker {i} of {n}: workers are numbered from 0 to {}",
+            n - 1
+        ));
+    }
+    Ok((i, n))
+}
+
+/// A worker count between 1 and [`MOST_WORKERS`].
+fn count(n: u32) -> std::result::Result<u32, String> {
+    if (1..=MOST_WORKERS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} workers: a job has from 1 to {MOST_WORKERS}"))
+    }
+}
+
+impl WorkerArgs {
+    /// The step the flags ask for, if any; `dry_run` is whether `--dry-run` was given.
+    pub fn step(&self, dry_run: bool) -> Result<Option<Step>> {
+        let n = match self.workers {
+            Some(n) => Some(count(n).map_err(|why| {
+                Error::refused(format!("--workers {why}"), "give --workers a count from 1")
+            })?),
+            None => None,
+        };
+        Ok(match (n, self.worker) {
+            (_, Some((i, n))) => Some(Step::Worker(i, n)),
+            (Some(n), None) if self.begin => Some(Step::Begin(n)),
+            (Some(n), None) if self.commit => Some(Step::Commit(n)),
+            (Some(n), None) if self.abandon => Some(Step::Abandon(n)),
+            (Some(n), None) if dry_run => Some(Step::Shares(n)),
+            (Some(n), None) => {
+                return Err(Error::refused(
+                    format!(
+                        "--workers {n} says how many workers share the output, but not the step"
+                    ),
+                    "add --begin (first), --commit (last), --abandon, or --dry-run to see the \
+                     shares; each worker runs --worker I/N",
+                ));
+            }
+            (None, None) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_is_i_of_n_counted_from_0() {
+        assert_eq!(parse_worker("3/4"), Ok((3, 4)));
+        assert!(parse_worker("4/4").unwrap_err().contains("from 0 to 3"));
+        assert!(parse_worker("0/0").unwrap_err().contains("from 1"));
+        assert!(parse_worker("1").is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! A worker's window on one file of a job's output: a [`Sink`] that takes the file's bytes
+//! in order, as any output does, and writes only those of the worker's share, in place in
+//! the job's data file. The position is shared ([`Position`]) so that the flow can move it
+//! past a tensor it does not read, or to where a cut plan's bytes start
+//! (`src/plan/window.rs`).
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::format::Sink;
+
+/// Where the next byte given to a [`Window`] lies in its file.
+#[derive(Debug, Clone, Default)]
+pub struct Position(Arc<AtomicU64>);
+
+impl Position {
+    /// The position.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves it to `at`.
+    pub fn set(&self, at: u64) {
+        self.0.store(at, Ordering::Relaxed);
+    }
+}
+
+/// A file's bytes, of which only `keep` are written (to `file`, at their place).
+pub struct Window<'f> {
+    file: Option<&'f File>,
+    name: PathBuf,
+    at: Position,
+    keep: Range<u64>,
+    /// Bytes written, counted where the progress bar shows them.
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl<'f> Window<'f> {
+    /// The window `keep` of the file `name`, written to `file`; without a file, nothing is
+    /// written (the bytes are only counted: the layout of the output).
+    pub fn new(file: Option<&'f File>, name: &Path, keep: Range<u64>) -> Window<'f> {
+        Window {
+            file,
+            name: name.to_path_buf(),
+            at: Position::default(),
+            keep,
+            bar: None,
+        }
+    }
+
+    /// The same, counting the bytes it writes on `bar`.
+    pub fn counted(mut self, bar: &indicatif::ProgressBar) -> Window<'f> {
+        self.bar = Some(bar.clone());
+        self
+    }
+
+    /// Its position, shared.
+    pub fn position(&self) -> Position {
+        self.at.clone()
+    }
+
+    /// The part of `start..start + len` inside the window.
+    fn inside(&self, start: u64, len: u64) -> Range<u64> {
+        let end = start.saturating_add(len);
+        start.max(self.keep.start)..end.min(self.keep.end)
+    }
+}
+
+impl Sink for Window<'_> {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let start = self.at.get();
+        let len = bytes.len() as u64;
+        let inside = self.inside(start, len);
+        if let (Some(file), false) = (self.file, inside.is_empty()) {
+            let from = (inside.start - start) as usize;
+            let to = (inside.end - start) as usize;
+            crate::sys::write_all_at(file, &bytes[from..to], inside.start)?;
+            if let Some(bar) = &self.bar {
+                bar.inc(inside.end - inside.start);
+            }
+        }
+        self.at.set(start + len);
+        Ok(())
+    }
+
+    fn copy_from(&mut self, from: &File, offset: u64, len: u64) -> io::Result<u64> {
+        let start = self.at.get();
+        let inside = self.inside(start, len);
+        // Wholly outside: nothing to read or write; the bytes are taken as copied.
+        if inside.is_empty() {
+            self.at.set(start + len);
+            return Ok(len);
+        }
+        let Some(file) = self.file else {
+            return Ok(0);
+        };
+        if inside != (start..start + len) {
+            return Ok(0);
+        }
+        (&*file).seek(SeekFrom::Start(start))?;
+        let copied = crate::sys::copy_in_kernel(from, offset, len, file)?;
+        if let Some(bar) = &self.bar {
+            bar.inc(copied);
+        }
+        self.at.set(start + copied);
+        Ok(copied)
+    }
+
+    fn name(&self) -> &Path {
+        &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_window_is_written_and_the_position_counts_every_byte() {
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(10).unwrap();
+        let mut window = Window::new(Some(&file), Path::new("out"), 3..7);
+        window.write_all(b"abcd").unwrap();
+        window.position().set(5);
+        window.write_all(b"xyzw").unwrap();
+        assert_eq!(window.position().get(), 9);
+        let mut bytes = vec![0; 10];
+        crate::sys::read_at(&file, &mut bytes, 0).unwrap();
+        assert_eq!(bytes, b"\0\0\0d\0xy\0\0\0");
+        // A copy wholly outside the window reads nothing and counts as done.
+        assert_eq!(window.copy_from(&file, 0, 4).unwrap(), 4);
+        assert_eq!(window.position().get(), 13);
+    }
+}
