@@ -10,13 +10,14 @@ tjoin's own definition of them), turned into its words before anything runs.
 
 from __future__ import annotations
 
+import concurrent.futures
 import difflib
 import json
 import os
 import signal
 import subprocess
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tjoin import _flags
 from tjoin._binary import find_tjoin_bin
@@ -26,7 +27,18 @@ StrPath = Union[str, "os.PathLike[str]"]
 
 # The flags each function sets itself (from its parameters, or always), which are not
 # keyword arguments of its own.
-_SET_BY_JOIN = ("output", "axis", "dry_run", "print_plan", "progress")
+_SET_BY_JOIN = (
+    "output",
+    "axis",
+    "dry_run",
+    "print_plan",
+    "progress",
+    "workers",
+    "worker",
+    "begin",
+    "commit",
+    "abandon",
+)
 _SET_BY_SPLIT = ("output", "axis", "parts", "sizes", "ranks", "dry_run", "print_plan", "progress")
 
 
@@ -71,6 +83,8 @@ def join(
     axis: Optional[int] = None,
     *,
     progress: bool = False,
+    workers: Optional[int] = None,
+    executor: Any = None,
     **options: Any,
 ) -> Dict[str, Any]:
     """Join ``inputs`` along ``axis`` into ``output``; return the plan that was carried out.
@@ -87,14 +101,126 @@ def join(
     refuses or fails (and the output is then left as it was), and ``TypeError`` for an option
     tjoin does not have, before anything runs.
 
+    ``workers=N`` runs the join as a job of N workers (``tjoin --workers N --begin``, then
+    ``--worker I/N`` for each I at once, then ``--workers N --commit``), the workers on
+    ``executor``: a ``concurrent.futures`` executor (a thread pool of N by default), a Dask
+    ``distributed.Client``, or the ``ray`` module once ``ray.init()`` has run (each worker a
+    ``ray.remote`` task). Every machine that runs a worker must see the inputs and the output's
+    folder at the same paths (absolute paths, on a shared file system). A worker that fails
+    raises ``TjoinError`` naming it, once the job is abandoned: nothing is published. The
+    result is the plan, with each worker's share under ``workers``.
+
     >>> written = tjoin.join(["x.npy", "y.npy"], "xy.npy", axis=0)
     >>> written["output"], written["tensors"][0]["shape"]
     ({'bytes': 36, 'format': 'npy', 'path': 'xy.npy'}, [3, 3])
     """
     words = _words("join", _flags.JOIN, _SET_BY_JOIN, options)
     words += _words("join", _flags.JOIN, (), {"output": output, "axis": axis})
+    paths = ["--", *_paths(inputs)]
+    if workers is not None or executor is not None:
+        return _job(words, paths, _count(workers), _submitter(executor), progress)
     words += ["--print-plan=json", "--progress=" + ("always" if progress else "never")]
-    return _run(words + ["--", *_paths(inputs)], progress)
+    return _run(words + paths, progress)
+
+
+def _count(workers: Any) -> int:
+    """``workers=``: a count from 1."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise TypeError(f"workers= takes a count of workers from 1, not {workers!r}")
+    return workers
+
+
+#: Runs each worker's words somewhere and says, for each, what it raised (``None``: done).
+Submitter = Callable[[List[List[str]]], List[Optional[BaseException]]]
+
+
+def _submitter(executor: Any) -> Submitter:
+    """How the workers run on ``executor``; ``TypeError`` for one tjoin cannot use, before
+    anything runs."""
+    if executor is None:
+
+        def threads(tasks: List[List[str]]) -> List[Optional[BaseException]]:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+                return _outcomes([pool.submit(_work, t) for t in tasks], lambda f: f.result())
+
+        return threads
+    module = type(executor).__module__.split(".")[0]
+    if getattr(executor, "__name__", None) == "ray" and hasattr(executor, "remote"):
+
+        def ray_tasks(tasks: List[List[str]]) -> List[Optional[BaseException]]:
+            remote = executor.remote(_work)
+            return _outcomes([remote.remote(t) for t in tasks], executor.get)
+
+        return ray_tasks
+    if module == "distributed" and hasattr(executor, "submit"):
+
+        def dask_tasks(tasks: List[List[str]]) -> List[Optional[BaseException]]:
+            # pure=False: two workers' calls are never taken for one.
+            futures = [executor.submit(_work, t, pure=False) for t in tasks]
+            return _outcomes(futures, lambda f: f.result())
+
+        return dask_tasks
+    if isinstance(executor, concurrent.futures.Executor):
+
+        def pool(tasks: List[List[str]]) -> List[Optional[BaseException]]:
+            return _outcomes([executor.submit(_work, t) for t in tasks], lambda f: f.result())
+
+        return pool
+    raise TypeError(
+        "executor= takes a concurrent.futures executor, a dask.distributed Client or the ray "
+        f"module, not {executor!r}"
+    )
+
+
+def _outcomes(
+    handles: Sequence[Any], result: Callable[[Any], Any]
+) -> List[Optional[BaseException]]:
+    """Waits for every handle; what each raised, or ``None``."""
+    outcomes: List[Optional[BaseException]] = []
+    for handle in handles:
+        try:
+            result(handle)
+            outcomes.append(None)
+        except Exception as error:  # noqa: BLE001 - reported as the worker's failure
+            outcomes.append(error)
+    return outcomes
+
+
+def _work(words: List[str]) -> Dict[str, Any]:
+    """One worker: runs tjoin with ``words`` where the executor runs it (by the tjoin
+    installed there)."""
+    return _run(words, False)
+
+
+def _job(
+    words: List[str], paths: List[str], workers: int, submit: Submitter, progress: bool
+) -> Dict[str, Any]:
+    """The join as a job of ``workers``: begin, every worker through ``submit``, commit; on
+    any failure, the job abandoned and ``TjoinError`` raised, nothing published."""
+    quiet = ["--print-plan=json", "--progress=never"]
+    _run(words + [f"--workers={workers}", "--begin"] + quiet + paths, False)
+    try:
+        tasks = [words + [f"--worker={i}/{workers}"] + quiet + paths for i in range(workers)]
+        failed = [(i, e) for i, e in enumerate(submit(tasks)) if e is not None]
+        if failed:
+            worker, error = failed[0]
+            # A task's error as its executor hands it back (Ray wraps it, keeping its cause).
+            cause = getattr(error, "cause", None) or error
+            said = cause.args[0] if isinstance(cause, TjoinError) and cause.args else str(cause)
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            raise TjoinError(
+                f"worker {worker}/{workers} failed{more}: {said}; nothing was published",
+                getattr(cause, "refusal", None),
+                getattr(cause, "exit_code", 1),
+                getattr(cause, "stderr", None),
+            )
+        commit = [f"--workers={workers}", "--commit", "--print-plan=json"]
+        commit.append("--progress=" + ("always" if progress else "never"))
+        return _run(words + commit + paths, progress)
+    except BaseException:
+        abandon = [find_tjoin_bin(), *words, f"--workers={workers}", "--abandon", "-q", *paths]
+        subprocess.run(abandon, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        raise
 
 
 def split(

@@ -122,16 +122,6 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         Action::Write => Some(PlanForm::Text),
     };
     let output = (planned.describe(), target.format);
-    if let Some(step) = config.job.filter(|step| !matches!(step, Step::Shares(_))) {
-        let planning = Planning {
-            planned: &planned,
-            inputs: &inputs,
-            job: &job,
-            writer: writer.as_mut(),
-            format,
-        };
-        return workers::run(config, step, planning, &mut engine);
-    }
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         if let Some(Step::Shares(n)) = config.job {
@@ -156,6 +146,16 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         report.filtered = filtered.into_iter().map(Into::into).collect();
         (report, form)
     });
+    if let Some(step) = config.job {
+        let planning = Planning {
+            planned: &planned,
+            inputs: &inputs,
+            job: &job,
+            writer: writer.as_mut(),
+            format,
+        };
+        return workers::run(config, step, planning, &mut engine, carried_out);
+    }
     // The early copy writes one file, the one a file output plans.
     let one_file = matches!(planned.describe(), Description::File(_));
     let early = early.filter(|_| one_file);

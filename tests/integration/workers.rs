@@ -519,3 +519,36 @@ fn workers_write_the_one_process_join_of_byte_swapped_and_fortran_ordered_inputs
         same_as_one_process(d, &flags, ("one.npy", "out.npy"), &[4, 2, 0, 3, 1]);
     }
 }
+
+#[test]
+fn every_step_prints_the_plan_with_the_shares_and_a_refusal_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    two_npy(d, 2000, (64, 64));
+    let json = |extra: &[&str]| {
+        let mut args = step(extra);
+        args.push("--print-plan=json".to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = crate::util::tjoin()
+            .args(&args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let begun = json(&["--workers", "2", "--begin"]);
+    assert_eq!(begun["workers"][1]["end"], 2000 * 64 * 4 * 2 + 128);
+    let refused = json(&["--workers", "2", "--commit"]);
+    let headline = refused["error"]["refusals"][0]["headline"]
+        .as_str()
+        .unwrap();
+    assert!(
+        headline.contains("have not finished: 0/2, 1/2"),
+        "{headline}"
+    );
+    assert_eq!(json(&["--worker", "1/2"])["workers"], begun["workers"]);
+    assert_eq!(json(&["--worker", "0/2"])["workers"], begun["workers"]);
+    let committed = json(&["--workers", "2", "--commit"]);
+    assert_eq!(committed["output"]["path"], "out.npy");
+    assert_eq!(committed["workers"], begun["workers"]);
+}

@@ -25,7 +25,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::backend::Engine;
-use crate::config::{JoinConfig, OutputConfig};
+use crate::config::PlanForm;
+use crate::config::{JoinConfig, OutputConfig, When};
 use crate::error::{Error, Result};
 use crate::format::{Format, OutTensor, Writer};
 use crate::input::{Input, Tensor};
@@ -35,7 +36,7 @@ use crate::output::kind::{self, Description, Planned};
 use crate::output::progress;
 use crate::plan::job::TensorJob;
 use crate::plan::window;
-use crate::report::ShareReport;
+use crate::report::{PlanReport, ShareReport};
 
 /// Shares start at multiples of this: a page, so that no two workers write one page.
 const SHARE_ALIGN: u64 = 4096;
@@ -78,6 +79,7 @@ pub(crate) fn run(
     step: Step,
     planning: Planning,
     engine: &mut Engine,
+    carried_out: Option<(PlanReport, PlanForm)>,
 ) -> Result<()> {
     check_can_share(&planning)?;
     let paths = paths(&planning.planned.describe()).expect("an output that writes");
@@ -103,24 +105,29 @@ pub(crate) fn run(
         shares,
         upload: None,
     };
+    let shares = share_reports(&layout, &fresh.shares);
     match step {
-        Step::Begin(_) => begin(config, &paths, &planning, fresh),
+        Step::Begin(_) => begin(config, &paths, &planning, fresh)?,
         Step::Worker(worker, _) => {
             let manifest = recorded(&paths, &fresh)?;
-            work(
-                config,
-                &paths,
-                &manifest,
-                worker,
-                (planning, &layout, &described),
-                engine,
-            )
+            let planned = (planning, &layout, &described[..]);
+            work(config, &paths, &manifest, worker, planned, engine)?;
         }
         Step::Commit(_) => {
             let manifest = recorded(&paths, &fresh)?;
-            commit(config, &paths, &manifest, planning)
+            commit(config, &paths, &manifest, planning)?;
         }
         Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the join's flow"),
+    }
+    // `--print-plan`: the plan with the shares, once the step is done; the plan carried out
+    // only once the commit put the output in place.
+    match carried_out {
+        Some((mut report, form)) => {
+            report.written = matches!(step, Step::Commit(_));
+            report.workers = Some(shares);
+            report.print(form)
+        }
+        None => Ok(()),
     }
 }
 
@@ -136,21 +143,30 @@ pub(crate) fn share_report(planning: &mut Planning, n: u32) -> Result<Vec<ShareR
     check_can_share(planning)?;
     let described: Vec<OutTensor> = planning.job.iter().map(|t| t.out.clone()).collect();
     let layout = layout(planning.planned, &mut *planning.writer, &described)?;
-    Ok(shares(layout.total, n)
-        .into_iter()
+    Ok(share_reports(&layout, &shares(layout.total, n)))
+}
+
+/// What the plan report shows of `shares` of `layout`.
+fn share_reports(layout: &Layout, shares: &[[u64; 2]]) -> Vec<ShareReport> {
+    let files = |start, end| {
+        let within = |f: &&FileLayout| !overlap(start..end, f.start..f.start + f.len).is_empty();
+        layout
+            .files
+            .iter()
+            .filter(within)
+            .map(|f| f.name.clone())
+            .collect()
+    };
+    shares
+        .iter()
         .enumerate()
-        .map(|(worker, [start, end])| ShareReport {
+        .map(|(worker, &[start, end])| ShareReport {
             end,
-            files: layout
-                .files
-                .iter()
-                .filter(|f| !overlap(start..end, f.start..f.start + f.len).is_empty())
-                .map(|f| f.name.clone())
-                .collect(),
+            files: files(start, end),
             start,
             worker: worker as u32,
         })
-        .collect())
+        .collect()
 }
 
 /// `--workers N --abandon`: removes the job's files beside the output, planning nothing
@@ -413,6 +429,18 @@ fn recorded(paths: &Paths, fresh: &Manifest) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// Whether a step says what it did on standard error: as a run prints its summary line,
+/// where a progress bar would show (a terminal, or `--progress always`), unless `-q`.
+fn says(config: &JoinConfig) -> bool {
+    use std::io::IsTerminal;
+    !config.quiet
+        && match config.progress {
+            When::Never => false,
+            When::Always => true,
+            When::Auto => std::io::stderr().is_terminal(),
+        }
+}
+
 /// `--workers N --begin`: records the job and creates its data files.
 fn begin(config: &JoinConfig, paths: &Paths, planning: &Planning, fresh: Manifest) -> Result<()> {
     if let Description::Sharded { shards, .. } = planning.planned.describe() {
@@ -434,7 +462,7 @@ fn begin(config: &JoinConfig, paths: &Paths, planning: &Planning, fresh: Manifes
         ..fresh
     };
     job::begin(paths, &manifest)?;
-    if !config.quiet {
+    if says(config) {
         let total: u64 = manifest.files.iter().map(|f| f.len).sum();
         let n = manifest.workers;
         crate::messages::eprintln(format!(
@@ -610,7 +638,7 @@ fn commit(
         folder.keep();
     }
     job::finish(paths, manifest)?;
-    if !config.quiet {
+    if says(config) {
         crate::messages::eprintln(format!(
             "committed the job of {} workers: {} is in place",
             manifest.workers,
