@@ -47,6 +47,22 @@ pub const JOURNAL: Limit = Limit {
              remove it if the file beside it is as it should be",
 };
 
+/// A job's manifest (`--workers N --begin`): the inputs' versions and paths, the output's
+/// files and each worker's share. 100,000 inputs of a 400-byte path each fit.
+pub const JOB_MANIFEST: Limit = Limit {
+    bytes: 64 << 20,
+    of: "a job's manifest",
+    advice: "tjoin writes none that long, so another program wrote it: abandon the job \
+             (--workers N --abandon) and begin it again",
+};
+
+/// A worker's record of its finish in a job: a few hundred bytes.
+pub const JOB_RECORD: Limit = Limit {
+    bytes: 4 << 10,
+    of: "a worker's record",
+    advice: "tjoin writes none that long, so another program wrote it: run the worker again",
+};
+
 /// The pickle of a PyTorch checkpoint (`data.pkl`, or the pickles before a legacy file's
 /// storages): tensors' names, shapes and storages, not their data. A state dict of 100,000
 /// tensors takes about 10 MB.

@@ -393,6 +393,15 @@ fn limits_section(roff: &mut Roff) {
             "An append's journal (.NAME.tjoin-journal).",
         ),
         (
+            &limits::JOB_MANIFEST,
+            "A job's manifest beside its output (.NAME.tjoin-job, or DIR/.tjoin-job), which \
+             every step of a job of --workers reads.",
+        ),
+        (
+            &limits::JOB_RECORD,
+            "A worker's record of its finish (the manifest's name and .done-I).",
+        ),
+        (
             &limits::PICKLE,
             "A PyTorch checkpoint's pickle (ARCHIVE/data.pkl, or the pickles before a legacy \
              file's storages): names, shapes and storage keys, not tensor data.",

@@ -392,7 +392,8 @@ fn a_hostile_manifest_is_refused_and_abandon_removes_only_the_jobs_own_files() {
         .unwrap()
         .set_len(1 << 30)
         .unwrap();
-    let error = no(d, &["--worker", "1/2"]);
+    let args = step(&["--worker", "1/2"]);
+    let error = refused(d, &args.iter().map(String::as_str).collect::<Vec<_>>(), 1);
     assert!(
         error.contains("the most tjoin reads of a job's manifest"),
         "{error}"

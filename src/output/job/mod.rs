@@ -168,20 +168,7 @@ pub struct Done {
     pub share: [u64; 2],
 }
 
-/// The most bytes of a manifest tjoin reads: 100,000 inputs of a long path each fit.
-const MANIFEST_LIMIT: crate::sys::Limit = crate::sys::Limit {
-    bytes: 64 << 20,
-    of: "a job's manifest",
-    advice: "tjoin writes none that long, so another program wrote it: abandon the job \
-             (--abandon) and begin it again",
-};
-
-/// The most bytes of a worker's record.
-const DONE_LIMIT: crate::sys::Limit = crate::sys::Limit {
-    bytes: 4 << 10,
-    of: "a worker's record",
-    advice: "tjoin writes none that long, so another program wrote it: run the worker again",
-};
+use crate::limits::{JOB_MANIFEST as MANIFEST_LIMIT, JOB_RECORD as DONE_LIMIT};
 
 /// Where a job's files are, made from the output's path alone.
 #[derive(Debug, Clone)]
@@ -288,10 +275,7 @@ pub fn read(paths: &Paths) -> Result<Option<Manifest>> {
         &MANIFEST_LIMIT,
         crate::sys::Accept::Regular,
     )
-    .map_err(|e| match e.kind() {
-        io::ErrorKind::FileTooLarge => refused_manifest(paths, &e.to_string()),
-        _ => Error::io("read the job's manifest", &paths.manifest, e),
-    })?;
+    .map_err(|e| Error::io("read the job's manifest", &paths.manifest, e))?;
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| refused_manifest(paths, &format!("it is not a job's manifest ({e})")))?;
     let files_ok = !manifest.files.is_empty() && manifest.files.iter().all(|f| plain_name(&f.name));
