@@ -71,4 +71,6 @@ mod training;
 mod untried;
 mod usability;
 mod util;
+// Jobs run through shells, xargs and links; tjoin's jobs are for Unix clusters.
+#[cfg(unix)]
 mod workers;

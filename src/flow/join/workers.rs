@@ -71,6 +71,8 @@ struct FileLayout {
     len: u64,
     /// Where each of its tensors' data starts in it, with the tensor's index in the job.
     tensors: Vec<(usize, u64)>,
+    /// The digest of its framing (headers), which the workers whose shares hold it write.
+    framing: u128,
 }
 
 /// Runs `step` of a job over the planned join; the abandon needs no plan ([`abandon`]).
@@ -287,6 +289,7 @@ fn layout(planned: &Planned, writer: &mut dyn Writer, described: &[OutTensor]) -
             start,
             len,
             tensors,
+            framing: window.digest(),
         });
         start = start.saturating_add(len);
     }
@@ -331,7 +334,8 @@ fn digest(job: &[TensorJob], layout: &Layout, shares: &[[u64; 2]]) -> u128 {
         ));
     }
     for file in &layout.files {
-        text.push_str(&format!("{} {} {:?}\n", file.name, file.len, file.tensors));
+        let (name, len, tensors) = (&file.name, file.len, &file.tensors);
+        text.push_str(&format!("{name} {len} {tensors:?} {:x}\n", file.framing));
     }
     text.push_str(&format!("{shares:?}"));
     job::digest(text.as_bytes())

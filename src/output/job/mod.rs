@@ -236,10 +236,15 @@ pub fn new_token() -> String {
 /// other checks (the files' lengths, the inputs' versions) or writes the same bytes.
 pub fn digest(bytes: &[u8]) -> u128 {
     const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    digest_more(OFFSET, bytes)
+}
+
+/// The digest of what `hash` digested followed by `bytes`.
+pub fn digest_more(hash: u128, bytes: &[u8]) -> u128 {
     const PRIME: u128 = 0x0000000001000000000000000000013b;
-    bytes.iter().fold(OFFSET, |hash, &b| {
-        (hash ^ u128::from(b)).wrapping_mul(PRIME)
-    })
+    bytes
+        .iter()
+        .fold(hash, |hash, &b| (hash ^ u128::from(b)).wrapping_mul(PRIME))
 }
 
 /// Whether `token` is one a job makes: 16 lowercase hexadecimal digits.

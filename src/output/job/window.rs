@@ -37,6 +37,9 @@ pub struct Window<'f> {
     keep: Range<u64>,
     /// Bytes written, counted where the progress bar shows them.
     bar: Option<indicatif::ProgressBar>,
+    /// Without a file: the digest of every byte given to `write_all` (the framing, when the
+    /// data is not written through it).
+    digest: u128,
 }
 
 impl<'f> Window<'f> {
@@ -49,7 +52,14 @@ impl<'f> Window<'f> {
             at: Position::default(),
             keep,
             bar: None,
+            digest: super::digest(b""),
         }
+    }
+
+    /// The digest of the bytes written through it, without a file: the layout's framing,
+    /// which every worker must frame the same.
+    pub fn digest(&self) -> u128 {
+        self.digest
     }
 
     /// The same, counting the bytes it writes on `bar`.
@@ -74,6 +84,9 @@ impl Sink for Window<'_> {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         let start = self.at.get();
         let len = bytes.len() as u64;
+        if self.file.is_none() {
+            self.digest = super::digest_more(self.digest, bytes);
+        }
         let inside = self.inside(start, len);
         if let (Some(file), false) = (self.file, inside.is_empty()) {
             let from = (inside.start - start) as usize;
