@@ -364,7 +364,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__split)
-            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --max-tensors --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --progress --quiet --help"
+            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --max-tensors --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -491,6 +491,14 @@ _tjoin_words() {
                     ;;
                 --dml-adapter)
                     COMPREPLY=($(compgen -W "default warp 0 1" -- "${cur}"))
+                    return 0
+                    ;;
+                --workers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --progress)

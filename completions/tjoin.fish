@@ -158,6 +158,8 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l dml-adapter -d 'Di
 warp\t''
 0\t''
 1\t''"
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l workers -d 'Share the output between N workers (with --begin, --commit, --abandon or --dry-run)' -r
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l worker -d 'Write share I (from 0) of a job of N workers that --begin recorded; safe to run again' -r
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l progress -d 'When to show a progress bar on stderr' -r -f -a "auto\t'For jobs of 512 MiB or more, when stderr is a terminal'
 always\t'Always, even when stderr is a file or a pipe'
 never\t'Never'"
@@ -165,6 +167,9 @@ complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l exact -d 'With --p
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s n -l no-clobber -d 'Refuse to replace an existing output (checked for every output before any is written)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l compress -d 'Deflate the members of .npz outputs, as numpy.savez_compressed does'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l allow-unmatched -d 'Accept --rules lines that match no tensor of the input (refused by default)'
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l begin -d 'Begin a job of --workers N: plan it, and record it beside the output'
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l commit -d 'Commit a job of --workers N: check that all finished and nothing changed, then publish'
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l abandon -d 'Abandon a job of --workers N: remove its files, leaving the output as it was'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s q -l quiet -d 'Print nothing but errors (no progress bar)'
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -s h -l help -d 'Print help'
 complete -c tjoin -n "__fish_tjoin_using_subcommand help; and not __fish_seen_subcommand_from split rules help" -f -a "split" -d 'Split one input into several outputs along an axis: the inverse of a join'

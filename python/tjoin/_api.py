@@ -40,6 +40,8 @@ _SET_BY_JOIN = (
     "abandon",
 )
 _SET_BY_SPLIT = ("output", "axis", "parts", "sizes", "ranks", "dry_run", "print_plan", "progress")
+# A job of several workers runs from tjoin.join(workers=N) only.
+_SET_BY_SPLIT += ("workers", "worker", "begin", "commit", "abandon")
 
 
 class TjoinError(Exception):

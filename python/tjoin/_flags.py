@@ -59,10 +59,13 @@ JOIN = {
 
 # tjoin split [FLAGS] INPUT
 SPLIT = {
+    "abandon": ("--abandon", "bare"),
     "allow_unmatched": ("--allow-unmatched", "bare"),
     "axis": ("--axis", "value"),
     "axis_for": ("--axis-for", "repeat"),
     "backend": ("--backend", "value"),
+    "begin": ("--begin", "bare"),
+    "commit": ("--commit", "bare"),
     "compress": ("--compress", "bare"),
     "dml_adapter": ("--dml-adapter", "value"),
     "dry_run": ("--dry-run", "optional"),
@@ -85,4 +88,6 @@ SPLIT = {
     "rules": ("--rules", "repeat"),
     "sizes": ("--sizes", "value"),
     "spec": ("--spec", "value"),
+    "worker": ("--worker", "value"),
+    "workers": ("--workers", "value"),
 }

@@ -179,7 +179,7 @@ impl JoinConfig {
             },
             progress: if cli.quiet { When::Never } else { cli.progress },
             quiet: cli.quiet,
-            job: cli.workers.step(cli.dry_run.is_some())?,
+            job: cli.workers.step(cli.dry_run.is_some(), cli.append)?,
         })
     }
 }

@@ -250,6 +250,7 @@ fn misplaced_in_split(args: &SplitArgs) -> Option<&'static str> {
         dry_run: _,
         print_plan: _,
         engine,
+        workers,
         progress: _,
         quiet: _,
         help: _,
@@ -266,6 +267,10 @@ fn misplaced_in_split(args: &SplitArgs) -> Option<&'static str> {
         (heads.is_some(), "--heads"),
         (spec.is_some(), "--spec"),
         (*allow_unmatched, "--allow-unmatched"),
+        (
+            workers.workers.is_some() || workers.worker.is_some(),
+            "--workers/--worker",
+        ),
         (!metadata.is_empty(), "--metadata"),
         (*compress, "--compress"),
         (format.is_some(), "--format"),

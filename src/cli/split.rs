@@ -138,6 +138,11 @@ pub struct SplitArgs {
     #[command(flatten)]
     pub engine: super::EngineArgs,
 
+    /// A job that N workers share: `--workers`, `--begin`, `--worker`, `--commit`,
+    /// `--abandon`.
+    #[command(flatten)]
+    pub workers: super::workers::WorkerArgs,
+
     /// When to show a progress bar on stderr.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = When::Auto)]
     pub progress: When,
@@ -253,6 +258,7 @@ impl SplitConfig {
             } else {
                 args.progress
             },
+            job: args.workers.step(args.dry_run.is_some(), false)?,
         })
     }
 }

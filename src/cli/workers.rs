@@ -15,7 +15,7 @@ pub const MOST_WORKERS: u32 = 65_536;
 pub struct WorkerArgs {
     /// Share the output between N workers (with --begin, --commit, --abandon or --dry-run).
     ///
-    /// Three steps, each the same join command plus: --workers N --begin (once, first: plans
+    /// Three steps, each the same join (or split) command plus: --workers N --begin (once, first: plans
     /// and records the job beside the output), --worker I/N (for I from 0 to N-1, in any
     /// order, at once, on any machine that sees the same files: writes its share), then
     /// --workers N --commit (once, last: checks every worker finished and nothing changed,
@@ -24,19 +24,19 @@ pub struct WorkerArgs {
     pub workers: Option<u32>,
 
     /// Begin a job of --workers N: plan it, and record it beside the output.
-    #[arg(long, requires = "workers", conflicts_with_all = ["commit", "abandon", "worker", "dry_run", "append"], help_heading = WORKERS)]
+    #[arg(long, requires = "workers", conflicts_with_all = ["commit", "abandon", "worker", "dry_run"], help_heading = WORKERS)]
     pub begin: bool,
 
     /// Write share I (from 0) of a job of N workers that --begin recorded; safe to run again.
-    #[arg(long, value_name = "I/N", value_parser = parse_worker, conflicts_with_all = ["workers", "dry_run", "append"], help_heading = WORKERS)]
+    #[arg(long, value_name = "I/N", value_parser = parse_worker, conflicts_with_all = ["workers", "dry_run"], help_heading = WORKERS)]
     pub worker: Option<(u32, u32)>,
 
     /// Commit a job of --workers N: check that all finished and nothing changed, then publish.
-    #[arg(long, requires = "workers", conflicts_with_all = ["abandon", "dry_run", "append"], help_heading = WORKERS)]
+    #[arg(long, requires = "workers", conflicts_with_all = ["abandon", "dry_run"], help_heading = WORKERS)]
     pub commit: bool,
 
     /// Abandon a job of --workers N: remove its files, leaving the output as it was.
-    #[arg(long, requires = "workers", conflicts_with_all = ["dry_run", "append"], help_heading = WORKERS)]
+    #[arg(long, requires = "workers", conflicts_with = "dry_run", help_heading = WORKERS)]
     pub abandon: bool,
 }
 
@@ -66,8 +66,15 @@ fn count(n: u32) -> std::result::Result<u32, String> {
 }
 
 impl WorkerArgs {
-    /// The step the flags ask for, if any; `dry_run` is whether `--dry-run` was given.
-    pub fn step(&self, dry_run: bool) -> Result<Option<Step>> {
+    /// The step the flags ask for, if any; `dry_run` is whether `--dry-run` was given,
+    /// `append` whether `--append` was (a file grown in place is not shared).
+    pub fn step(&self, dry_run: bool, append: bool) -> Result<Option<Step>> {
+        if append && (self.workers.is_some() || self.worker.is_some()) {
+            return Err(Error::refused(
+                "--append grows a file in place, which a job of several workers does not share",
+                "drop --workers/--worker to append in one process, or join into a new output",
+            ));
+        }
         let n = match self.workers {
             Some(n) => Some(count(n).map_err(|why| {
                 Error::refused(format!("--workers {why}"), "give --workers a count from 1")

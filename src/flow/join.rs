@@ -42,7 +42,8 @@ use workers::Planning;
 /// join that sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(Step::Abandon(n)) = config.job {
-        return workers::abandon(&config.output, n, config.quiet);
+        let folder = config.output.sharded.as_ref().map(|s| s.folder.as_path());
+        return workers::abandon(config.output.path.as_deref(), folder, n, config.quiet);
     }
     let open = config.open_config();
     let target = config.target();
@@ -125,14 +126,15 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         if let Some(Step::Shares(n)) = config.job {
-            let mut planning = Planning {
-                planned: &planned,
-                inputs: &inputs,
-                job: &job,
-                writer: writer.as_mut(),
-                format,
-            };
-            report.workers = Some(workers::share_report(&mut planning, n)?);
+            if !planned.writes() {
+                return Err(Error::refused(
+                    "--workers with --dry-run shows each worker's share of the output, and no \
+                     output is named",
+                    "name the output with -o",
+                ));
+            }
+            let planning = Planning::join(&planned, &inputs, &job, writer.as_mut(), format);
+            report.workers = Some(workers::share_report(planning, n)?);
         }
         report.family = family.map(|(family, evidence)| format!("{}, by {evidence}", family.name));
         report.warnings = warnings.into_vec();
@@ -147,14 +149,13 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         (report, form)
     });
     if let Some(step) = config.job {
-        let planning = Planning {
-            planned: &planned,
-            inputs: &inputs,
-            job: &job,
-            writer: writer.as_mut(),
-            format,
+        let planning = Planning::join(&planned, &inputs, &job, writer.as_mut(), format);
+        let asked = workers::Asked {
+            no_clobber: config.output.no_clobber,
+            progress: config.progress,
+            quiet: config.quiet,
         };
-        return workers::run(config, step, planning, &mut engine, carried_out);
+        return workers::run(&asked, step, planning, Some(&mut engine), carried_out);
     }
     // The early copy writes one file, the one a file output plans.
     let one_file = matches!(planned.describe(), Description::File(_));

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::split::SplitEngine;
 use crate::backend::{Backend, Engine};
-use crate::config::{Action, Cut, OpenConfig, SplitConfig};
+use crate::config::{Action, Cut, OpenConfig, SplitConfig, When};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
 use crate::output::folders::Folders;
+use crate::output::job::Step;
 use crate::output::kind::{OutputKind, Planned, Tensors};
 use crate::output::progress::{self, Counted};
 use crate::output::several::Several;
@@ -24,6 +25,8 @@ use crate::plan::rules::{self, Matcher};
 use crate::plan::split::{self, SplitOptions};
 use crate::report::SplitReport;
 use crate::sys::{Accept, Limit, read_text};
+
+use super::join::workers::{self, Asked, Part, Planning};
 
 /// One output of a split, planned: its tensors, and its files as its kind plans them.
 struct PlannedOutput<'a> {
@@ -39,6 +42,10 @@ struct PlannedOutput<'a> {
 
 /// Runs the split `config` describes.
 pub fn run(config: &SplitConfig) -> Result<()> {
+    if let Some(Step::Abandon(n)) = config.job {
+        let first = config.outputs.first().map(PathBuf::as_path);
+        return workers::abandon(first, None, n, config.progress == When::Never);
+    }
     let open = OpenConfig {
         paths: std::slice::from_ref(&config.input),
         format: config.input_format,
@@ -100,6 +107,9 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     );
     drop(tensors);
     let mut engine = chosen?;
+    if let Some(step) = config.job {
+        return run_job(config, step, &inputs, &mut planned);
+    }
     if let Action::DryRun(form) = config.action {
         return report(config, input, &planned, heads, &engine).print(form);
     }
@@ -141,6 +151,47 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         Some((report, form)) => report.print(form),
         None => Ok(()),
     }
+}
+
+/// Runs `step` of a job of N workers over the planned outputs (`src/flow/workers.rs`): each
+/// output one file, all in one folder; the shares are the join's (`--dry-run` and
+/// `--print-plan` show them for a join only).
+fn run_job(
+    config: &SplitConfig,
+    step: Step,
+    inputs: &[crate::input::Input],
+    planned: &mut [PlannedOutput],
+) -> Result<()> {
+    let sharded = config.outputs.iter().any(|path| config.sharded(path));
+    let refused = match step {
+        _ if sharded => Some("a split's job writes outputs that are files, not sharded folders"),
+        Step::Shares(_) => Some("--dry-run shows the workers' shares of a join, not of a split"),
+        _ if config.print_plan.is_some() => Some("--print-plan prints a join's job, not a split's"),
+        _ => None,
+    };
+    if let Some(why) = refused {
+        return Err(Error::refused(
+            why,
+            "name the outputs as files (part-{part}.npy, tp{rank}.safetensors) in one folder, \
+             without --dry-run or --print-plan, or split in one process",
+        ));
+    }
+    let parts = planned
+        .iter_mut()
+        .map(|o| Part {
+            planned: &o.planned,
+            job: &o.jobs,
+            writer: o.writer.as_mut(),
+            format: o.format,
+        })
+        .collect();
+    let planning = Planning { parts, inputs };
+    let asked = Asked {
+        no_clobber: config.output.no_clobber,
+        progress: config.progress,
+        quiet: config.progress == When::Never,
+    };
+    workers::run(&asked, step, planning, None, None)
 }
 
 /// The most bytes of a config.json tjoin reads: a model's is a few KiB.

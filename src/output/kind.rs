@@ -381,6 +381,12 @@ impl Planned {
         Ok(())
     }
 
+    /// The text of a sharded checkpoint's index, if the output has one: what a job's commit
+    /// writes (`src/flow/workers.rs`).
+    pub fn index_text(&self) -> Option<&str> {
+        self.index()
+    }
+
     /// The text of a sharded checkpoint's index, if the output has one.
     fn index(&self) -> Option<&str> {
         match &self.how {

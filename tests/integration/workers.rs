@@ -553,3 +553,76 @@ fn every_step_prints_the_plan_with_the_shares_and_a_refusal_as_json() {
     assert_eq!(committed["output"]["path"], "out.npy");
     assert_eq!(committed["workers"], begun["workers"]);
 }
+
+#[test]
+fn workers_write_the_one_process_split_into_npy_parts_and_safetensors_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    two_npy(d, 3001, (64, 8));
+    checkpoint(&d.join("r0.safetensors"), 0.0);
+    for (input, axis, one, out) in [
+        ("a.npy", "0", "part-{part}.npy", "job-{part}.npy"),
+        (
+            "r0.safetensors",
+            "-1",
+            "p{part}.safetensors",
+            "j{part}.safetensors",
+        ),
+    ] {
+        let flags = ["split", "-a", axis, "--parts", "3", input];
+        let mut args = flags.to_vec();
+        args.extend(["-o", one, "-q"]);
+        succeeds(d, &args);
+        let mut args = flags.to_vec();
+        args.extend(["-o", out]);
+        let args = absolute(d, &args);
+        let step = |extra: &[&str]| {
+            let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+            all.extend(extra);
+            succeeds(d, &all);
+        };
+        step(&["--workers", "4", "--begin", "-q"]);
+        run_workers(&args, &[3, 0, 2, 1], 4);
+        step(&["--workers", "4", "--commit", "-q"]);
+        for part in 0..3 {
+            let name = |template: &str| template.replace("{part}", &part.to_string());
+            assert_same(&d.join(name(one)), &d.join(name(out)));
+        }
+    }
+    let left: Vec<String> = dir_entries(d)
+        .into_iter()
+        .filter(|e| e.contains("tjoin-job"))
+        .collect();
+    assert!(left.is_empty(), "the jobs left {left:?}");
+}
+
+#[test]
+fn a_split_job_refuses_outputs_in_several_folders_or_sharded_and_append_is_not_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    two_npy(d, 100, (8, 8));
+    checkpoint(&d.join("r0.safetensors"), 0.0);
+    let split = |output: &str, input: &str| {
+        let args = [
+            "split",
+            "-a",
+            "0",
+            "--parts",
+            "2",
+            input,
+            "-o",
+            output,
+            "--workers",
+            "2",
+            "--begin",
+        ];
+        refused(d, &args, 2)
+    };
+    let error = split("d{part}/p.npy", "a.npy");
+    assert!(error.contains("are in different folders"), "{error}");
+    let error = split("s{part}/", "r0.safetensors");
+    assert!(error.contains("not sharded folders"), "{error}");
+    let args = ["-a", "0", "--append", "a.npy", "b.npy", "--worker", "0/2"];
+    let error = refused(d, &args, 2);
+    assert!(error.contains("--append grows a file in place"), "{error}");
+}

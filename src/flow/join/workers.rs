@@ -1,7 +1,8 @@
-//! A join run by N workers (issue 45): `--workers N --begin`, `--worker I/N`,
-//! `--workers N --commit`, and `--workers N --abandon`. Every step is the same join command
-//! line plus its flag, and every step but the abandon plans the join again from the inputs'
-//! headers (`flow::join::run` up to its output's plan), so that each can check the others:
+//! A join or a split run by N workers (issue 45): `--workers N --begin`, `--worker I/N`,
+//! `--workers N --commit`, and `--workers N --abandon`. Every step is the same command line
+//! plus its flag, and every step but the abandon plans the run again from the inputs'
+//! headers (the join's or the split's flow up to its outputs' plan), so that each can check
+//! the others:
 //!
 //! - **the layout**: the output's files' bytes one after another, framed by the format's
 //!   writer with every tensor's data at a place its header fixes (`.npy` and safetensors
@@ -22,18 +23,19 @@
 
 use std::fs::File;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::backend::Engine;
 use crate::config::PlanForm;
-use crate::config::{JoinConfig, OutputConfig, When};
+use crate::config::When;
 use crate::error::{Error, Result};
-use crate::format::{Format, OutTensor, Writer};
+use crate::format::{Format, OutTensor, Sink, Writer};
 use crate::input::{Input, Tensor};
 use crate::output::OutputSet;
 use crate::output::job::{self, Done, JobFile, Manifest, Paths, Step, Version, Window};
 use crate::output::kind::{self, Description, Planned};
 use crate::output::progress;
+use crate::output::several::Several;
 use crate::plan::job::TensorJob;
 use crate::plan::window;
 use crate::report::{PlanReport, ShareReport};
@@ -41,18 +43,55 @@ use crate::report::{PlanReport, ShareReport};
 /// Shares start at multiples of this: a page, so that no two workers write one page.
 const SHARE_ALIGN: u64 = 4096;
 
-/// What a step of a job is given of the planned join.
+/// What a step of a job is given of the planned run.
 pub(crate) struct Planning<'a, 'j> {
-    /// The output's files.
-    pub planned: &'a Planned,
+    /// The outputs: the join's one, or each of a split's.
+    pub parts: Vec<Part<'a, 'j>>,
     /// The inputs, open.
     pub inputs: &'a [Input],
-    /// Every output tensor's plan, in the order the planned files index.
+}
+
+/// One output of a job: its files as its kind plans them, their tensors and its writer.
+pub(crate) struct Part<'a, 'j> {
+    /// Its files, each with its tensors (indexes into `job`) in the order written.
+    pub planned: &'a Planned,
+    /// Every output tensor's plan.
     pub job: &'a [TensorJob<'j>],
-    /// The output format's writer.
+    /// Its format's writer.
     pub writer: &'a mut dyn Writer,
-    /// The output's format.
+    /// Its format.
     pub format: Format,
+}
+
+/// What the command line asks of every step, beyond the plan.
+pub(crate) struct Asked {
+    /// Refuse to replace an existing output.
+    pub no_clobber: bool,
+    /// When to show progress (and a step's own lines).
+    pub progress: When,
+    /// Print nothing but errors.
+    pub quiet: bool,
+}
+
+impl<'a, 'j> Planning<'a, 'j> {
+    /// The join's one output, as `planned` plans it.
+    pub(crate) fn join(
+        planned: &'a Planned,
+        inputs: &'a [Input],
+        job: &'a [TensorJob<'j>],
+        writer: &'a mut dyn Writer,
+        format: Format,
+    ) -> Planning<'a, 'j> {
+        Planning {
+            parts: vec![Part {
+                planned,
+                job,
+                writer,
+                format,
+            }],
+            inputs,
+        }
+    }
 }
 
 /// The output's files as bytes one after another.
@@ -63,6 +102,11 @@ struct Layout {
 
 /// One file of the layout.
 struct FileLayout {
+    /// The output it belongs to, and its place among that output's files.
+    part: usize,
+    file: usize,
+    /// Where it goes.
+    target: PathBuf,
     /// Its name in the output's folder.
     name: String,
     /// Where its bytes start among all the files'.
@@ -75,18 +119,18 @@ struct FileLayout {
     framing: u128,
 }
 
-/// Runs `step` of a job over the planned join; the abandon needs no plan ([`abandon`]).
+/// Runs `step` of a job over the planned run; the abandon needs no plan ([`abandon`]).
+/// `engine` is the join's (`None`: the CPU engine); `carried_out` the plan `--print-plan`
+/// prints once the step is done.
 pub(crate) fn run(
-    config: &JoinConfig,
+    asked: &Asked,
     step: Step,
-    planning: Planning,
-    engine: &mut Engine,
+    mut planning: Planning,
+    engine: Option<&mut Engine>,
     carried_out: Option<(PlanReport, PlanForm)>,
 ) -> Result<()> {
-    check_can_share(&planning)?;
-    let paths = paths(&planning.planned.describe()).expect("an output that writes");
-    let described: Vec<OutTensor> = planning.job.iter().map(|t| t.out.clone()).collect();
-    let layout = layout(planning.planned, &mut *planning.writer, &described)?;
+    let paths = check_can_share(&planning)?;
+    let layout = layout(&mut planning)?;
     let n = step.workers();
     let shares = shares(layout.total, n);
     let fresh = Manifest {
@@ -94,7 +138,7 @@ pub(crate) fn run(
         tjoin: env!("CARGO_PKG_VERSION").to_string(),
         token: String::new(),
         workers: n,
-        digest: format!("{:032x}", digest(planning.job, &layout, &shares)),
+        digest: format!("{:032x}", digest(&planning, &layout, &shares)),
         inputs: versions(planning.inputs),
         files: layout
             .files
@@ -109,17 +153,22 @@ pub(crate) fn run(
     };
     let shares = share_reports(&layout, &fresh.shares);
     match step {
-        Step::Begin(_) => begin(config, &paths, &planning, fresh)?,
+        Step::Begin(_) => begin(asked, &paths, &planning, fresh)?,
         Step::Worker(worker, _) => {
             let manifest = recorded(&paths, &fresh)?;
-            let planned = (planning, &layout, &described[..]);
-            work(config, &paths, &manifest, worker, planned, engine)?;
+            work(
+                asked,
+                (&paths, &manifest, worker),
+                planning,
+                &layout,
+                engine,
+            )?;
         }
         Step::Commit(_) => {
             let manifest = recorded(&paths, &fresh)?;
-            commit(config, &paths, &manifest, planning)?;
+            commit(asked, &paths, &manifest, planning, &layout)?;
         }
-        Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the join's flow"),
+        Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the flow"),
     }
     // `--print-plan`: the plan with the shares, once the step is done; the plan carried out
     // only once the commit put the output in place.
@@ -134,17 +183,9 @@ pub(crate) fn run(
 }
 
 /// Each worker's share, for `--dry-run` with `--workers N`.
-pub(crate) fn share_report(planning: &mut Planning, n: u32) -> Result<Vec<ShareReport>> {
-    if !planning.planned.writes() {
-        return Err(Error::refused(
-            "--workers with --dry-run shows each worker's share of the output, and no output \
-             is named",
-            "name the output with -o",
-        ));
-    }
-    check_can_share(planning)?;
-    let described: Vec<OutTensor> = planning.job.iter().map(|t| t.out.clone()).collect();
-    let layout = layout(planning.planned, &mut *planning.writer, &described)?;
+pub(crate) fn share_report(mut planning: Planning, n: u32) -> Result<Vec<ShareReport>> {
+    check_can_share(&planning)?;
+    let layout = layout(&mut planning)?;
     Ok(share_reports(&layout, &shares(layout.total, n)))
 }
 
@@ -171,16 +212,20 @@ fn share_reports(layout: &Layout, shares: &[[u64; 2]]) -> Vec<ShareReport> {
         .collect()
 }
 
-/// `--workers N --abandon`: removes the job's files beside the output, planning nothing
-/// (its inputs may be gone).
-pub(crate) fn abandon(output: &OutputConfig, n: u32, quiet: bool) -> Result<()> {
-    let Some(path) = output.path.as_deref() else {
+/// `--workers N --abandon`: removes the job's files beside the output `path` (a sharded
+/// output's folder `folder`), planning nothing (its inputs may be gone).
+pub(crate) fn abandon(
+    path: Option<&Path>,
+    folder: Option<&Path>,
+    n: u32,
+    quiet: bool,
+) -> Result<()> {
+    let Some(path) = path else {
         return Err(Error::refused(
             "--abandon needs the output whose job it abandons",
             "give the same -o as the job's other steps",
         ));
     };
-    let folder = output.sharded.as_ref().map(|s| s.folder.as_path());
     let paths = Paths::of(path, folder);
     let abandoned = job::abandon(&paths, n)?;
     if !quiet {
@@ -193,53 +238,38 @@ pub(crate) fn abandon(output: &OutputConfig, n: u32, quiet: bool) -> Result<()> 
     Ok(())
 }
 
-/// The job's paths for an output described as `described`; `None` for no output.
-fn paths(described: &Description) -> Option<Paths> {
-    match *described {
-        Description::None => None,
-        Description::File(path) => Some(Paths::of(path, None)),
-        Description::Sharded { path, shards } => Some(Paths::of(path, Some(&shards.folder))),
-    }
-}
-
-/// Refuses what a job cannot share: no output, standard output or a device, a format
-/// whose bytes depend on the data, inputs read from standard input (each worker would
-/// read its own).
-fn check_can_share(planning: &Planning) -> Result<()> {
-    let output = match planning.planned.describe() {
-        Description::None => {
+/// Refuses what a job cannot share: no output, standard output, a device or a link, a
+/// format whose bytes depend on the data, a split's outputs in several folders, inputs read
+/// from standard input (each worker would read its own). Returns the job's paths.
+fn check_can_share(planning: &Planning) -> Result<Paths> {
+    let first = planning.parts.first().map(|p| p.planned.describe());
+    let paths = match first {
+        None | Some(Description::None) => None,
+        Some(Description::File(path)) => Some(Paths::of(path, None)),
+        Some(Description::Sharded { path, shards }) => Some(Paths::of(path, Some(&shards.folder))),
+    };
+    let Some(paths) = paths else {
+        return Err(Error::refused(
+            "a job of several workers needs an output",
+            "name it with -o, the same in every step",
+        ));
+    };
+    for part in &planning.parts {
+        for file in part.planned.files() {
+            check_target(&paths, &file.target)?;
+        }
+        if part.format != Format::Npy && part.format != Format::SafeTensors {
             return Err(Error::refused(
-                "a job of several workers needs an output",
-                "name it with -o, the same in every step",
+                format!(
+                    "a job of several workers writes .npy and .safetensors outputs, whose \
+                     headers fix every tensor's place before its data is written; {} is {}",
+                    crate::messages::path(&paths.output),
+                    part.format.name()
+                ),
+                "write .npy or .safetensors outputs (or a sharded folder), or run in one \
+                 process",
             ));
         }
-        Description::File(path) => path,
-        Description::Sharded { path, .. } => path,
-    };
-    let shown = crate::messages::path(output);
-    let direct = matches!(planning.planned.describe(), Description::File(p)
-        if crate::output::written_directly(p)
-            || p.as_os_str() == crate::sys::STDOUT
-            || p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()));
-    if direct {
-        return Err(Error::refused(
-            format!(
-                "the output {shown} is not a regular file that a job can replace: a job's \
-                 workers write a file beside it, which the commit renames over it"
-            ),
-            "name a regular file (the file a link points to, not the link) on a file system \
-             every worker sees",
-        ));
-    }
-    if planning.format != Format::Npy && planning.format != Format::SafeTensors {
-        return Err(Error::refused(
-            format!(
-                "a job of several workers writes .npy and .safetensors outputs, whose headers \
-                 fix every tensor's place before its data is written; {shown} is {}",
-                planning.format.name()
-            ),
-            "write a .npy or .safetensors output (or a sharded folder), or join in one process",
-        ));
     }
     if let Some(input) = planning.inputs.iter().find(|i| i.name.is_stdin()) {
         return Err(Error::refused(
@@ -250,53 +280,98 @@ fn check_can_share(planning: &Planning) -> Result<()> {
             "save it to a file every worker sees, and name that file",
         ));
     }
+    Ok(paths)
+}
+
+/// Refuses a target a job cannot write: one not in the job's folder (a split's outputs in
+/// several folders), standard output, a device or a link (the data file beside it is renamed
+/// over it, where a one-process run writes a device in place or follows a link).
+fn check_target(paths: &Paths, target: &Path) -> Result<()> {
+    let shown = crate::messages::path(target);
+    if crate::sys::folder_of(target) != paths.folder {
+        return Err(Error::refused(
+            format!(
+                "the outputs {} and {shown} are in different folders, and a job keeps its \
+                 files in one, beside its first output",
+                crate::messages::path(&paths.output)
+            ),
+            "name outputs in one folder (part-{part}.npy, tp{rank}.safetensors), or run the \
+             split in one process",
+        ));
+    }
+    let direct = crate::output::written_directly(target)
+        || target.as_os_str() == crate::sys::STDOUT
+        || target
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+    if direct {
+        return Err(Error::refused(
+            format!(
+                "the output {shown} is not a regular file that a job can replace: a job's \
+                 workers write a file beside it, which the commit renames over it"
+            ),
+            "name a regular file (the file a link points to, not the link) on a file system \
+             every worker sees",
+        ));
+    }
     Ok(())
 }
 
-/// The output's files laid out as bytes one after another: each framed by the writer with
+/// The outputs' files laid out as bytes one after another: each framed by its writer with
 /// nothing written, each tensor's data counted where it goes.
-fn layout(planned: &Planned, writer: &mut dyn Writer, described: &[OutTensor]) -> Result<Layout> {
+fn layout(planning: &mut Planning) -> Result<Layout> {
     let mut files = Vec::new();
     let mut start = 0u64;
-    for file in planned.files() {
-        let mut window = Window::new(None, &file.target, 0..0);
-        let at = window.position();
-        let mut tensors = Vec::new();
-        kind::write_file(
-            &file.tensors,
-            described,
-            writer,
-            &mut window,
-            &mut |index, _| {
-                tensors.push((index, at.get()));
-                at.set(at.get() + described[index].bytes);
-                Ok(())
-            },
-        )?;
-        let len = at.get();
-        let name = file.target.file_name().and_then(|n| n.to_str());
-        let Some(name) = name else {
-            return Err(Error::refused(
-                format!(
-                    "the output file {} has no name a job can record (it is not UTF-8)",
-                    crate::messages::path(&file.target)
-                ),
-                "name the output in UTF-8",
-            ));
-        };
-        files.push(FileLayout {
-            name: name.to_string(),
-            start,
-            len,
-            tensors,
-            framing: window.digest(),
-        });
-        start = start.saturating_add(len);
+    for (p, part) in planning.parts.iter_mut().enumerate() {
+        let described = described(part.job);
+        for (f, planned) in part.planned.files().iter().enumerate() {
+            let (target, order) = (&planned.target, &planned.tensors);
+            let mut window = Window::new(None, target, 0..0);
+            let at = window.position();
+            let mut tensors = Vec::new();
+            kind::write_file(
+                order,
+                &described,
+                &mut *part.writer,
+                &mut window,
+                &mut |index, _| {
+                    tensors.push((index, at.get()));
+                    at.set(at.get() + described[index].bytes);
+                    Ok(())
+                },
+            )?;
+            let len = at.get();
+            let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
+                return Err(Error::refused(
+                    format!(
+                        "the output file {} has no name a job can record (it is not UTF-8)",
+                        crate::messages::path(target)
+                    ),
+                    "name the output in UTF-8",
+                ));
+            };
+            files.push(FileLayout {
+                part: p,
+                file: f,
+                target: target.clone(),
+                name: name.to_string(),
+                start,
+                len,
+                tensors,
+                framing: window.digest(),
+            });
+            start = start.saturating_add(len);
+        }
     }
     Ok(Layout {
         files,
         total: start,
     })
+}
+
+/// The output tensors of `job`, as the writer sees them.
+fn described(job: &[TensorJob]) -> Vec<OutTensor> {
+    job.iter().map(|t| t.out.clone()).collect()
 }
 
 /// `total` bytes cut into `n` shares at page boundaries, balanced by bytes; the last ends at
@@ -325,9 +400,9 @@ fn overlap(a: Range<u64>, b: Range<u64>) -> Range<u64> {
 
 /// The digest of the plan of every tensor, the layout and the shares: what must be the same
 /// in every step of a job.
-fn digest(job: &[TensorJob], layout: &Layout, shares: &[[u64; 2]]) -> u128 {
+fn digest(planning: &Planning, layout: &Layout, shares: &[[u64; 2]]) -> u128 {
     let mut text = String::new();
-    for tensor in job {
+    for tensor in planning.parts.iter().flat_map(|p| p.job) {
         text.push_str(&format!(
             "{:?}\n{:?}\n{:?}\n",
             tensor.out, tensor.plan, tensor.placement
@@ -435,10 +510,10 @@ fn recorded(paths: &Paths, fresh: &Manifest) -> Result<Manifest> {
 
 /// Whether a step says what it did on standard error: as a run prints its summary line,
 /// where a progress bar would show (a terminal, or `--progress always`), unless `-q`.
-fn says(config: &JoinConfig) -> bool {
+fn says(asked: &Asked) -> bool {
     use std::io::IsTerminal;
-    !config.quiet
-        && match config.progress {
+    !asked.quiet
+        && match asked.progress {
             When::Never => false,
             When::Always => true,
             When::Auto => std::io::stderr().is_terminal(),
@@ -446,27 +521,22 @@ fn says(config: &JoinConfig) -> bool {
 }
 
 /// `--workers N --begin`: records the job and creates its data files.
-fn begin(config: &JoinConfig, paths: &Paths, planning: &Planning, fresh: Manifest) -> Result<()> {
-    if let Description::Sharded { shards, .. } = planning.planned.describe() {
-        if config.output.no_clobber {
-            shards.check_no_clobber()?;
+fn begin(asked: &Asked, paths: &Paths, planning: &Planning, fresh: Manifest) -> Result<()> {
+    let outputs: Vec<&Planned> = planning.parts.iter().map(|p| p.planned).collect();
+    if asked.no_clobber {
+        Several::new(outputs.clone(), true).check_no_clobber()?;
+    }
+    for output in outputs {
+        if let Description::Sharded { shards, .. } = output.describe() {
+            shards.prepare_folder()?.keep();
         }
-        shards.prepare_folder()?.keep();
-    } else if config.output.no_clobber && paths.output.symlink_metadata().is_ok() {
-        return Err(Error::refused(
-            format!(
-                "{} exists, and --no-clobber forbids replacing it",
-                crate::messages::path(&paths.output)
-            ),
-            "remove it, or name another output",
-        ));
     }
     let manifest = Manifest {
         token: job::new_token(),
         ..fresh
     };
     job::begin(paths, &manifest)?;
-    if says(config) {
+    if says(asked) {
         let total: u64 = manifest.files.iter().map(|f| f.len).sum();
         let n = manifest.workers;
         crate::messages::eprintln(format!(
@@ -485,32 +555,32 @@ fn begin(config: &JoinConfig, paths: &Paths, planning: &Planning, fresh: Manifes
 /// `--worker I/N`: writes share `worker` of the job into its data files, flushes them,
 /// checks the inputs unchanged, and records that it finished.
 fn work(
-    config: &JoinConfig,
-    paths: &Paths,
-    manifest: &Manifest,
-    worker: u32,
-    (planning, layout, described): (Planning, &Layout, &[OutTensor]),
-    engine: &mut Engine,
+    asked: &Asked,
+    (paths, manifest, worker): (&Paths, &Manifest, u32),
+    mut planning: Planning,
+    layout: &Layout,
+    mut engine: Option<&mut Engine>,
 ) -> Result<()> {
     let [start, end] = manifest.shares[worker as usize];
-    let progress = progress::start(end - start, config.progress, planning.planned.shown_as());
+    let progress = progress::start(end - start, asked.progress, &paths.output);
     for (index, file) in layout.files.iter().enumerate() {
-        let file_range = file.start..file.start + file.len;
-        let keep = overlap(start..end, file_range);
+        let keep = overlap(start..end, file.start..file.start + file.len);
         if keep.is_empty() {
             continue;
         }
         let keep = keep.start - file.start..keep.end - file.start;
         let data = job::open_data(paths, manifest, index)?;
-        let target = &planning.planned.files()[index];
+        let part = &mut planning.parts[file.part];
+        let described = described(part.job);
         let mut window =
-            Window::new(Some(&data), &target.target, keep.clone()).counted(&progress.bar);
+            Window::new(Some(&data), &file.target, keep.clone()).counted(&progress.bar);
         let at = window.position();
-        let job = planning.job;
+        let job = part.job;
+        let order = &part.planned.files()[file.file].tensors;
         kind::write_file(
-            &target.tensors,
-            described,
-            planning.writer,
+            order,
+            &described,
+            &mut *part.writer,
             &mut window,
             &mut |t, sink| {
                 let tensor_start = at.get();
@@ -518,6 +588,7 @@ fn work(
                 let local = keep.start.saturating_sub(tensor_start)
                     ..keep.end.saturating_sub(tensor_start).min(bytes);
                 if !local.is_empty() {
+                    let engine = engine.as_deref_mut();
                     write_share(&job[t], t, local, (sink, &at, tensor_start), engine)?;
                 }
                 at.set(tensor_start + bytes);
@@ -525,7 +596,7 @@ fn work(
             },
         )?;
         data.sync_data()
-            .map_err(|e| Error::io("flush the job's data file for", &target.target, e))?;
+            .map_err(|e| Error::io("flush the job's data file for", &file.target, e))?;
     }
     progress.finish();
     for input in planning.inputs {
@@ -547,28 +618,38 @@ fn work(
 
 /// Writes the bytes `local` of tensor `index`'s data (at least: a cut plan's edges and a plan
 /// run whole write more, which the window drops) through `sink`, whose position `at` is at
-/// the tensor's first byte, `tensor_start`.
+/// the tensor's first byte, `tensor_start`; a plan not cut runs on `engine` (`None`: the CPU
+/// engine).
 fn write_share(
     tensor: &TensorJob,
     index: usize,
     local: Range<u64>,
-    (sink, at, tensor_start): (&mut dyn crate::format::Sink, &job::Position, u64),
-    engine: &mut Engine,
+    (sink, at, tensor_start): (&mut dyn Sink, &job::Position, u64),
+    engine: Option<&mut Engine>,
 ) -> Result<()> {
-    let walked = tensor.placement.as_ref().is_some_and(|p| p.grid.walked());
+    let walked = tensor.placement.as_ref().filter(|p| p.grid.walked());
     let cut = match walked {
-        true => None,
-        false => window::narrow(&tensor.plan, local),
+        Some(_) => None,
+        None => window::narrow(&tensor.plan, local),
     };
-    let (from, bytes) = match cut {
-        Some(cut) => {
+    let (from, bytes) = match (cut, engine) {
+        (Some(cut), _) => {
             at.set(tensor_start + cut.start);
             let sources: Vec<&Tensor> = cut.sources.iter().map(|&s| tensor.sources[s]).collect();
             crate::engine::execute(&cut.plan, &sources, sink)?;
             (tensor_start + cut.start, cut.plan.bytes)
         }
-        None => {
+        (None, Some(engine)) => {
             engine.execute(index, tensor, sink)?;
+            (tensor_start, tensor.plan.bytes)
+        }
+        (None, None) => {
+            match walked {
+                Some(p) => {
+                    crate::engine::blocks::execute(&tensor.plan, &p.grid, &tensor.sources, sink)?
+                }
+                None => crate::engine::execute(&tensor.plan, &tensor.sources, sink)?,
+            }
             (tensor_start, tensor.plan.bytes)
         }
     };
@@ -590,17 +671,17 @@ fn write_share(
 /// `--workers N --commit`: checks that every worker finished, flushes the data files, checks
 /// the inputs unchanged, and puts the files in place; then removes the job's files.
 fn commit(
-    config: &JoinConfig,
+    asked: &Asked,
     paths: &Paths,
     manifest: &Manifest,
     planning: Planning,
+    layout: &Layout,
 ) -> Result<()> {
     let missing = job::unfinished(paths, manifest)?;
     if !missing.is_empty() {
         return Err(job::refuse_unfinished(paths, manifest, &missing));
     }
-    let no_clobber = config.output.no_clobber;
-    let mut data: Vec<(File, std::path::PathBuf)> = Vec::new();
+    let mut data: Vec<(File, PathBuf)> = Vec::new();
     for (index, file) in manifest.files.iter().enumerate() {
         let opened = job::open_data(paths, manifest, index)?;
         let path = paths.data(&file.name, &manifest.token);
@@ -609,40 +690,14 @@ fn commit(
             .map_err(|e| Error::io("flush the job's data file", &path, e))?;
         data.push((opened, path));
     }
-    let (set, folder) = match planning.planned.describe() {
-        Description::Sharded { shards, .. } => {
-            let folder = shards.prepare_folder()?;
-            let mut set = shards.members(no_clobber)?;
-            for (member, (file, path)) in set.members_mut().iter_mut().zip(data) {
-                member.adopt(file, &path)?;
-            }
-            if shards.index.is_some() {
-                let names: Vec<&str> = planning.job.iter().map(|t| t.out.name.as_str()).collect();
-                let text = shards.index_text(&names);
-                let index = set.members_mut().last_mut().expect("the index's member");
-                let target = index.target().to_path_buf();
-                crate::format::Sink::write_all(index, text.as_bytes())
-                    .map_err(|e| Error::io("write the output", &target, e))?;
-            }
-            (set, Some(folder))
-        }
-        Description::File(path) => {
-            let mut set = OutputSet::new(no_clobber);
-            let (file, from) = data.into_iter().next().expect("one file");
-            set.add(path)?.adopt(file, &from)?;
-            (set, None)
-        }
-        Description::None => unreachable!("checked: a job has an output"),
-    };
+    let outputs: Vec<&Planned> = planning.parts.iter().map(|p| p.planned).collect();
+    let set = adopted(&outputs, layout, data, asked.no_clobber)?;
     for input in planning.inputs {
         input.check_unchanged()?;
     }
     set.commit()?;
-    if let Some(folder) = folder {
-        folder.keep();
-    }
     job::finish(paths, manifest)?;
-    if says(config) {
+    if says(asked) {
         crate::messages::eprintln(format!(
             "committed the job of {} workers: {} is in place",
             manifest.workers,
@@ -650,4 +705,38 @@ fn commit(
         ));
     }
     Ok(())
+}
+
+/// The set the outputs are committed as, as any run's outputs are ([`Several`]: each one's
+/// files, then its index, the previous set's files to remove), with `data` (the job's data
+/// files, in the layout's order) adopted as their files and the indexes written. Their
+/// folders exist: `--begin` made a sharded output's.
+fn adopted(
+    outputs: &[&Planned],
+    layout: &Layout,
+    data: Vec<(File, PathBuf)>,
+    no_clobber: bool,
+) -> Result<OutputSet> {
+    let mut set = Several::new(outputs.to_vec(), no_clobber).open()?;
+    let indexes: Vec<(PathBuf, &str)> = outputs
+        .iter()
+        .filter_map(|o| Some((o.index_target()?, o.index_text()?)))
+        .collect();
+    let mut data = layout.files.iter().map(|f| &f.target).zip(data);
+    for member in set.members_mut() {
+        let target = member.target().to_path_buf();
+        if let Some((_, text)) = indexes.iter().find(|(index, _)| *index == target) {
+            Sink::write_all(member, text.as_bytes())
+                .map_err(|e| Error::io("write the output", &target, e))?;
+            continue;
+        }
+        match data.next() {
+            Some((planned, (file, from))) if *planned == target => member.adopt(file, &from)?,
+            _ => {
+                let why = std::io::Error::other("the job's files and the output's differ");
+                return Err(Error::io("commit the job's output", &target, why));
+            }
+        }
+    }
+    Ok(set)
 }
