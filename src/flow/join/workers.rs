@@ -152,10 +152,15 @@ pub(crate) fn run(
         upload: None,
     };
     let shares = share_reports(&layout, &fresh.shares);
+    let positions: Vec<usize> = planning
+        .inputs
+        .iter()
+        .flat_map(|i| i.versions().map(|_| i.name.position))
+        .collect();
     match step {
         Step::Begin(_) => begin(asked, &paths, &planning, fresh)?,
         Step::Worker(worker, _) => {
-            let manifest = recorded(&paths, &fresh)?;
+            let manifest = recorded(&paths, &fresh, &positions)?;
             work(
                 asked,
                 (&paths, &manifest, worker),
@@ -165,7 +170,7 @@ pub(crate) fn run(
             )?;
         }
         Step::Commit(_) => {
-            let manifest = recorded(&paths, &fresh)?;
+            let manifest = recorded(&paths, &fresh, &positions)?;
             commit(asked, &paths, &manifest, planning, &layout)?;
         }
         Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the flow"),
@@ -450,7 +455,9 @@ fn versions(inputs: &[Input]) -> Vec<Version> {
 
 /// The job recorded beside the output, checked to be the one `fresh` (this step's plan)
 /// describes: the same worker count, the same inputs unchanged, the same plan.
-fn recorded(paths: &Paths, fresh: &Manifest) -> Result<Manifest> {
+/// `positions` gives the input each of `fresh.inputs` belongs to (a sharded input has a file
+/// per shard).
+fn recorded(paths: &Paths, fresh: &Manifest, positions: &[usize]) -> Result<Manifest> {
     let manifest = job::read(paths)?.ok_or_else(|| job::not_begun(paths))?;
     let output = crate::messages::path(&paths.output);
     if manifest.workers != fresh.workers {
@@ -469,13 +476,14 @@ fn recorded(paths: &Paths, fresh: &Manifest) -> Result<Manifest> {
         .inputs
         .iter()
         .zip(&manifest.inputs)
-        .find(|(now, then)| !now.same(then));
-    if let Some((now, then)) = changed {
+        .zip(positions)
+        .find(|((now, then), _)| !now.same(then));
+    if let Some(((now, then), position)) = changed {
         return Err(Error::refused(
             format!(
-                "{} changed since the job began: it was {} bytes (inode {}, changed at {}.{:09}), \
-                 and is {} bytes (inode {}, changed at {}.{:09}); a job never mixes old and new \
-                 bytes",
+                "input {position} ({}) changed since the job began: it was {} bytes (inode {}, \
+                 changed at {}.{:09}), and is {} bytes (inode {}, changed at {}.{:09}); a job \
+                 never mixes old and new bytes",
                 crate::messages::path(Path::new(&now.path)),
                 then.len,
                 then.inode,

@@ -555,7 +555,38 @@ pub fn finish(paths: &Paths, manifest: &Manifest) -> Result<()> {
     for file in &manifest.files {
         remove_own(&paths.data(&file.name, &manifest.token))?;
     }
+    remove_staged_records(paths, manifest.workers)?;
     Ok(())
+}
+
+/// Removes the records a worker killed between writing and renaming one left under their
+/// staged names (`{RECORD}.{PID}.{TOKEN}`, [`record_done`]), of workers `0..workers`; says
+/// which. Only names made so, of regular files in the job's folder.
+fn remove_staged_records(paths: &Paths, workers: u32) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(&paths.folder) else {
+        return Ok(removed);
+    };
+    let records: Vec<String> = (0..workers)
+        .filter_map(|w| Some(paths.done(w).file_name()?.to_str()?.to_string()))
+        .collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let staged = records.iter().any(|record| {
+            let rest = name
+                .strip_prefix(record.as_str())
+                .and_then(|r| r.strip_prefix('.'));
+            let parts = rest.and_then(|r| r.split_once('.'));
+            parts.is_some_and(|(pid, token)| {
+                !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && valid_token(token)
+            })
+        });
+        if staged && remove_own(&entry.path())? {
+            removed.push(entry.path());
+        }
+    }
+    Ok(removed)
 }
 
 /// What `--abandon` removed.
@@ -598,6 +629,7 @@ pub fn abandon(paths: &Paths, workers: u32) -> Result<Abandoned> {
             removed.push(path);
         }
     }
+    removed.extend(remove_staged_records(paths, manifest.workers)?);
     remove_own(&paths.manifest)?;
     removed.push(paths.manifest.clone());
     Ok(Abandoned { removed })
@@ -700,6 +732,27 @@ mod tests {
         }
         assert_eq!(fs::read(&victim).unwrap(), b"0123456789");
         assert!(!paths.manifest.exists());
+    }
+
+    #[test]
+    fn a_staged_record_a_killed_worker_left_is_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::of(&dir.path().join("out.npy"), None);
+        begin(&paths, &manifest(2)).unwrap();
+        let record = paths
+            .done(1)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let staged = dir.path().join(format!("{record}.4242.0123456789abcdef"));
+        let other = dir.path().join(format!("{record}.mine"));
+        fs::write(&staged, b"{").unwrap();
+        fs::write(&other, b"kept").unwrap();
+        let abandoned = abandon(&paths, 2).unwrap();
+        assert!(abandoned.removed.contains(&staged));
+        assert!(!staged.exists() && other.exists());
     }
 
     #[test]
