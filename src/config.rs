@@ -415,7 +415,7 @@ pub struct SplitConfig {
     pub print_plan: Option<PlanForm>,
     /// When to show a progress bar (`Never` when asked to be quiet).
     pub progress: When,
-    /// The step of a job that N workers share (`src/flow/workers.rs`); `None` for a split
+    /// The step of a job that N workers share (`src/flow/join/workers.rs`); `None` for a split
     /// run whole by this process.
     pub job: Option<crate::output::job::Step>,
 }

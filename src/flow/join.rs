@@ -8,7 +8,7 @@
 //! mappable file (standard input, a pipe, JSON, a deflated `.npz` member) and where the early
 //! copy (`engine::early`) appends small `.npy` inputs to a temporary output as they are
 //! opened; none of it reaches the target, so a refusal writes nothing. A job of several
-//! workers (`--workers`) is this plan run by `workers`.
+//! workers (`--workers`) is this plan run by `workers`, which the split's flow uses too.
 
 pub(crate) mod workers;
 

@@ -382,7 +382,7 @@ impl Planned {
     }
 
     /// The text of a sharded checkpoint's index, if the output has one: what a job's commit
-    /// writes (`src/flow/workers.rs`).
+    /// writes (`src/flow/join/workers.rs`).
     pub fn index_text(&self) -> Option<&str> {
         self.index()
     }
