@@ -142,6 +142,9 @@ impl JoinConfig {
             false => ranks::order_refusal(&inputs),
         };
         let model = model_config(cli.config.as_deref(), &inputs)?;
+        let job = cli.workers.step(cli.dry_run.is_some(), cli.append)?;
+        let named = inputs.iter().map(|p| &**p);
+        super::workers::refuse_remote(job, cli.output.as_deref().into_iter().chain(named))?;
         Ok(JoinConfig {
             inputs,
             out_of_order,
@@ -179,7 +182,7 @@ impl JoinConfig {
             },
             progress: if cli.quiet { When::Never } else { cli.progress },
             quiet: cli.quiet,
-            job: cli.workers.step(cli.dry_run.is_some(), cli.append)?,
+            job,
         })
     }
 }

@@ -230,6 +230,9 @@ impl SplitConfig {
                 "drop --format, or name files as the outputs",
             ));
         }
+        let job = args.workers.step(args.dry_run.is_some(), false)?;
+        let named = outputs.iter().map(PathBuf::as_path);
+        super::workers::refuse_remote(job, std::iter::once(args.input.as_path()).chain(named))?;
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
             input_format: format_flag(&args.input_format, "--input-format")?,
@@ -258,7 +261,7 @@ impl SplitConfig {
             } else {
                 args.progress
             },
-            job: args.workers.step(args.dry_run.is_some(), false)?,
+            job,
         })
     }
 }

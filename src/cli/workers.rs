@@ -101,6 +101,29 @@ impl WorkerArgs {
     }
 }
 
+/// Refuses a job (`step`) whose output or inputs are named by URL: a job writes a local
+/// output on a shared file system; an object store's output (a multipart upload, a part
+/// range per worker) and remote inputs (each worker would download them all) are not shared
+/// yet.
+pub fn refuse_remote<'p>(
+    step: Option<Step>,
+    mut paths: impl Iterator<Item = &'p std::path::Path>,
+) -> Result<()> {
+    let Some(url) = step.and_then(|_| paths.find(|p| crate::sys::remote::is_url(p))) else {
+        return Ok(());
+    };
+    Err(Error::refused(
+        format!(
+            "{} is in object storage, and a job of several workers writes a local output on a \
+             file system every worker sees, from local inputs (an object store's multipart \
+             upload, a part range per worker, is not built yet)",
+            crate::messages::path(url)
+        ),
+        "join into a file on the shared file system with --workers, then upload it; or run \
+         the join in one process, which reads and writes URLs",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -628,3 +628,51 @@ fn a_split_job_refuses_outputs_in_several_folders_or_sharded_and_append_is_not_s
     let error = refused(d, &args, 2);
     assert!(error.contains("--append grows a file in place"), "{error}");
 }
+
+#[test]
+fn a_job_of_an_output_or_inputs_in_object_storage_is_refused_before_anything_is_staged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    two_npy(d, 10, (8, 8));
+    for args in [
+        [
+            "-a",
+            "0",
+            "a.npy",
+            "b.npy",
+            "-o",
+            "s3://bucket/out.npy",
+            "--workers",
+            "2",
+            "--begin",
+        ],
+        [
+            "-a",
+            "0",
+            "s3://bucket/a.npy",
+            "b.npy",
+            "-o",
+            "out.npy",
+            "--worker",
+            "0/2",
+            "-q",
+        ],
+    ] {
+        let error = refused(d, &args, 2);
+        assert!(error.contains("is in object storage"), "{error}");
+    }
+    let args = [
+        "split",
+        "-a",
+        "0",
+        "--parts",
+        "2",
+        "a.npy",
+        "-o",
+        "s3://b/p{part}.npy",
+    ];
+    let mut args = args.to_vec();
+    args.extend(["--workers", "2", "--commit"]);
+    let error = refused(d, &args, 2);
+    assert!(error.contains("is in object storage"), "{error}");
+}
