@@ -18,6 +18,10 @@ VENV=$WHEELS/venv
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --no-index "$WHEELS"/linux/tjoin-*.whl
+# Dask's scheduler, for tjoin.join(workers=N, executor=client) (python/tests/test_workers.py):
+# from PyPI, pinned. Ray (a wheel of hundreds of MB) is not installed: its test is skipped here
+# and was run by hand (see python/tests/test_workers.py).
+"$VENV/bin/pip" install -q dask==2026.8.0 distributed==2026.8.0
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 said=$("$VENV/bin/tjoin" --version)
 echo "   $said"
