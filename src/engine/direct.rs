@@ -34,8 +34,8 @@ pub(super) fn shrunk_or(error: Error, name: &InputRef, file: &File, end: u64) ->
     sys::shrank(file, end).map_or(error, |why| name.io_error("read", why))
 }
 
-/// Writes mapped bytes in pieces of `BUFFER`: the kernel copies 1 MiB from a map as fast as
-/// it copies between aligned files, and 16 MiB at a time 50% slower (benches/README.md).
+/// Writes mapped bytes in pieces of `BUFFER`: the kernel copies 1 MiB from a map faster
+/// than 16 MiB at a time, which measured 50% slower (benches/README.md).
 #[inline]
 pub(super) fn write_in_pieces(out: &mut dyn Sink, bytes: &[u8]) -> Result<()> {
     for piece in bytes.chunks(BUFFER) {

@@ -2,12 +2,14 @@
 //! back while reading each input front to back. The only place data moves.
 //!
 //! - A round with one input (`outer == 1`) is one large copy per input, done inside the
-//!   kernel when it can be (page-aligned offsets); inputs of at most `SMALL_INPUT` bytes,
-//!   and those of at most `READ_INPUT` that the kernel declines, are read with positional
-//!   reads into the output buffer instead of being mapped, as `cat` reads.
+//!   kernel when the output allows it, at whatever offsets, as `cat` copies; inputs of at
+//!   most `SMALL_INPUT` bytes, and those of at most `READ_INPUT` that the kernel declines
+//!   (a pipe as the output), are read with positional reads into the output buffer instead
+//!   of being mapped, as `cat` reads.
 //! - Runs of at least `DIRECT_RUN` bytes that need no change are copied inside the kernel
-//!   (`copy_file_range`) when the output allows it, the inputs are few and both offsets are
-//!   page-aligned (`sys::copy_in_kernel`), else written straight from the memory map.
+//!   (`copy_file_range`) when the output allows it and the inputs are few, at any offsets
+//!   (`sys::copy_in_kernel`), else written straight from the memory map; what the kernel
+//!   declines midway is written from the map too.
 //! - A member stored in an .npz archive has its CRC-32 computed as its bytes pass the read
 //!   cursor (`Cursors::advance`), on whichever thread packs, and checked before the engine
 //!   returns, so before the output is committed. Its bytes never take a kernel copy, which
@@ -75,9 +77,9 @@ const RELEASE_BUDGET: u64 = 16 << 20;
 const HASH_APART: usize = 1 << 20;
 /// Inputs at most this long are read rather than mapped or copied apart.
 const SMALL_INPUT: u64 = 64 << 10;
-/// Inputs at most this long that the kernel does not copy (their offsets are not
-/// page-aligned) are read into the buffer rather than written from a map: for a few MiB, a
-/// map's setup and faults cost more than the reads' copy (benches/README.md).
+/// Inputs at most this long that the kernel does not copy (the output is a pipe, or the
+/// file system declines) are read into the buffer rather than written from a map: for a
+/// few MiB, a map's setup and faults cost more than the reads' copy (benches/README.md).
 const READ_INPUT: u64 = 4 << 20;
 /// Jobs that pack tiny runs in bulk or change bytes, of at least this many bytes, pack on a
 /// second thread while this one writes what it packs; below it a thread costs more than it

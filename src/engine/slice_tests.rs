@@ -318,13 +318,14 @@ fn slices_of_small_inputs_are_read_through_the_buffer() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // One round of slices under `SMALL_INPUT`, read with positional reads, then one that
-    // the kernel declines (its data is not on a page) read in pieces past the buffer.
+    // the kernel copies into a file and, into memory (which declines, as a pipe does), is
+    // read in pieces past the buffer.
     let a = made(d, "a.npy", F4, &[10, 3], false, 128, f32_values(1));
     let b = made(d, "b.npy", F4, &[600_000, 3], false, 128, f32_values(2));
     let parts = [(&a, 2..7), (&b, 1..200_000), (&a, 9..10)];
     let expected = reference(&parts, 0, Layout::C, same);
     joins_as_expected(&parts, 0, None, None, &expected);
-    // One past `READ_INPUT` that the kernel declines: written from its map.
+    // One past `READ_INPUT`: into memory, written from its map.
     let parts = [(&b, 1..400_000), (&a, 3..4)];
     let expected = reference(&parts, 0, Layout::C, same);
     joins_as_expected(&parts, 0, None, None, &expected);

@@ -64,6 +64,28 @@ fn join(
     two: bool,
     fail_at: usize,
 ) -> Result<Vec<u8>> {
+    if fail_at == 0 {
+        // A file, which takes kernel copies.
+        let mut out = Scratch::new().unwrap();
+        let done = join_into(paths, axis, cast, two, &mut out);
+        return done.map(|()| contents(out));
+    }
+    let mut out = Memory {
+        bytes: Vec::new(),
+        fail_at,
+    };
+    join_into(paths, axis, cast, two, &mut out).map(|()| out.bytes)
+}
+
+/// Joins `paths` along `axis` (cast to `cast`) with the engine, on one thread or on two,
+/// into `out`.
+fn join_into(
+    paths: &[PathBuf],
+    axis: i64,
+    cast: Option<&str>,
+    two: bool,
+    out: &mut dyn Sink,
+) -> Result<()> {
     let mut head = Vec::new();
     let mut spill = Spill::default();
     let options = OpenOptions {
@@ -82,24 +104,18 @@ fn join(
     let cast = cast.map(|name| DType::from_name(name).expect("a type"));
     let job = job::build(&inputs, &JobOptions::along(axis, cast.as_ref())).unwrap();
     FORCE_THREADS.set(two);
-    let done = if fail_at == 0 {
-        // A file, which takes kernel copies.
-        let mut out = Scratch::new().unwrap();
-        let done = execute(&job[0].plan, &job[0].sources, &mut out);
-        let mut file = out.into_file();
-        let mut bytes = Vec::new();
-        std::io::Seek::rewind(&mut file).unwrap();
-        std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
-        done.map(|()| bytes)
-    } else {
-        let mut out = Memory {
-            bytes: Vec::new(),
-            fail_at,
-        };
-        execute(&job[0].plan, &job[0].sources, &mut out).map(|()| out.bytes)
-    };
+    let done = execute(&job[0].plan, &job[0].sources, out);
     FORCE_THREADS.set(false);
     done
+}
+
+/// All the bytes of a temporary output.
+fn contents(out: Scratch) -> Vec<u8> {
+    let mut file = out.into_file();
+    let mut bytes = Vec::new();
+    std::io::Seek::rewind(&mut file).unwrap();
+    std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
+    bytes
 }
 
 /// Little-endian float32 bytes of `0, 1, 2, ...` plus `base`, `count` of them.
@@ -180,8 +196,8 @@ fn two_threads_write_what_one_writes() {
 fn inputs_read_through_the_buffer_keep_their_order_across_flushes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // A small input, one read in pieces (past the buffer, under `READ_INPUT`; its data
-    // starts 128 bytes into a page, so the kernel declines it), and a small one again.
+    // A small input, one read in pieces (past the buffer, under `READ_INPUT`, into memory,
+    // which declines kernel copies as a pipe does), and a small one again.
     let sizes = [1000, (BUFFER + BUFFER / 2) / 4, 10];
     let data: Vec<Vec<u8>> = sizes
         .iter()
@@ -509,4 +525,94 @@ fn a_damaged_member_is_refused_where_its_pieces_are_hashed_beside_the_write() {
     assert!(joined == [a.as_slice(), b.as_slice()].concat());
     let joined = join(&[good, fixed], 1, None, false, 0).unwrap();
     assert!(joined == side_by_side(&a, 4 * cols, &b, 4 * cols));
+}
+
+/// A file output whose kernel copies stop after `limit` bytes each, as a kernel or a file
+/// system that declines a copy midway leaves them; counts the bytes the kernel copied.
+struct Declining {
+    file: Scratch,
+    limit: u64,
+    in_kernel: u64,
+}
+
+impl Sink for Declining {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn copy_from(&mut self, file: &File, offset: u64, len: u64) -> std::io::Result<u64> {
+        let copied = self.file.copy_from(file, offset, len.min(self.limit))?;
+        self.in_kernel += copied;
+        Ok(copied)
+    }
+
+    fn name(&self) -> &Path {
+        self.file.name()
+    }
+}
+
+/// `n` bytes that repeat nowhere a page, an element or a run apart (xorshift), so that a
+/// copy from or to a wrong offset differs.
+fn scrambled(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn long_runs_at_odd_offsets_are_copied_in_the_kernel_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Axis 0: whole inputs whose data start 128 bytes into their files, the last one at an
+    // odd offset of the output (after 300,007 + 5 bytes), lengths multiples of nothing.
+    let (a, b, c) = (
+        scrambled(300_007, 1),
+        scrambled(5, 2),
+        scrambled(400_009, 3),
+    );
+    let first = [
+        npy(d, "a.npy", "uint8", &[300_007], &a),
+        npy(d, "b.npy", "uint8", &[5], &b),
+        npy(d, "c.npy", "uint8", &[400_009], &c),
+    ];
+    // Axis 1: 3 rounds of runs past `DIRECT_RUN`, which start at odd offsets of both their
+    // file (128 + 300,007 r) and the output (562,154 r + 300,007).
+    let (e, f) = (scrambled(3 * 300_007, 4), scrambled(3 * 262_147, 5));
+    let last = [
+        npy(d, "e.npy", "uint8", &[3, 300_007], &e),
+        npy(d, "f.npy", "uint8", &[3, 262_147], &f),
+    ];
+    let cases: [(&[PathBuf], i64, Vec<u8>); 2] = [
+        (&first, 0, [a, b, c].concat()),
+        (&last, 1, side_by_side(&e, 300_007, &f, 262_147)),
+    ];
+    for (paths, axis, expected) in cases {
+        // The kernel copying every long run whole, and declining each after 100,003 bytes:
+        // the engine writes the rest from the input's map.
+        for (limit, two) in [(u64::MAX, false), (100_003, false), (100_003, true)] {
+            let mut out = Declining {
+                file: Scratch::new().unwrap(),
+                limit,
+                in_kernel: 0,
+            };
+            join_into(paths, axis, None, two, &mut out).unwrap();
+            let in_kernel = out.in_kernel;
+            let bytes = contents(out.file);
+            let first_difference = bytes.iter().zip(&expected).position(|(x, y)| x != y);
+            assert!(
+                bytes == expected,
+                "axis {axis}, kernel copies of at most {limit} bytes: {} bytes, {} expected, \
+                 first differing at {first_difference:?}",
+                bytes.len(),
+                expected.len(),
+            );
+            assert!(in_kernel > 0, "axis {axis}: the kernel copied nothing");
+        }
+    }
 }

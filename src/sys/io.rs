@@ -6,55 +6,61 @@ use std::io;
 
 /// Copies `len` bytes of `from`, starting at `offset`, to `to`'s current position inside the
 /// kernel, without passing them through this process. Returns how many bytes were copied
-/// before the kernel declined (0 when it cannot copy between these files at all, or would
-/// be slower), so that the caller copies the rest another way.
+/// before the kernel declined (0 when it cannot copy between these files at all), so that
+/// the caller copies the rest another way.
 ///
-/// The kernel's copy is the fastest way only between page-aligned offsets. From or to the
-/// middle of a page, it writes every output page in two pieces and costs 40-60% more CPU
-/// than writing the same bytes from a map in 1 MiB pieces, which matches it when aligned
-/// (benches/README.md, "Where a kernel copy pays"). Safetensors data seldom starts on a page,
-/// so it declines there.
+/// Any offsets on either side: Linux copies regular files at any offsets, the bytes the same
+/// as a read and a write. Page alignment used to be required (commit b059780: from or to
+/// the middle of a page the copy cost 40-60% more CPU than writing from a map then), but on
+/// the kernels tjoin meets now (6.x) an unaligned copy costs no more CPU than an aligned one
+/// and less than writing from a map, and it is what `cat` does (benches/README.md, "Where a
+/// kernel copy pays", "Kernel copies at any offset").
 #[cfg(target_os = "linux")]
 pub fn copy_in_kernel(from: &File, offset: u64, len: u64, to: &File) -> io::Result<u64> {
-    use std::io::Seek;
     use std::os::fd::AsRawFd;
-    const PAGE: u64 = 4096;
-    let at = (&*to).stream_position()?;
-    if offset % PAGE != 0 || at % PAGE != 0 {
-        return Ok(0);
-    }
-    let mut off_in = i64::try_from(offset).map_err(io::Error::other)?;
-    let mut copied = 0u64;
-    while copied < len {
-        let chunk = usize::try_from(len - copied)
-            .unwrap_or(usize::MAX)
-            .min(1 << 30);
+    copy_by(offset, len, |off_in, chunk| {
         // SAFETY: both descriptors are open for the duration of the call; `off_in` is a
         // valid i64 the kernel updates; a null output offset means "use and advance the
         // output file's position", which nothing else touches meanwhile.
         let n = unsafe {
             libc::copy_file_range(
                 from.as_raw_fd(),
-                &mut off_in,
+                off_in,
                 to.as_raw_fd(),
                 std::ptr::null_mut(),
                 chunk,
                 0,
             )
         };
-        match n {
-            0 => break,
-            n if n > 0 => copied += n as u64,
-            _ => {
-                let error = io::Error::last_os_error();
-                return match error.raw_os_error() {
-                    Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => {
-                        Ok(copied)
-                    }
-                    Some(libc::EINTR) => continue,
-                    _ => Err(error),
-                };
-            }
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    })
+}
+
+/// The loop of [`copy_in_kernel`] around `call`, which copies up to its second argument's
+/// bytes from the input offset it is given (and advances), returning how many it copied or
+/// the kernel's error: a copy the kernel declines (a file system or kernel without it, two
+/// file systems, offsets or a file it cannot copy) ends the loop with what was copied, for
+/// the caller to write the rest; an interrupted one is retried; other errors are errors.
+#[cfg(target_os = "linux")]
+fn copy_by(
+    offset: u64,
+    len: u64,
+    mut call: impl FnMut(&mut i64, usize) -> io::Result<usize>,
+) -> io::Result<u64> {
+    let mut off_in = i64::try_from(offset).map_err(io::Error::other)?;
+    let mut copied = 0u64;
+    while copied < len {
+        let chunk = usize::try_from(len - copied)
+            .unwrap_or(usize::MAX)
+            .min(1 << 30);
+        match call(&mut off_in, chunk) {
+            Ok(0) => break,
+            Ok(n) => copied += n as u64,
+            Err(error) => match error.raw_os_error() {
+                Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => break,
+                Some(libc::EINTR) => {}
+                _ => return Err(error),
+            },
         }
     }
     Ok(copied)
@@ -189,28 +195,62 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_copies_only_between_page_aligned_offsets() {
+    fn the_kernel_copies_between_any_offsets_byte_for_byte() {
         let dir = tempfile::tempdir().unwrap();
-        let data: Vec<u8> = (0..3 * 4096u32).map(|i| i as u8).collect();
+        // Bytes that repeat nowhere a page apart, so that a copy off by any offset differs.
+        let data: Vec<u8> = (0..5 * 4096 + 1234u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
         std::fs::write(dir.path().join("in"), &data).unwrap();
         let from = std::fs::File::open(dir.path().join("in")).unwrap();
-        let mut to = std::fs::File::create(dir.path().join("out")).unwrap();
-
-        // From the middle of a page, or to it: declined, nothing written.
-        assert_eq!(copy_in_kernel(&from, 100, 4096, &to).unwrap(), 0);
-        to.write_all(&[7; 10]).unwrap();
-        assert_eq!(copy_in_kernel(&from, 4096, 4096, &to).unwrap(), 0);
-        assert_eq!(to.stream_position().unwrap(), 10);
-
-        // Both on a page: copied, unless this filesystem has no kernel copy at all.
-        to.set_len(0).unwrap();
-        to.rewind().unwrap();
-        let copied = copy_in_kernel(&from, 4096, 8192, &to).unwrap();
-        if copied > 0 {
-            assert_eq!(copied, 8192);
+        // (input offset, output position, length): odd on both sides, a page's end on
+        // one side only, both mid-page at different places, and both on pages.
+        for (offset, at, len) in [
+            (1, 3, 8191),
+            (4095, 4097, 5003),
+            (13, 4096, 12_345),
+            (4096, 100, 4096 * 3),
+            (8192, 4096, 4096 * 2 + 1),
+        ] {
+            let mut to = std::fs::File::create(dir.path().join("out")).unwrap();
+            to.write_all(&vec![7; at]).unwrap();
+            let copied = copy_in_kernel(&from, offset as u64, len as u64, &to).unwrap();
+            assert_eq!(copied, len as u64, "{offset} -> {at}: declined");
+            assert_eq!(to.stream_position().unwrap(), (at + len) as u64);
             drop(to);
             let out = std::fs::read(dir.path().join("out")).unwrap();
-            assert_eq!(out, data[4096..]);
+            assert!(out[..at].iter().all(|&x| x == 7), "{offset} -> {at}");
+            assert!(out[at..] == data[offset..offset + len], "{offset} -> {at}");
         }
+    }
+
+    #[test]
+    fn a_copy_the_kernel_declines_midway_ends_with_what_it_copied() {
+        let declined = [libc::EXDEV, libc::ENOSYS, libc::EINVAL, libc::EOPNOTSUPP];
+        for errno in declined {
+            // 1000 bytes copied, one call interrupted, then the kernel declines.
+            let mut calls = 0;
+            let copied = copy_by(13, 5000, |off_in, chunk| {
+                calls += 1;
+                match calls {
+                    1 => {
+                        assert_eq!((*off_in, chunk), (13, 5000));
+                        *off_in += 1000;
+                        Ok(1000)
+                    }
+                    2 => Err(io::Error::from_raw_os_error(libc::EINTR)),
+                    _ => {
+                        assert_eq!((*off_in, chunk), (1013, 4000));
+                        Err(io::Error::from_raw_os_error(errno))
+                    }
+                }
+            });
+            assert_eq!(copied.unwrap(), 1000, "errno {errno}");
+            assert_eq!(calls, 3);
+        }
+        // The end of the input stops the copy; a failure to read or write is an error.
+        assert_eq!(copy_by(0, 5000, |_, _| Ok(0)).unwrap(), 0);
+        let failed = copy_by(0, 5000, |_, _| Err(io::Error::from_raw_os_error(libc::EIO)));
+        assert_eq!(failed.unwrap_err().raw_os_error(), Some(libc::EIO));
     }
 }
