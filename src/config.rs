@@ -47,8 +47,8 @@ use crate::plan::complete::ModelSizes;
 use crate::plan::filter::Filter;
 use crate::plan::job::JobOptions;
 use crate::plan::rules::{Matcher, Rule};
+pub use crate::plan::slices::Cut;
 use crate::plan::spec::Spec;
-pub use crate::plan::split::Cut;
 
 /// How a dry run prints the plan: the report stage's, named here as a command's choice.
 pub use crate::report::plan::PlanForm;
@@ -107,7 +107,7 @@ pub enum GgufJob {
         /// The stem.
         stem: String,
         /// How the tensors are cut into files.
-        by: crate::plan::gguf::SplitBy,
+        by: crate::plan::gguf_files::SplitBy,
     },
 }
 

@@ -3,7 +3,7 @@
 //! format's framing, so every format works with either and the bytes are the same.
 
 pub mod directml;
-pub mod split;
+pub mod split_engine;
 
 use crate::engine;
 use crate::error::{Error, Refusal, Result};

@@ -13,7 +13,7 @@ use crate::config::{Action, GgufConfig, GgufJob, When};
 use crate::error::{Error, Result};
 use crate::format::gguf::is_gguf_name;
 use crate::input::gguf::numbered;
-use crate::plan::gguf::SplitBy;
+use crate::plan::gguf_files::SplitBy;
 
 /// The GGUF merge a join's flags ask for, if they ask for one.
 pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {

@@ -16,7 +16,7 @@ use crate::format::Format;
 use crate::format::json::JsonForm;
 use crate::plan::rules::{self, AxisRule};
 use crate::plan::spec::Spec;
-use crate::plan::spec::split::SplitRules;
+use crate::plan::spec::directml_split::SplitRules;
 
 /// The flags of `tjoin split`; its --help text is `Subcommand::Split`'s doc comment.
 #[derive(Debug, clap::Args)]

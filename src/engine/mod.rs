@@ -33,7 +33,7 @@
 //!   `outer == 1`, and at most `GROUP` at once otherwise. A join of more inputs than that
 //!   with `outer > 1` first joins groups of them into temporary files, so that neither file
 //!   descriptors nor the kernel's limit on memory maps (`vm.max_map_count`) run out.
-//! - A tensor cut into parts (`tjoin split`) is read once for all of them (`split.rs`).
+//! - A tensor cut into parts (`tjoin split`) is read once for all of them (`splitter/`).
 
 pub mod blocks;
 mod cursors;
@@ -42,11 +42,7 @@ pub mod early;
 mod gather;
 mod packer;
 pub mod ranges;
-#[cfg(test)]
-mod slice_tests;
-pub mod split;
-#[cfg(test)]
-mod split_tests;
+pub mod splitter;
 #[cfg(test)]
 mod tests;
 mod threads;

@@ -1,5 +1,5 @@
 //! The GGUF flow: open a GGUF input (one file or a split set) and check every file of it,
-//! plan the output files from the headers alone (`plan::gguf`), then either report the plan
+//! plan the output files from the headers alone (`plan::gguf_files`), then either report the plan
 //! or write each file under a temporary name (its header, then every tensor's bytes as they
 //! are, padded) and commit them together once every input is checked unchanged. A refusal
 //! writes nothing; a failure or an interrupt leaves no file behind.
@@ -14,7 +14,7 @@ use crate::input::gguf::{GgufSet, split_name};
 use crate::output::folders::Folders;
 use crate::output::progress;
 use crate::output::{Output, OutputSet};
-use crate::plan::gguf::{self, OutFile};
+use crate::plan::gguf_files::{self, OutFile};
 use crate::report::{Warning, Warnings};
 
 /// Runs the GGUF merge or split `config` describes.
@@ -24,10 +24,10 @@ pub fn run(config: &GgufConfig) -> Result<()> {
     let planned: Vec<(PathBuf, OutFile)> = match &config.job {
         GgufJob::Merge(output) => {
             let path = output.clone().unwrap_or_else(|| PathBuf::from("-"));
-            vec![(path, gguf::merge(&set)?)]
+            vec![(path, gguf_files::merge(&set)?)]
         }
         GgufJob::Split { folder, stem, by } => {
-            let files = gguf::split(&set, *by)?;
+            let files = gguf_files::split(&set, *by)?;
             let count = files.len() as u64;
             if count > LLAMA_OPEN_FILES {
                 warnings.push(Warning::ManyGgufFiles { count });

@@ -1,12 +1,12 @@
 //! The split command's flow (`tjoin split`): open the input and read its headers, plan every
-//! output's tensors as slices of the input's (`plan::split`), check that every output's
+//! output's tensors as slices of the input's (`plan::slices`), check that every output's
 //! format can hold them, then either report the plan (`--dry-run`) or write every output
 //! under a temporary name and commit them together: a failure or an interrupt leaves none of
 //! them, a success all.
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::split::SplitEngine;
+use crate::backend::split_engine::SplitEngine;
 use crate::backend::{Backend, Engine};
 use crate::config::{Action, Cut, OpenConfig, SplitConfig, When};
 use crate::error::{Error, Result};
@@ -22,7 +22,7 @@ use crate::plan::complete;
 use crate::plan::heads::Heads;
 use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
-use crate::plan::split::{self, SplitOptions};
+use crate::plan::slices::{self, SplitOptions};
 use crate::report::SplitReport;
 use crate::sys::{Accept, Limit, read_text};
 
@@ -77,7 +77,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         heads: heads.as_ref(),
         spec: config.spec,
     };
-    let jobs = split::build(input, &options)?;
+    let jobs = slices::build(input, &options)?;
     let mut planned = Vec::with_capacity(formats.len());
     for (rank, ((path, &format), jobs)) in config.outputs.iter().zip(&formats).zip(jobs).enumerate()
     {
@@ -339,7 +339,7 @@ fn report(
     report.rules = config
         .spec
         .as_ref()
-        .and_then(crate::plan::spec::split::SplitRules::of)
+        .and_then(crate::plan::spec::directml_split::SplitRules::of)
         .map(|rules| rules.title());
     report
 }
@@ -391,7 +391,7 @@ fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p T
 
 /// Whether the outputs can be written in lockstep, each tensor of the input into every
 /// output before the next tensor, so that the engine reads it once for all of them
-/// (`engine::split`): every output is one file (a sharded one keeps the path of one output
+/// (`engine::splitter`): every output is one file (a sharded one keeps the path of one output
 /// after another), they are not too many (`LOCKSTEP_OUTPUTS`, `LOCKSTEP_BUFFERED`; `compress`
 /// deflates .npz members), and their files all list the same tensors of the input in the same
 /// order (their writers may order them differently, with different formats).
@@ -425,7 +425,7 @@ fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
 }
 
 /// Writes every output in lockstep (`in_lockstep` holds): every output's header, then each
-/// tensor's parts into all of their outputs at once (`engine::split`), then every output's
+/// tensor's parts into all of their outputs at once (`engine::splitter`), then every output's
 /// end; `members` holds each output's one file, in the outputs' order, and `engine` (chosen
 /// for these outputs) writes each tensor's parts.
 fn write_lockstep(

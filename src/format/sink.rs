@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 /// What the copy engine and the format writers write the output through. `Send`: the split
-/// writes each half of a tensor's parts on a thread of its own (`engine::split`).
+/// writes each half of a tensor's parts on a thread of its own (`engine::splitter`).
 pub trait Sink: Send {
     /// Appends `bytes` to the output.
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;

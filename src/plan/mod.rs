@@ -8,7 +8,7 @@ pub(crate) mod compare;
 pub(crate) mod complete;
 pub(crate) mod families;
 pub mod filter;
-pub mod gguf;
+pub mod gguf_files;
 pub(crate) mod grid;
 pub(crate) mod groups;
 pub(crate) mod heads;
@@ -18,8 +18,8 @@ pub(crate) mod reference;
 pub mod rules;
 pub(crate) mod runs;
 pub(crate) mod sizes;
+pub(crate) mod slices;
 pub(crate) mod spec;
-pub(crate) mod split;
 pub(crate) mod stack;
 pub(crate) mod window;
 

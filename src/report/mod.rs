@@ -1,14 +1,14 @@
 //! What a run tells a person or a script: the plan `--dry-run` prints, as one typed report
-//! (`plan`) rendered as text (`text`) or JSON, and a split's (`split`); the warnings (`warning`); progress bars and
+//! (`plan`) rendered as text (`text`) or JSON, and a split's (`split_plan`); the warnings (`warning`); progress bars and
 //! summaries (`progress`); and the lists of odd inputs out that refusals show (`outliers`).
 
 pub(crate) mod plan;
-pub(crate) mod split;
+pub(crate) mod split_plan;
 pub(crate) mod text;
 pub(crate) mod warning;
 
 pub use plan::{PlanReport, ShareReport};
-pub use split::SplitReport;
+pub use split_plan::SplitReport;
 pub use warning::{Warning, Warnings};
 
 use crate::error::Result;

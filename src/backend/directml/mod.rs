@@ -40,7 +40,7 @@ use crate::format::Sink;
 use crate::input::Tensor;
 use crate::plan::JoinPlan;
 use plan::DmlPlan;
-use plan::split::SplitPlan;
+use plan::split_dispatches::SplitPlan;
 
 /// `--dml-adapter`: which adapter DirectML runs on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -164,7 +164,7 @@ impl Session {
         axis: usize,
         sizes: &[u64],
     ) -> std::result::Result<SplitPlan, String> {
-        plan::split::plan(dtype, shape, axis, sizes, &self.device)
+        plan::split_dispatches::plan(dtype, shape, axis, sizes, &self.device)
     }
 
     /// Runs every dispatch of `plan` (from `plan_split`) over `input`, the tensor's packed

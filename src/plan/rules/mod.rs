@@ -430,7 +430,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Rule>> {
 }
 
 /// The rules of a rules file: one `GLOB = AXIS [WORDS]` or `GLOB = keep` a line (WORDS:
-/// `plain`, `chunks N`, `chunks P:Q:R`, `replicas K`, see `chunks.rs`); blank lines and
+/// `plain`, `chunks N`, `chunks P:Q:R`, `replicas K`, see `plan::chunks`); blank lines and
 /// comments (from a `#` at the start of a line or after a space) are skipped. Every line that
 /// is not a rule is refused at once, each named by its line number: one without `=`, with
 /// two (`*.o_proj.weight == 1`), with no glob, or with a word after the axis that is not one

@@ -3,7 +3,7 @@
 //! the dimension and the sizes, cites the spec in its own terms, and hints at what would work;
 //! among many inputs, the odd ones out (`crate::outliers`) lead the headline and the list.
 
-pub mod split;
+pub mod directml_split;
 mod table;
 
 use crate::dtype::DType;

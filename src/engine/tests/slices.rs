@@ -5,9 +5,9 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::execute;
-use super::tests::{FORCE_THREADS, stored_npz};
+use super::{FORCE_THREADS, stored_npz};
 use crate::dtype::DType;
+use crate::engine::execute;
 use crate::error::Result;
 use crate::format::Layout;
 use crate::format::Sink;

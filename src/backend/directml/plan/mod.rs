@@ -622,6 +622,6 @@ fn braces(sizes: &[u32]) -> String {
 mod levels;
 mod schedule;
 mod sizes;
-pub mod split;
+pub mod split_dispatches;
 #[cfg(test)]
 mod tests;

@@ -800,5 +800,4 @@ fn unstated_refusal(fused: &[Unstated], names: &[&str]) -> Refusal {
 }
 
 #[cfg(test)]
-#[path = "chunks_tests.rs"]
 mod tests;

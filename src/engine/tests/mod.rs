@@ -9,6 +9,8 @@ use crate::plan::job::{self, JobOptions};
 use crate::sys::spill::Spill;
 use std::path::{Path, PathBuf};
 
+mod slices;
+
 thread_local! {
     /// Makes every job that packs use a second thread, however small, on this thread.
     pub(super) static FORCE_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

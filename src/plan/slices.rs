@@ -21,7 +21,7 @@ use crate::plan::heads::{self, Heads};
 use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
 use crate::plan::rules::{Matcher, Treatment};
 use crate::plan::spec::Spec;
-use crate::plan::spec::split::{SplitRules, check_split};
+use crate::plan::spec::directml_split::{SplitRules, check_split};
 use crate::plan::{self, Source};
 
 /// How a split cuts each tensor along its axis.

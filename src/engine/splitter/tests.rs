@@ -1,4 +1,4 @@
-//! The one-pass split (`split.rs`): on random shapes, axes, element types, byte orders,
+//! The one-pass split (`super`): on random shapes, axes, element types, byte orders,
 //! memory orders and part counts (empty parts included), every part's bytes are the
 //! per-part path's, and joining the parts back gives the input; a failing sink and a
 //! damaged .npz member fail the split.
@@ -6,8 +6,8 @@
 use std::ops::Range;
 use std::path::Path;
 
-use super::split::{Part, execute};
-use super::tests::{FORCE_THREADS, Memory, stored_npz};
+use super::{Part, execute};
+use crate::engine::tests::{FORCE_THREADS, Memory, stored_npz};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::input::{Input, OpenOptions, Tensor};
@@ -112,7 +112,7 @@ fn split_both(tensor: &Tensor, plans: &[JoinPlan]) -> Result<(Bytes, Bytes)> {
     let mut apart = Vec::new();
     for plan in plans {
         let mut out = Memory::new();
-        super::execute(plan, &sources, &mut out)?;
+        crate::engine::execute(plan, &sources, &mut out)?;
         apart.push(out.bytes);
     }
     Ok((one, apart))
@@ -123,7 +123,7 @@ fn threaded_mode(tensor: &Tensor, plans: &[JoinPlan]) -> Option<&'static str> {
     let sources = [tensor];
     let parts = parts_of(plans, &sources);
     FORCE_THREADS.set(true);
-    let mode = super::split::pass_mode(&parts);
+    let mode = super::pass_mode(&parts);
     FORCE_THREADS.set(false);
     mode
 }
@@ -132,7 +132,7 @@ fn threaded_mode(tensor: &Tensor, plans: &[JoinPlan]) -> Option<&'static str> {
 fn in_one_pass(tensor: &Tensor, plans: &[JoinPlan]) -> bool {
     let sources = [tensor];
     let parts = parts_of(plans, &sources);
-    super::split::takes_one_pass(&parts)
+    super::takes_one_pass(&parts)
 }
 
 /// The parts joined back along the axis, by the storage order's rounds: storage dimensions

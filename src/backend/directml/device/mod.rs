@@ -765,7 +765,7 @@ impl Gpu {
     }
 }
 
-mod split;
+mod split_operator;
 mod staging;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,11 @@
 //! Which engine writes a split's parts (`tjoin split --backend`): the CPU engine's one pass
-//! (`engine::split`), or DirectML's Split operator, which takes one tensor and writes every
+//! (`engine::splitter`), or DirectML's Split operator, which takes one tensor and writes every
 //! part into its sink. Chosen for every tensor before anything is written, as the join's.
 
-use super::directml::plan::split::SplitPlan;
+use super::directml::plan::split_dispatches::SplitPlan;
 use super::directml::{self, Adapter};
 use super::{Backend, Chosen};
-use crate::engine::{self, split::Part, split::Splitter};
+use crate::engine::{self, splitter::Part, splitter::Splitter};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
 use crate::plan::job::TensorJob;
@@ -89,7 +89,7 @@ impl SplitEngine {
             let tensor = jobs[0].sources[0];
             let region = engine::map(tensor, &jobs[0].plan.inputs[0])?;
             session.split(plan, region.bytes(), outs)?;
-            return engine::split::verify_whole(tensor, region.bytes());
+            return engine::splitter::verify_whole(tensor, region.bytes());
         }
         let parts: Vec<Part> = jobs
             .iter()

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use super::super::bindings::*;
 use super::super::plan::SLAB;
-use super::super::plan::split::{SplitDispatch, SplitPlan};
+use super::super::plan::split_dispatches::{SplitDispatch, SplitPlan};
 use super::{Gpu, Outcome, binding_desc, buffer_binding, buffer_tensor_desc, tensor_descs};
 use crate::error::Result;
 use crate::format::Sink;

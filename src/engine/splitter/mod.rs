@@ -516,3 +516,6 @@ pub fn verify_whole(tensor: &Tensor, data: &[u8]) -> Result<()> {
     check.hasher.update(data);
     check.verify(&name)
 }
+
+#[cfg(test)]
+mod tests;

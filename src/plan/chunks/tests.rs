@@ -1,4 +1,4 @@
-//! The unit tests of `chunks.rs`: rule words, fused names, gated MLPs.
+//! The unit tests of `chunks`: rule words, fused names, gated MLPs.
 
 use super::*;
 

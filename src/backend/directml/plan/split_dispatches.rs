@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn the_backend_and_the_spec_check_read_the_same_split_table() {
         use crate::backend::directml::plan::SPLIT_LEVELS;
-        use crate::plan::spec::split::SPLIT_ROWS;
+        use crate::plan::spec::directml_split::SPLIT_ROWS;
         assert_eq!(SPLIT_LEVELS.len(), SPLIT_ROWS.len());
         for (backend, spec) in SPLIT_LEVELS.iter().zip(&SPLIT_ROWS) {
             assert_eq!((backend.0.major, backend.0.minor), spec.0);
