@@ -8,7 +8,7 @@ pub mod split_engine;
 use crate::engine;
 use crate::error::{Error, Refusal, Result};
 use crate::format::Sink;
-use crate::plan::job::TensorJob;
+use crate::plan::tensor_job::TensorJob;
 use directml::Adapter;
 use directml::plan::{self as dml, DmlPlan};
 

@@ -8,7 +8,7 @@ use super::{Backend, Chosen};
 use crate::engine::{self, splitter::Part, splitter::Splitter};
 use crate::error::Result;
 use crate::format::{Layout, Sink};
-use crate::plan::job::TensorJob;
+use crate::plan::tensor_job::TensorJob;
 
 /// The engine chosen for a split, and what it says about the choice.
 pub struct SplitEngine {

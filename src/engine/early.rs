@@ -25,7 +25,7 @@ use crate::format::{Format, Layout, npy};
 use crate::input::{Input, Observer};
 use crate::output::Output;
 use crate::output::progress::Counted;
-use crate::plan::job::TensorJob;
+use crate::plan::tensor_job::TensorJob;
 
 /// Inputs of at most this many bytes are read whole when they are opened, for the early copy
 /// to take; larger ones are better copied inside the kernel by the engine.

@@ -33,7 +33,8 @@ use crate::output::recovery;
 /// `--recover`'s flow is the output stage's, beside the journal it reads.
 pub use crate::output::recovery::recover;
 use crate::output::reorder::Reordered;
-use crate::plan::job::{self, TensorJob};
+use crate::plan::job;
+use crate::plan::tensor_job::TensorJob;
 use crate::report::plan::AppendReport;
 use crate::report::{PlanReport, Warnings};
 use crate::sys;

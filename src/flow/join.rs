@@ -30,9 +30,10 @@ use crate::output::progress::{self, Counted};
 use crate::plan::complete;
 use crate::plan::families;
 use crate::plan::job::hints::{self, Suggested};
-use crate::plan::job::{self, JobOptions, TensorJob};
+use crate::plan::job::{self, JobOptions};
 use crate::plan::rules::{Matcher, Rule};
 use crate::plan::stack;
+use crate::plan::tensor_job::TensorJob;
 use crate::report::{PlanReport, Warning, Warnings};
 
 use workers::Planning;

@@ -20,9 +20,9 @@ use crate::output::several::Several;
 use crate::output::shards::ShardedOutput;
 use crate::plan::complete;
 use crate::plan::heads::Heads;
-use crate::plan::job::TensorJob;
 use crate::plan::rules::{self, Matcher};
 use crate::plan::slices::{self, SplitOptions};
+use crate::plan::tensor_job::TensorJob;
 use crate::report::SplitReport;
 use crate::sys::{Accept, Limit, read_text};
 

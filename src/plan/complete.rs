@@ -21,9 +21,9 @@ use crate::error::{Error, Refusal, Result, capped};
 use crate::input::Input;
 use crate::messages::{excerpt, quote, shape_text};
 use crate::plan::heads::{self, Role};
-use crate::plan::job::TensorJob;
 use crate::plan::ranks;
 use crate::plan::sizes::{self, Widths};
+use crate::plan::tensor_job::TensorJob;
 
 /// The `__metadata__` key of a rank file that `tjoin split --ranks N` writes: the count N.
 pub const RANKS_KEY: &str = "tjoin.ranks";

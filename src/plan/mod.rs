@@ -21,6 +21,7 @@ pub(crate) mod sizes;
 pub(crate) mod slices;
 pub(crate) mod spec;
 pub(crate) mod stack;
+pub(crate) mod tensor_job;
 pub(crate) mod window;
 
 pub use runs::*;

@@ -18,10 +18,11 @@ use crate::input::{Input, Tensor};
 use crate::messages::excerpt;
 use crate::plan::chunks::{self, Fused, Parts};
 use crate::plan::heads::{self, Heads};
-use crate::plan::job::{self, DEFAULT_NAME, TensorJob};
+use crate::plan::job::{self, DEFAULT_NAME};
 use crate::plan::rules::{Matcher, Treatment};
 use crate::plan::spec::Spec;
 use crate::plan::spec::directml_split::{SplitRules, check_split};
+use crate::plan::tensor_job::TensorJob;
 use crate::plan::{self, Source};
 
 /// How a split cuts each tensor along its axis.

@@ -20,8 +20,9 @@ use crate::format::Format;
 use crate::input::{Input, Tensor};
 use crate::output::kind::Description;
 use crate::output::shards::ShardPlan;
-use crate::plan::job::{JobOptions, TensorJob};
+use crate::plan::job::JobOptions;
 use crate::plan::spec::Spec;
+use crate::plan::tensor_job::TensorJob;
 use crate::report::warning::Warning;
 
 /// What a dry run reports: the rules the join passed, the engine and why, the inputs, each

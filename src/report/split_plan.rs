@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::input::Input;
 use crate::messages::quote;
 use crate::plan::heads::Heads;
-use crate::plan::job::TensorJob;
+use crate::plan::tensor_job::TensorJob;
 
 use super::plan::PlanForm;
 use super::text::table;

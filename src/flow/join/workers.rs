@@ -36,7 +36,7 @@ use crate::output::job::{self, Done, JobFile, Manifest, Paths, Step, Version, Wi
 use crate::output::kind::{self, Description, Planned};
 use crate::output::progress;
 use crate::output::several::Several;
-use crate::plan::job::TensorJob;
+use crate::plan::tensor_job::TensorJob;
 use crate::plan::window;
 use crate::report::{PlanReport, ShareReport};
 

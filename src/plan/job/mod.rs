@@ -20,7 +20,6 @@
 //! `--uneven` says otherwise; a dataset's shards (`day1.npz day2.npz`) may have any sizes.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Range;
 
 use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
@@ -35,7 +34,8 @@ use crate::plan::grid::{self, Block, Placed};
 use crate::plan::ranks;
 use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
-use crate::plan::{self, JoinPlan, Placement};
+use crate::plan::tensor_job::TensorJob;
+use crate::plan::{self, JoinPlan};
 
 pub mod hints;
 mod refusals;
@@ -45,31 +45,6 @@ use refusals::{
     about, check_byte_runs, identical_joined_refusal, names_mismatch, only_tensor,
     replicated_refusal, shape_refusal, undecidable_refusal, uneven_refusal, unsplit_sizes,
 };
-
-/// One tensor of the output and how to make it.
-pub struct TensorJob<'a> {
-    /// What the output's header says about it.
-    pub out: OutTensor,
-    /// How the copy engine makes it.
-    pub plan: JoinPlan,
-    /// The input tensors it joins, one per entry of `plan.inputs` (in a chunked join, each
-    /// once per chunk; under `replicas`, the first of each group).
-    pub sources: Vec<&'a Tensor>,
-    /// In a chunked join, each source's range along the join axis; `None`: each is whole.
-    pub ranges: Option<Vec<Range<u64>>>,
-    /// What its rule says about the pieces beyond the axis (`chunks`, `plain`, `replicas`).
-    pub parts: Parts,
-    /// Copied from the first input by `--keep` rather than joined.
-    pub kept: bool,
-    /// A step counter `--cast` left in its own type ([`is_counter`]).
-    pub counter: bool,
-    /// The position in `JobOptions::rules` of the rule that decided it; `None` when none
-    /// did (the axis is `-a`'s).
-    pub rule: Option<usize>,
-    /// For a tensor made from blocks (`src/plan/grid.rs`), where they go; when they are cut on
-    /// several axes the engine walks their grid instead of `plan`'s rounds.
-    pub placement: Option<Placement>,
-}
 
 /// What the command line says about the job beyond its inputs.
 #[derive(Debug, Clone, Copy)]

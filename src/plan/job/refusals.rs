@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use super::{Constant, JobOptions, TensorJob, Told};
+use super::{Constant, JobOptions, Told};
 use crate::dtype::{DType, gcd};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::format::Format;
@@ -19,6 +19,7 @@ use crate::outliers::{self, Row, Split};
 use crate::plan::ranks;
 use crate::plan::reference::Checked;
 use crate::plan::rules::{self, shell_quote};
+use crate::plan::tensor_job::TensorJob;
 
 /// The refusal of tensors that are the same in every input and that no rule decides: each
 /// one with its shape and what joining it would make, and the `--keep` globs that keep them
