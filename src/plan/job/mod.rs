@@ -31,7 +31,6 @@ use crate::plan::chunks::{self, Parts};
 use crate::plan::compare;
 use crate::plan::complete::ModelSizes;
 use crate::plan::grid::{self, Block, Placed};
-use crate::plan::ranks;
 use crate::plan::rules::{self, Matcher, Treatment};
 use crate::plan::spec::{self, Spec};
 use crate::plan::tensor_job::TensorJob;
@@ -39,12 +38,10 @@ use crate::plan::{self, JoinPlan};
 
 pub mod hints;
 mod refusals;
-use hints::{Suggested, model_merge, suggested_rules};
+use hints::{Suggested, model_merge};
 pub use refusals::explain_disjoint;
-use refusals::{
-    about, check_byte_runs, identical_joined_refusal, names_mismatch, only_tensor,
-    replicated_refusal, shape_refusal, undecidable_refusal, uneven_refusal, unsplit_sizes,
-};
+mod whole;
+use refusals::{about, check_byte_runs, only_tensor, shape_refusal};
 
 /// What the command line says about the job beyond its inputs.
 #[derive(Debug, Clone, Copy)]
@@ -188,7 +185,7 @@ pub fn build_suggesting<'a>(
             }
         }
     } else if whole_files(inputs, options) {
-        build_whole(inputs, options, suggested)
+        whole::build_whole(inputs, options, suggested)
     } else {
         build_single(inputs, options)
     };
@@ -387,238 +384,6 @@ fn check_block_joins<'a>(
         spec::check_with(spec, row, Some(axis as i64), cast).map_err(|e| about(Some(name), e))?;
     }
     Ok(job)
-}
-
-/// Every tensor of the inputs, joined with its namesakes; every problem in one error.
-fn build_whole<'a>(
-    inputs: &'a [Input],
-    options: &JobOptions,
-    suggested: &mut Suggested,
-) -> Result<Vec<TensorJob<'a>>> {
-    if options.name.is_some() {
-        return Err(Error::refused(
-            "--name names the tensor of a single-tensor join, but these inputs are \
-                       joined tensor by tensor, each keeping its name",
-            "drop --name, or pick one tensor of each input with FILE:NAME",
-        ));
-    }
-    // Every name once, in the order the inputs first hold it; and each input's tensors by
-    // name, for a model's thousands of tensors looked up in every input.
-    let mut seen = HashSet::new();
-    let mut names: Vec<&str> = Vec::new();
-    let mut by_name: Vec<HashMap<&str, &Tensor>> = Vec::with_capacity(inputs.len());
-    for input in inputs {
-        let mut tensors = HashMap::with_capacity(input.tensors.len());
-        for tensor in &input.tensors {
-            let name = tensor.name.tensor.as_deref().unwrap_or_default();
-            if seen.insert(name) {
-                names.push(name);
-            }
-            // The first of two tensors of one name, as a search from the front finds it.
-            if let Some(name) = tensor.name.tensor.as_deref() {
-                tensors.entry(name).or_insert(tensor);
-            }
-        }
-        by_name.push(tensors);
-    }
-    if !options.join_identical {
-        let paths: Vec<&std::path::Path> =
-            inputs.iter().map(|i| i.name.location.as_path()).collect();
-        ranks::check_repeated(&paths, model_merge(inputs, options))?;
-    }
-    if let Some(refusal) = refusals::merge_without_axis(inputs, &names, options) {
-        return Err(Error::Refused(vec![refusal]));
-    }
-    let mut refusals: Vec<Refusal> = names_mismatch(inputs, &names, &by_name)
-        .into_iter()
-        .collect();
-    let mut jobs = Vec::new();
-    let mut replicated: Vec<(&str, &Tensor)> = Vec::new();
-    let mut fused = Vec::new();
-    let sibling = |name: &str| by_name[0].get(name).map(|t| t.info.shape.to_vec());
-    let mut undecidable: Vec<Constant> = Vec::new();
-    let mut identical_joined: Vec<(&str, &Tensor, usize)> = Vec::new();
-    let mut grouped: Vec<chunks::Grouped> = Vec::new();
-    let mut uneven: Vec<String> = Vec::new();
-    // A merge of checkpoints (files of several tensors each, with tensor rules or a --like
-    // reference), not a dataset's shards (`day1.npz day2.npz`, of any sizes): only there are
-    // the sizes along the axis those of a split.
-    let checkpoints = inputs.len() > 1
-        && inputs.iter().all(|i| i.tensors.len() > 1)
-        && (!options.rules.rules().is_empty() || options.like.is_some());
-    let reference: Option<HashMap<&str, &[u64]>> = options.like.map(Reference::shapes);
-    for &name in &names {
-        let sources: Vec<&Tensor> = by_name
-            .iter()
-            .filter_map(|t| t.get(name).copied())
-            .collect();
-        if sources.len() != inputs.len() {
-            continue;
-        }
-        let info = &sources[0].info;
-        let (tensor_options, counter) = options.for_tensor(name, info, &info.shape);
-        let options = &tensor_options;
-        let decided = options.decide(name);
-        let parts = options.parts(decided);
-        let unstated = || {
-            let axis = decided_axis(decided, options);
-            fused_unstated(name, &sources, axis, &parts, options, &sibling)
-        };
-        let planned = if let Some((_, Treatment::Keep)) = decided {
-            match keep_tensor(name, &sources, options) {
-                Err(Error::Refused(problems)) => Err(problems),
-                Err(damaged) => return Err(damaged),
-                Ok(job) => Ok(job),
-            }
-        } else if !options.copies(&sources, decided_axis(decided, options))
-            && sources.iter().any(|t| t.info.shape.is_empty())
-        {
-            Err(vec![Refusal {
-                headline: format!(
-                    "tensor `{}` is a scalar (rank 0) in {}: it has no axis to join along",
-                    excerpt(name),
-                    sources[0].name
-                ),
-                details: Vec::new(),
-                hint: Some(format!(
-                    "copy it from the first input with --keep '{}' (tjoin checks that \
-                     every input holds the same value)",
-                    excerpt(name)
-                )),
-            }])
-        } else if let Some((at, Treatment::Axis(axis))) = decided {
-            if let Some(unstated) = unstated() {
-                fused.push(unstated);
-                continue;
-            }
-            // A rule's axis stands for a constant tensor (the bytes cannot contradict it), but
-            // not for pieces that are all the same non-constant bytes, unless the rule says
-            // that the ranks hold replicas.
-            if !options.join_identical
-                && parts.replicas == 1
-                && identical(&sources)
-                && compare::constant(sources[0]).is_ok_and(|c| c.is_none())
-            {
-                identical_joined.push((name, sources[0], at));
-                continue;
-            }
-            if !options.join_identical && parts.replicas == 1 && parts.part_replicas.is_empty() {
-                if let Some(k) = chunks::replica_groups(&sources) {
-                    let rule = &options.rules.rules()[at];
-                    let flag = rule.origin == crate::plan::rules::Origin::AxisForFlag;
-                    let (name, rule) = (name.to_string(), rule.to_string());
-                    grouped.push(chunks::Grouped {
-                        name,
-                        axis,
-                        k,
-                        rule,
-                        flag,
-                    });
-                    continue;
-                }
-            }
-            match chunks::representatives(name, &sources, &parts) {
-                Ok(pieces) => plan_tensor(name, pieces, Some(axis), &parts, options, true),
-                Err(Error::Refused(problems)) => Err(problems),
-                Err(damaged) => return Err(damaged),
-            }
-        } else if options.join_identical || !identical(&sources) {
-            if let Some(unstated) = unstated() {
-                fused.push(unstated);
-                continue;
-            }
-            // Every tensor joined along an axis gets the replica-group check, whatever
-            // decided its axis: `-a` joins the biases of key-value heads that groups of ranks
-            // share as surely as a rule joins their weights.
-            if !options.join_identical
-                && let Some(axis) = options.axis
-                && let Some(k) = chunks::replica_groups(&sources)
-            {
-                grouped.push(chunks::Grouped {
-                    name: name.to_string(),
-                    axis,
-                    k,
-                    rule: format!("-a {axis}"),
-                    flag: false,
-                });
-                continue;
-            }
-            plan_tensor(name, sources, options.axis, &parts, options, true)
-        } else {
-            match compare::constant(sources[0]) {
-                Ok(Some(value)) => {
-                    let tensor = sources[0];
-                    let told = reference.as_ref().map(|shapes| {
-                        told_by_reference(shapes.get(name).copied(), tensor, inputs.len())
-                    });
-                    match told {
-                        Some(Told::Whole) => replicated.push((name, tensor)),
-                        told => undecidable.push(Constant {
-                            name,
-                            tensor,
-                            zero: value.iter().all(|&b| b == 0),
-                            told,
-                        }),
-                    }
-                }
-                _ => replicated.push((name, sources[0])),
-            }
-            continue;
-        };
-        match planned {
-            Ok(job) => {
-                if checkpoints
-                    && !options.uneven
-                    && !job.kept
-                    && job.sources.len() > 1
-                    && let Some(line) = unsplit_sizes(name, &job)
-                {
-                    uneven.push(line);
-                }
-                jobs.push(TensorJob {
-                    rule: decided.map(|(at, _)| at),
-                    counter,
-                    ..job
-                })
-            }
-            Err(problems) => refusals.extend(problems),
-        }
-    }
-    let kept = replicated.iter().map(|&(name, _)| name);
-    let kept: Vec<&str> = kept
-        .chain(identical_joined.iter().map(|&(name, ..)| name))
-        .collect();
-    let rules = suggested_rules((&kept, &grouped, &undecidable), &names);
-    suggested.rules.extend(rules);
-    if !replicated.is_empty() {
-        refusals.push(replicated_refusal(&replicated, inputs, &names, options));
-    }
-    if !fused.is_empty() {
-        refusals.extend(chunks::unstated_refusals(&fused, &names));
-    }
-    if !undecidable.is_empty() {
-        refusals.push(undecidable_refusal(&undecidable, inputs, &names, options));
-    }
-    if !identical_joined.is_empty() {
-        refusals.push(identical_joined_refusal(
-            &identical_joined,
-            inputs,
-            &names,
-            options,
-        ));
-    }
-    if !grouped.is_empty() {
-        let merge = model_merge(inputs, options);
-        refusals.push(chunks::grouped_refusal(&grouped, &names, merge));
-    }
-    if !uneven.is_empty() {
-        refusals.push(suggested.offering_uneven(uneven_refusal(uneven)));
-    }
-    if refusals.is_empty() {
-        Ok(jobs)
-    } else {
-        Err(Error::Refused(refusals))
-    }
 }
 
 /// Checks and plans the join of `sources` into the output tensor `name`; with `name_refusals`,

@@ -574,21 +574,7 @@ pub(super) fn names_mismatch(
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         outliers::bounded_list(&names)
     };
-    // What each input lacks of `expected`, and holds beyond it.
-    let differences: Vec<(Vec<&str>, Vec<&str>)> = by_name
-        .iter()
-        .map(|tensors| {
-            let lacks = expected
-                .iter()
-                .copied()
-                .filter(|n| !tensors.contains_key(n));
-            let extra = names
-                .iter()
-                .copied()
-                .filter(|n| tensors.contains_key(n) && split.is_some() && !expected.contains(n));
-            (lacks.collect(), extra.collect())
-        })
-        .collect();
+    let differences = differences(names, &expected, by_name, split.is_some());
     let offenders: Vec<usize> = (0..inputs.len())
         .filter(|&i| differences[i] != (Vec::new(), Vec::new()))
         .collect();
@@ -611,20 +597,7 @@ pub(super) fn names_mismatch(
         }
         format!("{} {}", inputs[i].name, parts.join("; "))
     };
-    let details: Vec<String> = if inputs.len() <= outliers::ROWS {
-        offenders.iter().map(|&i| line(i)).collect()
-    } else {
-        outliers::rows(inputs.len(), &offenders)
-            .iter()
-            .map(|row| match row {
-                Row::Input(i) if offenders.contains(i) => line(*i),
-                Row::Input(i) => format!("{} holds {} tensors", inputs[*i].name, held[*i].len()),
-                counted => counted
-                    .count_text(|i| inputs[i].name.position)
-                    .unwrap_or_default(),
-            })
-            .collect()
-    };
+    let details = mismatch_rows(inputs, &offenders, &held, &line);
     let (differ, hint) = match &split {
         Some(split) => (
             format!(
@@ -655,6 +628,53 @@ pub(super) fn names_mismatch(
         details,
         hint: Some(hint),
     })
+}
+
+/// What each input (`by_name`) lacks of `expected`, and, when `beyond`, holds beyond it of
+/// `names`.
+fn differences<'n>(
+    names: &[&'n str],
+    expected: &[&'n str],
+    by_name: &[HashMap<&str, &Tensor>],
+    beyond: bool,
+) -> Vec<(Vec<&'n str>, Vec<&'n str>)> {
+    by_name
+        .iter()
+        .map(|tensors| {
+            let lacks = expected
+                .iter()
+                .copied()
+                .filter(|n| !tensors.contains_key(n));
+            let extra = names
+                .iter()
+                .copied()
+                .filter(|n| tensors.contains_key(n) && beyond && !expected.contains(n));
+            (lacks.collect(), extra.collect())
+        })
+        .collect()
+}
+
+/// The rows of the names' refusal: each input that differs (`offenders`) by its `line`, and,
+/// among more inputs than a refusal lists, those around them by the count they hold (`held`).
+fn mismatch_rows(
+    inputs: &[Input],
+    offenders: &[usize],
+    held: &[Vec<&str>],
+    line: &dyn Fn(usize) -> String,
+) -> Vec<String> {
+    if inputs.len() <= outliers::ROWS {
+        return offenders.iter().map(|&i| line(i)).collect();
+    }
+    outliers::rows(inputs.len(), offenders)
+        .iter()
+        .map(|row| match row {
+            Row::Input(i) if offenders.contains(i) => line(*i),
+            Row::Input(i) => format!("{} holds {} tensors", inputs[*i].name, held[*i].len()),
+            counted => counted
+                .count_text(|i| inputs[i].name.position)
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// The refusal of a merge of checkpoints (files of named tensors, not all `.npz` dataset
