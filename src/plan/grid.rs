@@ -90,27 +90,9 @@ pub fn plan_tensor<'a>(
     cast: Option<&DType>,
     recorded: Option<&[u64]>,
 ) -> Result<Placed<'a>, Refusal> {
-    let refusal = |headline: String, details: Vec<String>, hint: &str| Refusal {
-        headline: format!("tensor `{}`: {headline}", excerpt(name)),
-        details,
-        hint: Some(hint.to_string()),
-    };
+    let refusal = |headline, details, hint| tensor_refusal(name, headline, details, hint);
+    check_alike(name, blocks)?;
     let first = &blocks[0].tensor.info;
-    let disagreeing: Vec<&Block> = blocks
-        .iter()
-        .filter(|b| b.tensor.info.dtype != first.dtype || b.offsets.len() != first.shape.len())
-        .collect();
-    if !disagreeing.is_empty() {
-        let mut details = vec![blocks[0].describe()];
-        details.extend(disagreeing.iter().map(|b| b.describe()));
-        return Err(refusal(
-            "its blocks differ in element type or rank, so they are not pieces of one tensor"
-                .to_string(),
-            capped(details, SHOWN),
-            "the files come from different checkpoints, or one was rewritten: save the \
-             checkpoint again",
-        ));
-    }
     let rank = first.shape.len();
     let extent = |blocks: &[Block]| -> Vec<u64> {
         (0..rank)
@@ -183,6 +165,51 @@ pub fn plan_tensor<'a>(
         );
         return Err(uncovered(&region, why, Some(block)));
     }
+    place(name, placed, &shape, cast)
+}
+
+/// The refusal of the tensor `name`: `headline` after its name, `details`, `hint`.
+fn tensor_refusal(name: &str, headline: String, details: Vec<String>, hint: &str) -> Refusal {
+    Refusal {
+        headline: format!("tensor `{}`: {headline}", excerpt(name)),
+        details,
+        hint: Some(hint.to_string()),
+    }
+}
+
+/// Refuses blocks of the tensor `name` that differ from the first in element type or rank.
+fn check_alike(name: &str, blocks: &[Block]) -> Result<(), Refusal> {
+    let first = &blocks[0].tensor.info;
+    let disagreeing: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.tensor.info.dtype != first.dtype || b.offsets.len() != first.shape.len())
+        .collect();
+    if disagreeing.is_empty() {
+        return Ok(());
+    }
+    let mut details = vec![blocks[0].describe()];
+    details.extend(disagreeing.iter().map(|b| b.describe()));
+    Err(tensor_refusal(
+        name,
+        "its blocks differ in element type or rank, so they are not pieces of one tensor"
+            .to_string(),
+        capped(details, SHOWN),
+        "the files come from different checkpoints, or one was rewritten: save the \
+         checkpoint again",
+    ))
+}
+
+/// Places the blocks of the tensor `name` that hold elements (`placed`) in the tensor of
+/// `shape` they tile: the grid their offsets cut, each block's cell, and the plan that writes
+/// them in C order, converted to `cast`.
+fn place<'a>(
+    name: &str,
+    placed: Vec<Block<'a>>,
+    shape: &[u64],
+    cast: Option<&DType>,
+) -> Result<Placed<'a>, Refusal> {
+    let refusal = |headline, details, hint| tensor_refusal(name, headline, details, hint);
+    let rank = shape.len();
     let cuts: Vec<Vec<u64>> = (0..rank)
         .map(|axis| {
             let mut cuts: Vec<u64> = placed.iter().map(|b| b.offsets[axis]).collect();
@@ -196,7 +223,7 @@ pub fn plan_tensor<'a>(
     let cells = cells(&placed, &cuts).map_err(|problem| {
         let (headline, details) = problem.describe(&placed, &cuts);
         let hint = match problem {
-            Problem::Overlap(..) if replicated(&placed, &shape) => {
+            Problem::Overlap(..) if replicated(&placed, shape) => {
                 "every block is the whole tensor (saved whole by every rank): keep one copy \
                  with --keep NAME, which checks that the copies are identical"
             }
@@ -233,12 +260,12 @@ pub fn plan_tensor<'a>(
     let plan = match placement.grid.axes.as_slice() {
         [] => plan::copy_as_is(infos[0], cast),
         &[axis] => {
-            check_whole_bytes(&infos, &shape, axis, false).map_err(unplaceable)?;
+            check_whole_bytes(&infos, shape, axis, false).map_err(unplaceable)?;
             plan::plan_with(&infos, axis, Some(Layout::C), cast)
         }
         &[.., last] => {
-            check_whole_bytes(&infos, &shape, last, true).map_err(unplaceable)?;
-            grid_plan(&infos, &shape, &placement.grid, cast)
+            check_whole_bytes(&infos, shape, last, true).map_err(unplaceable)?;
+            grid_plan(&infos, shape, &placement.grid, cast)
         }
     };
     Ok(Placed {

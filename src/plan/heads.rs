@@ -192,40 +192,10 @@ pub fn check(
     let (shares, replicas): (Vec<u64>, Vec<u64>) = match role {
         Role::Query | Role::Output => (vec![heads.query], vec![parts.replicas]),
         Role::KeyValue => (vec![heads.key_value], vec![parts.replicas]),
-        Role::Fused => {
-            let stated = match &parts.fused {
-                Fused::Chunks(stated) => stated,
-                Fused::Plain => return groups(len, ranks, parts, heads, &counts),
-                // Without `chunks` or `plain` the fused check (chunks::unstated) refuses it.
-                Fused::Unstated => return None,
-            };
-            let want = [heads.query, heads.key_value, heads.key_value];
-            let total: u64 = want.iter().sum();
-            let stated_total: u64 = stated.iter().sum();
-            let same = stated.len() == 3
-                && stated
-                    .iter()
-                    .zip(want)
-                    .all(|(&s, w)| s * total == w * stated_total);
-            if !same {
-                return Some((
-                    format!(
-                        "its rule's chunks {} are not the proportions of {counts}",
-                        share_text(stated)
-                    ),
-                    format!(
-                        "state them: --axis-for '{name}={axis} chunks {}'",
-                        share_text(&want)
-                    ),
-                ));
-            }
-            let replicas = if parts.part_replicas.len() == 3 {
-                parts.part_replicas.clone()
-            } else {
-                vec![parts.replicas; 3]
-            };
-            (want.to_vec(), replicas)
-        }
+        Role::Fused => match fused_shares(len, ranks, parts, heads, &counts, name, axis) {
+            Ok(shares) => shares,
+            Err(answer) => return answer,
+        },
     };
     let total: u64 = shares.iter().sum();
     if len % total != 0 {
@@ -294,6 +264,54 @@ pub fn check(
         ),
         format!("give it the rule --axis-for '{name}={axis}{words}'"),
     ))
+}
+
+/// The parts of a projection (their proportions) and each one's replicas.
+type Shares = (Vec<u64>, Vec<u64>);
+
+/// The parts of a fused projection (query, key, value) and each one's replicas, by its rule
+/// (`parts`) checked against the heads' proportions; else the answer of [`check`].
+fn fused_shares(
+    len: u64,
+    ranks: u64,
+    parts: &Parts,
+    heads: &Heads,
+    counts: &str,
+    name: &str,
+    axis: usize,
+) -> std::result::Result<Shares, Option<(String, String)>> {
+    let stated = match &parts.fused {
+        Fused::Chunks(stated) => stated,
+        Fused::Plain => return Err(groups(len, ranks, parts, heads, counts)),
+        // Without `chunks` or `plain` the fused check (chunks::unstated) refuses it.
+        Fused::Unstated => return Err(None),
+    };
+    let want = [heads.query, heads.key_value, heads.key_value];
+    let total: u64 = want.iter().sum();
+    let stated_total: u64 = stated.iter().sum();
+    let same = stated.len() == 3
+        && stated
+            .iter()
+            .zip(want)
+            .all(|(&s, w)| s * total == w * stated_total);
+    if !same {
+        return Err(Some((
+            format!(
+                "its rule's chunks {} are not the proportions of {counts}",
+                share_text(stated)
+            ),
+            format!(
+                "state them: --axis-for '{name}={axis} chunks {}'",
+                share_text(&want)
+            ),
+        )));
+    }
+    let replicas = if parts.part_replicas.len() == 3 {
+        parts.part_replicas.clone()
+    } else {
+        vec![parts.replicas; 3]
+    };
+    Ok((want.to_vec(), replicas))
 }
 
 /// The check of a fused projection whose rule says `plain`: its heads lie in key-value

@@ -163,20 +163,6 @@ pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
         Kind::Rank => "rank",
         Kind::Shard { .. } => "shard",
     };
-    let listed = |order: &[usize]| -> Vec<String> {
-        let lines = order
-            .iter()
-            .map(|&i| {
-                format!(
-                    "input {} ({})  {word} {}",
-                    i + 1,
-                    messages::path(Path::new(texts[i])),
-                    numbers[i]
-                )
-            })
-            .collect();
-        capped(lines, SHOWN)
-    };
     let given: Vec<usize> = (0..numbers.len()).collect();
     let mut sorted = given.clone();
     sorted.sort_by_key(|&i| numbers[i]);
@@ -192,51 +178,16 @@ pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
         .collect();
     let off = "if the numbers in these names are not ranks or shards, add --any-order";
     let sort_hint = sort_form(&splits[0], at);
+    let inputs = Numbered {
+        texts: &texts,
+        numbers: &numbers,
+        word,
+    };
     if let Some((a, b)) = repeated {
-        return Some(Refusal {
-            headline: format!(
-                "{word} {} is given twice: input {} ({}) and input {} ({})",
-                numbers[a],
-                a + 1,
-                messages::path(Path::new(texts[a])),
-                b + 1,
-                messages::path(Path::new(texts[b])),
-            ),
-            details: Vec::new(),
-            hint: Some(format!(
-                "give each {word}'s file once; {off}{}",
-                if a == b || texts[a] == texts[b] {
-                    ""
-                } else {
-                    " (and check that the two files are different ranks)"
-                }
-            )),
-        });
+        return Some(inputs.twice(a, b, off));
     }
     if !in_order {
-        let first_wrong = numbers.windows(2).position(|w| w[0] > w[1]).unwrap_or(0);
-        let (a, b) = (first_wrong, first_wrong + 1);
-        let ordered: Vec<String> = sorted
-            .iter()
-            .map(|&i| messages::path(Path::new(texts[i])))
-            .collect();
-        let ordered = capped(ordered, SHOWN).join(" ");
-        return Some(Refusal {
-            headline: format!(
-                "the inputs' names number them as {word}s, but they are not given in the \
-                 numbers' order: input {} ({}) is {word} {} and input {} ({}) is {word} {}",
-                a + 1,
-                messages::path(Path::new(texts[a])),
-                numbers[a],
-                b + 1,
-                messages::path(Path::new(texts[b])),
-                numbers[b],
-            ),
-            details: listed(&given),
-            hint: Some(format!(
-                "give them in the numbers' order: {ordered}{sort_hint}; {off}"
-            )),
-        });
+        return Some(inputs.out_of_order(&sorted, &sort_hint, off));
     }
     if !missing.is_empty() {
         let shown: Vec<String> = missing.iter().take(SHOWN).map(u64::to_string).collect();
@@ -251,7 +202,7 @@ pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
                 if missing.len() > SHOWN { ", ..." } else { "" },
                 if missing.len() == 1 { "is" } else { "are" },
             ),
-            details: listed(&given),
+            details: inputs.listed(),
             hint: Some(format!(
                 "give every {word}'s file, in the numbers' order; {off}"
             )),
@@ -269,7 +220,7 @@ pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
                     if numbers.len() == 1 { "is" } else { "are" },
                     numbers[sorted[sorted.len() - 1]],
                 ),
-                details: listed(&given),
+                details: inputs.listed(),
                 hint: Some(format!(
                     "give all {total} shards, numbered 1 to {total}, in order{sort_hint}; {off}"
                 )),
@@ -277,6 +228,85 @@ pub fn order_refusal(paths: &[impl AsRef<Path>]) -> Option<Refusal> {
         }
     }
     None
+}
+
+/// Inputs numbered by their names: each one's path and number, and what the numbers count
+/// (`rank`, `shard`).
+struct Numbered<'n> {
+    texts: &'n [&'n str],
+    numbers: &'n [u64],
+    word: &'static str,
+}
+
+impl Numbered<'_> {
+    /// Every input, its path and number, in the order given; the list is bounded.
+    fn listed(&self) -> Vec<String> {
+        let word = self.word;
+        let lines = (0..self.numbers.len())
+            .map(|i| {
+                format!(
+                    "input {} ({})  {word} {}",
+                    i + 1,
+                    messages::path(Path::new(self.texts[i])),
+                    self.numbers[i]
+                )
+            })
+            .collect();
+        capped(lines, SHOWN)
+    }
+
+    /// The refusal of the inputs `a` and `b`, which have one number. `off` is the hint's end.
+    fn twice(&self, a: usize, b: usize, off: &str) -> Refusal {
+        let (texts, numbers, word) = (self.texts, self.numbers, self.word);
+        Refusal {
+            headline: format!(
+                "{word} {} is given twice: input {} ({}) and input {} ({})",
+                numbers[a],
+                a + 1,
+                messages::path(Path::new(texts[a])),
+                b + 1,
+                messages::path(Path::new(texts[b])),
+            ),
+            details: Vec::new(),
+            hint: Some(format!(
+                "give each {word}'s file once; {off}{}",
+                if a == b || texts[a] == texts[b] {
+                    ""
+                } else {
+                    " (and check that the two files are different ranks)"
+                }
+            )),
+        }
+    }
+
+    /// The refusal of inputs not given in their numbers' order (`sorted`, by number), with the
+    /// shell's sorted form (`sort_hint`). `off` is the hint's end.
+    fn out_of_order(&self, sorted: &[usize], sort_hint: &str, off: &str) -> Refusal {
+        let (texts, numbers, word) = (self.texts, self.numbers, self.word);
+        let first_wrong = numbers.windows(2).position(|w| w[0] > w[1]).unwrap_or(0);
+        let (a, b) = (first_wrong, first_wrong + 1);
+        let ordered: Vec<String> = sorted
+            .iter()
+            .map(|&i| messages::path(Path::new(texts[i])))
+            .collect();
+        let ordered = capped(ordered, SHOWN).join(" ");
+        Refusal {
+            headline: format!(
+                "the inputs' names number them as {word}s, but they are not given in the \
+                 numbers' order: input {} ({}) is {word} {} and input {} ({}) is {word} {}",
+                a + 1,
+                messages::path(Path::new(texts[a])),
+                numbers[a],
+                b + 1,
+                messages::path(Path::new(texts[b])),
+                numbers[b],
+            ),
+            details: self.listed(),
+            hint: Some(format!(
+                "give them in the numbers' order: {ordered}{sort_hint}; {off}"
+            )),
+        }
+    }
 }
 
 /// `` (in a shell: `$(ls -v tp*.safetensors)`, or `sort -V`) `` for the inputs' pattern: the

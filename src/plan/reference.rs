@@ -113,62 +113,77 @@ impl Reference {
             });
         }
         if !absent.is_empty() {
-            refusals.push(Refusal {
-                headline: format!(
-                    "{name} {} no tensor of the name of {} output tensor{}, so {} shape \
-                     cannot be checked",
-                    if self.paths.len() == 1 { "has" } else { "have" },
-                    absent.len(),
-                    if absent.len() == 1 { "" } else { "s" },
-                    if absent.len() == 1 { "its" } else { "their" }
-                ),
-                details: capped(absent, SHOWN),
-                hint: Some(format!(
-                    "name with --like the model these inputs were split from; {name} {} {}",
-                    if self.paths.len() == 1 {
-                        "holds"
-                    } else {
-                        "hold"
-                    },
-                    self.tensors.len()
-                )),
-            });
+            refusals.push(self.absent_refusal(&name, absent));
         }
-        if job.len() > 1 {
-            let output: std::collections::HashSet<&str> = job.iter().map(|t| t.name).collect();
-            let lacking: Vec<String> = self
-                .tensors
-                .iter()
-                .map(|(name, _, _)| name)
-                .filter(|name| !output.contains(name.as_str()))
-                .cloned()
-                .collect();
-            if !lacking.is_empty() {
-                refusals.push(Refusal {
-                    headline: format!(
-                        "the output would lack {} tensor{} {name} {}",
-                        lacking.len(),
-                        if lacking.len() == 1 { "" } else { "s" },
-                        if self.paths.len() == 1 {
-                            "holds"
-                        } else {
-                            "hold"
-                        }
-                    ),
-                    details: capped(lacking, SHOWN),
-                    hint: Some(
-                        "join every shard of the model, or name with --like the header of \
-                         the part these shards hold"
-                            .to_string(),
-                    ),
-                });
-            }
+        if job.len() > 1
+            && let Some(refusal) = self.lacking_refusal(&name, job)
+        {
+            refusals.push(refusal);
         }
         if refusals.is_empty() {
             Ok(())
         } else {
             Err(Error::Refused(refusals))
         }
+    }
+
+    /// The refusal of output tensors the reference has none of the name of (`absent`):
+    /// `name` names the references.
+    fn absent_refusal(&self, name: &str, absent: Vec<String>) -> Refusal {
+        Refusal {
+            headline: format!(
+                "{name} {} no tensor of the name of {} output tensor{}, so {} shape \
+                 cannot be checked",
+                if self.paths.len() == 1 { "has" } else { "have" },
+                absent.len(),
+                if absent.len() == 1 { "" } else { "s" },
+                if absent.len() == 1 { "its" } else { "their" }
+            ),
+            details: capped(absent, SHOWN),
+            hint: Some(format!(
+                "name with --like the model these inputs were split from; {name} {} {}",
+                if self.paths.len() == 1 {
+                    "holds"
+                } else {
+                    "hold"
+                },
+                self.tensors.len()
+            )),
+        }
+    }
+
+    /// The refusal of the reference's tensors that the output of `job` would lack, when it
+    /// lacks any: `name` names the references.
+    fn lacking_refusal(&self, name: &str, job: &[Checked]) -> Option<Refusal> {
+        let output: std::collections::HashSet<&str> = job.iter().map(|t| t.name).collect();
+        let lacking: Vec<String> = self
+            .tensors
+            .iter()
+            .map(|(name, _, _)| name)
+            .filter(|name| !output.contains(name.as_str()))
+            .cloned()
+            .collect();
+        if lacking.is_empty() {
+            return None;
+        }
+        Some(Refusal {
+            headline: format!(
+                "the output would lack {} tensor{} {name} {}",
+                lacking.len(),
+                if lacking.len() == 1 { "" } else { "s" },
+                if self.paths.len() == 1 {
+                    "holds"
+                } else {
+                    "hold"
+                }
+            ),
+            details: capped(lacking, SHOWN),
+            hint: Some(
+                "join every shard of the model, or name with --like the header of \
+                     the part these shards hold"
+                    .to_string(),
+            ),
+        })
     }
 }
 

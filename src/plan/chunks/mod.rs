@@ -25,6 +25,7 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::dtype::DType;
 use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
 use crate::messages::excerpt;
@@ -316,6 +317,85 @@ pub fn chunked<'a>(
     }
     .to_string();
     let spec = spec.trim();
+    check_proportions(name, pieces, axis, total, spec, &replicas)?;
+    let mut sources = Vec::with_capacity(pieces.len() * shares.len());
+    let mut differing = Vec::new();
+    let mut shared = replicas.clone();
+    let mut before = 0;
+    for (j, (&width, &k)) in widths.iter().zip(&replicas).enumerate() {
+        let unit = pieces[0].info.shape[axis] / total;
+        // A constant tensor (a fresh model's zero biases) cannot tell: its rule stands.
+        let constant = || !compare::constant(pieces[0]).is_ok_and(|c| c.is_none());
+        if k == 1 && !join_identical {
+            let part = unit * before..unit * (before + width);
+            let same = |a: &Tensor, b: &Tensor| {
+                matches!(compare::differs_in(a, b, axis, part.clone()), Ok(None))
+            };
+            let n = pieces.len();
+            if n > 1 && same(pieces[0], pieces[1]) && !constant() {
+                let alike = |g: usize| {
+                    pieces
+                        .chunks(g)
+                        .all(|c| c[1..].iter().all(|o| same(c[0], o)))
+                };
+                shared[j] = (2..=n).find(|&g| n % g == 0 && alike(g)).unwrap_or(1) as u64;
+            }
+        }
+        for group in pieces.chunks(k as usize) {
+            let first = group[0];
+            let unit = first.info.shape[axis] / total;
+            let range = unit * before..unit * (before + width);
+            for other in &group[1..] {
+                match compare::differs_in(first, other, axis, range.clone()) {
+                    Ok(None) => {}
+                    Ok(Some(how)) => {
+                        differing.push(format!("{} differs from {}: {how}", other.name, first.name))
+                    }
+                    Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
+                }
+            }
+            sources.push((first, range));
+        }
+        before += width;
+    }
+    if shared != replicas {
+        return Err(vec![shared_refusal(
+            name, spec, &widths, &shared, &replicas,
+        )]);
+    }
+    if !differing.is_empty() {
+        return Err(vec![Refusal {
+            headline: format!(
+                "tensor `{}`: its rule says `{spec}`, but the inputs of a group do not hold \
+                 the same part",
+                excerpt(name)
+            ),
+            details: crate::error::capped(differing, 10),
+            hint: Some(
+                "check that the inputs are in rank order and that the counts after `replicas` \
+                 are the number of ranks divided by each part's heads; if each rank holds its \
+                 own slice of every part, drop them"
+                    .to_string(),
+            ),
+        }]);
+    }
+    if let Some(refusal) = inside_a_byte(name, &sources, axis, &pieces[0].info.dtype) {
+        return Err(vec![refusal]);
+    }
+    Ok(sources)
+}
+
+/// Refuses pieces whose size along `axis` is not a multiple of the proportions' sum
+/// (`total`), and a count of pieces that a group size (`replicas`) does not divide; `spec` is
+/// the rule's words.
+fn check_proportions(
+    name: &str,
+    pieces: &[&Tensor],
+    axis: usize,
+    total: u64,
+    spec: &str,
+    replicas: &[u64],
+) -> std::result::Result<(), Vec<Refusal>> {
     let bad: Vec<String> = pieces
         .iter()
         .filter(|t| t.info.shape[axis] % total != 0)
@@ -360,133 +440,95 @@ pub fn chunked<'a>(
             ),
         }]);
     }
-    let mut sources = Vec::with_capacity(pieces.len() * shares.len());
-    let mut differing = Vec::new();
-    let mut shared = replicas.clone();
-    let mut before = 0;
-    for (j, (&width, &k)) in widths.iter().zip(&replicas).enumerate() {
-        let unit = pieces[0].info.shape[axis] / total;
-        // A constant tensor (a fresh model's zero biases) cannot tell: its rule stands.
-        let constant = || !compare::constant(pieces[0]).is_ok_and(|c| c.is_none());
-        if k == 1 && !join_identical {
-            let part = unit * before..unit * (before + width);
-            let same = |a: &Tensor, b: &Tensor| {
-                matches!(compare::differs_in(a, b, axis, part.clone()), Ok(None))
-            };
-            let n = pieces.len();
-            if n > 1 && same(pieces[0], pieces[1]) && !constant() {
-                let alike = |g: usize| {
-                    pieces
-                        .chunks(g)
-                        .all(|c| c[1..].iter().all(|o| same(c[0], o)))
-                };
-                shared[j] = (2..=n).find(|&g| n % g == 0 && alike(g)).unwrap_or(1) as u64;
-            }
-        }
-        for group in pieces.chunks(k as usize) {
-            let first = group[0];
-            let unit = first.info.shape[axis] / total;
-            let range = unit * before..unit * (before + width);
-            for other in &group[1..] {
-                match compare::differs_in(first, other, axis, range.clone()) {
-                    Ok(None) => {}
-                    Ok(Some(how)) => {
-                        differing.push(format!("{} differs from {}: {how}", other.name, first.name))
-                    }
-                    Err(e) => differing.push(format!("{}: cannot be compared: {e}", other.name)),
-                }
-            }
-            sources.push((first, range));
-        }
-        before += width;
+    Ok(())
+}
+
+/// The refusal of a part that groups of consecutive inputs hold alike (`shared`: each part's
+/// group size, found) where the rule (`spec`, its parts' `widths` and counts `replicas`)
+/// says otherwise, with the rule that would say it.
+fn shared_refusal(
+    name: &str,
+    spec: &str,
+    widths: &[u64],
+    shared: &[u64],
+    replicas: &[u64],
+) -> Refusal {
+    // The rule that says it: the output's proportions, with a count for every part.
+    let lcm = shared.iter().fold(1, |l, &k| l * k / gcd(l, k));
+    let out: Vec<u64> = widths
+        .iter()
+        .zip(shared)
+        .map(|(w, k)| w * lcm / k)
+        .collect();
+    let g = out.iter().fold(0, |g, &x| gcd(g, x)).max(1);
+    let text = |v: &[u64]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let out: Vec<u64> = out.iter().map(|x| x / g).collect();
+    let parts_shared: Vec<String> = (0..shared.len())
+        .filter(|&j| shared[j] != replicas[j])
+        .map(|j| {
+            format!(
+                "part {} of {} in groups of {}",
+                j + 1,
+                shared.len(),
+                shared[j]
+            )
+        })
+        .collect();
+    Refusal {
+        headline: format!(
+            "tensor `{}`: its rule says `{spec}`, but consecutive inputs hold the same \
+             bytes for a part ({}): joined part by part, each would come out once per input",
+            excerpt(name),
+            parts_shared.join(", ")
+        ),
+        details: Vec::new(),
+        hint: Some(format!(
+            "if ranks share that part (more ranks than key-value heads), say so: `chunks {} \
+             replicas {}`; check that no rank's file is given twice (a fused tensor's \
+             parts are never meant to be joined twice: no check could tell that model \
+             from a wrong one)",
+            text(&out),
+            text(shared)
+        )),
     }
-    if shared != replicas {
-        // The rule that says it: the output's proportions, with a count for every part.
-        let lcm = shared.iter().fold(1, |l, &k| l * k / gcd(l, k));
-        let out: Vec<u64> = widths
-            .iter()
-            .zip(&shared)
-            .map(|(w, k)| w * lcm / k)
-            .collect();
-        let g = out.iter().fold(0, |g, &x| gcd(g, x)).max(1);
-        let text = |v: &[u64]| {
-            v.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(":")
-        };
-        let out: Vec<u64> = out.iter().map(|x| x / g).collect();
-        let parts_shared: Vec<String> = (0..shared.len())
-            .filter(|&j| shared[j] != replicas[j])
-            .map(|j| {
-                format!(
-                    "part {} of {} in groups of {}",
-                    j + 1,
-                    shared.len(),
-                    shared[j]
-                )
-            })
-            .collect();
-        return Err(vec![Refusal {
-            headline: format!(
-                "tensor `{}`: its rule says `{spec}`, but consecutive inputs hold the same \
-                 bytes for a part ({}): joined part by part, each would come out once per input",
-                excerpt(name),
-                parts_shared.join(", ")
-            ),
-            details: Vec::new(),
-            hint: Some(format!(
-                "if ranks share that part (more ranks than key-value heads), say so: `chunks {} \
-                 replicas {}`; check that no rank's file is given twice (a fused tensor's \
-                 parts are never meant to be joined twice: no check could tell that model \
-                 from a wrong one)",
-                text(&out),
-                text(&shared)
-            )),
-        }]);
+}
+
+/// The refusal of a part of `sources` that starts or ends inside a byte of `dtype` (float4's
+/// two elements a byte), when one does.
+fn inside_a_byte(
+    name: &str,
+    sources: &[(&Tensor, Range<u64>)],
+    axis: usize,
+    dtype: &DType,
+) -> Option<Refusal> {
+    if dtype.bits() % 8 == 0 {
+        return None;
     }
-    if !differing.is_empty() {
-        return Err(vec![Refusal {
-            headline: format!(
-                "tensor `{}`: its rule says `{spec}`, but the inputs of a group do not hold \
-                 the same part",
-                excerpt(name)
-            ),
-            details: crate::error::capped(differing, 10),
-            hint: Some(
-                "check that the inputs are in rank order and that the counts after `replicas` \
-                 are the number of ranks divided by each part's heads; if each rank holds its \
-                 own slice of every part, drop them"
-                    .to_string(),
-            ),
-        }]);
-    }
-    let dtype = &pieces[0].info.dtype;
-    if dtype.bits() % 8 != 0 {
-        let inner = |t: &Tensor| t.info.shape[axis + 1..].iter().product::<u64>();
-        let split = sources.iter().find(|(t, range)| {
-            let bits = |elements: u64| elements * inner(t) * dtype.bits() % 8 != 0;
-            bits(range.start) || bits(range.end)
-        });
-        if let Some((t, range)) = split {
-            return Err(vec![Refusal {
-                headline: format!(
-                    "tensor `{}`: the part {}..{} of {} along axis {axis} starts or ends \
-                     inside a byte of {dtype}",
-                    excerpt(name),
-                    range.start,
-                    range.end,
-                    t.name
-                ),
-                details: Vec::new(),
-                hint: Some(format!(
-                    "{dtype} packs {} bits per element: its parts must hold whole bytes",
-                    dtype.bits()
-                )),
-            }]);
-        }
-    }
-    Ok(sources)
+    let inner = |t: &Tensor| t.info.shape[axis + 1..].iter().product::<u64>();
+    let (t, range) = sources.iter().find(|(t, range)| {
+        let bits = |elements: u64| elements * inner(t) * dtype.bits() % 8 != 0;
+        bits(range.start) || bits(range.end)
+    })?;
+    Some(Refusal {
+        headline: format!(
+            "tensor `{}`: the part {}..{} of {} along axis {axis} starts or ends \
+             inside a byte of {dtype}",
+            excerpt(name),
+            range.start,
+            range.end,
+            t.name
+        ),
+        details: Vec::new(),
+        hint: Some(format!(
+            "{dtype} packs {} bits per element: its parts must hold whole bytes",
+            dtype.bits()
+        )),
+    })
 }
 
 /// The greatest common divisor (`gcd(0, x)` is x).

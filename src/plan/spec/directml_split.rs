@@ -113,59 +113,8 @@ pub fn check_split(
     let title = rules.title();
     let mut refusals = Vec::new();
     let rank = shape.len();
-    if !rules.supports_rank(rank) {
-        let others: Vec<String> = SPLIT_ROWS
-            .iter()
-            .filter(|(_, ranks, _)| (ranks.0..=ranks.1).contains(&rank))
-            .map(|(lowest, ranks, _)| {
-                format!(
-                    "--spec directml:{}.{} takes {}",
-                    lowest.0,
-                    lowest.1,
-                    ranks_text(*ranks)
-                )
-            })
-            .collect();
-        refusals.push(Refusal {
-            headline: format!(
-                "{title} supports {} ({SPLIT_PAGE}, its tensor support table); {label} has {rank}",
-                ranks_text(rules.ranks)
-            ),
-            details: vec![format!("shape {}", shape_text(shape))],
-            hint: Some(if others.is_empty() {
-                format!(
-                    "reshape it to {} first (dimensions of size 1 change no data)",
-                    ranks_text(rules.ranks)
-                )
-            } else {
-                others.join("; ")
-            }),
-        });
-    }
-    if !rules.supports_type(dtype) {
-        let name = Vocabulary::DirectMl.name(dtype);
-        let others: Vec<String> = SPLIT_ROWS
-            .iter()
-            .filter(|(_, _, types)| name.is_some_and(|n| types.contains(&n)))
-            .map(|(lowest, _, _)| format!("directml:{}.{}", lowest.0, lowest.1))
-            .collect();
-        refusals.push(Refusal {
-            headline: format!(
-                "{title} does not support {dtype} tensors ({SPLIT_PAGE}, its tensor support \
-                 table); {label} is {dtype}"
-            ),
-            details: vec![format!("{title} supports {}", rules.types.join(", "))],
-            hint: Some(match (name, others.is_empty()) {
-                (Some(_), false) => {
-                    format!("{dtype} is supported by --spec {}", others.join(", "))
-                }
-                (None, _) => format!(
-                    "DirectML has no {dtype} tensors: convert the tensor to a type it lists first"
-                ),
-                (Some(_), true) => "convert the tensor to a type it lists first".to_string(),
-            }),
-        });
-    }
+    refusals.extend(rank_refusal(rules, label, shape));
+    refusals.extend(type_refusal(rules, label, dtype));
     let normalized = super::normalize_axis(axis, rank);
     if normalized.is_none() {
         refusals.push(Refusal {
@@ -259,6 +208,74 @@ pub fn check_split(
         });
     }
     refusals
+}
+
+/// The refusal of a tensor (`label`, of `shape`) of a rank Split does not take at `rules`'
+/// level, with the levels that take it.
+fn rank_refusal(rules: &SplitRules, label: &str, shape: &[u64]) -> Option<Refusal> {
+    let rank = shape.len();
+    let title = rules.title();
+    if rules.supports_rank(rank) {
+        return None;
+    }
+    let others: Vec<String> = SPLIT_ROWS
+        .iter()
+        .filter(|(_, ranks, _)| (ranks.0..=ranks.1).contains(&rank))
+        .map(|(lowest, ranks, _)| {
+            format!(
+                "--spec directml:{}.{} takes {}",
+                lowest.0,
+                lowest.1,
+                ranks_text(*ranks)
+            )
+        })
+        .collect();
+    Some(Refusal {
+        headline: format!(
+            "{title} supports {} ({SPLIT_PAGE}, its tensor support table); {label} has {rank}",
+            ranks_text(rules.ranks)
+        ),
+        details: vec![format!("shape {}", shape_text(shape))],
+        hint: Some(if others.is_empty() {
+            format!(
+                "reshape it to {} first (dimensions of size 1 change no data)",
+                ranks_text(rules.ranks)
+            )
+        } else {
+            others.join("; ")
+        }),
+    })
+}
+
+/// The refusal of a tensor (`label`) of an element type Split does not take at `rules`'
+/// level, with the levels that take it.
+fn type_refusal(rules: &SplitRules, label: &str, dtype: &DType) -> Option<Refusal> {
+    let title = rules.title();
+    if rules.supports_type(dtype) {
+        return None;
+    }
+    let name = Vocabulary::DirectMl.name(dtype);
+    let others: Vec<String> = SPLIT_ROWS
+        .iter()
+        .filter(|(_, _, types)| name.is_some_and(|n| types.contains(&n)))
+        .map(|(lowest, _, _)| format!("directml:{}.{}", lowest.0, lowest.1))
+        .collect();
+    Some(Refusal {
+        headline: format!(
+            "{title} does not support {dtype} tensors ({SPLIT_PAGE}, its tensor support \
+             table); {label} is {dtype}"
+        ),
+        details: vec![format!("{title} supports {}", rules.types.join(", "))],
+        hint: Some(match (name, others.is_empty()) {
+            (Some(_), false) => {
+                format!("{dtype} is supported by --spec {}", others.join(", "))
+            }
+            (None, _) => format!(
+                "DirectML has no {dtype} tensors: convert the tensor to a type it lists first"
+            ),
+            (Some(_), true) => "convert the tensor to a type it lists first".to_string(),
+        }),
+    })
 }
 
 #[cfg(test)]
