@@ -9,7 +9,7 @@ use crate::plan::job::{self, JobOptions};
 use crate::sys::spill::Spill;
 use std::path::{Path, PathBuf};
 
-mod slices;
+mod sliced;
 
 thread_local! {
     /// Makes every job that packs use a second thread, however small, on this thread.
