@@ -12,7 +12,7 @@ use super::{Backend, JoinArgs};
 use crate::config::{Action, GgufConfig, GgufJob, When};
 use crate::error::{Error, Result};
 use crate::format::gguf::is_gguf_name;
-use crate::input::gguf::numbered;
+use crate::input::gguf_set::numbered;
 use crate::plan::gguf_files::SplitBy;
 
 /// The GGUF merge a join's flags ask for, if they ask for one.

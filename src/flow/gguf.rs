@@ -10,7 +10,7 @@ use crate::config::{Action, GgufConfig, GgufJob, PlanForm};
 use crate::engine::ranges::{Piece, copy_pieces};
 use crate::error::{Error, InputRef, Result};
 use crate::format::Sink;
-use crate::input::gguf::{GgufSet, split_name};
+use crate::input::gguf_set::{GgufSet, split_name};
 use crate::output::folders::Folders;
 use crate::output::progress;
 use crate::output::{Output, OutputSet};

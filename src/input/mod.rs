@@ -11,7 +11,7 @@ pub mod dcp;
 pub mod deepspeed;
 pub mod dtensor;
 mod fetch;
-pub mod gguf;
+pub mod gguf_set;
 mod open;
 mod ranks;
 pub mod reference;

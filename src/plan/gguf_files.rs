@@ -11,7 +11,7 @@ use crate::format::gguf::header::{
     packed_offsets,
 };
 use crate::format::gguf::types::ValueType;
-use crate::input::gguf::{GgufSet, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
+use crate::input::gguf_set::{GgufSet, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
 
 /// One GGUF output file, planned.
 #[derive(Debug)]

@@ -507,5 +507,4 @@ pub fn data_range(header: &Header, info: &TensorInfo, file_len: u64) -> Result<R
 }
 
 #[cfg(test)]
-#[path = "header_tests.rs"]
 mod tests;
