@@ -14,7 +14,7 @@ use std::fmt;
 use crate::error::{Error, Refusal, Result, capped};
 use crate::input::Input;
 use crate::messages::excerpt;
-use crate::plan::rules::text::glob_match;
+use crate::plan::globs::glob_match;
 
 /// Which way a filter decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

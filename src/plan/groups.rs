@@ -4,7 +4,7 @@
 
 use crate::messages::excerpt;
 use crate::plan::compare;
-use crate::plan::rules::text::{shell_quote, suggest_globs};
+use crate::plan::globs::{shell_quote, suggest_globs};
 
 /// A tensor an axis rule joins whose inputs hold the same bytes in groups of consecutive
 /// ones ([`replica_groups`]), with no `replicas` said: its name, axis, group size, and the

@@ -9,6 +9,7 @@ pub(crate) mod complete;
 pub(crate) mod families;
 pub mod filter;
 pub mod gguf_files;
+pub(crate) mod globs;
 pub(crate) mod grid;
 pub(crate) mod groups;
 pub(crate) mod heads;

@@ -30,7 +30,7 @@ use crate::error::{Error, Refusal, Result};
 use crate::input::Tensor;
 use crate::messages::excerpt;
 use crate::plan::compare;
-use crate::plan::rules::text::{shell_quote, suggest_globs};
+use crate::plan::globs::{shell_quote, suggest_globs};
 
 pub use crate::plan::groups::{Grouped, grouped_refusal, replica_groups};
 

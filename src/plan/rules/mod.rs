@@ -15,8 +15,7 @@ use crate::error::{Error, Refusal, Result, capped};
 use crate::messages;
 pub use crate::plan::chunks::Parts;
 
-pub mod text;
-pub use text::{glob_match, shell_quote, suggest_globs};
+pub use crate::plan::globs::{glob_match, shell_quote, suggest_globs};
 
 /// `--axis-for GLOB=AXIS`: tensors whose names match `glob` join along `axis`, their pieces
 /// laid out as `parts` says (`--axis-for 'GLOB=0 chunks 2'`).

@@ -1,6 +1,7 @@
-//! Text helpers of the rules that other planning files use as well: matching a tensor name
-//! against a glob, suggesting globs for a set of names, and quoting text for a shell. They
-//! import nothing of the rules themselves (`mod.rs`) or of `chunks`, which both use them.
+//! Tensor names and globs, for the rules and the other planning files that use them:
+//! matching a tensor name against a glob, suggesting globs for a set of names, and quoting
+//! text for a shell. They import nothing of the rules (`rules`) or of `chunks`, which both
+//! use them.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
