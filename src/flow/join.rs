@@ -57,12 +57,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         check_output_not_an_input(&inputs, output)?;
     }
     let filtered = crate::plan::filter::apply(&mut inputs, &config.filters)?;
-    let mut warnings = Warnings::new(config.quiet);
-    for input in &inputs {
-        if let Some(warning) = input.shards().and_then(Warning::total_size) {
-            warnings.push(warning);
-        }
-    }
+    let mut warnings = opening_warnings(&inputs, config.quiet);
     // A dry run without an output plans as if the output were like the first input.
     // A format tjoin only reads (a checkpoint) plans the output as safetensors.
     let format = target.format.unwrap_or(inputs[0].format).planned_output();
@@ -181,6 +176,18 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         Some((report, form)) => report.print(form),
         None => Ok(()),
     }
+}
+
+/// The warnings of a join (none printed when `quiet`), starting with what opening `inputs`
+/// found: a sharded set whose tensors do not hold the total size its index says.
+fn opening_warnings(inputs: &[Input], quiet: bool) -> Warnings {
+    let mut warnings = Warnings::new(quiet);
+    for input in inputs {
+        if let Some(warning) = input.shards().and_then(Warning::total_size) {
+            warnings.push(warning);
+        }
+    }
+    warnings
 }
 
 /// Refuses a join of several inputs whose output is one of them (the same file by device and
