@@ -56,7 +56,7 @@ pub use crate::report::plan::PlanForm;
 /// What the command line asks for: one of tjoin's commands, each with its own flow.
 #[derive(Debug, Clone)]
 pub enum Command {
-    /// Join the inputs into an output, or report the plan (`src/flow/join.rs`).
+    /// Join the inputs into an output, or report the plan (`src/flow/join/mod.rs`).
     Join(JoinConfig),
     /// Grow the first input in place by the others, under the same rules (`--append`,
     /// `src/flow/append.rs`). `output` names nothing: the first input is the target.

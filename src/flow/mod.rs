@@ -1,5 +1,5 @@
-//! The flows of tjoin's commands, one file each, the only code that sees a command's whole
-//! config: a join (`join.rs`), an append that grows its first input in place (`append.rs`,
+//! The flows of tjoin's commands, one module each, the only code that sees a command's whole
+//! config: a join (`join/`), an append that grows its first input in place (`append.rs`,
 //! which also hands `--recover` to the output stage's `output::recovery`), a split of one
 //! input into several outputs (`split.rs`) and GGUF's merge and split (`gguf.rs`), each open
 //! -> plan -> write and commit, or report; and `tjoin rules` (`rules.rs`), which prints a

@@ -124,7 +124,7 @@ pub struct OpenOptions {
     /// Read every input in this format (`--input-format`) instead of guessing.
     pub format: Option<Format>,
     /// How many files the input may keep open for the whole run (a sharded or distributed
-    /// checkpoint is read from many): its share of the open-file budget `join.rs` keeps.
+    /// checkpoint is read from many): its share of the open-file budget the join's flow keeps.
     /// 0: close each once its header is read.
     pub keep_open: usize,
     /// Read files of at most this many bytes whole, with their header, and close them: the

@@ -11,7 +11,7 @@
 //! 3. **commit** ([`Written::commit`]): all the files or none (`src/output/set.rs`);
 //! 4. **describe** ([`Planned::describe`]): what the typed plan report shows of the output.
 //!
-//! A flow (`src/flow/join.rs`) goes through the steps without knowing the kind. The split
+//! A flow (`src/flow/join/mod.rs`) goes through the steps without knowing the kind. The split
 //! command's outputs (one per part or rank) are each planned here by their kind, then opened
 //! and committed together (`src/output/several.rs`). A new kind is a variant of
 //! [`OutputKind`] whose `plan` lists its files, and, if the report shows more of it than its
