@@ -90,6 +90,56 @@ fn no_source_file_is_over_900_lines() {
     );
 }
 
+/// Files are named for what they do, in one module style and one test-file convention: no
+/// base name but `mod.rs` and `tests.rs` is used by more than two files under src/ (nine
+/// `split.rs` once said nothing of what each held); a module with files of its own is a
+/// folder with `mod.rs`, never `NAME.rs` beside `NAME/`; and a module's unit tests that have a
+/// file are its folder's `tests.rs` (or `tests/mod.rs`), never `NAME_tests.rs` or `#[path]`.
+#[test]
+fn source_files_are_named_by_role_in_one_style() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files: Vec<String> = files_under(root, "src")
+        .into_iter()
+        .filter(|f| f.ends_with(".rs"))
+        .collect();
+    let mut by_name: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for file in &files {
+        let name = file.rsplit('/').next().unwrap();
+        by_name.entry(name).or_default().push(file);
+    }
+    let crowded: Vec<_> = by_name
+        .iter()
+        .filter(|(name, files)| !["mod.rs", "tests.rs"].contains(name) && files.len() > 2)
+        .collect();
+    assert!(
+        crowded.is_empty(),
+        "base names used by more than two files: {crowded:?}; name each file for what it does"
+    );
+    let beside: Vec<&String> = files
+        .iter()
+        .filter(|f| root.join(f.trim_end_matches(".rs")).is_dir())
+        .collect();
+    assert!(
+        beside.is_empty(),
+        "modules written as NAME.rs beside their folder NAME/: {beside:?}; move each to NAME/mod.rs"
+    );
+    let tests: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            f.ends_with("_tests.rs")
+                || fs::read_to_string(root.join(f))
+                    .unwrap()
+                    .lines()
+                    .any(|line| line.trim_start().starts_with("#[path"))
+        })
+        .collect();
+    assert!(
+        tests.is_empty(),
+        "unit tests named or placed another way: {tests:?}; a module's tests with a file of \
+         their own are its folder's tests.rs (`#[cfg(test)] mod tests;` in its mod.rs)"
+    );
+}
+
 /// The folders of the repository whose paths the documents name.
 const TREE: [&str; 11] = [
     "src/",
