@@ -1,7 +1,9 @@
 //! JSON tensors: reading a JSON input into the spill file, and the output forms
 //! (`JsonForm`, `JsonWriter`).
 //!
-//! Reading: nested arrays of numbers, booleans or strings, or a tensor object
+//! Reading (`read` over a mapped file, `read_text` over bytes: JSON is data, not a header, so
+//! its entry from bytes takes the whole text and converts it): nested arrays of numbers,
+//! booleans or strings, or a tensor object
 //! `{"dtype": "float32", "shape": [2, 3], "data": [...]}` (data nested or flat), converted
 //! element by element into little-endian C-order data in the spill file by a hand-written
 //! scanner over the mapped text (`scan`). Nothing is held in memory but a write buffer.
@@ -79,11 +81,22 @@ pub enum JsonForm {
 pub const MAX_DEPTH: usize = 64;
 
 /// Reads the JSON tensor in `file` (of `len` bytes) into `spill`: its one tensor, whose data
-/// is in the spill file.
+/// is in the spill file. The text is mapped, its pages released behind the scanner.
 pub fn read(file: &File, len: u64, input: &InputRef, spill: &mut Spill) -> Result<Contents> {
     let region = Region::map(file, 0, len).map_err(|e| input.io_error("map", e))?;
+    read_parsed(Parser::new(&region), input, spill)
+}
+
+/// Reads the JSON tensor whose whole text is `text` into `spill`: the entry from bytes (a
+/// JSON input is data, not a header before data: it is converted whole, and its text is
+/// read whole, as [`read`] maps it).
+pub fn read_text(text: &[u8], input: &InputRef, spill: &mut Spill) -> Result<Contents> {
+    read_parsed(Parser::of_bytes(text), input, spill)
+}
+
+/// Reads the one tensor of the text `parser` scans into `spill`.
+fn read_parsed(mut parser: Parser, input: &InputRef, spill: &mut Spill) -> Result<Contents> {
     let mut out = spill.writer(input)?;
-    let mut parser = Parser::new(&region);
     let (dtype, shape) = parser.tensor(&mut out).map_err(|fail| match fail {
         Fail::Io(e) => input.io_error("make a temporary copy of", e),
         Fail::Bad(reason) => Error::Malformed {
@@ -703,6 +716,35 @@ mod tests {
                     && !error.to_string().contains("damaged"),
                 "{text}: {error}"
             );
+        }
+    }
+
+    #[test]
+    fn text_from_bytes_reads_as_the_mapped_file_does() {
+        let input = InputRef {
+            position: 1,
+            location: std::path::Path::new("t.json").into(),
+            tensor: None,
+        };
+        for text in [
+            "[[1, 2], [3, 4]]",
+            "{\"dtype\": \"int8\", \"shape\": [2], \"data\": [1]}",
+            "[1,",
+        ] {
+            let mut file = tempfile::tempfile().expect("a temporary file");
+            file.write_all(text.as_bytes()).expect("written");
+            let mapped = read(&file, text.len() as u64, &input, &mut Spill::default());
+            let bytes = super::read_text(text.as_bytes(), &input, &mut Spill::default());
+            match (mapped, bytes) {
+                (Ok(mapped), Ok(bytes)) => {
+                    let info = |c: &Contents| format!("{:?}", c.tensors[0].info);
+                    assert_eq!(info(&mapped), info(&bytes), "{text}");
+                }
+                (Err(mapped), Err(bytes)) => assert_eq!(mapped.to_string(), bytes.to_string()),
+                (mapped, bytes) => {
+                    panic!("{text}: {:?} against {:?}", mapped.is_ok(), bytes.is_ok())
+                }
+            }
         }
     }
 }

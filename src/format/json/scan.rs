@@ -117,7 +117,6 @@ impl<'a> Parser<'a> {
     }
 
     /// A scanner at the start of `text`, held in memory.
-    #[cfg(test)]
     pub(in crate::format) fn of_bytes(text: &'a [u8]) -> Parser<'a> {
         Parser {
             text,

@@ -74,107 +74,28 @@ pub fn read(file: &File, file_len: u64, input: &InputRef) -> Result<Contents> {
     read_in(file, 0, file_len, input)
 }
 
-/// Reads and checks the header of a safetensors file that lies inside `file`, its `file_len`
-/// bytes from byte `base` (a `.distcp` file of DCP's SAFETENSORS serialization holds one after
-/// the rank's other entries); the tensors' `data_offset` count from the start of `file`.
-pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Result<Contents> {
-    let malformed = |reason: String| Error::Malformed {
-        input: input.clone(),
-        format: "safetensors",
-        reason,
-    };
-    if file_len < 8 {
-        return Err(malformed(format!(
-            "it is {file_len} bytes long, shorter than the 8-byte header length every \
-             safetensors file starts with; the file is truncated"
-        )));
-    }
-    let mut len_field = [0u8; 8];
-    crate::sys::read_exact_at(file, &mut len_field, base)
-        .map_err(|e| input.io_error("read the header of", e))?;
-    let header_len = u64::from_le_bytes(len_field);
-    if header_len > MAX_HEADER_LEN {
-        return Err(malformed(format!(
-            "its header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} \
-             safetensors allows; the file is damaged or not a safetensors file"
-        )));
-    }
-    if header_len > file_len - 8 {
-        return Err(malformed(format!(
-            "its header length field says {header_len} bytes but only {} follow it; the file \
-             is truncated",
-            file_len - 8
-        )));
-    }
-    let data_start = 8 + header_len;
-    let data_len = file_len - data_start;
-    let ends_where = |end: u64| {
-        malformed(format!(
-            "its tensors' data ends {end} bytes after the header but the file holds {data_len} \
-             bytes there; the file is {}",
-            if data_len < end {
-                "truncated"
-            } else {
-                "longer than its header says"
-            }
-        ))
-    };
-    // The header is mapped, not copied: its pages belong to the page cache, and go once read.
-    let text = Region::map(file, base + 8, header_len).map_err(|e| input.io_error("map", e))?;
-    // Over a large header, a first pass that keeps nothing but where the data ends: a header
-    // of a million tensors that do not fit the file is refused without building them. (A
-    // small one goes straight to the full parse, whose refusals name the tensor at fault.)
-    if header_len > PRESCAN_FROM
-        && let Some(end) = data_end(text.bytes())
-        && end != data_len
-    {
-        return Err(ends_where(end));
-    }
-    check_utf8(text.bytes()).map_err(malformed)?;
-    // The passes above touched every page: the parse reads them in again as it goes, and
-    // releases them behind it.
-    text.release(0, text.bytes().len());
-    let header = parse_entries(Parser::new(&text)).map_err(malformed)?;
-    text.release(0, text.bytes().len());
-    if header.end != data_len {
-        return Err(ends_where(header.end));
-    }
-    let tensors = header
-        .tensors
-        .into_iter()
-        .map(|t| Found {
-            name: Some(t.name),
-            info: TensorInfo {
-                swaps: Swaps::None,
-                byte_order: t.dtype.byte_order_or_na(ByteOrder::Little),
-                dtype: t.dtype,
-                shape: t.shape.into(),
-                layout: Layout::C,
-                data_offset: base + data_start + t.begin,
-                data_len: t.end - t.begin,
-            },
-            file: None,
-            stored_crc: None,
-        })
-        .collect();
-    Ok(Contents {
-        tensors,
-        metadata: header.metadata,
-        notes: Vec::new(),
-        left_out: Vec::new(),
-        format: None,
-        distributed: Vec::new(),
-    })
+/// Why [`parse_header`] returned no header.
+#[derive(Debug, PartialEq)]
+pub enum Parse {
+    /// The bytes given are the file's first; it needs this many in all (counted from the
+    /// length field's first byte) before it can say more.
+    Need(u64),
+    /// Not a safetensors header, or one whose entries are refused; the reason says why.
+    Malformed(String),
 }
 
-/// A checked header.
+/// A checked header, as [`parse_header`] reads it from bytes.
 #[derive(Debug)]
-struct Header {
-    metadata: Option<Vec<(String, String)>>,
+pub struct Header {
+    /// Where the data starts, counted from the length field's first byte: 8 + the header's
+    /// length.
+    pub data_start: u64,
+    /// The `__metadata__` map, when there is one.
+    pub metadata: Option<Vec<(String, String)>>,
     /// In data order.
     tensors: Vec<Entry>,
     /// Where the last tensor's data ends, counted from the start of the data.
-    end: u64,
+    pub end: u64,
 }
 
 #[derive(Debug)]
@@ -186,24 +107,172 @@ struct Entry {
     end: u64,
 }
 
+/// Parses and checks a safetensors header from the first bytes of a file, with no I/O:
+/// the header, or how many bytes it needs in all ([`Parse::Need`]), or why it is not one.
+/// Checks everything but where the data ends against the file's length ([`check_data_len`]).
+/// Its work is bounded by the bytes given: the length field is capped at
+/// [`MAX_HEADER_LEN`] before anything more is asked for.
+pub fn parse_header(bytes: &[u8]) -> std::result::Result<Header, Parse> {
+    let data_start = frame(bytes)?;
+    let text = &bytes[8..data_start as usize];
+    parse_text(text).map_err(Parse::Malformed)
+}
+
+/// Where the data starts in the file whose first bytes are `bytes`: what the 8-byte length
+/// field says, once that many bytes are there.
+fn frame(bytes: &[u8]) -> std::result::Result<u64, Parse> {
+    let Some(&len_field) = bytes.first_chunk::<8>() else {
+        return Err(Parse::Need(8));
+    };
+    let header_len = u64::from_le_bytes(len_field);
+    if header_len > MAX_HEADER_LEN {
+        return Err(Parse::Malformed(format!(
+            "its header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} \
+             safetensors allows; the file is damaged or not a safetensors file"
+        )));
+    }
+    let data_start = 8 + header_len;
+    if (bytes.len() as u64) < data_start {
+        return Err(Parse::Need(data_start));
+    }
+    Ok(data_start)
+}
+
+/// Checks that the header's tensors end where the file's `data_len` bytes of data do (the
+/// file's length less the header's).
+pub fn check_data_len(header: &Header, data_len: u64) -> std::result::Result<(), String> {
+    if header.end == data_len {
+        return Ok(());
+    }
+    Err(ends_where(header.end, data_len))
+}
+
+fn ends_where(end: u64, data_len: u64) -> String {
+    format!(
+        "its tensors' data ends {end} bytes after the header but the file holds {data_len} \
+         bytes there; the file is {}",
+        if data_len < end {
+            "truncated"
+        } else {
+            "longer than its header says"
+        }
+    )
+}
+
+/// Reads and checks the header of a safetensors file that lies inside `file`, its `file_len`
+/// bytes from byte `base` (a `.distcp` file of DCP's SAFETENSORS serialization holds one after
+/// the rank's other entries); the tensors' `data_offset` count from the start of `file`.
+///
+/// The driver of [`parse_header`]'s two steps: the length field read and framed, then the
+/// header's text mapped, not copied (its pages belong to the page cache and are released
+/// behind the parse), and parsed by the same text parser.
+pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Result<Contents> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: "safetensors",
+        reason,
+    };
+    let mut len_field = [0u8; 8];
+    let mut head: &[u8] = &[];
+    let data_start = loop {
+        match frame(head) {
+            Ok(data_start) => break data_start,
+            Err(Parse::Malformed(reason)) => return Err(malformed(reason)),
+            Err(Parse::Need(needed)) if needed > file_len => {
+                return Err(malformed(short(needed, file_len)));
+            }
+            Err(Parse::Need(8)) => {
+                crate::sys::read_exact_at(file, &mut len_field, base)
+                    .map_err(|e| input.io_error("read the header of", e))?;
+                head = &len_field;
+            }
+            // The header's text is mapped, not read.
+            Err(Parse::Need(data_start)) => break data_start,
+        }
+    };
+    let data_len = file_len - data_start;
+    let text = Region::map(file, base + 8, data_start - 8).map_err(|e| input.io_error("map", e))?;
+    let header = parse_mapped(&text, data_len).map_err(malformed)?;
+    check_data_len(&header, data_len).map_err(malformed)?;
+    Ok(contents(header, base + data_start))
+}
+
+/// Why a file of `len` bytes is too short for the `needed` bytes its header asks for.
+fn short(needed: u64, len: u64) -> String {
+    if needed == 8 {
+        return format!(
+            "it is {len} bytes long, shorter than the 8-byte header length every safetensors \
+             file starts with; the file is truncated"
+        );
+    }
+    format!(
+        "its header length field says {} bytes but only {} follow it; the file is truncated",
+        needed - 8,
+        len - 8
+    )
+}
+
+/// Parses the mapped header text `text` of a file with `data_len` bytes of data.
+fn parse_mapped(text: &Region, data_len: u64) -> std::result::Result<Header, String> {
+    // Over a large header, a first pass that keeps nothing but where the data ends: a header
+    // of a million tensors that do not fit the file is refused without building them. (A
+    // small one goes straight to the full parse, whose refusals name the tensor at fault.)
+    if text.bytes().len() as u64 > PRESCAN_FROM
+        && let Some(end) = data_end(text.bytes())
+        && end != data_len
+    {
+        return Err(ends_where(end, data_len));
+    }
+    check_utf8(text.bytes())?;
+    // The passes above touched every page: the parse reads them in again as it goes, and
+    // releases them behind it.
+    text.release(0, text.bytes().len());
+    let header = parse_entries(Parser::new(text));
+    text.release(0, text.bytes().len());
+    header
+}
+
+/// What a checked header describes, its tensors' data from byte `data_start` of the file.
+fn contents(header: Header, data_start: u64) -> Contents {
+    let tensors = header
+        .tensors
+        .into_iter()
+        .map(|t| Found {
+            name: Some(t.name),
+            info: TensorInfo {
+                swaps: Swaps::None,
+                byte_order: t.dtype.byte_order_or_na(ByteOrder::Little),
+                dtype: t.dtype,
+                shape: t.shape.into(),
+                layout: Layout::C,
+                data_offset: data_start + t.begin,
+                data_len: t.end - t.begin,
+            },
+            file: None,
+            stored_crc: None,
+        })
+        .collect();
+    Contents {
+        tensors,
+        metadata: header.metadata,
+        notes: Vec::new(),
+        left_out: Vec::new(),
+        format: None,
+        distributed: Vec::new(),
+    }
+}
+
 /// How long a safetensors file whose first bytes are `head` is ([`crate::format::Extent`]):
 /// its header length, header and the data its tensors' offsets reach.
 pub fn extent(head: &[u8]) -> crate::format::Extent {
     use crate::format::Extent;
-    let Some(&len_field) = head.first_chunk::<8>() else {
-        return Extent::Head(8);
-    };
-    let header_len = u64::from_le_bytes(len_field);
-    if header_len > MAX_HEADER_LEN {
-        return Extent::Unreadable;
-    }
-    let header = 8 + header_len;
-    if (head.len() as u64) < header {
-        return Extent::Head(header);
-    }
-    match data_end(&head[8..header as usize]) {
-        Some(end) => Extent::Declared(header.saturating_add(end)),
-        None => Extent::Unreadable,
+    match frame(head) {
+        Err(Parse::Need(needed)) => Extent::Head(needed),
+        Err(Parse::Malformed(_)) => Extent::Unreadable,
+        Ok(header) => match data_end(&head[8..header as usize]) {
+            Some(end) => Extent::Declared(header.saturating_add(end)),
+            None => Extent::Unreadable,
+        },
     }
 }
 
@@ -218,8 +287,7 @@ fn data_end(text: &[u8]) -> Option<u64> {
 }
 
 /// Parses and checks the header text (everything but the check against the file's length).
-#[cfg(test)]
-fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
+fn parse_text(text: &[u8]) -> std::result::Result<Header, String> {
     check_utf8(text)?;
     parse_entries(Parser::of_bytes(text))
 }
@@ -273,6 +341,7 @@ fn parse_entries(mut p: Parser) -> std::result::Result<Header, String> {
     }
     let end = check_tiling(&mut tensors)?;
     Ok(Header {
+        data_start: 8 + p.text.len() as u64,
         metadata,
         tensors,
         end,
@@ -733,86 +802,4 @@ pub fn header(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn out(name: &str, dtype: DType, shape: &[u64]) -> OutTensor {
-        let elements: u64 = shape.iter().product();
-        OutTensor {
-            name: name.to_string(),
-            bytes: dtype.bytes_for(elements).unwrap(),
-            dtype,
-            shape: shape.to_vec(),
-            layout: Layout::C,
-        }
-    }
-
-    #[test]
-    fn header_is_what_the_crate_writes() {
-        let tensors = [
-            out("b", DType::Float32, &[2, 2]),
-            out("a", DType::UInt8, &[3]),
-        ];
-        let metadata = BTreeMap::from([("format".to_string(), "pt".to_string())]);
-        let text = header(Some(&metadata), &tensors).unwrap();
-        assert_eq!(text.len() % 8, 0);
-        assert_eq!(
-            String::from_utf8(text).unwrap().trim_end(),
-            r#"{"__metadata__":{"format":"pt"},"b":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"a":{"dtype":"U8","shape":[3],"data_offsets":[16,19]}}"#
-        );
-    }
-
-    #[test]
-    fn order_is_alignment_then_name() {
-        let tensors = [
-            out("z", DType::UInt8, &[1]),
-            out("b", DType::Float32, &[1]),
-            out("a", DType::Float32, &[1]),
-            out("c", DType::Float64, &[1]),
-        ];
-        let writer = SafeTensorsWriter { metadata: None };
-        assert_eq!(writer.order(&tensors), [3, 2, 1, 0]);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn random_headers_never_panic(text in r#"\{("[a-c]":\{"dtype":"(F32|F4|U8|BF16)","shape":\[[0-9,]{0,12}\],"data_offsets":\[[0-9]{1,20},[0-9]{1,20}\]\},?){0,3}\}"#) {
-            let _ = parse_header(text.as_bytes());
-        }
-
-        #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
-            let _ = parse_header(&bytes);
-        }
-    }
-
-    #[test]
-    fn escapes_are_decoded_and_checked_as_json_says() {
-        let header = br#"{"\u00e9\ud83d\ude00\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
-        assert_eq!(
-            parse_header(header).unwrap().tensors[0].name,
-            "\u{e9}\u{1f600}\n"
-        );
-        // Four hex digits, not a number with a sign (from_str_radix took "+0e9").
-        let header = br#"{"\u+0e9":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
-        assert!(
-            parse_header(header)
-                .unwrap_err()
-                .contains("a \\u escape needs four hex digits")
-        );
-        let header = br#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"#;
-        assert!(parse_header(header).unwrap_err().contains("not valid JSON"));
-    }
-
-    #[test]
-    fn sub_byte_tensors_must_fill_whole_bytes() {
-        let header = br#"{"x":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#;
-        assert!(
-            parse_header(header)
-                .unwrap_err()
-                .contains("whole number of bytes")
-        );
-        let header = br#"{"x":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}"#;
-        assert_eq!(parse_header(header).unwrap().end, 3);
-    }
-}
+mod tests;
