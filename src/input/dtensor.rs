@@ -204,12 +204,66 @@ struct Piece {
 
 /// The blocks of every rank file, placed, as one input named `name`.
 pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result<Input> {
+    let world = world_of(&name, &files)?;
+    check_ranks(&name, &files, &world)?;
+    let metadata = files[0].metadata().map(<[_]>::to_vec);
+    let (order, pieces) = pieces_by_name(&mut files);
+    let placed = place_all(&name, &files, &world.ranks, order, pieces)?;
+    let world_from = match world.named {
+        false => "its meshes",
+        true => "the files' names",
+    };
+    let mut notes = vec![format!(
+        "DTensor rank files of ranks 0 to {} (a world of {}, by {world_from}): each \
+         block is placed by its DTensor's placements and the mesh coordinate its file records",
+        world.size - 1,
+        world.size
+    )];
+    if !placed.replicas.is_empty() {
+        notes.push(format!(
+            "{} copies of blocks that several ranks hold (replicated, or plain tensors every \
+             rank saved) are compared with the copy kept, which is written once",
+            placed.replicas.len()
+        ));
+    }
+    let mut watched = files.into_iter().flat_map(Input::into_watched);
+    Ok(Input {
+        name,
+        tensors: placed.tensors.into(),
+        format: Format::PyTorch,
+        watched: watched.next().expect("at least one rank file"),
+        extras: Extras {
+            metadata,
+            offsets: Some(placed.offsets),
+            more_watched: watched.collect(),
+            notes,
+            replicas: placed.replicas,
+            ..Extras::default()
+        }
+        .boxed(),
+    })
+}
+
+/// The world the rank files come from: each file's rank, from its DTensors' meshes and
+/// checked against its name, and the world's size.
+struct World {
+    /// Each file's rank, in the files' order.
+    ranks: Vec<u64>,
+    /// How many ranks the world has.
+    size: u64,
+    /// Whether the files' names give the world's size.
+    named: bool,
+    /// What is wrong so far (refused once the ranks are checked too).
+    problems: Vec<String>,
+}
+
+/// The world of the rank `files`, or the refusal of a world too large to read.
+fn world_of(name: &InputRef, files: &[Input]) -> Result<World> {
     let mut problems = Vec::new();
-    // Each file's rank, from its DTensors' meshes; checked against its name.
     let mut ranks = Vec::with_capacity(files.len());
     let mut named_world = BTreeSet::new();
     let mut world = 0u64;
-    for file in &files {
+    for file in files {
         let layouts = &file
             .extras
             .as_ref()
@@ -255,8 +309,19 @@ pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result
             "the files' names or records give a world of {world} ranks, more than tjoin reads \
              ({MAX_WORLD}): a file is damaged, or its name's numbers are not ranks"
         ));
-        return Err(refused(&name, files.len(), problems));
+        return Err(refused(name, files.len(), problems));
     }
+    Ok(World {
+        ranks,
+        size: world,
+        named: !named_world.is_empty(),
+        problems,
+    })
+}
+
+/// Checks that every rank of `world` has one file, and that nothing else is wrong.
+fn check_ranks(name: &InputRef, files: &[Input], world: &World) -> Result<()> {
+    let (ranks, world, mut problems) = (&world.ranks, world.size, world.problems.clone());
     let mut by_rank: HashMap<u64, usize> = HashMap::new();
     for (at, &rank) in ranks.iter().enumerate() {
         if let Some(&first) = by_rank.get(&rank) {
@@ -296,7 +361,7 @@ pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result
             details: capped(
                 files
                     .iter()
-                    .zip(&ranks)
+                    .zip(ranks)
                     .map(|(f, r)| format!("rank {r}: {}", f.name))
                     .collect(),
                 10,
@@ -308,13 +373,15 @@ pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result
         }]));
     }
     if !problems.is_empty() {
-        return Err(refused(&name, files.len(), problems));
+        return Err(refused(name, files.len(), problems));
     }
-    // Every file's tensors, by name, in the order the files first hold them.
-    let metadata = files[0].metadata().map(<[_]>::to_vec);
+    Ok(())
+}
+
+/// Every file's tensors, by name, in the order the files first hold them.
+fn pieces_by_name(files: &mut [Input]) -> (Vec<String>, HashMap<String, Vec<Piece>>) {
     let mut order: Vec<String> = Vec::new();
     let mut pieces: HashMap<String, Vec<Piece>> = HashMap::new();
-    let mut watched = Vec::new();
     for (at, file) in files.iter_mut().enumerate() {
         let extras = file.extras.as_mut().expect("a rank file has extras");
         let mut layouts: HashMap<usize, Distributed> = std::mem::take(&mut extras.distributed)
@@ -342,12 +409,31 @@ pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result
             });
         }
     }
+    (order, pieces)
+}
+
+/// The pieces of every tensor, placed; the first copy of each block is kept.
+struct Placed {
+    tensors: Vec<Tensor>,
+    offsets: Vec<Vec<u64>>,
+    replicas: Vec<(usize, Tensor)>,
+}
+
+/// Places the `pieces` of every tensor named in `order`, or refuses all that cannot be.
+fn place_all(
+    name: &InputRef,
+    files: &[Input],
+    ranks: &[u64],
+    order: Vec<String>,
+    mut pieces: HashMap<String, Vec<Piece>>,
+) -> Result<Placed> {
+    let mut problems = Vec::new();
     let mut tensors = Vec::new();
     let mut offsets = Vec::new();
     let mut replicas = Vec::new();
     for key in &order {
         let pieces = pieces.remove(key).unwrap_or_default();
-        let placed = match place_pieces(key, &pieces, &files, &ranks) {
+        let placed = match place_pieces(key, &pieces, files, ranks) {
             Ok(placed) => placed,
             Err(why) => {
                 problems.extend(why);
@@ -369,42 +455,12 @@ pub(in crate::input) fn combine(name: InputRef, mut files: Vec<Input>) -> Result
         }
     }
     if !problems.is_empty() {
-        return Err(refused(&name, files.len(), problems));
+        return Err(refused(name, files.len(), problems));
     }
-    let world_from = match named_world.is_empty() {
-        true => "its meshes",
-        false => "the files' names",
-    };
-    let mut notes = vec![format!(
-        "DTensor rank files of ranks 0 to {} (a world of {world}, by {world_from}): each \
-         block is placed by its DTensor's placements and the mesh coordinate its file records",
-        world - 1
-    )];
-    if !replicas.is_empty() {
-        notes.push(format!(
-            "{} copies of blocks that several ranks hold (replicated, or plain tensors every \
-             rank saved) are compared with the copy kept, which is written once",
-            replicas.len()
-        ));
-    }
-    for file in files {
-        watched.extend(file.into_watched());
-    }
-    let mut watched = watched.into_iter();
-    Ok(Input {
-        name,
-        tensors: tensors.into(),
-        format: Format::PyTorch,
-        watched: watched.next().expect("at least one rank file"),
-        extras: Extras {
-            metadata,
-            offsets: Some(offsets),
-            more_watched: watched.collect(),
-            notes,
-            replicas,
-            ..Extras::default()
-        }
-        .boxed(),
+    Ok(Placed {
+        tensors,
+        offsets,
+        replicas,
     })
 }
 

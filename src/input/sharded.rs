@@ -297,33 +297,12 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let index_text = crate::messages::path(index_path);
+    let Mapping {
+        file_of,
+        listed,
+        files,
+    } = mapping(&index).map_err(|problems| inconsistent(&index_text, problems))?;
     let mut problems = Vec::new();
-    // Each tensor's file, and each file's tensors (in the index's order, for messages).
-    let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
-    let mut listed: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (tensor, file) in &index.weight_map {
-        match file_of.insert(tensor, file) {
-            Some(first) => problems.push(format!(
-                "tensor `{}` is listed twice, in {} and in {}",
-                crate::messages::name(tensor),
-                crate::messages::name(first),
-                crate::messages::name(file)
-            )),
-            None => listed.entry(file).or_default().push(tensor),
-        }
-    }
-    let mut files: Vec<&str> = listed.keys().copied().collect();
-    files.sort_by_key(|file| (index::shard_number(file).unwrap_or(u64::MAX), *file));
-    for file in &files {
-        if !index::is_inside_folder(file) {
-            problems.push(format!(
-                "it lists the file {file}, which is not a path inside the index's folder"
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(inconsistent(&index_text, problems));
-    }
     let index_file = DataFile::closed(name.location.clone(), index_stamp.clone());
     let index_watched = Watched::new(&name.location, &index_file, index_stamp);
     let mut watched = Vec::with_capacity(files.len());
@@ -359,49 +338,19 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         } else {
             DataFile::closed(shard.location.clone(), stamp.clone())
         };
-        let mut held: HashSet<&str> = HashSet::with_capacity(contents.tensors.len());
-        for found in contents.tensors {
-            let tensor_name = found.name.unwrap_or_default();
-            match file_of.get_key_value(tensor_name.as_str()) {
-                Some((&key, &mapped_to)) if mapped_to == *file => {
-                    held.insert(key);
-                    tensors.push(Tensor {
-                        name: InputRef {
-                            tensor: Some(tensor_name.into()),
-                            ..shard.clone()
-                        },
-                        info: found.info,
-                        file: found.file.map_or_else(|| data.clone(), DataFile::from),
-                        stored_crc: found.stored_crc,
-                    });
-                }
-                Some((_, &mapped_to)) => problems.push(format!(
-                    "{} holds tensor `{}`, which the index maps to {}",
-                    crate::messages::name(file),
-                    crate::messages::name(&tensor_name),
-                    crate::messages::name(mapped_to)
-                )),
-                None => problems.push(format!(
-                    "{} holds tensor `{}`, which the index's weight_map does not list",
-                    crate::messages::name(file),
-                    crate::messages::name(&tensor_name)
-                )),
-            }
-        }
-        let lacking: Vec<&str> = mapped
-            .iter()
-            .copied()
-            .filter(|t| !held.contains(t))
-            .collect();
-        if !lacking.is_empty() {
-            problems.push(format!(
-                "the index maps {} tensor{} to {file}, which does not hold {}: {}",
-                lacking.len(),
-                if lacking.len() == 1 { "" } else { "s" },
-                if lacking.len() == 1 { "it" } else { "them" },
-                shown(&lacking)
-            ));
-        }
+        let shard_is = Shard {
+            file,
+            name: &shard,
+            data: &data,
+        };
+        take_held(
+            shard_is,
+            &file_of,
+            mapped,
+            contents.tensors,
+            &mut tensors,
+            &mut problems,
+        );
         if metadata.is_none() {
             metadata = contents.metadata;
         }
@@ -418,18 +367,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
     if !problems.is_empty() {
         return Err(inconsistent(&index_text, problems));
     }
-    let set_name = index_path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(SetName::of_index)
-        .unwrap_or_default();
-    let shards = ShardSet {
-        index: index_path.to_path_buf(),
-        name: set_name,
-        files: paths,
-        total_size: index.total_size,
-        tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
-    };
+    let shards = shard_set(index_path, &index, paths, &tensors);
     let watched = (index_watched, watched);
     let format = if pickle {
         Format::PyTorch
@@ -443,6 +381,138 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         left_out,
     };
     Ok(Input::of_files(name, tensors, read, shards, watched))
+}
+
+/// The set of shard files at `paths` the index at `index_path` lists, holding `tensors`.
+fn shard_set(
+    index_path: &Path,
+    index: &Index,
+    paths: Vec<PathBuf>,
+    tensors: &[Tensor],
+) -> ShardSet {
+    let set_name = index_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(SetName::of_index)
+        .unwrap_or_default();
+    ShardSet {
+        index: index_path.to_path_buf(),
+        name: set_name,
+        files: paths,
+        total_size: index.total_size,
+        tensor_bytes: tensors.iter().map(|t| t.info.data_len).sum(),
+    }
+}
+
+/// Each tensor's file, and each file's tensors (in the index's order, for messages), as an
+/// index maps them.
+struct Mapping<'a> {
+    file_of: HashMap<&'a str, &'a str>,
+    listed: HashMap<&'a str, Vec<&'a str>>,
+    /// The files, in shard-number order.
+    files: Vec<&'a str>,
+}
+
+/// The index's mapping, or every problem with it (a tensor listed twice, a file outside the
+/// index's folder).
+fn mapping(index: &Index) -> std::result::Result<Mapping<'_>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut file_of: HashMap<&str, &str> = HashMap::with_capacity(index.weight_map.len());
+    let mut listed: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (tensor, file) in &index.weight_map {
+        match file_of.insert(tensor, file) {
+            Some(first) => problems.push(format!(
+                "tensor `{}` is listed twice, in {} and in {}",
+                crate::messages::name(tensor),
+                crate::messages::name(first),
+                crate::messages::name(file)
+            )),
+            None => listed.entry(file).or_default().push(tensor),
+        }
+    }
+    let mut files: Vec<&str> = listed.keys().copied().collect();
+    files.sort_by_key(|file| (index::shard_number(file).unwrap_or(u64::MAX), *file));
+    for file in &files {
+        if !index::is_inside_folder(file) {
+            problems.push(format!(
+                "it lists the file {file}, which is not a path inside the index's folder"
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Mapping {
+        file_of,
+        listed,
+        files,
+    })
+}
+
+/// One shard as an index lists it: its name in the index, as an input, and its data.
+struct Shard<'a> {
+    file: &'a str,
+    name: &'a InputRef,
+    data: &'a DataFile,
+}
+
+/// Takes into `tensors` each tensor `found` in `shard` that the index maps to it, and says in
+/// `problems` which it holds that the index maps elsewhere or not at all, and which of the
+/// `mapped` ones it lacks.
+fn take_held(
+    shard: Shard,
+    file_of: &HashMap<&str, &str>,
+    mapped: &[&str],
+    found: Vec<crate::format::Found>,
+    tensors: &mut Vec<Tensor>,
+    problems: &mut Vec<String>,
+) {
+    let mut held: HashSet<&str> = HashSet::with_capacity(found.len());
+    for found in found {
+        let tensor_name = found.name.unwrap_or_default();
+        match file_of.get_key_value(tensor_name.as_str()) {
+            Some((&key, &mapped_to)) if mapped_to == shard.file => {
+                held.insert(key);
+                tensors.push(Tensor {
+                    name: InputRef {
+                        tensor: Some(tensor_name.into()),
+                        ..shard.name.clone()
+                    },
+                    info: found.info,
+                    file: found
+                        .file
+                        .map_or_else(|| shard.data.clone(), DataFile::from),
+                    stored_crc: found.stored_crc,
+                });
+            }
+            Some((_, &mapped_to)) => problems.push(format!(
+                "{} holds tensor `{}`, which the index maps to {}",
+                crate::messages::name(shard.file),
+                crate::messages::name(&tensor_name),
+                crate::messages::name(mapped_to)
+            )),
+            None => problems.push(format!(
+                "{} holds tensor `{}`, which the index's weight_map does not list",
+                crate::messages::name(shard.file),
+                crate::messages::name(&tensor_name)
+            )),
+        }
+    }
+    let lacking: Vec<&str> = mapped
+        .iter()
+        .copied()
+        .filter(|t| !held.contains(t))
+        .collect();
+    if !lacking.is_empty() {
+        problems.push(format!(
+            "the index maps {} tensor{} to {}, which does not hold {}: {}",
+            lacking.len(),
+            if lacking.len() == 1 { "" } else { "s" },
+            shard.file,
+            if lacking.len() == 1 { "it" } else { "them" },
+            shown(&lacking)
+        ));
+    }
 }
 
 /// The first few names, then how many more.

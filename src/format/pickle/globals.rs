@@ -155,15 +155,7 @@ impl Call {
 pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) -> Step<Node> {
     let path = global.path();
     let args: &[Id] = &args_rc;
-    let arg = |i: usize| -> Step<&Node> {
-        match args.get(i) {
-            Some(&id) => Ok(nodes.node(id)),
-            None => damaged(format!(
-                "{path} is called with {} arguments, too few",
-                args.len()
-            )),
-        }
-    };
+    let arg = |i: usize| argument(nodes, args, i, &path);
     match global {
         Global::OrderedDict | Global::Counter => match args {
             [] => Ok(Node::Dict(Default::default())),
@@ -195,51 +187,8 @@ pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) ->
             },
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
-        Global::Complex => {
-            let part = |node: &Node| match *node {
-                Node::Float(v) => Some(v),
-                Node::Int(v) => Some(v as f64),
-                _ => None,
-            };
-            let re = args.first().map_or(Some(0.0), |&a| part(nodes.node(a)));
-            let im = args.get(1).map_or(Some(0.0), |&a| part(nodes.node(a)));
-            match (re, im) {
-                (Some(re), Some(im)) if args.len() <= 2 => Ok(Node::Complex(re, im)),
-                _ => refused(format!(
-                    "{path} is called with arguments other than numbers"
-                )),
-            }
-        }
-        Global::Encode => {
-            // `encode(text, 'latin1')`: each character below 256 is one byte.
-            let Node::Str(text) = arg(0)? else {
-                return refused(format!("{path} is called on something other than a string"));
-            };
-            let encoding = match args.get(1).map(|&a| nodes.node(a)) {
-                Some(Node::Str(e)) => e.to_ascii_lowercase().replace('-', ""),
-                None => "utf8".to_string(),
-                Some(_) => {
-                    return refused(format!("{path} is given an encoding that is not a name"));
-                }
-            };
-            match encoding.as_str() {
-                "latin1" | "latin" | "iso88591" => {
-                    let bytes: Option<Vec<u8>> = text
-                        .chars()
-                        .map(|c| u8::try_from(u32::from(c)).ok())
-                        .collect();
-                    match bytes {
-                        Some(bytes) => Ok(Node::Bytes(bytes.into())),
-                        None => damaged(format!("{path} is given text that latin-1 cannot encode")),
-                    }
-                }
-                "utf8" => Ok(Node::Bytes(text.as_bytes().into())),
-                _ => refused(format!(
-                    "{path} is asked for the encoding {}; a pickle of bytes uses latin1",
-                    crate::messages::excerpt(&encoding)
-                )),
-            }
-        }
+        Global::Complex => call_complex(nodes, args, &path),
+        Global::Encode => call_encode(nodes, args, &path),
         Global::Size => match args {
             [] => Ok(Node::Tuple(Items::default())),
             [dims] => match nodes.node(*dims) {
@@ -248,17 +197,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) ->
             },
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
-        Global::Device => {
-            let name = match arg(0)? {
-                Node::Str(name) => name.to_string(),
-                other => return refused(format!("{path} is called with {}", kind_of(other))),
-            };
-            match args.get(1).map(|&a| nodes.node(a)) {
-                None => Ok(Node::Str(name.into())),
-                Some(Node::Int(index)) => Ok(Node::Str(format!("{name}:{index}").into())),
-                Some(other) => refused(format!("{path} is given {} as an index", kind_of(other))),
-            }
-        }
+        Global::Device => call_device(nodes, args, &path),
         Global::Parameter if how == Call::NewObj => match arg(0)? {
             tensor @ (Node::Tensor(_) | Node::Unreadable(_)) => Ok(tensor.clone()),
             other => refused(format!(
@@ -281,27 +220,7 @@ pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) ->
             }
             _ => damaged(format!("{path} is called with {} arguments", args.len())),
         },
-        Global::Reconstructor => match args {
-            // `_reconstructor(cls, object, None)`: `object.__new__(cls)`.
-            [class, base, state] => {
-                if nodes.node(*base) != &Node::Global(Global::ObjectClass) {
-                    return refused(format!(
-                        "{path} creates an instance from {}, where tjoin reads only \
-                         builtins.object",
-                        kind_of(nodes.node(*base))
-                    ));
-                }
-                if nodes.node(*state) != &Node::None {
-                    return refused(format!(
-                        "{path} is given {} to create an instance from, where tjoin reads \
-                         only None",
-                        kind_of(nodes.node(*state))
-                    ));
-                }
-                new_object(nodes, *class, Items::default(), None, &path)
-            }
-            _ => damaged(format!("{path} is called with {} arguments", args.len())),
-        },
+        Global::Reconstructor => call_reconstructor(nodes, args, &path),
         // `_get_layout('torch.sparse_coo')`: only a sparse tensor names a layout.
         Global::Layout => Ok(Node::Unreadable(SPARSE.into())),
         Global::TensorClass
@@ -320,6 +239,104 @@ pub(super) fn call(nodes: &[Node], global: Global, args_rc: Items, how: Call) ->
                 Call::NewObj => "NEWOBJ",
             }
         )),
+    }
+}
+
+/// The call's argument `i`.
+fn argument<'a>(nodes: &'a [Node], args: &[Id], i: usize, path: &str) -> Step<&'a Node> {
+    match args.get(i) {
+        Some(&id) => Ok(nodes.node(id)),
+        None => damaged(format!(
+            "{path} is called with {} arguments, too few",
+            args.len()
+        )),
+    }
+}
+
+/// `complex(re, im)`.
+fn call_complex(nodes: &[Node], args: &[Id], path: &str) -> Step<Node> {
+    let part = |node: &Node| match *node {
+        Node::Float(v) => Some(v),
+        Node::Int(v) => Some(v as f64),
+        _ => None,
+    };
+    let re = args.first().map_or(Some(0.0), |&a| part(nodes.node(a)));
+    let im = args.get(1).map_or(Some(0.0), |&a| part(nodes.node(a)));
+    match (re, im) {
+        (Some(re), Some(im)) if args.len() <= 2 => Ok(Node::Complex(re, im)),
+        _ => refused(format!(
+            "{path} is called with arguments other than numbers"
+        )),
+    }
+}
+
+/// `encode(text, encoding)`, as the pickle of a `bytes` object calls it.
+fn call_encode(nodes: &[Node], args: &[Id], path: &str) -> Step<Node> {
+    // `encode(text, 'latin1')`: each character below 256 is one byte.
+    let Node::Str(text) = argument(nodes, args, 0, path)? else {
+        return refused(format!("{path} is called on something other than a string"));
+    };
+    let encoding = match args.get(1).map(|&a| nodes.node(a)) {
+        Some(Node::Str(e)) => e.to_ascii_lowercase().replace('-', ""),
+        None => "utf8".to_string(),
+        Some(_) => {
+            return refused(format!("{path} is given an encoding that is not a name"));
+        }
+    };
+    match encoding.as_str() {
+        "latin1" | "latin" | "iso88591" => {
+            let bytes: Option<Vec<u8>> = text
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)).ok())
+                .collect();
+            match bytes {
+                Some(bytes) => Ok(Node::Bytes(bytes.into())),
+                None => damaged(format!("{path} is given text that latin-1 cannot encode")),
+            }
+        }
+        "utf8" => Ok(Node::Bytes(text.as_bytes().into())),
+        _ => refused(format!(
+            "{path} is asked for the encoding {}; a pickle of bytes uses latin1",
+            crate::messages::excerpt(&encoding)
+        )),
+    }
+}
+
+/// `torch.device(name, index)`: the device's name.
+fn call_device(nodes: &[Node], args: &[Id], path: &str) -> Step<Node> {
+    let name = match argument(nodes, args, 0, path)? {
+        Node::Str(name) => name.to_string(),
+        other => return refused(format!("{path} is called with {}", kind_of(other))),
+    };
+    match args.get(1).map(|&a| nodes.node(a)) {
+        None => Ok(Node::Str(name.into())),
+        Some(Node::Int(index)) => Ok(Node::Str(format!("{name}:{index}").into())),
+        Some(other) => refused(format!("{path} is given {} as an index", kind_of(other))),
+    }
+}
+
+/// `copyreg._reconstructor(cls, object, None)`: `object.__new__(cls)`.
+fn call_reconstructor(nodes: &[Node], args: &[Id], path: &str) -> Step<Node> {
+    match args {
+        // `_reconstructor(cls, object, None)`: `object.__new__(cls)`.
+        [class, base, state] => {
+            if nodes.node(*base) != &Node::Global(Global::ObjectClass) {
+                return refused(format!(
+                    "{path} creates an instance from {}, where tjoin reads only \
+                     builtins.object",
+                    kind_of(nodes.node(*base))
+                ));
+            }
+            if nodes.node(*state) != &Node::None {
+                return refused(format!(
+                    "{path} is given {} to create an instance from, where tjoin reads \
+                     only None",
+                    kind_of(nodes.node(*state))
+                ));
+            }
+            new_object(nodes, *class, Items::default(), None, path)
+        }
+        _ => damaged(format!("{path} is called with {} arguments", args.len())),
     }
 }
 

@@ -22,14 +22,52 @@ pub fn read_legacy(
     input: &InputRef,
     select: Option<&str>,
 ) -> Result<Contents> {
+    let (pickles, storages_at) = read_pickles(file, file_len, input)?;
+    let [_, _, _, data, key_list] = pickles;
+    let Node::List(keys) = key_list.node(key_list.root) else {
+        return Err(malformed(
+            input,
+            "its list of storage keys after the data pickle is not a list".to_string(),
+        ));
+    };
+    let units = storage_units(&data, input)?;
+    let places = place_storages(
+        file,
+        file_len,
+        input,
+        (&key_list, keys),
+        &units,
+        storages_at,
+    )?;
+    let locate = |storage: &value::Storage, _unit: u64| -> Result<Located> {
+        match places.get(&*storage.key) {
+            Some(&start) => Ok(Located { start, crc: None }),
+            None => Err(malformed(
+                input,
+                format!(
+                    "its pickle names the storage {}, which its list of storages leaves out",
+                    excerpt(&storage.key)
+                ),
+            )),
+        }
+    };
+    let holdings = holdings(&data, input)?;
+    // The legacy form writes every storage little-endian, whatever the machine.
+    tensors(holdings, input, select, ByteOrder::Little, locate, file)
+}
+
+/// The five pickles at the start of `file` (of `file_len` bytes), checked, and where the
+/// storages start: the driver of [`legacy_pickles`], which parses bytes; a growing prefix of
+/// the file is read until they all fit.
+fn read_pickles(file: &File, file_len: u64, input: &InputRef) -> Result<([Pickled; 5], u64)> {
     // The pickles come first; read a growing prefix of the file until they all fit.
     let limit = crate::limits::PICKLE.bytes;
     let mut want = file_len.min(1 << 20);
-    let (pickles, storages_at) = loop {
+    loop {
         let mut bytes = vec![0; want as usize];
         crate::sys::read_exact_at(file, &mut bytes, 0).map_err(|e| input.io_error("read", e))?;
         match legacy_pickles(&bytes) {
-            Ok(done) => break done,
+            Ok(done) => return Ok(done),
             Err(fault) if matches!(fault.kind, FaultKind::CutShort(_)) && want < file_len => {
                 if want >= limit {
                     return Err(Error::InputIo {
@@ -42,16 +80,16 @@ pub fn read_legacy(
             }
             Err(fault) => return Err(fault_error(input, "", &fault)),
         }
-    };
-    let [_, _, _, data, key_list] = pickles;
-    let Node::List(keys) = key_list.node(key_list.root) else {
-        return Err(malformed(
-            input,
-            "its list of storage keys after the data pickle is not a list".to_string(),
-        ));
-    };
-    // Each storage's element size and count, from the persistent IDs that name it, which
-    // must agree: each tensor is checked against the record it names.
+    }
+}
+
+/// What a storage key holds: its element size, its element count, its class's name.
+type Units<'a> = HashMap<&'a str, (u64, u64, &'a str)>;
+
+/// Each storage's element size and count, from the persistent IDs in `data` that name it,
+/// which must agree.
+fn storage_units<'a>(data: &'a Pickled, input: &InputRef) -> Result<Units<'a>> {
+    // Each tensor is checked against the record it names.
     let mut units: HashMap<&str, (u64, u64, &str)> = HashMap::new();
     for node in &data.nodes {
         if let Node::Storage(storage) = node {
@@ -79,10 +117,23 @@ pub fn read_legacy(
             }
         }
     }
+    Ok(units)
+}
+
+/// Where each storage of the key list `keys` (the nodes of `key_list`) starts in `file`,
+/// counted and checked one after another from `storages_at`.
+fn place_storages(
+    file: &File,
+    file_len: u64,
+    input: &InputRef,
+    (key_list, keys): (&Pickled, &[value::Id]),
+    units: &Units,
+    storages_at: u64,
+) -> Result<HashMap<String, u64>> {
     let mut at = storages_at;
     let mut places: HashMap<String, u64> = HashMap::new();
     for &key in keys.iter() {
-        let key = match keys_node(&key_list, key) {
+        let key = match keys_node(key_list, key) {
             Some(key) => key,
             None => {
                 return Err(malformed(
@@ -146,21 +197,7 @@ pub fn read_legacy(
             }
         }
     }
-    let locate = |storage: &value::Storage, _unit: u64| -> Result<Located> {
-        match places.get(&*storage.key) {
-            Some(&start) => Ok(Located { start, crc: None }),
-            None => Err(malformed(
-                input,
-                format!(
-                    "its pickle names the storage {}, which its list of storages leaves out",
-                    excerpt(&storage.key)
-                ),
-            )),
-        }
-    };
-    let holdings = holdings(&data, input)?;
-    // The legacy form writes every storage little-endian, whatever the machine.
-    tensors(holdings, input, select, ByteOrder::Little, locate, file)
+    Ok(places)
 }
 
 /// `1 element`, `4 elements`.

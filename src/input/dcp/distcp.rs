@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::metadata::{self, Chunk, Metadata, StorageInfo, TensorEntry};
@@ -68,20 +68,7 @@ pub fn open(
     options: OpenOptions,
     is_dir: bool,
 ) -> Result<Input> {
-    let (folder, metadata_path) = if is_dir {
-        (
-            name.location.as_path().to_path_buf(),
-            name.location.as_path().join(METADATA),
-        )
-    } else {
-        let folder = name
-            .location
-            .as_path()
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        (folder, name.location.as_path().to_path_buf())
-    };
+    let (folder, metadata_path) = locations(&name, is_dir);
     let metadata_ref = InputRef {
         location: metadata_path.as_path().into(),
         ..name.clone()
@@ -94,27 +81,8 @@ pub fn open(
     let mut offsets = Vec::new();
     let mut recorded = HashMap::new();
     let mut problems = Problems::default();
-    let skipped: Vec<String> = metadata
-        .entries
-        .iter()
-        .filter(|e| e.tensor.is_none() && (!choice.asked || choice.name_of(e).is_some()))
-        .map(|e| format!("`{}`", excerpt(&e.fqn)))
-        .collect();
     let mut left_out = choice.left_out.clone();
-    if !skipped.is_empty() && choice.notes_bytes {
-        left_out.push(match skipped.len() {
-            1 => "1 entry that is not a tensor".to_string(),
-            n => format!("{n} entries that are not tensors"),
-        });
-        notes.push(format!(
-            "skipped {} entr{} that {} not tensors ({}): DCP saved them as pickled bytes \
-             (BytesStorageMetadata), which tjoin does not run",
-            skipped.len(),
-            if skipped.len() == 1 { "y" } else { "ies" },
-            if skipped.len() == 1 { "is" } else { "are" },
-            capped(skipped, 10).join(", ")
-        ));
-    }
+    note_skipped(&metadata, &choice, &mut notes, &mut left_out);
     for entry in &metadata.entries {
         let Some(out_name) = choice.name_of(entry) else {
             continue;
@@ -158,18 +126,7 @@ pub fn open(
         files.check_within(info)?;
     }
     if !problems.is_empty() {
-        return Err(Error::Inconsistent(vec![Refusal {
-            headline: format!(
-                "the PyTorch distributed checkpoint {name} does not agree with its {METADATA} \
-                 file:"
-            ),
-            details: problems.details(),
-            hint: Some(
-                "a .distcp file is damaged, or from another save, or the .metadata was \
-                 edited: save the checkpoint again"
-                    .to_string(),
-            ),
-        }]));
+        return Err(disagreement(&name, problems));
     }
     if tensors.is_empty() && recorded.is_empty() {
         return Err(Error::Unsupported {
@@ -200,6 +157,62 @@ pub fn open(
         }
         .boxed(),
     })
+}
+
+/// The checkpoint's folder and its `.metadata` file, from the folder or the file `name`
+/// names.
+fn locations(name: &InputRef, is_dir: bool) -> (PathBuf, PathBuf) {
+    let path = name.location.as_path();
+    if is_dir {
+        return (path.to_path_buf(), path.join(METADATA));
+    }
+    let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    (folder, path.to_path_buf())
+}
+
+/// Says which entries that are not tensors (pickled bytes) are skipped, when that is news.
+fn note_skipped(
+    metadata: &Metadata,
+    choice: &Choice,
+    notes: &mut Vec<String>,
+    left_out: &mut Vec<String>,
+) {
+    let skipped: Vec<String> = metadata
+        .entries
+        .iter()
+        .filter(|e| e.tensor.is_none() && (!choice.asked || choice.name_of(e).is_some()))
+        .map(|e| format!("`{}`", excerpt(&e.fqn)))
+        .collect();
+    if !skipped.is_empty() && choice.notes_bytes {
+        left_out.push(match skipped.len() {
+            1 => "1 entry that is not a tensor".to_string(),
+            n => format!("{n} entries that are not tensors"),
+        });
+        notes.push(format!(
+            "skipped {} entr{} that {} not tensors ({}): DCP saved them as pickled bytes \
+             (BytesStorageMetadata), which tjoin does not run",
+            skipped.len(),
+            if skipped.len() == 1 { "y" } else { "ies" },
+            if skipped.len() == 1 { "is" } else { "are" },
+            capped(skipped, 10).join(", ")
+        ));
+    }
+}
+
+/// The refusal of a checkpoint `name` whose files do not hold what its `.metadata` lists.
+fn disagreement(name: &InputRef, problems: Problems) -> Error {
+    Error::Inconsistent(vec![Refusal {
+        headline: format!(
+            "the PyTorch distributed checkpoint {name} does not agree with its {METADATA} \
+             file:"
+        ),
+        details: problems.details(),
+        hint: Some(
+            "a .distcp file is damaged, or from another save, or the .metadata was \
+             edited: save the checkpoint again"
+                .to_string(),
+        ),
+    }])
 }
 
 /// The problems a checkpoint's check finds: the first [`Problems::SHOWN`] kept, the rest
