@@ -84,29 +84,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         planned.push(plan_output(config, input, (rank, path), format, jobs)?);
     }
     // The engine, chosen (and DirectML's plans made) before anything is written.
-    let lockstep = in_lockstep(&planned, config.output.compress);
-    // Each tensor's parts, one per output, in the order the outputs' files list them.
-    let listed: Vec<Vec<&TensorJob>> = match lockstep {
-        true => planned
-            .iter()
-            .map(|o| file_order(&o.jobs, &o.planned))
-            .collect(),
-        false => Vec::new(),
-    };
-    let tensors: Vec<Vec<&TensorJob>> = match listed.first() {
-        Some(first) => (0..first.len())
-            .map(|index| listed.iter().map(|o| o[index]).collect())
-            .collect(),
-        None => Vec::new(),
-    };
-    drop(listed);
-    let chosen = SplitEngine::choose(
-        config.backend,
-        config.adapter,
-        lockstep.then_some(tensors.as_slice()),
-    );
-    drop(tensors);
-    let mut engine = chosen?;
+    let mut engine = choose_engine(config, &planned)?;
     if let Some(step) = config.job {
         return run_job(config, step, &inputs, &mut planned);
     }
@@ -384,6 +362,32 @@ const LOCKSTEP_OUTPUTS: usize = 256;
 const LOCKSTEP_BUFFERED: usize = 16;
 
 /// The tensors of an output that is one file, in the order the file lists them.
+/// The engine that writes `planned`'s outputs (DirectML's plans made now, before anything is
+/// written): when the outputs are written in lockstep, it is shown each tensor's parts, one
+/// per output, in the order the outputs' files list them.
+fn choose_engine(config: &SplitConfig, planned: &[PlannedOutput]) -> Result<SplitEngine> {
+    let lockstep = in_lockstep(planned, config.output.compress);
+    let listed: Vec<Vec<&TensorJob>> = match lockstep {
+        true => planned
+            .iter()
+            .map(|o| file_order(&o.jobs, &o.planned))
+            .collect(),
+        false => Vec::new(),
+    };
+    let tensors: Vec<Vec<&TensorJob>> = match listed.first() {
+        Some(first) => (0..first.len())
+            .map(|index| listed.iter().map(|o| o[index]).collect())
+            .collect(),
+        None => Vec::new(),
+    };
+    drop(listed);
+    SplitEngine::choose(
+        config.backend,
+        config.adapter,
+        lockstep.then_some(tensors.as_slice()),
+    )
+}
+
 fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p TensorJob<'a>> {
     let listed = planned.files().first().map_or(&[][..], |f| &f.tensors);
     listed.iter().map(|&t| &jobs[t]).collect()

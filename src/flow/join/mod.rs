@@ -66,14 +66,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     let options = config.output.write_options(format, metadata.as_deref())?;
     let mut writer = format.writer(&options)?;
     let rules = &config.rules;
-    let family = recognized(rules, &inputs)?;
-    if family.is_none() {
-        check_flags(rules, &inputs, format)?;
-    }
-    let family_rules = match &family {
-        Some((family, _)) => family.rules(inputs.len(), rules.model.as_ref())?,
-        None => Vec::new(),
-    };
+    let (family, family_rules) = family_and_rules(rules, &inputs, format)?;
     let matcher = match family {
         Some(_) => Matcher::new(&family_rules),
         None => rules.matcher(),
@@ -88,13 +81,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         writer.as_ref(),
         &mut warnings,
     );
-    let job = match planned {
-        Err(Error::Refused(mut refused)) => {
-            hint_no_flags(rules, &inputs, format, &mut refused)?;
-            return Err(Error::Refused(refused));
-        }
-        other => other?,
-    };
+    let job = planned.or_else(|error| hinted(error, rules, &inputs, format))?;
     // Said once the join is planned: a refusal says what is wrong instead.
     let left_out = inputs.iter().map(|i| (i.name.to_string(), i.left_out()));
     if let Some(warning) = Warning::left_out(left_out) {
@@ -111,24 +98,12 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         warnings.push(Warning::Shadowing { file });
     }
     let mut engine = Engine::choose(chosen.backend, chosen.adapter, &job)?;
-    let form = match config.action {
-        Action::Write if planned.writes() => None,
-        Action::DryRun(form) => Some(form),
-        // A write needs -o (clap requires it without --dry-run); without one, the plan as
-        // text.
-        Action::Write => Some(PlanForm::Text),
-    };
+    let form = plan_form(config.action, planned.writes());
     let output = (planned.describe(), target.format);
     if let Some(form) = form {
         let mut report = PlanReport::new(&options, &inputs, &job, output, &engine);
         if let Some(Step::Shares(n)) = config.job {
-            if !planned.writes() {
-                return Err(Error::refused(
-                    "--workers with --dry-run shows each worker's share of the output, and no \
-                     output is named",
-                    "name the output with -o",
-                ));
-            }
+            shares_need_an_output(planned.writes())?;
             let planning = Planning::join(&planned, &inputs, &job, writer.as_mut(), format);
             report.workers = Some(workers::share_report(planning, n)?);
         }
@@ -176,6 +151,67 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         Some((report, form)) => report.print(form),
         None => Ok(()),
     }
+}
+
+/// `error`, a refusal of the plan given the flags of `rules`, with the "no flags needed" hint
+/// when the inputs' family merges them by its rules alone ([`hint_no_flags`]).
+fn hinted<T>(
+    error: Error,
+    rules: &JoinRules,
+    inputs: &[Input],
+    format: crate::format::Format,
+) -> Result<T> {
+    match error {
+        Error::Refused(mut refused) => {
+            hint_no_flags(rules, inputs, format, &mut refused)?;
+            Err(Error::Refused(refused))
+        }
+        other => Err(other),
+    }
+}
+
+/// A family the inputs were recognized as, and the evidence.
+type Recognized = Option<(&'static families::Family, String)>;
+
+/// The family `inputs` are recognized as (and the evidence), and its rules for them; without
+/// one, the flags are checked as they are. The rules are empty when no family is recognized.
+fn family_and_rules(
+    rules: &JoinRules,
+    inputs: &[Input],
+    format: crate::format::Format,
+) -> Result<(Recognized, Vec<Rule>)> {
+    let family = recognized(rules, inputs)?;
+    if family.is_none() {
+        check_flags(rules, inputs, format)?;
+    }
+    let family_rules = match &family {
+        Some((family, _)) => family.rules(inputs.len(), rules.model.as_ref())?,
+        None => Vec::new(),
+    };
+    Ok((family, family_rules))
+}
+
+/// How the plan is printed instead of written, if it is: a dry run's form, or as text when no
+/// output is named (a write needs -o: clap requires it without --dry-run).
+fn plan_form(action: Action, writes: bool) -> Option<PlanForm> {
+    match action {
+        Action::Write if writes => None,
+        Action::DryRun(form) => Some(form),
+        Action::Write => Some(PlanForm::Text),
+    }
+}
+
+/// Refuses `--workers N --dry-run` without an output (`writes` false): the shares it shows
+/// are of an output.
+fn shares_need_an_output(writes: bool) -> Result<()> {
+    if writes {
+        return Ok(());
+    }
+    Err(Error::refused(
+        "--workers with --dry-run shows each worker's share of the output, and no output is \
+         named",
+        "name the output with -o",
+    ))
 }
 
 /// The warnings of a join (none printed when `quiet`), starting with what opening `inputs`
