@@ -18,6 +18,15 @@ if ! rustup target list --installed | grep -qx $LINUX_TARGET \
     LINUX_TARGET=x86_64-unknown-linux-gnu
     LINUX=(--zig --compatibility manylinux_2_28 --target $LINUX_TARGET)
 fi
+if [ $LINUX_TARGET = x86_64-unknown-linux-musl ]; then
+    # ring (object storage's signing and TLS) compiles C and assembly for the target: for
+    # musl, Debian's musl-gcc (musl-tools), installed here when missing.
+    if ! command -v musl-gcc >/dev/null; then
+        { apt-get update -qq && apt-get install -y -qq --no-install-recommends musl-tools; } \
+            >"$WHEELS-apt.log" 2>&1 || { tail -5 "$WHEELS-apt.log"; exit 1; }
+    fi
+    export CC_x86_64_unknown_linux_musl=musl-gcc
+fi
 echo "   maturin build --sdist ${LINUX[*]}"
 rm -rf "$WHEELS"
 # maturin unpacks the sdist with fixed file times (2006), older than any earlier build of tjoin

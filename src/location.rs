@@ -30,7 +30,7 @@ impl Location {
     /// The scheme before `://` (`s3` in `s3://bucket/key`), if it starts with one: letters,
     /// digits, `+`, `-`, `.`, starting with a letter, at least two long (so that a Windows
     /// drive, `C://x`, is no scheme). Whether a source serves it is the registry's to say
-    /// (`input::source::source_of`); an unregistered one is a local path, as it always was.
+    /// (`input::sources::source_of`); an unregistered one is a local path, as it always was.
     pub fn scheme(&self) -> Option<&str> {
         let text = self.0.to_str()?;
         let (scheme, _) = text.split_once("://")?;
@@ -44,7 +44,7 @@ impl Location {
 
     /// The location as written, as a path: a local file's path. A remote location's text is
     /// shown through it too, but no file-system call may be given it: sources are reached
-    /// through `input::source::source_of`, which knows which is which.
+    /// through `input::sources::source_of`, which knows which is which.
     pub fn as_path(&self) -> &Path {
         &self.0
     }

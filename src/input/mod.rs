@@ -18,6 +18,7 @@ pub mod reference;
 pub mod remote;
 pub mod sharded;
 pub mod source;
+pub mod sources;
 mod stream;
 mod types;
 mod watched;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::fetch::{Fetched, PREFETCH_FILES, Prefetch, read_head};
 use super::source::{self, Stamp};
+use super::sources;
 use super::{DataFile, Extras, Input, Tensor, Watched, dcp, deepspeed, ranks, sharded, stream};
 use crate::error::{Error, InputRef, Refusal, Result, STDIN};
 use crate::format::{Format, Opened};
@@ -394,12 +395,12 @@ fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
     };
     // Most paths have no colon: no need to ask the source (a stat per input adds up over
     // 100,000 of them).
-    if !text.contains(':') || source::head(&Location::from(Arc::clone(&path))).is_ok() {
+    if !text.contains(':') || sources::head(&Location::from(Arc::clone(&path))).is_ok() {
         return (path, None);
     }
     for (at, _) in text.match_indices(':') {
         let file = Location::new(Path::new(&text[..at]));
-        if at > 0 && source::head(&file).is_ok_and(|head| head.kind == source::Kind::Object) {
+        if at > 0 && sources::head(&file).is_ok_and(|head| head.kind == source::Kind::Object) {
             return (
                 Arc::clone(file.shared_path()),
                 Some(text[at + 1..].to_string()),

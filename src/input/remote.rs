@@ -1,6 +1,6 @@
 //! The remote source: objects named by URL (`s3://BUCKET/KEY`, `gs://`, `az://`, `https://`),
 //! read through `sys::remote` (object_store, credentials from the standard environment).
-//! Registered in `source::SCHEMES` for each scheme.
+//! Registered in `sources::SCHEMES` for each scheme.
 //!
 //! No HEAD is sent: what is at a location is asked with a ranged GET of its first bytes,
 //! whose answer gives its length and ETag too, and the bytes are kept for the read that
@@ -53,12 +53,11 @@ fn take_first(location: &Location) -> Option<bytes::Bytes> {
     first().as_mut()?.remove(location)
 }
 
-/// Downloads the object at `location` into `to` (an empty file), every read pinned to the
-/// version its first read saw, in bounded pieces (`sys::remote::Object::download`); what
-/// it was.
+/// Downloads the object at `location`, whose `head` its source gave, into `to` (an empty
+/// file), every read pinned to the version its first read saw, in bounded pieces
+/// (`sys::remote::Object::download`).
 #[cfg(feature = "remote")]
-pub fn download(location: &Location, to: &std::fs::File) -> io::Result<Head> {
-    let head = super::source::head(location)?;
+pub fn download(location: &Location, head: &Head, to: &std::fs::File) -> io::Result<()> {
     let Version::Tag(etag) = &head.version else {
         return Err(io::Error::other("not an object"));
     };
@@ -71,8 +70,7 @@ pub fn download(location: &Location, to: &std::fs::File) -> io::Result<Head> {
         etag: Some(etag.to_string()),
         version: None,
     };
-    Object::new(&url(location)?)?.download(&first, &seen, to)?;
-    Ok(head)
+    Object::new(&url(location)?)?.download(&first, &seen, to)
 }
 
 /// Opens the source (no request is sent until a location is asked about).

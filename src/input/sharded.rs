@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, Opened, no_such_tensor, safetensors};
-use crate::input::source;
+use crate::input::sources;
 use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp, dtensor};
 use crate::limits;
 use crate::location::Location;
@@ -133,7 +133,7 @@ const PICKLE_EXTENSIONS: [&str; 3] = [".bin", ".pt", ".pth"];
 /// what it holds.
 fn in_folder(name: &InputRef) -> Result<Found> {
     let folder = name.location.as_path();
-    let entries = source::list(&name.location).map_err(|e| name.io_error("list", e))?;
+    let entries = sources::list(&name.location).map_err(|e| name.io_error("list", e))?;
     let (mut indexes, mut files, mut pickle_indexes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut pickles, mut rank_files) = (Vec::new(), Vec::new());
     for entry in entries {
@@ -619,7 +619,7 @@ pub fn index_listing(files: &[&Path]) -> Option<PathBuf> {
         .iter()
         .map(|f| f.file_name().and_then(|n| n.to_str()))
         .collect::<Option<Vec<&str>>>()?;
-    let mut found: Vec<PathBuf> = source::list(&Location::new(folder))
+    let mut found: Vec<PathBuf> = sources::list(&Location::new(folder))
         .ok()?
         .into_iter()
         .map(|entry| folder.join(entry.name))

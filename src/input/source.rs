@@ -11,13 +11,13 @@
 //! range, in bounded buffers ([`Source::read_at`]).
 //!
 //! A new source (S3, GCS, Azure, HTTP) is one file that implements [`Source`] (blocking: a
-//! source that is async inside runs its own runtime) and one line in [`SCHEMES`].
+//! source that is async inside runs its own runtime) and one line in `sources::SCHEMES`
+//! (`src/input/sources.rs`), which is where a location's source is found.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::num::NonZeroU32;
-use std::sync::{Mutex, OnceLock};
 #[cfg(not(unix))]
 use std::time::SystemTime;
 
@@ -250,63 +250,12 @@ impl Source for LocalFiles {
     }
 }
 
-/// What is at `location`, asked of its source.
-pub fn head(location: &Location) -> io::Result<Head> {
-    source_of(location)?.head(location)
-}
-
-/// What is directly inside `prefix`, asked of its source.
-pub fn list(prefix: &Location) -> io::Result<Vec<Entry>> {
-    source_of(prefix)?.list(prefix)
-}
-
 /// Why a read of an input that changed since its header was read fails.
 pub fn changed() -> io::Error {
     io::Error::other(
         "it changed while tjoin was reading it; no output was written, run again once \
          nothing else writes to it",
     )
-}
-
-/// Opens the source of a scheme, once per run (a client, its credentials from the
-/// environment).
-pub type OpenSource = fn() -> io::Result<Box<dyn Source>>;
-
-/// The sources of locations that are not local paths, by the scheme their text starts with
-/// (`s3` for `s3://bucket/key`). A remote source registers here, and nowhere else. A scheme
-/// not listed is a local path, as it always was (`odd://name` is a relative path).
-pub const SCHEMES: &[(&str, OpenSource)] = &[
-    ("s3", super::remote::open),
-    ("gs", super::remote::open),
-    ("az", super::remote::open),
-    ("https", super::remote::open),
-    ("http", super::remote::open),
-];
-
-/// A scheme's source, once opened.
-type Opened = (&'static str, &'static dyn Source);
-
-/// The source that serves `location`: the registered one for its scheme, opened the first
-/// time it is asked for, or the local files.
-pub fn source_of(location: &Location) -> io::Result<&'static dyn Source> {
-    let Some(scheme) = location.scheme() else {
-        return Ok(&LocalFiles);
-    };
-    let Some(&(name, open)) = SCHEMES.iter().find(|(s, _)| *s == scheme) else {
-        return Ok(&LocalFiles);
-    };
-    static OPENED: OnceLock<Mutex<Vec<Opened>>> = OnceLock::new();
-    let mut opened = OPENED
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(&(_, source)) = opened.iter().find(|(s, _)| *s == name) {
-        return Ok(source);
-    }
-    // Kept for the rest of the run, as a process keeps one client per store.
-    let source: &'static dyn Source = Box::leak(open()?);
-    opened.push((name, source));
-    Ok(source)
 }
 
 #[cfg(test)]
@@ -329,7 +278,7 @@ mod tests {
         std::fs::write(&file, b"0123456789").unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         let folder = Location::new(dir.path());
-        let source = source_of(&folder).unwrap();
+        let source: &dyn Source = &LocalFiles;
         assert!(source.is_local());
         assert_eq!(source.head(&folder).unwrap().kind, Kind::Folder);
         let at = folder.child("a.npy");
@@ -359,11 +308,5 @@ mod tests {
         let mut buf = [0; 2];
         let failed = LocalFiles.read_at(&at, &head.version, 0, &mut buf);
         assert!(failed.unwrap_err().to_string().contains("it changed"));
-    }
-
-    #[test]
-    fn an_unregistered_scheme_is_a_local_path() {
-        let odd = Location::new(Path::new("odd://name"));
-        assert!(source_of(&odd).unwrap().is_local());
     }
 }

@@ -7,6 +7,7 @@ use std::io;
 use std::sync::Arc;
 
 use super::source::{self, LocalFiles, Stamp, Version};
+use super::sources;
 use super::{Watched, sharded};
 use crate::error::{Error, InputRef, Result};
 use crate::format::Format;
@@ -170,7 +171,7 @@ impl DataFile {
             DataFile::Inflated(inflation) => inflation.file(),
             DataFile::Closed(closed) => {
                 let source =
-                    source::source_of(&closed.location).map_err(|e| name.io_error("reopen", e))?;
+                    sources::source_of(&closed.location).map_err(|e| name.io_error("reopen", e))?;
                 if !source.is_local() {
                     // The engine maps what it copies; a remote input's bytes are read by
                     // range (`Source::read_at`) into bounded buffers instead.
@@ -327,7 +328,7 @@ impl Input {
         for Watched { record, open } in self.watched() {
             let now = match open {
                 Some(file) => Stamp::of(file).map(Version::Local),
-                None => source::source_of(&record.location)
+                None => sources::source_of(&record.location)
                     .and_then(|source| source.head(&record.location))
                     .map(|head| head.version),
             };

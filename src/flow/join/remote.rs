@@ -269,7 +269,7 @@ fn selection(input: &Path) -> Result<(crate::location::Location, Option<String>)
     let Some(colon) = text[last_part..].rfind(':').map(|at| last_part + at) else {
         return Ok((whole, None));
     };
-    match crate::input::source::head(&whole) {
+    match crate::input::sources::head(&whole) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         // An object by the whole name, or an error the download will report.
         _ => return Ok((whole, None)),
@@ -283,11 +283,12 @@ fn selection(input: &Path) -> Result<(crate::location::Location, Option<String>)
 /// it.
 #[cfg(feature = "remote")]
 fn fetch(location: &crate::location::Location, folder: &Path) -> std::io::Result<PathBuf> {
-    use crate::input::source::{self, Kind};
+    use crate::input::source::Kind;
+    use crate::input::sources;
     let url = crate::input::remote::url(location)?;
-    let head = source::head(location)?;
+    let head = sources::head(location)?;
     if head.kind == Kind::Folder {
-        for entry in source::list(location)?.into_iter().filter(|e| e.is_object) {
+        for entry in sources::list(location)?.into_iter().filter(|e| e.is_object) {
             let name = entry.name.to_string_lossy().into_owned();
             download(&location.child(&name), &folder.join(&name))?;
         }
@@ -331,7 +332,7 @@ fn download(location: &crate::location::Location, local: &Path) -> std::io::Resu
         std::fs::create_dir_all(parent)?;
     }
     let file = std::fs::File::create_new(local)?;
-    crate::input::remote::download(location, &file)
-        .map(drop)
+    crate::input::sources::head(location)
+        .and_then(|head| crate::input::remote::download(location, &head, &file))
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", location.label(None))))
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{Format, Layout, TensorInfo, pickle};
-use crate::input::source;
+use crate::input::sources;
 use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
 use crate::location::Location;
 use crate::messages::excerpt;
@@ -50,7 +50,7 @@ pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     if path.join(LATEST).is_file() {
         return true;
     }
-    source::list(&Location::new(path)).is_ok_and(|entries| {
+    sources::list(&Location::new(path)).is_ok_and(|entries| {
         entries.iter().any(|e| {
             let name = e.name.to_string_lossy();
             name.ends_with("_model_states.pt") || name.ends_with("_optim_states.pt")
@@ -173,7 +173,7 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
     let tagged = folder.join(&tag);
     // Hugging Face's Trainer saves the model's weights beside DeepSpeed's `latest`: the folder
     // is then two checkpoints, and which one is meant cannot be told.
-    let weights: Vec<String> = source::list(&Location::new(folder.as_path()))
+    let weights: Vec<String> = sources::list(&Location::new(folder.as_path()))
         .map_err(|e| name.io_error("list", e))?
         .into_iter()
         .map(|e| e.name.to_string_lossy().into_owned())
@@ -236,7 +236,7 @@ struct Listing {
 }
 
 fn list(folder: &Path, name: &InputRef) -> Result<Listing> {
-    let entries = source::list(&Location::new(folder)).map_err(|e| name.io_error("list", e))?;
+    let entries = sources::list(&Location::new(folder)).map_err(|e| name.io_error("list", e))?;
     let mut listing = Listing::default();
     let mut names: Vec<String> = entries
         .into_iter()
