@@ -1,6 +1,6 @@
 # What every CI stage file starts from (sourced, never run): the repository's root as the
 # working folder, the settings every stage shares, and the few helpers more than one stage
-# uses. `.ci/run` sources it too, so a stage run alone (`bash .ci/test.sh`) runs as it runs
+# uses. `.ci/run` sources it too, so a stage run alone (`bash .ci/clippy.sh`) runs as it runs
 # under `.ci/run`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
