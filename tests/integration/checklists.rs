@@ -414,7 +414,9 @@ fn every_ci_stage_file_is_run_and_described() {
             ));
         }
         if !inline && !Path::new(ROOT).join(format!(".ci/{stage}.sh")).is_file() {
-            wrong.push(format!(".ci/run runs {stage}, which has no .ci/{stage}.sh nor stage_{stage}"));
+            wrong.push(format!(
+                ".ci/run runs {stage}, which has no .ci/{stage}.sh nor stage_{stage}"
+            ));
         }
     }
     assert!(listed.len() >= 10, ".ci/run runs {listed:?}");
