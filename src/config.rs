@@ -40,7 +40,7 @@ use crate::error::{Error, Refusal, Result};
 use crate::format::json::JsonForm;
 use crate::format::{Format, WriteOptions};
 use crate::input::reference::Reference;
-pub use crate::output::kind::OutputKind;
+pub use crate::output::kind::{Asked, OutputKind};
 pub use crate::output::progress::When;
 pub use crate::output::shards::ShardedOutput;
 use crate::plan::complete::ModelSizes;
@@ -259,17 +259,17 @@ impl JoinConfig {
         }
     }
 
-    /// Where the output goes. A sharded output is one only with a path (the command line
+    /// Where the output goes: its kind chosen from what was asked by the table of kinds
+    /// (`output::kind::KINDS`). A sharded output is one only with a path (the command line
     /// gives it none without).
     pub fn target(&self) -> Target<'_> {
         let output = &self.output;
-        let kind = match (output.path.as_deref(), &output.sharded) {
-            (None, _) => OutputKind::None,
-            (Some(path), None) => OutputKind::File(path),
-            (Some(path), Some(set)) => OutputKind::Sharded { path, set },
+        let asked = Asked {
+            path: output.path.as_deref(),
+            sharded: output.sharded.as_ref(),
         };
         Target {
-            kind,
+            kind: OutputKind::choose(&asked),
             format: output.format,
             no_clobber: output.no_clobber,
             progress: self.progress,
@@ -394,12 +394,10 @@ pub struct SplitConfig {
     pub tensor_rules: Vec<Rule>,
     /// The outputs, one per part or rank, in order: the template's expansions or the paths
     /// given; no two the same.
-    pub outputs: Vec<PathBuf>,
-    /// What every output's writer is told (`path` and `sharded` unused).
+    pub outputs: Vec<SplitOutput>,
+    /// What every output's writer is told (`path` and `sharded` unused: each output's are
+    /// its own).
     pub output: OutputConfig,
-    /// The most tensor bytes per shard of an output that names a folder (`DIR/`), which is
-    /// a sharded checkpoint (`--max-shard-size`).
-    pub max_shard_size: u64,
     /// The model's query and key-value heads (`--heads Q:KV`), instead of those its
     /// config.json states.
     pub heads: Option<(u64, u64)>,
@@ -420,10 +418,29 @@ pub struct SplitConfig {
     pub job: Option<crate::output::job::Step>,
 }
 
+/// One output of a split: where it goes, and the sharded checkpoint written there when it
+/// names a folder (`tp{rank}/`, of at most `--max-shard-size` bytes of tensors a shard).
+#[derive(Debug, Clone)]
+pub struct SplitOutput {
+    /// The file, or the folder.
+    pub path: PathBuf,
+    /// The sharded checkpoint asked for, when `path` names a folder.
+    pub sharded: Option<ShardedOutput>,
+}
+
 impl SplitConfig {
-    /// Whether the output `path` is a sharded checkpoint: it names a folder (`tp{rank}/`).
-    pub fn sharded(&self, path: &Path) -> bool {
-        let text = path.as_os_str().to_string_lossy();
-        text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
+    /// Where `output` (one of [`SplitConfig::outputs`]) goes: its kind chosen from what was
+    /// asked by the table of kinds (`output::kind::KINDS`), as a join's is.
+    pub fn target<'c>(&'c self, output: &'c SplitOutput) -> Target<'c> {
+        let asked = Asked {
+            path: Some(&output.path),
+            sharded: output.sharded.as_ref(),
+        };
+        Target {
+            kind: OutputKind::choose(&asked),
+            format: self.output.format,
+            no_clobber: self.output.no_clobber,
+            progress: self.progress,
+        }
     }
 }

@@ -9,7 +9,8 @@ use clap::ValueHint;
 
 use super::{Offering, format_flag, parse_key_value};
 use crate::config::{
-    Action, Cut, DEFAULT_MAX_SHARD_SIZE, OutputConfig, PlanForm, SplitConfig, When,
+    Action, Cut, DEFAULT_MAX_SHARD_SIZE, OutputConfig, PlanForm, ShardedOutput, SplitConfig,
+    SplitOutput, When,
 };
 use crate::error::{Error, Result};
 use crate::format::Format;
@@ -212,11 +213,7 @@ impl SplitConfig {
         }
         let outputs = outputs(&args.output, cut.outputs())?;
         let forced = format_flag(&args.format, "--format")?;
-        let folders = outputs.iter().filter(|p| {
-            let text = p.to_string_lossy();
-            text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
-        });
-        let folders = folders.count();
+        let folders = outputs.iter().filter(|p| names_folder(p)).count();
         if args.max_shard_size.is_some() && folders == 0 {
             return Err(Error::refused(
                 "--max-shard-size applies to outputs that name a folder (a sharded checkpoint)",
@@ -239,7 +236,7 @@ impl SplitConfig {
             cut,
             axis: args.axis,
             tensor_rules: rules::ordered(&args.keep, &args.axis_for, files),
-            outputs,
+            outputs: split_outputs(&outputs, args.max_shard_size),
             output: OutputConfig {
                 path: None,
                 format: forced,
@@ -249,7 +246,6 @@ impl SplitConfig {
                 metadata: args.metadata.clone(),
                 sharded: None,
             },
-            max_shard_size: args.max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
             heads: args.heads,
             spec: args.spec,
             backend: args.engine.backend,
@@ -287,6 +283,31 @@ fn parse_heads(text: &str) -> std::result::Result<(u64, u64), String> {
         )),
         _ => Err("expected the attention and key-value heads: 32:8 (or 32)".to_string()),
     }
+}
+
+/// Whether the output `path` names a folder (`tp{rank}/`): a sharded checkpoint.
+fn names_folder(path: &Path) -> bool {
+    let text = path.as_os_str().to_string_lossy();
+    text.ends_with('/') || (cfg!(windows) && text.ends_with('\\'))
+}
+
+/// The outputs `paths`, each a file, or a sharded checkpoint of shards of at most
+/// `max_shard_size` bytes of tensors (huggingface_hub's 5 GB by default) where it names a
+/// folder.
+fn split_outputs(paths: &[PathBuf], max_shard_size: Option<u64>) -> Vec<SplitOutput> {
+    let sharded = |path: &PathBuf| ShardedOutput {
+        folder: path.clone(),
+        name: None,
+        max_shard_size: max_shard_size.unwrap_or(DEFAULT_MAX_SHARD_SIZE),
+        names_from: None,
+    };
+    paths
+        .iter()
+        .map(|path| SplitOutput {
+            path: path.clone(),
+            sharded: names_folder(path).then(|| sharded(path)),
+        })
+        .collect()
 }
 
 /// The `count` outputs `given` names: a template's expansions, or the paths in order. Refuses

@@ -8,16 +8,15 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::split_engine::SplitEngine;
 use crate::backend::{Backend, Engine};
-use crate::config::{Action, Cut, OpenConfig, SplitConfig, When};
+use crate::config::{Action, Cut, OpenConfig, SplitConfig, SplitOutput, Target, When};
 use crate::error::{Error, Result};
 use crate::format::Sink;
 use crate::format::{Format, OutTensor, Writer};
 use crate::output::folders::Folders;
 use crate::output::job::Step;
-use crate::output::kind::{OutputKind, Planned, Tensors};
+use crate::output::kind::{Planned, Tensors};
 use crate::output::progress::{self, Counted};
 use crate::output::several::Several;
-use crate::output::shards::ShardedOutput;
 use crate::plan::complete;
 use crate::plan::heads::Heads;
 use crate::plan::rules::{self, Matcher};
@@ -43,7 +42,7 @@ struct PlannedOutput<'a> {
 /// Runs the split `config` describes.
 pub fn run(config: &SplitConfig) -> Result<()> {
     if let Some(Step::Abandon(n)) = config.job {
-        let first = config.outputs.first().map(PathBuf::as_path);
+        let first = config.outputs.first().map(|output| output.path.as_path());
         return workers::abandon(first, None, n, config.progress == When::Never);
     }
     let open = OpenConfig {
@@ -55,15 +54,14 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     };
     let inputs = super::join::open_inputs(&open, None)?;
     let input = &inputs[0];
+    let targets: Vec<Target> = config.outputs.iter().map(|o| config.target(o)).collect();
     let formats = config
         .outputs
         .iter()
-        .map(|path| {
-            if config.sharded(path) {
-                Ok(Format::SafeTensors)
-            } else {
-                Format::of_output(path, config.output.format)
-            }
+        .zip(&targets)
+        .map(|(output, target)| match target.kind.format() {
+            Some(format) => Ok(format),
+            None => Format::of_output(&output.path, target.format),
         })
         .collect::<Result<Vec<Format>>>()?;
     let matcher = Matcher::new(&config.tensor_rules);
@@ -79,9 +77,11 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     };
     let jobs = slices::build(input, &options)?;
     let mut planned = Vec::with_capacity(formats.len());
-    for (rank, ((path, &format), jobs)) in config.outputs.iter().zip(&formats).zip(jobs).enumerate()
+    for (rank, ((output, &format), jobs)) in
+        config.outputs.iter().zip(&formats).zip(jobs).enumerate()
     {
-        planned.push(plan_output(config, input, (rank, path), format, jobs)?);
+        let target = (output, &targets[rank]);
+        planned.push(plan_output(config, input, (rank, target), format, jobs)?);
     }
     // The engine, chosen (and DirectML's plans made) before anything is written.
     let mut engine = choose_engine(config, &planned)?;
@@ -110,7 +110,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let paths = several.targets();
     let files: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let progress = progress::start_all(total, config.progress, &files);
-    let folders = make_folders(config)?;
+    let folders = make_folders(&targets)?;
     let mut set = several.open()?;
     drop(several);
     let compress = config.output.compress;
@@ -140,7 +140,7 @@ fn run_job(
     inputs: &[crate::input::Input],
     planned: &mut [PlannedOutput],
 ) -> Result<()> {
-    let sharded = config.outputs.iter().any(|path| config.sharded(path));
+    let sharded = planned.iter().any(|o| o.planned.in_own_folder());
     let refused = match step {
         _ if sharded => Some("a split's job writes outputs that are files, not sharded folders"),
         Step::Shares(_) => Some("--dry-run shows the workers' shares of a join, not of a split"),
@@ -224,7 +224,8 @@ fn heads(config: &SplitConfig) -> Result<Option<Heads>> {
     })
 }
 
-/// Plans the output `path` (the `index`-th, from 0) in `format` of the tensors `jobs`: a file,
+/// Plans the output `output` (the `index`-th, from 0, going to `target`) in `format` of the
+/// tensors `jobs`: a file,
 /// its tensors in the writer's order, or a sharded checkpoint (`DIR/`), its tensors in shards
 /// of at most `--max-shard-size` in the input's order, each shard in the writer's order. A
 /// safetensors output records its place among the outputs and their count (N of `--ranks N`
@@ -233,10 +234,11 @@ fn heads(config: &SplitConfig) -> Result<Option<Heads>> {
 fn plan_output<'a>(
     config: &SplitConfig,
     input: &crate::input::Input,
-    (index, path): (usize, &Path),
+    (index, (output, target)): (usize, (&SplitOutput, &Target)),
     format: Format,
     jobs: Vec<TensorJob<'a>>,
 ) -> Result<PlannedOutput<'a>> {
+    let path = output.path.as_path();
     let mut options = config.output.clone();
     if format == Format::SafeTensors {
         options.metadata.extend([
@@ -247,19 +249,10 @@ fn plan_output<'a>(
             ),
         ]);
     }
-    let sharded = config.sharded(path).then(|| ShardedOutput {
-        folder: path.to_path_buf(),
-        name: None,
-        max_shard_size: config.max_shard_size,
-        names_from: None,
-    });
-    options.sharded.clone_from(&sharded);
+    options.sharded.clone_from(&output.sharded);
     let carried = complete::without_rank_records(input.metadata());
     let writer = format.writer(&options.write_options(format, carried.as_deref())?)?;
-    let kind = match &sharded {
-        Some(set) => OutputKind::Sharded { path, set },
-        None => OutputKind::File(path),
-    };
+    let kind = target.kind;
     let in_job_order = described(&jobs);
     let jobs = kind.job_order(jobs, &in_job_order, writer.as_ref());
     let described = described(&jobs);
@@ -275,7 +268,7 @@ fn plan_output<'a>(
         // name: the refusal of unnamed tensors in a folder is not for it.
         named: true,
         set_name: input.shards().map(|set| &set.name),
-        no_clobber: config.output.no_clobber,
+        no_clobber: target.no_clobber,
     };
     let planned = kind.plan(&tensors, writer.as_ref())?;
     Ok(PlannedOutput {
@@ -534,20 +527,12 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
     )]))
 }
 
-/// Makes the missing folders the outputs are in (a sharded checkpoint's is its own path),
-/// one level deep ([`Folders::make_one`]); they are removed again, when still empty, unless
-/// the outputs are committed.
-fn make_folders(config: &SplitConfig) -> Result<Folders> {
+/// Makes the missing folders the outputs (`targets`) are in (a sharded checkpoint's is its
+/// own path), one level deep ([`Folders::make_one`]); they are removed again, when still
+/// empty, unless the outputs are committed.
+fn make_folders(targets: &[Target]) -> Result<Folders> {
     let mut made = Folders::none();
-    for path in &config.outputs {
-        let folder = if config.sharded(path) {
-            Some(path.as_path())
-        } else {
-            path.parent()
-        };
-        let Some(folder) = folder.filter(|f| !f.as_os_str().is_empty()) else {
-            continue;
-        };
+    for folder in targets.iter().filter_map(|target| target.kind.folder()) {
         made.make_one(folder)?;
     }
     Ok(made)

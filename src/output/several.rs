@@ -1,5 +1,5 @@
 //! Several outputs written as one: the split command's, one per part or rank, each a file or a
-//! sharded checkpoint planned by its kind (`src/output/kind.rs`). They are checked together
+//! sharded checkpoint planned by its kind (`src/output/kind/`). They are checked together
 //! before anything is written, their files are the members of one [`OutputSet`], and they are
 //! committed together: a failure or an interrupt leaves none of them, a success all.
 

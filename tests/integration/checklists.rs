@@ -1,9 +1,10 @@
 //! docs/design.md's "Adding things" checklists, held against the tree: every subcommand has
 //! its clap variant, its arm in `Command::from_cli`, its flow and its test file; every
 //! `config::Command` is dispatched by `crate::run` to a flow; every registered format has its
-//! module, a reader, a fuzz target, fixtures and tests; every output kind is chosen by the
-//! config stage. And CI's own list: README.md starts with the two commands CI runs, and every
-//! stage file of `.ci/` is run and described. The source is read as text, as `docs.rs` reads
+//! module, a reader, a fuzz target, fixtures and tests; every output kind is its own file and
+//! its registration in the table of kinds, and no other file names it. And CI's own list:
+//! README.md starts with the two commands CI runs, and every stage file of `.ci/` is run and
+//! described. The source is read as text, as `docs.rs` reads
 //! it, and each failure says what to add.
 
 use std::fs;
@@ -320,22 +321,103 @@ fn every_format_has_its_reader_its_fuzz_target_and_its_fixtures() {
     );
 }
 
+/// The modules of the kinds `KINDS` registers in `text` (`src/output/kind/mod.rs`), in
+/// order: `NAME` of each entry `NAME::claim`; `None` for an entry of another form (a claim
+/// from elsewhere, `super::x::claim`, is not a kind's file).
+fn registered_kinds(text: &str) -> Vec<Option<String>> {
+    let table = text
+        .split("pub const KINDS: &[Claim] = &[")
+        .nth(1)
+        .and_then(|rest| rest.split("];").next())
+        .expect("src/output/kind/mod.rs has `pub const KINDS: &[Claim]`");
+    let plain = |module: &&str| {
+        module
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    table
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let module = entry.strip_suffix("::claim").filter(plain);
+            module.map(str::to_string)
+        })
+        .collect()
+}
+
+/// `text` without its unit tests (what follows `#[cfg(test)]`): they build kinds by hand.
+fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]").next().unwrap_or(text)
+}
+
+/// What a new output kind touches, held to two files: its own, `src/output/kind/NAME.rs`,
+/// and `src/output/kind/mod.rs`, which declares it, registers its claim in `KINDS` and its
+/// variant in `OutputKind`. So every variant but `None` (no output, the table's fallback) is
+/// a registered module with its file, every kind module is registered, and no other source
+/// file names a variant or a kind's module: the config stage says what was asked
+/// (`output::kind::Asked`) and `OutputKind::choose` asks the table.
 #[test]
-fn every_output_kind_is_chosen_by_the_config_stage() {
-    let kinds = variants(&read("src/output/kind.rs"), "pub enum OutputKind");
+fn every_output_kind_is_its_own_file_and_its_registration() {
+    let table = read("src/output/kind/mod.rs");
+    let kinds = variants(&table, "pub enum OutputKind");
     assert!(kinds.len() >= 3, "OutputKind has {kinds:?}");
-    let mut config = read("src/config.rs");
-    for file in files_under("src/cli") {
-        config.push_str(&read(&file));
+    let registered = registered_kinds(&table);
+    let declared = modules(&table);
+    let mut wrong = Vec::new();
+    for entry in &registered {
+        match entry {
+            Some(module) if module_file("src/output/kind", module).is_some() => {}
+            _ => wrong.push(format!(
+                "KINDS registers {entry:?}: each entry is NAME::claim, NAME a module of \
+                 src/output/kind/ in its own file, src/output/kind/NAME.rs"
+            )),
+        }
     }
-    let unchosen: Vec<&String> = kinds
+    let registered: Vec<&String> = registered.iter().flatten().collect();
+    for module in &declared {
+        if !registered.contains(&module) {
+            wrong.push(format!(
+                "src/output/kind/{module}.rs is declared but not registered in KINDS"
+            ));
+        }
+    }
+    for kind in kinds.iter().filter(|kind| *kind != "None") {
+        if !registered.contains(&&snake(kind)) {
+            wrong.push(format!(
+                "OutputKind::{kind} has no file of its own registered in KINDS \
+                 (src/output/kind/{}.rs, `{}::claim`)",
+                snake(kind),
+                snake(kind)
+            ));
+        }
+    }
+    let names: Vec<String> = kinds
         .iter()
-        .filter(|kind| !config.contains(&format!("OutputKind::{kind}")))
+        .map(|kind| format!("OutputKind::{kind}"))
+        .chain(registered.iter().map(|module| format!("kind::{module}")))
         .collect();
+    for file in files_under("src") {
+        if file.starts_with("src/output/kind/") || !file.ends_with(".rs") {
+            continue;
+        }
+        let text = read(&file);
+        let code = without_tests(&text);
+        for name in names.iter().filter(|name| code.contains(name.as_str())) {
+            wrong.push(format!(
+                "{file} names {name}: a third file a kind touches (the config stage says what \
+                 was asked, output::kind::Asked, and OutputKind::choose asks KINDS)"
+            ));
+        }
+    }
     assert!(
-        unchosen.is_empty(),
-        "docs/design.md, \"Adding things\", an output kind: the config stage (src/config.rs, \
-         src/cli/) never chooses {unchosen:?}"
+        read("src/config.rs").matches("OutputKind::choose(").count() >= 2,
+        "the join's and the split's targets (src/config.rs) choose their kind by the table"
+    );
+    assert!(
+        wrong.is_empty(),
+        "docs/design.md, \"Adding things\", an output kind:\n{}",
+        wrong.join("\n")
     );
 }
 
@@ -436,4 +518,8 @@ fn the_checks_above_read_the_source_as_written() {
     assert_eq!(snake("DcpDefault"), "dcp_default");
     let block = "FORMAT: Descriptor = Descriptor {\n    extensions: &[\".pt\", \".bin\"],\n";
     assert_eq!(extensions(block), [".pt", ".bin"]);
+    let table = "pub const KINDS: &[Claim] = &[sharded::claim, super::x::claim,\n    file::claim];";
+    let registered = [Some("sharded".to_string()), None, Some("file".to_string())];
+    assert_eq!(registered_kinds(table), registered);
+    assert_eq!(without_tests("a\n#[cfg(test)]\nmod tests {}"), "a\n");
 }

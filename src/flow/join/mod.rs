@@ -2,7 +2,7 @@
 //! and plan every output tensor, plan the output's files by its kind, then either report the
 //! plan (`--dry-run`) or write each file's framing and stream the data with the chosen engine
 //! into temporary files that are committed over the targets when complete
-//! (`src/output/kind.rs`: the same steps for every kind of output). Before the plan is whole
+//! (`src/output/kind/mod.rs`: the same steps for every kind of output). Before the plan is whole
 //! the inputs' headers are read, and tensor data only where a check needs it (`--keep` and
 //! replicated tensors are compared, `plan::compare`), where an input must first become a
 //! mappable file (standard input, a pipe, JSON, a deflated `.npz` member) and where the early

@@ -11,22 +11,51 @@
 //! 3. **commit** ([`Written::commit`]): all the files or none (`src/output/set.rs`);
 //! 4. **describe** ([`Planned::describe`]): what the typed plan report shows of the output.
 //!
-//! A flow (`src/flow/join/mod.rs`) goes through the steps without knowing the kind. The split
-//! command's outputs (one per part or rank) are each planned here by their kind, then opened
-//! and committed together (`src/output/several.rs`). A new kind is a variant of
-//! [`OutputKind`] whose `plan` lists its files, and, if the report shows more of it than its
-//! path, a variant of [`Description`]; writing and committing its files are the steps every
-//! kind shares.
+//! Which kind an output is, the config stage does not decide: it says what was asked
+//! ([`Asked`]: the path, a sharded checkpoint's settings) and [`OutputKind::choose`] asks the
+//! kinds of [`KINDS`] in turn. A flow (`src/flow/join/mod.rs`) goes through the steps
+//! without knowing the kind. The split command's outputs (one per part or rank) are each
+//! chosen and planned here by their kind, then opened and committed together
+//! (`src/output/several.rs`).
+//!
+//! A new kind is two files: its own in `src/output/kind/` (`NAME.rs`: its `claim`, which
+//! tells an output of its kind from what was asked, and its `plan`, which lists its files),
+//! and this one, which declares it, registers its `claim` in [`KINDS`], its variant in
+//! [`OutputKind`] and, when its files are not opened as one file or a sharded set is, a
+//! variant of the private `How` (`tests/integration/checklists.rs` holds the count). A kind
+//! the report shows by more than its path adds a variant of [`Description`] and its
+//! rendering in `src/report/`. Writing and committing its files are the steps every kind
+//! shares.
+
+mod file;
+mod sharded;
 
 use std::path::{Path, PathBuf};
 
 use super::folders::Folders;
-use super::shards::{self, ShardPlan, ShardedOutput};
+use super::shards::{ShardPlan, ShardedOutput};
 use super::{Output, OutputSet};
 use crate::error::{Error, Result};
-use crate::format::Sink;
 use crate::format::index::SetName;
-use crate::format::{OutTensor, Writer};
+use crate::format::{Format, OutTensor, Sink, Writer};
+
+/// A kind's claim: the kind of the output asked, if the output is of that kind.
+type Claim = for<'c> fn(&Asked<'c>) -> Option<OutputKind<'c>>;
+
+/// Every kind of output a path can name, asked in this order whether the output asked is
+/// theirs: the first that claims it is its kind. A file, last, claims every path the others
+/// leave; with no path there is no output ([`OutputKind::None`]). A new kind registers here.
+pub const KINDS: &[Claim] = &[sharded::claim, file::claim];
+
+/// What the config stage asks of an output, from which [`OutputKind::choose`] tells its kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked<'c> {
+    /// What `-o` names (`None`: a dry run without it).
+    pub path: Option<&'c Path>,
+    /// The sharded checkpoint asked for: a folder or an index as a join's `-o`, a folder
+    /// (`DIR/`) as a split's output.
+    pub sharded: Option<&'c ShardedOutput>,
+}
 
 /// The kinds of output a run writes.
 #[derive(Debug, Clone, Copy)]
@@ -117,12 +146,41 @@ impl Description<'_> {
 }
 
 impl<'c> OutputKind<'c> {
+    /// The kind of the output `asked`: the first of [`KINDS`] to claim it, or none without a
+    /// path.
+    pub fn choose(asked: &Asked<'c>) -> OutputKind<'c> {
+        KINDS
+            .iter()
+            .find_map(|claim| claim(asked))
+            .unwrap_or(OutputKind::None)
+    }
+
     /// The path `-o` gave, if any: the output the messages name.
     pub fn path(&self) -> Option<&'c Path> {
         match *self {
             OutputKind::None => None,
             OutputKind::File(path) | OutputKind::Sharded { path, .. } => Some(path),
         }
+    }
+
+    /// The format the kind writes whatever its path says, if it has one: a sharded
+    /// checkpoint's safetensors.
+    pub fn format(&self) -> Option<Format> {
+        match self {
+            OutputKind::Sharded { .. } => Some(sharded::FORMAT),
+            OutputKind::None | OutputKind::File(_) => None,
+        }
+    }
+
+    /// The folder the output's files go in, when there is one to name: a sharded
+    /// checkpoint's own, a file's parent.
+    pub fn folder(&self) -> Option<&'c Path> {
+        let folder = match *self {
+            OutputKind::None => None,
+            OutputKind::File(path) => path.parent(),
+            OutputKind::Sharded { set, .. } => Some(set.folder.as_path()),
+        };
+        folder.filter(|folder| !folder.as_os_str().is_empty())
     }
 
     /// Whether the job lists its tensors in the writer's order: so for one file, where the
@@ -165,99 +223,10 @@ impl<'c> OutputKind<'c> {
                 no_clobber,
                 how: How::Nothing,
             }),
-            OutputKind::File(path) => Ok(Planned {
-                path: Some(path.to_path_buf()),
-                shown_as: path.to_path_buf(),
-                files: vec![PlannedFile {
-                    target: path.to_path_buf(),
-                    tensors: (0..tensors.described.len()).collect(),
-                }],
-                no_clobber,
-                how: How::File,
-            }),
-            OutputKind::Sharded { path, set } => plan_sharded(path, set, tensors, writer),
+            OutputKind::File(path) => Ok(file::plan(path, tensors)),
+            OutputKind::Sharded { path, set } => sharded::plan(path, set, tensors, writer),
         }
     }
-}
-
-/// The shards of a sharded output, their tensors in the order each file lists them: the job's
-/// (the first input's) order split by huggingface_hub's rule, each shard then in the writer's
-/// order.
-fn plan_sharded(
-    path: &Path,
-    sharded: &ShardedOutput,
-    tensors: &Tensors,
-    writer: &dyn Writer,
-) -> Result<Planned> {
-    check_named(path, &sharded.folder, tensors.named)?;
-    let job = tensors.described;
-    let name = sharded
-        .name
-        .clone()
-        .unwrap_or_else(|| tensors.set_name.cloned().unwrap_or_default());
-    let sizes: Vec<u64> = job.iter().map(|t| t.bytes).collect();
-    let (folder, max) = (&sharded.folder, sharded.max_shard_size);
-    let names: Vec<&str> = job.iter().map(|t| t.name.as_str()).collect();
-    let mut plan = match &sharded.names_from {
-        Some(index) => {
-            let (from_index, files) = shards::names_from(index, &names)?;
-            let name = sharded.name.clone().unwrap_or(from_index);
-            ShardPlan::assigned(folder, name, max, &sizes, files, true)?
-        }
-        None => ShardPlan::new(folder, name, max, &sizes)?,
-    };
-    for file in &mut plan.files {
-        let described: Vec<OutTensor> = file.tensors.iter().map(|&t| job[t].clone()).collect();
-        let order = writer.order(&described);
-        file.tensors = order.into_iter().map(|at| file.tensors[at]).collect();
-    }
-    if tensors.no_clobber {
-        plan.check_no_clobber()?;
-    }
-    let files = plan
-        .files
-        .iter()
-        .map(|file| PlannedFile {
-            target: plan.folder.join(&file.name),
-            tensors: file.tensors.clone(),
-        })
-        .collect();
-    let index = plan.index.is_some().then(|| plan.index_text(&names));
-    Ok(Planned {
-        path: Some(path.to_path_buf()),
-        shown_as: plan.folder.clone(),
-        files,
-        no_clobber: tensors.no_clobber,
-        how: How::Sharded(Box::new(plan), index),
-    })
-}
-
-/// Refuses a sharded output (a folder, or an index) for tensors that have no names (.npy and
-/// JSON files each hold one, unnamed) when `--name` gives none either: a checkpoint's files
-/// are found by their tensors' names, and `-o existing_dir` was most likely meant as a file in
-/// that folder. `output` is the path given, `folder` the set's.
-fn check_named(output: &Path, folder: &Path, named: bool) -> Result<()> {
-    if named {
-        return Ok(());
-    }
-    // A file in the folder, when there is one to write it in.
-    let file = match Some(folder).filter(|f| f.is_dir()) {
-        Some(folder) => folder.join("out.npy"),
-        None => Path::new("out.npy").to_path_buf(),
-    };
-    Err(Error::refused(
-        format!(
-            "-o {}: a folder or an index as the output is a sharded checkpoint of named \
-             tensors, but the inputs' tensors have no names (.npy and JSON files hold one \
-             unnamed tensor each)",
-            crate::messages::path(output)
-        ),
-        format!(
-            "name a file to write, such as -o {}, or name the tensor with --name to write it \
-             as a safetensors checkpoint in the folder",
-            crate::messages::path(&file)
-        ),
-    ))
 }
 
 impl Planned {
@@ -513,6 +482,40 @@ pub(super) mod tests {
             .unwrap()
             .commit()
             .unwrap();
+    }
+
+    #[test]
+    fn the_table_chooses_a_sharded_set_when_one_is_asked_a_file_for_any_other_path() {
+        let set = ShardedOutput {
+            folder: PathBuf::from("tp0"),
+            name: None,
+            max_shard_size: 24,
+            names_from: None,
+        };
+        let path = Path::new("tp0/");
+        let asked = |path, sharded| OutputKind::choose(&Asked { path, sharded });
+        assert!(matches!(
+            asked(Some(path), Some(&set)),
+            OutputKind::Sharded { .. }
+        ));
+        assert!(matches!(asked(Some(path), None), OutputKind::File(p) if p == path));
+        assert!(matches!(asked(None, Some(&set)), OutputKind::None));
+        assert!(matches!(asked(None, None), OutputKind::None));
+        // What the split asks of each kind: its format, and the folder its files go in.
+        let sharded = asked(Some(path), Some(&set));
+        assert_eq!(sharded.format(), Some(Format::SafeTensors));
+        assert_eq!(sharded.folder(), Some(Path::new("tp0")));
+        let file = asked(Some(Path::new("out/p0.npy")), None);
+        assert_eq!(
+            (file.format(), file.folder()),
+            (None, Some(Path::new("out")))
+        );
+        let here = asked(Some(Path::new("p0.npy")), None);
+        assert_eq!(
+            here.folder(),
+            None,
+            "a file in the working folder makes none"
+        );
     }
 
     #[test]
