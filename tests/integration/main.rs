@@ -8,6 +8,8 @@ mod append_crashes;
 mod append_journal;
 #[cfg(unix)]
 mod attack;
+#[cfg(feature = "remote")]
+mod azure;
 mod builtin_families;
 mod checklists;
 mod completeness;
@@ -21,6 +23,10 @@ mod directml;
 mod docs;
 mod dtensor;
 mod early_copy;
+#[cfg(feature = "remote")]
+mod emulated_inputs;
+#[cfg(feature = "remote")]
+mod emulators;
 #[cfg(unix)]
 mod examples;
 mod families;

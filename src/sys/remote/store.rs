@@ -90,7 +90,7 @@ impl Object {
         };
         let (store, path) = (self.store.clone(), self.path.clone());
         let got = runtime()?.block_on(get(store, path, options));
-        checked(&self.location, range, got)
+        checked(&self.location, range, etag, got)
     }
 
     /// Writes the whole object into `to` (from its offset 0), `first` being its first bytes
@@ -115,11 +115,11 @@ impl Object {
                         let range = from..(from + PIECE).min(len);
                         let options = GetOptions {
                             range: Some(GetRange::Bounded(range.clone())),
-                            if_match: Some(etag),
+                            if_match: Some(etag.clone()),
                             ..GetOptions::default()
                         };
                         let got = get(this.store.clone(), this.path.clone(), options).await;
-                        let (bytes, _) = checked(&this.location, range, got)?;
+                        let (bytes, _) = checked(&this.location, range, Some(&etag), got)?;
                         tokio::task::spawn_blocking(move || {
                             crate::sys::write_all_at(&to, &bytes, from)
                         })
@@ -155,10 +155,14 @@ async fn get(
     Ok((bytes, meta, returned))
 }
 
-/// A GET's result, checked to be exactly bytes `range` of the object (cut at its end).
+/// A GET's result, checked to be exactly bytes `range` of the object (cut at its end) and,
+/// when the read was pinned to `pinned`, from that version: a server (or a proxy) that does
+/// not honour `If-Match` answers with the new object's ETag, and object_store passes that on
+/// unchecked, so the ETag the response carries is compared here too.
 fn checked(
     location: &Location,
     range: Range<u64>,
+    pinned: Option<&str>,
     got: object_store::Result<(Bytes, object_store::ObjectMeta, Range<u64>)>,
 ) -> io::Result<(Bytes, Seen)> {
     let (bytes, meta, returned) = got.map_err(|e| explain(location, e))?;
@@ -167,6 +171,11 @@ fn checked(
         etag: meta.e_tag,
         version: meta.version,
     };
+    if let Some(pinned) = pinned {
+        if seen.etag.as_deref() != Some(pinned) {
+            return Err(changed(seen.etag.as_deref()));
+        }
+    }
     let wanted = range.start..range.end.min(seen.len);
     if returned != wanted || bytes.len() as u64 != wanted.end - wanted.start {
         return Err(io::Error::new(
@@ -308,14 +317,21 @@ fn build(location: &Location) -> io::Result<Built> {
             }
             builder.build().map(both)
         }
-        Scheme::Gcs => GoogleCloudStorageBuilder::from_env()
-            .with_bucket_name(&location.bucket)
-            .build()
-            .map(both),
-        Scheme::Azure => MicrosoftAzureBuilder::from_env()
-            .with_container_name(&location.bucket)
-            .build()
-            .map(both),
+        Scheme::Gcs => {
+            check_plain_http("GOOGLE_BASE_URL", "GOOGLE_ALLOW_HTTP", "a local emulator")
+                .map_err(refused)?;
+            GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(&location.bucket)
+                .build()
+                .map(both)
+        }
+        Scheme::Azure => {
+            check_azure_environment().map_err(refused)?;
+            MicrosoftAzureBuilder::from_env()
+                .with_container_name(&location.bucket)
+                .build()
+                .map(both)
+        }
         Scheme::Http => HttpBuilder::new()
             .with_url(&location.bucket)
             .with_client_options(
@@ -348,20 +364,62 @@ fn check_aws_environment() -> Result<(), String> {
              env)\""
         ));
     }
-    let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+    match ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
         .into_iter()
-        .find_map(|name| env(name).map(|value| (name, value)));
-    let allowed = env("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if let Some((name, endpoint)) = endpoint.filter(|(_, e)| e.starts_with("http://")) {
-        if !allowed {
+        .find(|name| env(name).is_some())
+    {
+        Some(name) => check_plain_http(name, "AWS_ALLOW_HTTP", "a local MinIO"),
+        None => Ok(()),
+    }
+}
+
+/// Whether a variable is set to what object_store reads as true (`true`, `1`, `yes`, `on`,
+/// `y`, in any case).
+fn is_true(name: &str) -> bool {
+    env(name).is_some_and(|value| {
+        ["1", "true", "on", "yes", "y"]
+            .iter()
+            .any(|yes| value.eq_ignore_ascii_case(yes))
+    })
+}
+
+/// A plain-http endpoint in `endpoint` that object_store would take, then fail at the first
+/// request with no more than "builder error", unless `allow` is true; `local` is what such
+/// an endpoint usually is, for the hint.
+fn check_plain_http(endpoint: &str, allow: &str, local: &str) -> Result<(), String> {
+    match env(endpoint) {
+        Some(url) if url.starts_with("http://") && !is_true(allow) => Err(format!(
+            "{endpoint}={url} is a plain-http endpoint, which is refused unless {allow}=true\n\
+             hint: set {allow}=true if the endpoint is meant to be reached without TLS \
+             ({local}), or give its https:// address"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What object_store would misread in the Azure environment: an endpoint it ignores (with
+/// the emulator on, it reads AZURITE_BLOB_STORAGE_URL instead), a plain-http endpoint it
+/// would refuse at the first request.
+fn check_azure_environment() -> Result<(), String> {
+    let endpoint = ["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"]
+        .into_iter()
+        .find(|name| env(name).is_some());
+    if is_true("AZURE_STORAGE_USE_EMULATOR") {
+        if let Some(name) = endpoint {
             return Err(format!(
-                "{name}={endpoint} is a plain-http endpoint, which is refused unless \
-                 AWS_ALLOW_HTTP=true\nhint: set AWS_ALLOW_HTTP=true if the endpoint is meant \
-                 to be reached without TLS (a local MinIO), or give its https:// address"
+                "{name} is set, but AZURE_STORAGE_USE_EMULATOR=true reads the emulator's \
+                 address from AZURITE_BLOB_STORAGE_URL (else http://127.0.0.1:10000) and \
+                 ignores {name}\nhint: set AZURITE_BLOB_STORAGE_URL=http://HOST:PORT instead, \
+                 or unset AZURE_STORAGE_USE_EMULATOR to use {name} with an account's name and \
+                 key"
             ));
         }
+        return Ok(());
     }
-    Ok(())
+    match endpoint {
+        Some(name) => check_plain_http(name, "AZURE_ALLOW_HTTP", "Azurite"),
+        None => Ok(()),
+    }
 }
 
 /// The first line of a long error text.
@@ -376,26 +434,45 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
     let scheme = location.scheme;
     let full = format!("{error:?} {error}");
     let (kind, text) = match &error {
-        E::NotFound { .. } if full.contains("NoSuchBucket") => (
-            io::ErrorKind::NotFound,
-            format!(
-                "no such bucket \"{}\"\nhint: check the bucket's name, and the endpoint and \
-                 region it is reached through",
-                location.bucket
-            ),
-        ),
+        // S3's and GCS's code; Azure's names a container.
+        E::NotFound { .. }
+            if full.contains("NoSuchBucket") || full.contains("ContainerNotFound") =>
+        {
+            (
+                io::ErrorKind::NotFound,
+                format!(
+                    "no such {} \"{}\"\nhint: check its name, and the endpoint and region it is \
+                 reached through",
+                    if scheme == Scheme::Azure {
+                        "container"
+                    } else {
+                        "bucket"
+                    },
+                    location.bucket
+                ),
+            )
+        }
         E::NotFound { .. } => (
             io::ErrorKind::NotFound,
             "no such object\nhint: check the key (`aws s3 ls`, `gcloud storage ls`, `az \
              storage blob list` list what there is)"
                 .to_string(),
         ),
-        E::Precondition { .. } => (
-            io::ErrorKind::Other,
-            "the object changed while tjoin read it (its ETag is no longer the one its first \
-             read saw)\nhint: run again once whatever writes it has finished"
-                .to_string(),
-        ),
+        E::Precondition { .. } => (io::ErrorKind::Other, changed_text()),
+        // Azure answers a signature made with a wrong key 403, as it does a request the
+        // identity is not allowed.
+        E::PermissionDenied { .. }
+            if full.contains("AuthenticationFailed") || full.contains("failed to authenticate") =>
+        {
+            (
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "the store did not accept the credentials (the request's signature did not \
+                 match)\nhint: check {}",
+                    scheme.environment()
+                ),
+            )
+        }
         E::PermissionDenied { .. } => (
             io::ErrorKind::PermissionDenied,
             format!(
@@ -428,6 +505,25 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
         _ => (io::ErrorKind::Other, one_line(&error.to_string())),
     };
     io::Error::new(kind, text)
+}
+
+/// Why a read pinned to an ETag is refused: the server refused it (412), or answered it
+/// with another ETag (`now`), which a server that ignores `If-Match` does, or with none.
+fn changed(now: Option<&str>) -> io::Error {
+    match now {
+        Some(_) => io::Error::other(changed_text()),
+        None => io::Error::other(
+            "a later read of the object came without the ETag its first read saw, so tjoin \
+             could not tell whether it changed while being read\nhint: serve it from a server \
+             that sends the ETag with every read, or download it and join the local copy",
+        ),
+    }
+}
+
+fn changed_text() -> String {
+    "the object changed while tjoin read it (its ETag is no longer the one its first read \
+     saw)\nhint: run again once whatever writes it has finished"
+        .to_string()
 }
 
 /// A server that answered a ranged GET with the whole object.
