@@ -99,8 +99,15 @@ fn inputs_give_the_output_of_their_local_copies(store: &dyn Store) {
 }
 
 /// An object replaced by another of the same length while tjoin reads it: the run is
-/// refused by the object's URL, or (when the replacement landed after the last read) gives
-/// the old object's bytes; never a mix of the two.
+/// refused by the object's URL, or gives one version whole (the old one, when the
+/// replacement landed after the last read); never a mix of the two.
+///
+/// The replacement lands once the third GET of the object has begun: by then a first read
+/// (unpinned: it is what defines the version) has been answered, and the pinned pieces are
+/// under way. Earlier, it could race a first read, which Azurite answers non-atomically: a
+/// GET that races a Put Block List may carry the new ETag over the old bytes (6 of 717 such
+/// reads did, Azurite 3.35.0), which no version check can see and which Azure itself never
+/// does (a GET is one version).
 fn an_object_replaced_while_it_is_read_is_refused(store: &dyn Store) {
     store.make_bucket("inputs");
     let dir = tempfile::tempdir().unwrap();
@@ -126,9 +133,8 @@ fn an_object_replaced_while_it_is_read_is_refused(store: &dyn Store) {
             .stderr(std::process::Stdio::piped());
         command.args(["-a", "0", &url, "-o", "out.npy"]);
         let child = command.spawn().unwrap();
-        // The second GET is a piece after the first read, pinned to the ETag that read saw.
         let start = Instant::now();
-        while store.gets("inputs", "x.npy") < before + 2 {
+        while store.gets("inputs", "x.npy") < before + 3 {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "tjoin sent no GET of {url}"
@@ -141,8 +147,8 @@ fn an_object_replaced_while_it_is_read_is_refused(store: &dyn Store) {
         if output.status.success() {
             let got = std::fs::read(dir.path().join("out.npy")).unwrap();
             assert!(
-                got == old,
-                "an output that is neither the old object nor refused: {}",
+                got == old || got == new,
+                "an output that is neither one version nor refused: {}",
                 crate::util::describe_difference(&old, &got)
             );
         } else {

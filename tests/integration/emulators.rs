@@ -204,7 +204,7 @@ impl Azurite {
     pub fn start() -> Option<Azurite> {
         let Some(program) = program(AZURITE_VARIABLE, &["azurite-blob"]) else {
             crate::util::cannot_run(
-                "Azurite is not installed (npm install azurite@3.37.0, then put \
+                "Azurite is not installed (npm install azurite@3.35.0, then put \
                  node_modules/.bin on the PATH or name azurite-blob in TJOIN_TEST_AZURITE)",
             );
             return None;
