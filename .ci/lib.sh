@@ -20,10 +20,15 @@ mkdir -p "$CARGO_TARGET_DIR"
 # virtual environment in the target folder, first on every stage's PATH: its pinned commands
 # win over any the system has, and its `python3` imports its packages.
 export CI_TOOLS=$CARGO_TARGET_DIR/ci-tools
-case ":$PATH:" in
-    *":$CI_TOOLS/bin:"*) ;;
-    *) export PATH=$CI_TOOLS/bin:$PATH ;;
-esac
+# Likewise what CI installs from the npm registry (.ci/package.json, pinned by its lock file):
+# its commands (azurite-blob) are on every stage's PATH.
+export CI_NPM=$CARGO_TARGET_DIR/ci-npm
+for tools in "$CI_NPM/node_modules/.bin" "$CI_TOOLS/bin"; do
+    case ":$PATH:" in
+        *":$tools:"*) ;;
+        *) export PATH=$tools:$PATH ;;
+    esac
+done
 # The wheels, the sdist and the virtual environment the Linux wheel is installed into.
 export WHEELS=$CARGO_TARGET_DIR/wheels
 
