@@ -101,10 +101,9 @@ impl WorkerArgs {
     }
 }
 
-/// Refuses a job (`step`) whose output or inputs are named by URL: a job writes a local
-/// output on a shared file system; an object store's output (a multipart upload, a part
-/// range per worker) and remote inputs (each worker would download them all) are not shared
-/// yet.
+/// Refuses a split run as a job (`step`) whose output or inputs are named by URL: a split's
+/// outputs in object storage, and remote inputs (each worker would download them all), are
+/// not shared yet.
 pub fn refuse_remote<'p>(
     step: Option<Step>,
     mut paths: impl Iterator<Item = &'p std::path::Path>,
@@ -114,13 +113,55 @@ pub fn refuse_remote<'p>(
     };
     Err(Error::refused(
         format!(
-            "{} is in object storage, and a job of several workers writes a local output on a \
-             file system every worker sees, from local inputs (an object store's multipart \
-             upload, a part range per worker, is not built yet)",
+            "{} is in object storage, and a split run by several workers writes local outputs \
+             on a file system every worker sees, from local inputs",
             crate::messages::path(url)
         ),
-        "join into a file on the shared file system with --workers, then upload it; or run \
-         the join in one process, which reads and writes URLs",
+        "split into files on the shared file system with --workers, then upload them; or run \
+         the split in one process, which reads and writes URLs",
+    ))
+}
+
+/// Refuses a join run as a job (`step`) whose inputs are named by URL (each worker would
+/// download them all, and a downloaded copy's version is not the object's), or whose output
+/// is a URL other than one object in S3 (a job uploads its output as one multipart upload's
+/// parts, a run of them per worker).
+pub fn refuse_remote_join<'p>(
+    step: Option<Step>,
+    output: Option<&'p std::path::Path>,
+    mut inputs: impl Iterator<Item = &'p std::path::Path>,
+) -> Result<()> {
+    use crate::sys::remote::{Location, Scheme, is_url};
+    if step.is_none() {
+        return Ok(());
+    }
+    if let Some(url) = inputs.find(|p| is_url(p)) {
+        return Err(Error::refused(
+            format!(
+                "the input {} is in object storage, and a job of several workers reads local \
+                 inputs on a file system every worker sees",
+                crate::messages::path(url)
+            ),
+            "download the inputs to the shared file system (the output may be an S3 object), \
+             or run the join in one process, which reads URLs",
+        ));
+    }
+    let Some(url) = output.filter(|p| is_url(p)) else {
+        return Ok(());
+    };
+    let location = Location::parse(&url.to_string_lossy());
+    if location.is_ok_and(|l| l.scheme == Scheme::S3 && !l.is_prefix()) {
+        return Ok(());
+    }
+    Err(Error::refused(
+        format!(
+            "the output {} is not one object in S3, and a job of several workers uploads its \
+             output as one S3 object's parts (a sharded set under a prefix, gs:// and az:// \
+             are not shared yet)",
+            crate::messages::path(url)
+        ),
+        "name one object as s3://BUCKET/KEY (an S3-compatible store through \
+         AWS_ENDPOINT_URL), or run the join in one process",
     ))
 }
 

@@ -80,3 +80,5 @@ mod util;
 // Jobs run through shells, xargs and links; tjoin's jobs are for Unix clusters.
 #[cfg(unix)]
 mod workers;
+#[cfg(all(unix, feature = "remote"))]
+mod workers_s3;

@@ -12,16 +12,28 @@ use safetensors::tensor::{Dtype, TensorView};
 use crate::util::{bin, dir_entries, refused, succeeds, write_npy};
 
 /// `n` float32 values from `from`, as bytes.
-fn floats(n: usize, from: f32) -> Vec<u8> {
+pub(crate) fn floats(n: usize, from: f32) -> Vec<u8> {
     (0..n)
         .flat_map(|i| (from + i as f32).to_le_bytes())
         .collect()
 }
 
-/// Starts a worker of `args` in a folder of its own (working and temporary).
-fn start_worker(args: &[String], worker: u32, n: u32) -> (Child, tempfile::TempDir) {
+/// Starts a worker of `args` in a folder of its own (working and temporary), with `env` set
+/// (and, when it names an S3 endpoint, no other AWS variable).
+pub(crate) fn start_worker(
+    args: &[String],
+    (worker, n): (u32, u32),
+    env: &[(&str, String)],
+) -> (Child, tempfile::TempDir) {
     let own = tempfile::tempdir().unwrap();
-    let child = Command::new(bin())
+    let mut command = Command::new(bin());
+    if !env.is_empty() {
+        for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("AWS_")) {
+            command.env_remove(name);
+        }
+    }
+    let child = command
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .args(args)
         .args(["--worker", &format!("{worker}/{n}"), "-q"])
         .current_dir(own.path())
@@ -33,11 +45,12 @@ fn start_worker(args: &[String], worker: u32, n: u32) -> (Child, tempfile::TempD
     (child, own)
 }
 
-/// Runs the workers `order` of a job of `n` at once, and asserts that each succeeded.
-fn run_workers(args: &[String], order: &[u32], n: u32) {
+/// Runs the workers `order` of a job of `n` at once (with `env` set), and asserts that each
+/// succeeded.
+pub(crate) fn run_workers(args: &[String], order: &[u32], n: u32, env: &[(&str, String)]) {
     let started: Vec<_> = order
         .iter()
-        .map(|&w| (w, start_worker(args, w, n)))
+        .map(|&w| (w, start_worker(args, (w, n), env)))
         .collect();
     for (worker, (child, _own)) in started {
         let output = child.wait_with_output().unwrap();
@@ -50,7 +63,7 @@ fn run_workers(args: &[String], order: &[u32], n: u32) {
 }
 
 /// `args` as owned strings, each path made absolute in `dir` (the workers run elsewhere).
-fn absolute(dir: &Path, args: &[&str]) -> Vec<String> {
+pub(crate) fn absolute(dir: &Path, args: &[&str]) -> Vec<String> {
     args.iter()
         .map(
             |a| match a.ends_with(".npy") || a.ends_with(".safetensors") || a.ends_with('/') {
@@ -65,8 +78,15 @@ fn absolute(dir: &Path, args: &[&str]) -> Vec<String> {
 /// started at once in `order`; then checks that `output` is `expected`'s bytes and that no
 /// file of the job is left.
 fn job_matches(dir: &Path, args: &[&str], order: &[u32], (output, expected): (&str, &str)) {
+    run_job(dir, &absolute(dir, args), order);
+    assert_same(&dir.join(expected), &dir.join(output));
+    assert_no_job_left(dir);
+}
+
+/// Runs in `dir` the job's three steps over `args`, with the workers `order` (one each of
+/// 0 to N-1) started at once, each in a folder of its own.
+fn run_job(dir: &Path, args: &[String], order: &[u32]) {
     let n = order.len() as u32;
-    let args = absolute(dir, args);
     let step = |extra: &[&str]| {
         let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
         all.extend(extra);
@@ -74,9 +94,13 @@ fn job_matches(dir: &Path, args: &[&str], order: &[u32], (output, expected): (&s
     };
     let count = n.to_string();
     step(&["--workers", &count, "--begin", "-q"]);
-    run_workers(&args, order, n);
+    run_workers(args, order, n, &[]);
     step(&["--workers", &count, "--commit", "-q"]);
-    assert_same(&dir.join(expected), &dir.join(output));
+}
+
+/// Fails when a file of a job is left in `dir`.
+#[track_caller]
+fn assert_no_job_left(dir: &Path) {
     let left: Vec<String> = dir_entries(dir)
         .into_iter()
         .filter(|e| e.contains("tjoin-job"))
@@ -105,7 +129,7 @@ fn assert_same(want: &Path, got: &Path) {
 }
 
 /// Two .npy inputs of `rows` rows each, of `a` and `b` columns.
-fn two_npy(dir: &Path, rows: u64, (a, b): (u64, u64)) {
+pub(crate) fn two_npy(dir: &Path, rows: u64, (a, b): (u64, u64)) {
     write_npy(
         &dir.join("a.npy"),
         "<f4",
@@ -272,7 +296,7 @@ fn a_worker_killed_midway_and_run_again_leaves_the_one_process_output() {
     // A worker killed at once, wherever it got to: its share is partly written at most, and
     // it has no record.
     let args = absolute(d, &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"]);
-    let (mut child, _own) = start_worker(&args, 1, 2);
+    let (mut child, _own) = start_worker(&args, (1, 2), &[]);
     std::thread::sleep(std::time::Duration::from_millis(30));
     child.kill().unwrap();
     let killed = !child.wait().unwrap().success();
@@ -306,7 +330,7 @@ fn the_same_worker_run_twice_at_once_is_safe() {
     succeeds(d, &["-a", "0", "a.npy", "b.npy", "-o", "one.npy", "-q"]);
     ok(d, &["--workers", "2", "--begin", "-q"]);
     let args = absolute(d, &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"]);
-    run_workers(&args, &[1, 1, 0, 0], 2);
+    run_workers(&args, &[1, 1, 0, 0], 2, &[]);
     ok(d, &["--workers", "2", "--commit", "-q"]);
     assert_same(&d.join("one.npy"), &d.join("out.npy"));
 }
@@ -577,25 +601,13 @@ fn workers_write_the_one_process_split_into_npy_parts_and_safetensors_parts() {
         succeeds(d, &args);
         let mut args = flags.to_vec();
         args.extend(["-o", out]);
-        let args = absolute(d, &args);
-        let step = |extra: &[&str]| {
-            let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
-            all.extend(extra);
-            succeeds(d, &all);
-        };
-        step(&["--workers", "4", "--begin", "-q"]);
-        run_workers(&args, &[3, 0, 2, 1], 4);
-        step(&["--workers", "4", "--commit", "-q"]);
+        run_job(d, &absolute(d, &args), &[3, 0, 2, 1]);
         for part in 0..3 {
             let name = |template: &str| template.replace("{part}", &part.to_string());
             assert_same(&d.join(name(one)), &d.join(name(out)));
         }
     }
-    let left: Vec<String> = dir_entries(d)
-        .into_iter()
-        .filter(|e| e.contains("tjoin-job"))
-        .collect();
-    assert!(left.is_empty(), "the jobs left {left:?}");
+    assert_no_job_left(d);
 }
 
 #[test]
@@ -630,36 +642,38 @@ fn a_split_job_refuses_outputs_in_several_folders_or_sharded_and_append_is_not_s
 }
 
 #[test]
-fn a_job_of_an_output_or_inputs_in_object_storage_is_refused_before_anything_is_staged() {
+fn a_job_of_inputs_or_outputs_in_object_storage_it_does_not_share_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     two_npy(d, 10, (8, 8));
-    for args in [
-        [
-            "-a",
-            "0",
-            "a.npy",
-            "b.npy",
-            "-o",
-            "s3://bucket/out.npy",
-            "--workers",
-            "2",
-            "--begin",
-        ],
-        [
-            "-a",
-            "0",
-            "s3://bucket/a.npy",
-            "b.npy",
-            "-o",
+    let join = |input: &str, output: &str, step: &[&str]| {
+        let mut args = vec!["-a", "0", input, "b.npy", "-o", output];
+        args.extend(step);
+        refused(d, &args, 2)
+    };
+    let begin = ["--workers", "2", "--begin"];
+    for (input, output, step, why) in [
+        (
+            "s3://b/a.npy",
             "out.npy",
-            "--worker",
-            "0/2",
-            "-q",
-        ],
+            &["--worker", "0/2", "-q"][..],
+            "the input s3://b/a.npy is in object storage",
+        ),
+        (
+            "a.npy",
+            "s3://b/set/",
+            &begin[..],
+            "is not one object in S3",
+        ),
+        (
+            "a.npy",
+            "gs://b/out.npy",
+            &begin[..],
+            "is not one object in S3",
+        ),
     ] {
-        let error = refused(d, &args, 2);
-        assert!(error.contains("is in object storage"), "{error}");
+        let error = join(input, output, step);
+        assert!(error.contains(why), "{input} {output}: {error}");
     }
     let args = [
         "split",

@@ -56,7 +56,8 @@ fn join_to(config: &JoinConfig) -> Result<()> {
              s3://BUCKET/PREFIX/",
         )
     })?;
-    if matches!(config.action, Action::DryRun(_)) {
+    // A job's steps upload their own parts (`join::workers`).
+    if matches!(config.action, Action::DryRun(_)) || config.job.is_some() {
         return join::run(config);
     }
     write(config, output, &location)

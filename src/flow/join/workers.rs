@@ -40,6 +40,9 @@ use crate::plan::tensor_job::TensorJob;
 use crate::plan::window;
 use crate::report::{PlanReport, ShareReport};
 
+#[cfg(feature = "remote")]
+mod s3;
+
 /// Shares start at multiples of this: a page, so that no two workers write one page.
 const SHARE_ALIGN: u64 = 4096;
 
@@ -129,10 +132,14 @@ pub(crate) fn run(
     engine: Option<&mut Engine>,
     carried_out: Option<(PlanReport, PlanForm)>,
 ) -> Result<()> {
-    let paths = check_can_share(&planning)?;
+    let remote = remote_output(&planning)?;
+    let paths = match remote {
+        None => Some(check_can_share(&planning)?),
+        Some(_) => None,
+    };
     let layout = layout(&mut planning)?;
     let n = step.workers();
-    let shares = shares(layout.total, n);
+    let shares = job_shares(remote, &layout, n)?;
     let fresh = Manifest {
         tjoin_job: job::LAYOUT,
         tjoin: env!("CARGO_PKG_VERSION").to_string(),
@@ -157,9 +164,18 @@ pub(crate) fn run(
         .iter()
         .flat_map(|i| i.versions().map(|_| i.name.position))
         .collect();
-    match step {
-        Step::Begin(_) => begin(asked, &paths, &planning, fresh)?,
-        Step::Worker(worker, _) => {
+    match (step, paths) {
+        #[cfg(feature = "remote")]
+        (_, None) => {
+            let output = remote.map(s3::location).transpose()?;
+            let output = output.ok_or_else(|| Error::io("write", Path::new(""), io_other()))?;
+            let fresh = (fresh, positions.as_slice());
+            s3::run(asked, step, &output, fresh, planning, &layout, engine)?;
+        }
+        #[cfg(not(feature = "remote"))]
+        (_, None) => return Err(not_built(remote)),
+        (Step::Begin(_), Some(paths)) => begin(asked, &paths, &planning, fresh)?,
+        (Step::Worker(worker, _), Some(paths)) => {
             let manifest = recorded(&paths, &fresh, &positions)?;
             work(
                 asked,
@@ -169,11 +185,11 @@ pub(crate) fn run(
                 engine,
             )?;
         }
-        Step::Commit(_) => {
+        (Step::Commit(_), Some(paths)) => {
             let manifest = recorded(&paths, &fresh, &positions)?;
             commit(asked, &paths, &manifest, planning, &layout)?;
         }
-        Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the flow"),
+        (Step::Shares(_) | Step::Abandon(_), Some(_)) => unreachable!("handled by the flow"),
     }
     // `--print-plan`: the plan with the shares, once the step is done; the plan carried out
     // only once the commit put the output in place.
@@ -187,11 +203,73 @@ pub(crate) fn run(
     }
 }
 
+#[cfg(feature = "remote")]
+fn io_other() -> std::io::Error {
+    std::io::Error::other("no output")
+}
+
+/// The refusal of an output in object storage by a build without it.
+#[cfg(not(feature = "remote"))]
+fn not_built(output: Option<&Path>) -> Error {
+    let output = output.unwrap_or(Path::new(""));
+    match crate::sys::remote::Location::parse(&output.to_string_lossy()) {
+        Ok(location) => Error::io("write", output, crate::sys::remote::not_built(&location)),
+        Err(why) => Error::io("write", output, std::io::Error::other(why)),
+    }
+}
+
+/// The output named by URL, if it is (a job of several workers uploads it as one object's
+/// parts); refuses what such a job cannot share (a sharded set of objects, a format whose
+/// bytes depend on the data, an input read from standard input).
+fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<&'p Path>> {
+    let first = planning.parts.first().map(|p| p.planned.describe());
+    let url = match first {
+        Some(Description::File(path)) if crate::sys::remote::is_url(path) => path,
+        Some(Description::Sharded { path, shards })
+            if crate::sys::remote::is_url(path) || crate::sys::remote::is_url(&shards.folder) =>
+        {
+            return Err(Error::refused(
+                format!(
+                    "{} is a sharded set of objects, and a job of several workers uploads one \
+                     object (a sharded set under a prefix is not shared yet)",
+                    crate::messages::path(path)
+                ),
+                "join into one object (-o s3://BUCKET/KEY.safetensors) with --workers, or \
+                 write the sharded set in one process",
+            ));
+        }
+        _ => return Ok(None),
+    };
+    if planning.parts.len() != 1 {
+        return Err(Error::refused(
+            "a split's outputs in object storage are not shared by a job of several workers",
+            "run the split in one process",
+        ));
+    }
+    check_formats_and_inputs(planning, url)?;
+    Ok(Some(url))
+}
+
+/// The shares of a job of `n` workers over `layout`: at page boundaries for a local output,
+/// at part boundaries for an object (`remote`).
+fn job_shares(remote: Option<&Path>, layout: &Layout, n: u32) -> Result<Vec<[u64; 2]>> {
+    match remote {
+        None => Ok(shares(layout.total, n)),
+        #[cfg(feature = "remote")]
+        Some(url) => s3::shares(url, layout.total, n),
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(not_built(Some(url))),
+    }
+}
+
 /// Each worker's share, for `--dry-run` with `--workers N`.
 pub(crate) fn share_report(mut planning: Planning, n: u32) -> Result<Vec<ShareReport>> {
-    check_can_share(&planning)?;
+    let remote = remote_output(&planning)?;
+    if remote.is_none() {
+        check_can_share(&planning)?;
+    }
     let layout = layout(&mut planning)?;
-    Ok(share_reports(&layout, &shares(layout.total, n)))
+    Ok(share_reports(&layout, &job_shares(remote, &layout, n)?))
 }
 
 /// What the plan report shows of `shares` of `layout`.
@@ -231,6 +309,12 @@ pub(crate) fn abandon(
             "give the same -o as the job's other steps",
         ));
     };
+    if crate::sys::remote::is_url(path) {
+        #[cfg(feature = "remote")]
+        return s3::abandon(path, n, quiet);
+        #[cfg(not(feature = "remote"))]
+        return Err(not_built(Some(path)));
+    }
     let paths = Paths::of(path, folder);
     let abandoned = job::abandon(&paths, n)?;
     if !quiet {
@@ -263,12 +347,21 @@ fn check_can_share(planning: &Planning) -> Result<Paths> {
         for file in part.planned.files() {
             check_target(&paths, &file.target)?;
         }
+    }
+    check_formats_and_inputs(planning, &paths.output)?;
+    Ok(paths)
+}
+
+/// Refuses a format whose bytes depend on the data, and inputs read from standard input
+/// (each worker would read its own), in a job whose output is `output`.
+fn check_formats_and_inputs(planning: &Planning, output: &Path) -> Result<()> {
+    for part in &planning.parts {
         if part.format != Format::Npy && part.format != Format::SafeTensors {
             return Err(Error::refused(
                 format!(
                     "a job of several workers writes .npy and .safetensors outputs, whose \
                      headers fix every tensor's place before its data is written; {} is {}",
-                    crate::messages::path(&paths.output),
+                    crate::messages::path(output),
                     part.format.name()
                 ),
                 "write .npy or .safetensors outputs (or a sharded folder), or run in one \
@@ -285,7 +378,7 @@ fn check_can_share(planning: &Planning) -> Result<Paths> {
             "save it to a file every worker sees, and name that file",
         ));
     }
-    Ok(paths)
+    Ok(())
 }
 
 /// Refuses a target a job cannot write: one not in the job's folder (a split's outputs in
@@ -459,7 +552,21 @@ fn versions(inputs: &[Input]) -> Vec<Version> {
 /// per shard).
 fn recorded(paths: &Paths, fresh: &Manifest, positions: &[usize]) -> Result<Manifest> {
     let manifest = job::read(paths)?.ok_or_else(|| job::not_begun(paths))?;
-    let output = crate::messages::path(&paths.output);
+    let shown = (
+        crate::messages::path(&paths.output),
+        crate::messages::path(&paths.manifest),
+    );
+    check_recorded(manifest, fresh, positions, shown)
+}
+
+/// `manifest`, the job recorded for the output, checked to be the one `fresh` describes
+/// (see [`recorded`]); `output` and `manifest` as messages show them.
+fn check_recorded(
+    manifest: Manifest,
+    fresh: &Manifest,
+    positions: &[usize],
+    (output, shown_manifest): (String, String),
+) -> Result<Manifest> {
     if manifest.workers != fresh.workers {
         return Err(Error::refused(
             format!(
@@ -505,9 +612,9 @@ fn recorded(paths: &Paths, fresh: &Manifest, positions: &[usize]) -> Result<Mani
     {
         return Err(Error::refused(
             format!(
-                "this step plans {output} differently from the job recorded beside it ({}): \
-                 the inputs, the flags or the output differ from those of --begin",
-                crate::messages::path(&paths.manifest)
+                "this step plans {output} differently from the job recorded beside it \
+                 ({shown_manifest}): the inputs, the flags or the output differ from those of \
+                 --begin"
             ),
             "run every step of a job with the same command line (paths may differ, the files \
              they name may not); or abandon the job and begin it again",
@@ -578,31 +685,8 @@ fn work(
         }
         let keep = keep.start - file.start..keep.end - file.start;
         let data = job::open_data(paths, manifest, index)?;
-        let part = &mut planning.parts[file.part];
-        let described = described(part.job);
-        let mut window =
-            Window::new(Some(&data), &file.target, keep.clone()).counted(&progress.bar);
-        let at = window.position();
-        let job = part.job;
-        let order = &part.planned.files()[file.file].tensors;
-        kind::write_file(
-            order,
-            &described,
-            &mut *part.writer,
-            &mut window,
-            &mut |t, sink| {
-                let tensor_start = at.get();
-                let bytes = described[t].bytes;
-                let local = keep.start.saturating_sub(tensor_start)
-                    ..keep.end.saturating_sub(tensor_start).min(bytes);
-                if !local.is_empty() {
-                    let engine = engine.as_deref_mut();
-                    write_share(&job[t], t, local, (sink, &at, tensor_start), engine)?;
-                }
-                at.set(tensor_start + bytes);
-                Ok(())
-            },
-        )?;
+        let window = Window::new(Some(&data), &file.target, keep).counted(&progress.bar);
+        write_window(&mut planning, file, window, engine.as_deref_mut())?;
         data.sync_data()
             .map_err(|e| Error::io("flush the job's data file for", &file.target, e))?;
     }
@@ -610,18 +694,43 @@ fn work(
     for input in planning.inputs {
         input.check_unchanged()?;
     }
-    job::record_done(
-        paths,
-        &Done {
-            tjoin_job: job::LAYOUT,
-            token: manifest.token.clone(),
-            digest: manifest.digest.clone(),
-            worker,
-            share: [start, end],
-        },
-    )?;
+    job::record_done(paths, &Done::of(manifest, worker, Vec::new()))?;
     progress.summary();
     Ok(())
+}
+
+/// Writes the bytes of `file` that `window` keeps (a range of the file's own bytes) through
+/// it: the framing, and of each tensor only what the window needs ([`write_share`]).
+fn write_window(
+    planning: &mut Planning,
+    file: &FileLayout,
+    mut window: Window,
+    mut engine: Option<&mut Engine>,
+) -> Result<()> {
+    let keep = window.keep();
+    let at = window.position();
+    let part = &mut planning.parts[file.part];
+    let described = described(part.job);
+    let job = part.job;
+    let order = &part.planned.files()[file.file].tensors;
+    kind::write_file(
+        order,
+        &described,
+        &mut *part.writer,
+        &mut window,
+        &mut |t, sink| {
+            let tensor_start = at.get();
+            let bytes = described[t].bytes;
+            let local = keep.start.saturating_sub(tensor_start)
+                ..keep.end.saturating_sub(tensor_start).min(bytes);
+            if !local.is_empty() {
+                let engine = engine.as_deref_mut();
+                write_share(&job[t], t, local, (sink, &at, tensor_start), engine)?;
+            }
+            at.set(tensor_start + bytes);
+            Ok(())
+        },
+    )
 }
 
 /// Writes the bytes `local` of tensor `index`'s data (at least: a cut plan's edges and a plan

@@ -28,13 +28,15 @@
 //! itself, that `lstat` finds regular: a file tjoin did not create is never removed on a
 //! manifest's word.
 //!
-//! # An object store (issue 44)
-//! A job whose output is in a bucket keeps the same manifest in the bucket, with
-//! [`Manifest::upload`]: the multipart upload's id, its part size, and the part numbers of
-//! each worker's share (shares are cut at part boundaries, each worker uploading its own
-//! parts, the commit completing the upload with every part's ETag the records list). This
-//! build writes local jobs only and refuses a manifest that has one.
+//! # An object store
+//! A job whose output is one object in S3 keeps the same manifest in the bucket
+//! (`KEY.tjoin-job/manifest.json`, [`s3`]), with [`Manifest::upload`]: the multipart
+//! upload's id, its part size, and the part numbers of each worker's share (shares are cut
+//! at part boundaries, each worker uploading its own parts, the commit completing the upload
+//! with every part's ETag the records list). A local manifest that has one is refused.
 
+#[cfg(feature = "remote")]
+pub mod s3;
 mod window;
 
 use std::fs::{self, File, OpenOptions};
@@ -166,6 +168,24 @@ pub struct Done {
     pub worker: u32,
     /// Its share, as the manifest gives it.
     pub share: [u64; 2],
+    /// In a job whose output is an object: the ETag of each part it uploaded, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etags: Vec<String>,
+}
+
+impl Done {
+    /// The record of `worker` finishing its share of the job `manifest`, having uploaded the
+    /// parts `etags` names (none for a local output).
+    pub fn of(manifest: &Manifest, worker: u32, etags: Vec<String>) -> Done {
+        Done {
+            tjoin_job: LAYOUT,
+            token: manifest.token.clone(),
+            digest: manifest.digest.clone(),
+            worker,
+            share: manifest.shares[worker as usize],
+            etags,
+        }
+    }
 }
 
 use crate::limits::{JOB_MANIFEST as MANIFEST_LIMIT, JOB_RECORD as DONE_LIMIT};
@@ -281,8 +301,18 @@ pub fn read(paths: &Paths) -> Result<Option<Manifest>> {
         crate::sys::Accept::Regular,
     )
     .map_err(|e| Error::io("read the job's manifest", &paths.manifest, e))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| refused_manifest(paths, &format!("it is not a job's manifest ({e})")))?;
+    let manifest = parse(&bytes).map_err(|why| refused_manifest(paths, &why))?;
+    if manifest.upload.is_some() {
+        let why = "it records an object store's upload, where the output is a local file";
+        return Err(refused_manifest(paths, why));
+    }
+    Ok(Some(manifest))
+}
+
+/// A manifest's bytes, parsed strictly and checked: what is wrong with them otherwise.
+fn parse(bytes: &[u8]) -> std::result::Result<Manifest, String> {
+    let manifest: Manifest =
+        serde_json::from_slice(bytes).map_err(|e| format!("it is not a job's manifest ({e})"))?;
     let files_ok = !manifest.files.is_empty() && manifest.files.iter().all(|f| plain_name(&f.name));
     let why = if manifest.tjoin_job != LAYOUT {
         Some(format!(
@@ -299,27 +329,29 @@ pub fn read(paths: &Paths) -> Result<Option<Manifest>> {
         Some("its token is not 16 hexadecimal digits".to_string())
     } else if !files_ok {
         Some("it names an output file that is not a plain file name".to_string())
-    } else if manifest.upload.is_some() {
-        Some("it is an object store's upload, which this build does not write".to_string())
     } else if manifest.shares.len() != manifest.workers as usize {
         Some("its shares are not one per worker".to_string())
     } else {
         None
     };
     match why {
-        Some(why) => Err(refused_manifest(paths, &why)),
-        None => Ok(Some(manifest)),
+        Some(why) => Err(why),
+        None => Ok(manifest),
     }
 }
 
 /// The refusal of a manifest that is not one this build wrote, and what to do.
 fn refused_manifest(paths: &Paths, why: &str) -> Error {
+    refused_manifest_at(&paths.shown(), &messages::path(&paths.output), why)
+}
+
+/// The same, of the manifest shown as `manifest` of the output shown as `output`.
+fn refused_manifest_at(manifest: &str, output: &str, why: &str) -> Error {
     Error::refused(
-        format!("the job's manifest {} cannot be used: {why}", paths.shown()),
+        format!("the job's manifest {manifest} cannot be used: {why}"),
         format!(
-            "if no job is running for {}, abandon it (the same command with --workers N \
-             --abandon) and begin again",
-            messages::path(&paths.output)
+            "if no job is running for {output}, abandon it (the same command with --workers N \
+             --abandon) and begin again"
         ),
     )
 }
@@ -508,14 +540,7 @@ pub fn unfinished(paths: &Paths, manifest: &Manifest) -> Result<Vec<u32>> {
             Err(e) => return Err(Error::io("read the worker's record", &path, e)),
         };
         let done: Option<Done> = serde_json::from_slice(&bytes).ok();
-        let expected = Done {
-            tjoin_job: LAYOUT,
-            token: manifest.token.clone(),
-            digest: manifest.digest.clone(),
-            worker,
-            share: manifest.shares[worker as usize],
-        };
-        if done.as_ref() != Some(&expected) {
+        if done != Some(Done::of(manifest, worker, Vec::new())) {
             missing.push(worker);
         }
     }
@@ -524,6 +549,17 @@ pub fn unfinished(paths: &Paths, manifest: &Manifest) -> Result<Vec<u32>> {
 
 /// The refusal of a commit while `missing` workers have not finished.
 pub fn refuse_unfinished(paths: &Paths, manifest: &Manifest, missing: &[u32]) -> Error {
+    refuse_unfinished_of(
+        &messages::path(&paths.output),
+        manifest,
+        missing,
+        "beside the output",
+    )
+}
+
+/// The refusal of a commit of the output shown as `output` while `missing` workers have not
+/// finished, whose records are `beside`.
+fn refuse_unfinished_of(output: &str, manifest: &Manifest, missing: &[u32], beside: &str) -> Error {
     let n = manifest.workers;
     let listed: Vec<String> = missing.iter().map(|w| format!("{w}/{n}")).collect();
     let run = match missing {
@@ -532,9 +568,8 @@ pub fn refuse_unfinished(paths: &Paths, manifest: &Manifest, missing: &[u32]) ->
     };
     Error::refused(
         format!(
-            "cannot commit {}: {} of the {n} workers {} not finished: {} (no record of {} \
-             beside the output); nothing was written",
-            messages::path(&paths.output),
+            "cannot commit {output}: {} of the {n} workers {} not finished: {} (no record of {} \
+             {beside}); nothing was written",
             missing.len(),
             if missing.len() == 1 { "has" } else { "have" },
             crate::error::capped(listed, 20).join(", "),
@@ -606,16 +641,7 @@ pub fn abandon(paths: &Paths, workers: u32) -> Result<Abandoned> {
         Err(Error::Refused(_)) => return abandon_unread(paths, workers),
         Err(other) => return Err(other),
     };
-    if manifest.workers != workers {
-        return Err(Error::refused(
-            format!(
-                "the job recorded for {} has {} workers, not {workers}",
-                messages::path(&paths.output),
-                manifest.workers
-            ),
-            format!("abandon it with --workers {}", manifest.workers),
-        ));
-    }
+    check_count(&messages::path(&paths.output), &manifest, workers)?;
     let mut removed = Vec::new();
     for file in &manifest.files {
         let path = paths.data(&file.name, &manifest.token);
@@ -633,6 +659,21 @@ pub fn abandon(paths: &Paths, workers: u32) -> Result<Abandoned> {
     remove_own(&paths.manifest)?;
     removed.push(paths.manifest.clone());
     Ok(Abandoned { removed })
+}
+
+/// Refuses to abandon the job `manifest` of the output shown as `output` by a count of
+/// `workers` other than its own.
+fn check_count(output: &str, manifest: &Manifest, workers: u32) -> Result<()> {
+    if manifest.workers == workers {
+        return Ok(());
+    }
+    Err(Error::refused(
+        format!(
+            "the job recorded for {output} has {} workers, not {workers}",
+            manifest.workers
+        ),
+        format!("abandon it with --workers {}", manifest.workers),
+    ))
 }
 
 /// Abandons a job whose manifest cannot be read: removes the manifest and the records of
@@ -772,6 +813,7 @@ mod tests {
             digest: job.digest.clone(),
             worker: 1,
             share: [0, 10],
+            etags: Vec::new(),
         };
         record_done(&paths, &done).unwrap();
         assert_eq!(unfinished(&paths, &job).unwrap(), [0]);

@@ -35,6 +35,9 @@ pub struct Window<'f> {
     name: PathBuf,
     at: Position,
     keep: Range<u64>,
+    /// Where the file's byte 0 stands among the window's: `keep.start` for a file that holds
+    /// the share alone (a worker's parts before their upload), else 0.
+    base: u64,
     /// Bytes written, counted where the progress bar shows them.
     bar: Option<indicatif::ProgressBar>,
     /// Without a file: the digest of every byte given to `write_all` (the framing, when the
@@ -51,6 +54,7 @@ impl<'f> Window<'f> {
             name: name.to_path_buf(),
             at: Position::default(),
             keep,
+            base: 0,
             bar: None,
             digest: super::digest(b""),
         }
@@ -66,6 +70,19 @@ impl<'f> Window<'f> {
     pub fn counted(mut self, bar: &indicatif::ProgressBar) -> Window<'f> {
         self.bar = Some(bar.clone());
         self
+    }
+
+    /// The same, writing to a file that holds the window's bytes alone: byte `keep.start`
+    /// at its offset 0.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub fn alone(mut self) -> Window<'f> {
+        self.base = self.keep.start;
+        self
+    }
+
+    /// The range of the file's bytes it writes.
+    pub fn keep(&self) -> Range<u64> {
+        self.keep.clone()
     }
 
     /// Its position, shared.
@@ -91,7 +108,7 @@ impl Sink for Window<'_> {
         if let (Some(file), false) = (self.file, inside.is_empty()) {
             let from = (inside.start - start) as usize;
             let to = (inside.end - start) as usize;
-            crate::sys::write_all_at(file, &bytes[from..to], inside.start)?;
+            crate::sys::write_all_at(file, &bytes[from..to], inside.start - self.base)?;
             if let Some(bar) = &self.bar {
                 bar.inc(inside.end - inside.start);
             }
@@ -114,7 +131,7 @@ impl Sink for Window<'_> {
         if inside != (start..start + len) {
             return Ok(0);
         }
-        (&*file).seek(SeekFrom::Start(start))?;
+        (&*file).seek(SeekFrom::Start(start - self.base))?;
         let copied = crate::sys::copy_in_kernel(from, offset, len, file)?;
         if let Some(bar) = &self.bar {
             bar.inc(copied);
@@ -147,5 +164,23 @@ mod tests {
         // A copy wholly outside the window reads nothing and counts as done.
         assert_eq!(window.copy_from(&file, 0, 4).unwrap(), 4);
         assert_eq!(window.position().get(), 13);
+    }
+
+    #[test]
+    fn a_window_alone_writes_its_first_byte_at_the_files_start() {
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(4).unwrap();
+        let mut window = Window::new(Some(&file), Path::new("out"), 3..7).alone();
+        window.write_all(b"abcdefghij").unwrap();
+        let mut bytes = vec![0; 4];
+        crate::sys::read_at(&file, &mut bytes, 0).unwrap();
+        assert_eq!(bytes, b"defg");
+        assert_eq!(file.metadata().unwrap().len(), 4);
+        let source = tempfile::tempfile().unwrap();
+        crate::sys::write_all_at(&source, b"WXYZ", 0).unwrap();
+        window.position().set(3);
+        assert_eq!(window.copy_from(&source, 0, 4).unwrap(), 4);
+        crate::sys::read_at(&file, &mut bytes, 0).unwrap();
+        assert_eq!(bytes, b"WXYZ");
     }
 }

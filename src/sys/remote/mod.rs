@@ -9,6 +9,8 @@
 //! every query value) wherever it is echoed.
 
 #[cfg(feature = "remote")]
+pub mod parts;
+#[cfg(feature = "remote")]
 mod staging;
 #[cfg(feature = "remote")]
 mod store;
