@@ -685,8 +685,8 @@ fn work(
         }
         let keep = keep.start - file.start..keep.end - file.start;
         let data = job::open_data(paths, manifest, index)?;
-        let window = Window::new(Some(&data), &file.target, keep).counted(&progress.bar);
-        write_window(&mut planning, file, window, engine.as_deref_mut())?;
+        let mut window = Window::new(Some(&data), &file.target, keep).counted(&progress.bar);
+        write_window(&mut planning, file, &mut window, engine.as_deref_mut())?;
         data.sync_data()
             .map_err(|e| Error::io("flush the job's data file for", &file.target, e))?;
     }
@@ -704,7 +704,7 @@ fn work(
 fn write_window(
     planning: &mut Planning,
     file: &FileLayout,
-    mut window: Window,
+    window: &mut Window,
     mut engine: Option<&mut Engine>,
 ) -> Result<()> {
     let keep = window.keep();
@@ -717,7 +717,7 @@ fn write_window(
         order,
         &described,
         &mut *part.writer,
-        &mut window,
+        window,
         &mut |t, sink| {
             let tensor_start = at.get();
             let bytes = described[t].bytes;

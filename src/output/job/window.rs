@@ -1,11 +1,11 @@
 //! A worker's window on one file of a job's output: a [`Sink`] that takes the file's bytes
 //! in order, as any output does, and writes only those of the worker's share, in place in
-//! the job's data file. The position is shared ([`Position`]) so that the flow can move it
+//! the job's data file, or in order to a stream (the parts of an upload). The position is shared ([`Position`]) so that the flow can move it
 //! past a tensor it does not read, or to where a cut plan's bytes start
 //! (`src/plan/window.rs`).
 
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,15 +29,16 @@ impl Position {
     }
 }
 
-/// A file's bytes, of which only `keep` are written (to `file`, at their place).
+/// A file's bytes, of which only `keep` are written (to `file`, at their place; or to
+/// `stream`, in order).
 pub struct Window<'f> {
     file: Option<&'f File>,
+    stream: Option<&'f mut (dyn Write + Send)>,
+    /// The bytes of `keep` given to the stream so far.
+    streamed: u64,
     name: PathBuf,
     at: Position,
     keep: Range<u64>,
-    /// Where the file's byte 0 stands among the window's: `keep.start` for a file that holds
-    /// the share alone (a worker's parts before their upload), else 0.
-    base: u64,
     /// Bytes written, counted where the progress bar shows them.
     bar: Option<indicatif::ProgressBar>,
     /// Without a file: the digest of every byte given to `write_all` (the framing, when the
@@ -51,13 +52,34 @@ impl<'f> Window<'f> {
     pub fn new(file: Option<&'f File>, name: &Path, keep: Range<u64>) -> Window<'f> {
         Window {
             file,
+            stream: None,
+            streamed: 0,
             name: name.to_path_buf(),
             at: Position::default(),
             keep,
-            base: 0,
             bar: None,
             digest: super::digest(b""),
         }
+    }
+
+    /// The window `keep` of the file `name`, its bytes written in order to `stream`: the
+    /// sink's bytes arrive in order, and a byte of the window before one already written is
+    /// an error, as is one after a gap.
+    pub fn streamed(stream: &'f mut (dyn Write + Send), name: &Path, keep: Range<u64>) -> Self {
+        Window {
+            stream: Some(stream),
+            ..Window::new(None, name, keep)
+        }
+    }
+
+    /// How many of the window's bytes were written to its stream.
+    pub fn stream_written(&self) -> u64 {
+        self.streamed
+    }
+
+    /// The range of the file's bytes it writes.
+    pub fn keep(&self) -> Range<u64> {
+        self.keep.clone()
     }
 
     /// The digest of the bytes written through it, without a file: the layout's framing,
@@ -70,19 +92,6 @@ impl<'f> Window<'f> {
     pub fn counted(mut self, bar: &indicatif::ProgressBar) -> Window<'f> {
         self.bar = Some(bar.clone());
         self
-    }
-
-    /// The same, writing to a file that holds the window's bytes alone: byte `keep.start`
-    /// at its offset 0.
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    pub fn alone(mut self) -> Window<'f> {
-        self.base = self.keep.start;
-        self
-    }
-
-    /// The range of the file's bytes it writes.
-    pub fn keep(&self) -> Range<u64> {
-        self.keep.clone()
     }
 
     /// Its position, shared.
@@ -101,14 +110,31 @@ impl Sink for Window<'_> {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         let start = self.at.get();
         let len = bytes.len() as u64;
-        if self.file.is_none() {
+        if self.file.is_none() && self.stream.is_none() {
             self.digest = super::digest_more(self.digest, bytes);
         }
         let inside = self.inside(start, len);
+        if let (Some(stream), false) = (self.stream.as_mut(), inside.is_empty()) {
+            if inside.start != self.keep.start + self.streamed {
+                return Err(io::Error::other(format!(
+                    "bytes {}..{} of the share came after {} of them",
+                    inside.start - self.keep.start,
+                    inside.end - self.keep.start,
+                    self.streamed
+                )));
+            }
+            let from = (inside.start - start) as usize;
+            let to = (inside.end - start) as usize;
+            stream.write_all(&bytes[from..to])?;
+            self.streamed += inside.end - inside.start;
+            if let Some(bar) = &self.bar {
+                bar.inc(inside.end - inside.start);
+            }
+        }
         if let (Some(file), false) = (self.file, inside.is_empty()) {
             let from = (inside.start - start) as usize;
             let to = (inside.end - start) as usize;
-            crate::sys::write_all_at(file, &bytes[from..to], inside.start - self.base)?;
+            crate::sys::write_all_at(file, &bytes[from..to], inside.start)?;
             if let Some(bar) = &self.bar {
                 bar.inc(inside.end - inside.start);
             }
@@ -131,7 +157,7 @@ impl Sink for Window<'_> {
         if inside != (start..start + len) {
             return Ok(0);
         }
-        (&*file).seek(SeekFrom::Start(start - self.base))?;
+        (&*file).seek(SeekFrom::Start(start))?;
         let copied = crate::sys::copy_in_kernel(from, offset, len, file)?;
         if let Some(bar) = &self.bar {
             bar.inc(copied);
@@ -167,20 +193,24 @@ mod tests {
     }
 
     #[test]
-    fn a_window_alone_writes_its_first_byte_at_the_files_start() {
+    fn a_streamed_window_writes_its_bytes_in_order_and_refuses_a_gap() {
+        let mut stream = Vec::new();
+        let mut window = Window::streamed(&mut stream, Path::new("out"), 3..9);
+        window.write_all(b"abcde").unwrap();
         let file = tempfile::tempfile().unwrap();
-        file.set_len(4).unwrap();
-        let mut window = Window::new(Some(&file), Path::new("out"), 3..7).alone();
-        window.write_all(b"abcdefghij").unwrap();
-        let mut bytes = vec![0; 4];
-        crate::sys::read_at(&file, &mut bytes, 0).unwrap();
-        assert_eq!(bytes, b"defg");
-        assert_eq!(file.metadata().unwrap().len(), 4);
-        let source = tempfile::tempfile().unwrap();
-        crate::sys::write_all_at(&source, b"WXYZ", 0).unwrap();
-        window.position().set(3);
-        assert_eq!(window.copy_from(&source, 0, 4).unwrap(), 4);
-        crate::sys::read_at(&file, &mut bytes, 0).unwrap();
-        assert_eq!(bytes, b"WXYZ");
+        // A copy is left to write_all, which streams it.
+        assert_eq!(window.copy_from(&file, 0, 2).unwrap(), 0);
+        window.write_all(b"fg").unwrap();
+        window.write_all(b"hijk").unwrap();
+        assert_eq!(window.stream_written(), 6);
+        assert_eq!(stream, b"defghi");
+        let mut stream = Vec::new();
+        let mut window = Window::streamed(&mut stream, Path::new("out"), 3..9);
+        window.position().set(5);
+        let gap = window.write_all(b"xy").unwrap_err().to_string();
+        assert!(
+            gap.contains("bytes 2..4 of the share came after 0"),
+            "{gap}"
+        );
     }
 }

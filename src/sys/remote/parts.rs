@@ -4,18 +4,17 @@
 //! the job keeps beside the output (its manifest, created only where none is; the workers'
 //! records), read whole with a limit. Every call blocks on the process's one runtime.
 
-use std::fs::File;
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use futures_util::{StreamExt, TryStreamExt};
-use object_store::multipart::PartId;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::{GetOptions, GetRange, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use super::Location;
 use super::store::{explain, key_path, multipart_for, runtime, store_for};
 
-/// The most bytes of parts held at once by a worker; at least one part is.
+/// The most bytes of parts in flight at once; at least one part is.
 const BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// The most parts uploaded at once.
 const MOST_IN_FLIGHT: u64 = 4;
@@ -34,50 +33,110 @@ fn in_flight(part_size: u64) -> usize {
     (BYTES_IN_FLIGHT / part_size.max(1)).clamp(1, MOST_IN_FLIGHT) as usize
 }
 
-/// Uploads the first `len` bytes of `file` as parts of `part_size` bytes (the last may be
-/// shorter), numbered from `first` (0 is S3's part 1), to the upload `id` of `location`;
-/// a few at once, each read from the file when it is sent, so that at most 64 MiB (or one
-/// part) are held. The parts' ETags, in order. Uploading a part again replaces it.
-pub fn put_parts(
-    location: &Location,
-    id: &str,
-    (file, len): (&File, u64),
-    first: u32,
-    part_size: u64,
-) -> io::Result<Vec<String>> {
-    let store = multipart_for(location)?;
-    let path = key_path(location)?;
-    let count = len.div_ceil(part_size.max(1));
-    let file = Arc::new(file.try_clone()?);
-    let id = id.to_string();
-    let sent: io::Result<Vec<PartId>> = runtime()?.block_on(async move {
-        futures_util::stream::iter(0..count)
-            .map(|index| {
-                let (file, store, path, id) =
-                    (file.clone(), store.clone(), path.clone(), id.clone());
-                async move {
-                    let start = index * part_size;
-                    let size = part_size.min(len - start);
-                    let bytes = tokio::task::spawn_blocking(move || {
-                        let mut bytes = vec![0; usize::try_from(size).map_err(io::Error::other)?];
-                        crate::sys::read_exact_at(&file, &mut bytes, start).map(|()| bytes)
-                    })
-                    .await
-                    .map_err(io::Error::other)??;
-                    let number = u64::from(first) + index;
-                    let number = usize::try_from(number).map_err(io::Error::other)?;
-                    store
-                        .put_part(&path, &id, number, PutPayload::from(bytes))
-                        .await
-                        .map_err(|e| io::Error::other(Failed(e)))
-                }
-            })
-            .buffered(in_flight(part_size))
-            .try_collect()
-            .await
-    });
-    let parts = sent.map_err(|e| explained(location, e))?;
-    Ok(parts.into_iter().map(|p| p.content_id).collect())
+/// The parts of an upload, written in order as a stream: every `part_size` bytes make a
+/// part, numbered from the first one given (0 is S3's part 1), sent while the next fills,
+/// a few at once, so that at most 64 MiB (or one part) are in flight besides the one
+/// filling. [`PartStream::finish`] sends the last (shorter) part and gives every part's ETag
+/// in order; dropping it unfinished cancels the parts under way (the upload's abort, or a
+/// worker run again, deals with those sent). Uploading a part again replaces it.
+pub struct PartStream {
+    location: Location,
+    store: Arc<dyn MultipartStore>,
+    path: object_store::path::Path,
+    id: String,
+    part_size: usize,
+    next: usize,
+    filling: Vec<u8>,
+    sent: VecDeque<tokio::task::JoinHandle<object_store::Result<PartId>>>,
+    most: usize,
+    etags: Vec<String>,
+}
+
+impl PartStream {
+    /// The parts of the upload `id` of `location`, from number `first`, of `part_size` bytes.
+    pub fn new(location: &Location, id: &str, first: u32, part_size: u64) -> io::Result<Self> {
+        Ok(PartStream {
+            location: location.clone(),
+            store: multipart_for(location)?,
+            path: key_path(location)?,
+            id: id.to_string(),
+            part_size: usize::try_from(part_size.max(1)).map_err(io::Error::other)?,
+            next: usize::try_from(first).map_err(io::Error::other)?,
+            filling: Vec::new(),
+            sent: VecDeque::new(),
+            most: in_flight(part_size),
+            etags: Vec::new(),
+        })
+    }
+
+    /// Sends the part filled, once fewer than the most are in flight.
+    fn send(&mut self) -> io::Result<()> {
+        while self.sent.len() >= self.most {
+            self.wait_oldest()?;
+        }
+        let bytes = std::mem::take(&mut self.filling);
+        let (store, path, id) = (self.store.clone(), self.path.clone(), self.id.clone());
+        let number = self.next;
+        let put = async move {
+            store
+                .put_part(&path, &id, number, PutPayload::from(bytes))
+                .await
+        };
+        self.sent.push_back(runtime()?.spawn(put));
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Waits for the oldest part in flight, and keeps its ETag.
+    fn wait_oldest(&mut self) -> io::Result<()> {
+        let Some(oldest) = self.sent.pop_front() else {
+            return Ok(());
+        };
+        let part = runtime()?
+            .block_on(oldest)
+            .map_err(io::Error::other)?
+            .map_err(|e| explain(&self.location, e))?;
+        self.etags.push(part.content_id);
+        Ok(())
+    }
+
+    /// Sends the last part (when any byte is left), waits for every part: their ETags in
+    /// order.
+    pub fn finish(mut self) -> io::Result<Vec<String>> {
+        if !self.filling.is_empty() {
+            self.send()?;
+        }
+        while !self.sent.is_empty() {
+            self.wait_oldest()?;
+        }
+        Ok(std::mem::take(&mut self.etags))
+    }
+}
+
+impl io::Write for PartStream {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.filling.capacity() == 0 {
+            self.filling.reserve_exact(self.part_size);
+        }
+        let take = (self.part_size - self.filling.len()).min(bytes.len());
+        self.filling.extend_from_slice(&bytes[..take]);
+        if self.filling.len() == self.part_size {
+            self.send()?;
+        }
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for PartStream {
+    fn drop(&mut self) {
+        for part in &self.sent {
+            part.abort();
+        }
+    }
 }
 
 /// Completes the upload `id` of `location` with `etags`, every part's in order from part 1:
@@ -183,32 +242,6 @@ pub fn delete_object(location: &Location) -> io::Result<()> {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(explain(location, e)),
     }
-}
-
-/// object_store's error carried through an `io::Error` until [`explained`] reads it.
-#[derive(Debug)]
-struct Failed(object_store::Error);
-
-impl std::fmt::Display for Failed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for Failed {}
-
-/// An error of a part's upload, explained when it was the store's.
-fn explained(location: &Location, error: io::Error) -> io::Error {
-    if error
-        .get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<Failed>().is_some())
-    {
-        if let Some(Ok(failed)) = error.into_inner().map(|inner| inner.downcast::<Failed>()) {
-            return explain(location, failed.0);
-        }
-        return io::Error::other("a part's upload failed");
-    }
-    error
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 //!
 //! - `--begin` cuts the output into parts and the parts into N runs balanced by bytes,
 //!   creates the upload, and records the manifest in the bucket by a conditional create;
-//! - `--worker I/N` writes its share through the window into a temporary file of the share
-//!   alone (in `TMPDIR`: it needs room for one share), checks the inputs unchanged, uploads
-//!   its parts from that file a few at once (at most 64 MiB, or one part, in memory), and
+//! - `--worker I/N` streams its share through the window into parts, each sent while the
+//!   next fills (at most 64 MiB, or one part, in flight besides the one filling: no
+//!   temporary file), checks the inputs unchanged once all is read, waits for its parts, and
 //!   records their ETags;
 //! - `--commit` reads every record, refuses naming the workers missing (nothing is
 //!   completed), checks the inputs unchanged, completes the upload with every ETag in order,
@@ -22,6 +22,7 @@ use crate::output::job::s3::{self as objects, Objects};
 use crate::output::job::{self, Done, Manifest, Step, Window};
 use crate::output::progress;
 use crate::sys::remote::Location;
+use crate::sys::remote::parts::PartStream;
 
 /// The output's URL as a location: an object in S3.
 pub(super) fn location(url: &Path) -> Result<Location> {
@@ -128,8 +129,8 @@ fn begin(asked: &Asked, objects: &Objects, fresh: Manifest) -> Result<()> {
     Ok(())
 }
 
-/// `--worker I/N`: writes share `worker` into a temporary file, checks the inputs unchanged,
-/// uploads its parts and records their ETags.
+/// `--worker I/N`: streams share `worker` into its parts, checks the inputs unchanged, and
+/// records the parts' ETags.
 fn work(
     asked: &Asked,
     (objects, manifest, worker): (&Objects, &Manifest, u32),
@@ -147,25 +148,30 @@ fn work(
     let progress = progress::start(end - start, asked.progress, &output);
     let mut etags = Vec::new();
     if let ([file], false) = (layout.files.as_slice(), start == end) {
-        let temporary = std::env::temp_dir();
-        let share = tempfile::tempfile_in(&temporary)
-            .and_then(|share| share.set_len(end - start).map(|()| share))
-            .map_err(|e| Error::io("create a temporary file for the share in", &temporary, e))?;
-        let window = Window::new(Some(&share), &file.target, start..end)
-            .alone()
-            .counted(&progress.bar);
-        super::write_window(&mut planning, file, window, engine)?;
+        let mut parts =
+            PartStream::new(&objects.output, &upload.upload_id, first, upload.part_size)
+                .map_err(|e| Error::io("upload the parts of", &output, e))?;
+        let mut window =
+            Window::streamed(&mut parts, &file.target, start..end).counted(&progress.bar);
+        super::write_window(&mut planning, file, &mut window, engine)?;
+        if window.stream_written() != end - start {
+            let why = format!(
+                "{} bytes of its share of {} were written",
+                window.stream_written(),
+                end - start
+            );
+            return Err(Error::io(
+                "write a share of",
+                &output,
+                std::io::Error::other(why),
+            ));
+        }
         for input in planning.inputs {
             input.check_unchanged()?;
         }
-        etags = crate::sys::remote::parts::put_parts(
-            &objects.output,
-            &upload.upload_id,
-            (&share, end - start),
-            first,
-            upload.part_size,
-        )
-        .map_err(|e| Error::io("upload the parts of", &output, e))?;
+        etags = parts
+            .finish()
+            .map_err(|e| Error::io("upload the parts of", &output, e))?;
     }
     progress.finish();
     if etags.len() != count as usize {
