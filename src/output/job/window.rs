@@ -65,6 +65,7 @@ impl<'f> Window<'f> {
     /// The window `keep` of the file `name`, its bytes written in order to `stream`: the
     /// sink's bytes arrive in order, and a byte of the window before one already written is
     /// an error, as is one after a gap.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub fn streamed(stream: &'f mut (dyn Write + Send), name: &Path, keep: Range<u64>) -> Self {
         Window {
             stream: Some(stream),
@@ -73,6 +74,7 @@ impl<'f> Window<'f> {
     }
 
     /// How many of the window's bytes were written to its stream.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub fn stream_written(&self) -> u64 {
         self.streamed
     }
