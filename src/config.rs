@@ -142,7 +142,7 @@ pub struct JoinConfig {
     pub progress: When,
     /// Print nothing on stderr but errors: no progress bar, no warnings.
     pub quiet: bool,
-    /// The step of a job that N workers share (`src/flow/join/workers.rs`); `None` for a join
+    /// The step of a job that N workers share (`src/flow/join/workers/`); `None` for a join
     /// run whole by this process.
     pub job: Option<crate::output::job::Step>,
 }
@@ -413,7 +413,7 @@ pub struct SplitConfig {
     pub print_plan: Option<PlanForm>,
     /// When to show a progress bar (`Never` when asked to be quiet).
     pub progress: When,
-    /// The step of a job that N workers share (`src/flow/join/workers.rs`); `None` for a split
+    /// The step of a job that N workers share (`src/flow/join/workers/`); `None` for a split
     /// run whole by this process.
     pub job: Option<crate::output::job::Step>,
 }

@@ -1,6 +1,6 @@
 //! The flags of a job that N workers run (`--workers N` with `--begin`, `--commit` or
 //! `--abandon`; `--worker I/N`), and their turning into the job's step
-//! (`output::job::Step`). The flow is `src/flow/join/workers.rs`.
+//! (`output::job::Step`). The flow is `src/flow/join/workers/`.
 
 use crate::error::{Error, Result};
 use crate::output::job::Step;
@@ -20,10 +20,12 @@ pub struct WorkerArgs {
     /// order, at once, on any machine that sees the same files: writes its share), then
     /// --workers N --commit (once, last: checks every worker finished and nothing changed,
     /// then puts the output in place). --dry-run with --workers N shows each worker's share.
+    /// The output may be one S3 object (-o s3://BUCKET/KEY): the job is then one multipart
+    /// upload, each worker uploading its run of parts, recorded in the bucket.
     #[arg(long, value_name = "N", help_heading = WORKERS)]
     pub workers: Option<u32>,
 
-    /// Begin a job of --workers N: plan it, and record it beside the output.
+    /// Begin a job of --workers N: plan it, and record it beside the output (in the bucket).
     #[arg(long, requires = "workers", conflicts_with_all = ["commit", "abandon", "worker", "dry_run"], help_heading = WORKERS)]
     pub begin: bool,
 
@@ -35,7 +37,7 @@ pub struct WorkerArgs {
     #[arg(long, requires = "workers", conflicts_with_all = ["abandon", "dry_run"], help_heading = WORKERS)]
     pub commit: bool,
 
-    /// Abandon a job of --workers N: remove its files, leaving the output as it was.
+    /// Abandon a job of --workers N: remove its files, abort its upload; the output stays.
     #[arg(long, requires = "workers", conflicts_with = "dry_run", help_heading = WORKERS)]
     pub abandon: bool,
 }

@@ -131,7 +131,7 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     }
 }
 
-/// Runs `step` of a job of N workers over the planned outputs (`src/flow/join/workers.rs`): each
+/// Runs `step` of a job of N workers over the planned outputs (`src/flow/join/workers/`): each
 /// output one file, all in one folder; the shares are the join's (`--dry-run` and
 /// `--print-plan` show them for a join only).
 fn run_job(

@@ -1,5 +1,5 @@
 //! A join plan cut to a window of its output: what one worker of a job (`--worker I/N`,
-//! `src/flow/join/workers.rs`) reads to write its share of a tensor. No I/O here.
+//! `src/flow/join/workers/`) reads to write its share of a tensor. No I/O here.
 //!
 //! The cut plan makes a contiguous stretch of the tensor's output bytes that covers the
 //! window, starting at [`Narrowed::start`]; the worker's sink drops what falls outside its

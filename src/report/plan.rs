@@ -58,7 +58,7 @@ pub struct PlanReport {
     /// (`--dry-run`); the text's first line says which, the JSON is the same.
     #[serde(skip)]
     pub written: bool,
-    /// Each worker's share, when `--workers N` shares the output (`src/flow/join/workers.rs`).
+    /// Each worker's share, when `--workers N` shares the output (`src/flow/join/workers/`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<Vec<ShareReport>>,
 }

@@ -1,6 +1,6 @@
 //! A job: one output written by N workers, on one machine or many sharing a file system
 //! (`--workers N --begin`, `--worker I/N`, `--workers N --commit`, `--workers N --abandon`;
-//! the flow is `src/flow/join/workers.rs`). This module owns the files a job keeps beside its
+//! the flow is `src/flow/join/workers/`). This module owns the files a job keeps beside its
 //! output, and what each step may do to them.
 //!
 //! # The files

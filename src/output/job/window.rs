@@ -1,8 +1,8 @@
 //! A worker's window on one file of a job's output: a [`Sink`] that takes the file's bytes
 //! in order, as any output does, and writes only those of the worker's share, in place in
-//! the job's data file, or in order to a stream (the parts of an upload). The position is shared ([`Position`]) so that the flow can move it
-//! past a tensor it does not read, or to where a cut plan's bytes start
-//! (`src/plan/window.rs`).
+//! the job's data file, or in order to a stream (the parts of an upload). The position is
+//! shared ([`Position`]) so that the flow can move it past a tensor it does not read, or to
+//! where a cut plan's bytes start (`src/plan/window.rs`).
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};

@@ -351,7 +351,7 @@ impl Planned {
     }
 
     /// The text of a sharded checkpoint's index, if the output has one: what a job's commit
-    /// writes (`src/flow/join/workers.rs`).
+    /// writes (`src/flow/join/workers/`).
     pub fn index_text(&self) -> Option<&str> {
         self.index()
     }
@@ -388,7 +388,7 @@ impl Planned {
 
 /// Writes the tensors `order` lists (indexes into `described`, the job) into `sink`, framed by
 /// the output format's `writer`, their data by `data`. A job's workers write their shares of
-/// a file through it too (`src/flow/join/workers.rs`).
+/// a file through it too (`src/flow/join/workers/`).
 pub fn write_file(
     order: &[usize],
     described: &[OutTensor],
