@@ -20,8 +20,9 @@ pub struct WorkerArgs {
     /// order, at once, on any machine that sees the same files: writes its share), then
     /// --workers N --commit (once, last: checks every worker finished and nothing changed,
     /// then puts the output in place). --dry-run with --workers N shows each worker's share.
-    /// The output may be one S3 object (-o s3://BUCKET/KEY): the job is then one multipart
-    /// upload, each worker uploading its run of parts, recorded in the bucket.
+    /// The output may be in S3 (-o s3://BUCKET/KEY, or a sharded set's s3://BUCKET/PREFIX/): each
+    /// file is then one multipart upload, each worker uploading its run of parts, and the job
+    /// is recorded in the bucket.
     #[arg(long, value_name = "N", help_heading = WORKERS)]
     pub workers: Option<u32>,
 
@@ -126,8 +127,8 @@ pub fn refuse_remote<'p>(
 
 /// Refuses a join run as a job (`step`) whose inputs are named by URL (each worker would
 /// download them all, and a downloaded copy's version is not the object's), or whose output
-/// is a URL other than one object in S3 (a job uploads its output as one multipart upload's
-/// parts, a run of them per worker).
+/// is a URL not in S3 (a job uploads each output file as one multipart upload's parts, a
+/// run of them per worker).
 pub fn refuse_remote_join<'p>(
     step: Option<Step>,
     output: Option<&'p std::path::Path>,
@@ -152,18 +153,17 @@ pub fn refuse_remote_join<'p>(
         return Ok(());
     };
     let location = Location::parse(&url.to_string_lossy());
-    if location.is_ok_and(|l| l.scheme == Scheme::S3 && !l.is_prefix()) {
+    if location.is_ok_and(|l| l.scheme == Scheme::S3) {
         return Ok(());
     }
     Err(Error::refused(
         format!(
-            "the output {} is not one object in S3, and a job of several workers uploads its \
-             output as one S3 object's parts (a sharded set under a prefix, gs:// and az:// \
-             are not shared yet)",
+            "the output {} is not in S3, and a job of several workers uploads its output to S3 \
+             as multipart uploads' parts (gs:// and az:// are not shared yet)",
             crate::messages::path(url)
         ),
-        "name one object as s3://BUCKET/KEY (an S3-compatible store through \
-         AWS_ENDPOINT_URL), or run the join in one process",
+        "name an object as s3://BUCKET/KEY or a sharded set's prefix as s3://BUCKET/PREFIX/ \
+         (an S3-compatible store through AWS_ENDPOINT_URL), or run the join in one process",
     ))
 }
 

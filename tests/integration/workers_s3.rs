@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::moto::Moto;
 use crate::util::write_npy;
-use crate::workers::{absolute, floats, run_workers, start_worker, two_npy};
+use crate::workers::{absolute, floats, run_workers, start_worker, two_npy, two_ranks_sharded};
 
 /// The job's objects and the output as moto lists them.
 fn keys(moto: &Moto) -> Vec<String> {
@@ -202,7 +202,7 @@ fn a_changed_input_is_refused_and_abandon_leaves_no_upload_and_no_object() {
 }
 
 #[test]
-fn a_hostile_manifest_in_the_bucket_is_refused_and_a_sharded_object_output_is_not_shared() {
+fn a_hostile_manifest_in_the_bucket_is_refused_and_abandon_removes_it() {
     let Some((moto, dir, args)) = begun(2) else {
         return;
     };
@@ -223,7 +223,7 @@ fn a_hostile_manifest_in_the_bucket_is_refused_and_a_sharded_object_output_is_no
         (
             "\"upload_id\": \"",
             "\"upload_id\": \" ",
-            "its upload id is not printable",
+            "an upload id is not printable",
         ),
         (
             "\"workers\": 2",
@@ -243,11 +243,52 @@ fn a_hostile_manifest_in_the_bucket_is_refused_and_a_sharded_object_output_is_no
     moto.put("out", key, text.as_bytes());
     ok(&moto, d, &args, &["--workers", "2", "--abandon", "-q"]);
     assert!(moto.uploads("out").is_empty() && keys(&moto).is_empty());
-    let mut sharded = args.clone();
-    sharded.extend(["--max-shard-size", "1MB", "--name", "x"].map(String::from));
-    let output = sharded.len() - 5;
-    sharded[output] = "s3://out/m.safetensors.index.json".to_string();
-    let error = no(&moto, d, &sharded, &["--workers", "2", "--begin"]);
-    assert!(error.contains("a sharded set of objects"), "{error}");
-    assert!(moto.uploads("out").is_empty() && keys(&moto).is_empty());
+}
+
+#[test]
+fn workers_upload_the_one_process_sharded_set_its_shards_then_its_index() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flags = two_ranks_sharded(d);
+    let mut one = absolute(d, &flags);
+    one.extend(["-o".to_string(), format!("{}/", d.join("one").display())]);
+    ok(&moto, d, &one, &["-q"]);
+    for (output, key, order) in [
+        ("s3://out/set/", "set/", &[1, 0, 2][..]),
+        (
+            "s3://out/idx/model.safetensors.index.json",
+            "idx/",
+            &[0, 1][..],
+        ),
+    ] {
+        let mut args = absolute(d, &flags);
+        args.extend(["-o".to_string(), output.to_string()]);
+        let n = order.len().to_string();
+        ok(&moto, d, &args, &["--workers", &n, "--begin", "-q"]);
+        assert_eq!(moto.uploads("out").len(), 2, "an upload per shard");
+        run_workers(&args, order, order.len() as u32, &moto.env());
+        let index = format!("{key}model.safetensors.index.json");
+        assert!(
+            moto.get("out", &index).is_none(),
+            "no index before the commit"
+        );
+        ok(&moto, d, &args, &["--workers", &n, "--commit", "-q"]);
+        let names = crate::util::dir_entries(&d.join("one"));
+        assert_eq!(names.len(), 3, "two shards and an index");
+        for name in names {
+            let got = moto.get("out", &format!("{key}{name}")).expect(&name);
+            assert!(
+                got == std::fs::read(d.join("one").join(&name)).unwrap(),
+                "{name}"
+            );
+        }
+        assert!(moto.uploads("out").is_empty());
+        let left: Vec<String> = keys(&moto)
+            .into_iter()
+            .filter(|k| k.contains("tjoin-job"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -29,7 +29,7 @@
 //! manifest's word.
 //!
 //! # An object store
-//! A job whose output is one object in S3 keeps the same manifest in the bucket
+//! A job whose output is in S3 keeps the same manifest in the bucket
 //! (`KEY.tjoin-job/manifest.json`, [`s3`]), with [`Manifest::upload`]: the multipart
 //! upload's id, its part size, and the part numbers of each worker's share (shares are cut
 //! at part boundaries, each worker uploading its own parts, the commit completing the upload
@@ -140,18 +140,27 @@ pub struct JobFile {
     pub len: u64,
 }
 
-/// A multipart upload to an object store, for a job whose output is in a bucket.
+/// The multipart uploads of a job whose output is in a bucket: one per output file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upload {
-    /// The object's address.
+    /// The output's address, as `-o` names it (an object, a sharded set's index or prefix).
     pub url: String,
+    /// Each output file's upload, in the order of [`Manifest::files`].
+    pub files: Vec<FileUpload>,
+    /// For each worker, its first part and how many parts it uploads, the parts of every
+    /// file counted one after another.
+    pub parts: Vec<[u32; 2]>,
+}
+
+/// The multipart upload of one output file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileUpload {
     /// The upload's id, as the store gave it.
     pub upload_id: String,
     /// The size of every part but the last.
     pub part_size: u64,
-    /// For each worker, its first part number and how many parts it uploads.
-    pub parts: Vec<[u32; 2]>,
 }
 
 /// What a worker records once its share is on the disk.

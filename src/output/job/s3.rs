@@ -1,21 +1,24 @@
-//! A job whose output is one object in S3 (`-o s3://BUCKET/KEY`): the objects it keeps in
-//! the bucket beside the output, and what each step may do with them.
+//! A job whose output is in S3 (`-o s3://BUCKET/KEY`, or a sharded set: `-o
+//! s3://BUCKET/PREFIX/` or its index's URL): the objects it keeps in the bucket beside the
+//! output, and what each step may do with them.
 //!
 //! # The objects
-//! Under `KEY.tjoin-job/`:
+//! Under `KEY.tjoin-job/` (`KEY` the output's key as `-o` names it: `PREFIX/.tjoin-job/` for
+//! a prefix):
 //! - `manifest.json`: the local job's manifest ([`Manifest`]) with its
-//!   [`Upload`](super::Upload): the multipart upload `--begin` created, its part size, and each
-//!   worker's first part and count. It is written by a conditional create
-//!   (`If-None-Match: *`), which only one of two concurrent begins can make;
+//!   [`Upload`](super::Upload): the multipart upload `--begin` created for each output file,
+//!   its part size, and each worker's first part and count. It is written by a conditional
+//!   create (`If-None-Match: *`), which only one of two concurrent begins can make;
 //! - `done-I.json`: worker `I`'s record ([`Done`]), with the ETag of each part it uploaded,
 //!   written once its parts are in (a worker run again writes it again: the last upload of a
 //!   part number wins, and its record names those parts).
 //!
 //! # The parts
-//! The output's bytes are cut into parts of one size ([`part_size`]: S3 takes 5 MiB to
-//! 5 GiB, at most 10,000 parts), and the parts into N runs balanced by bytes ([`cut`]);
-//! a worker's share is its run's bytes. The commit completes the upload with every worker's
-//! ETags in order, so the object appears whole or not at all.
+//! Each output file's bytes are cut into parts of one size ([`part_size`]: S3 takes 5 MiB
+//! to 5 GiB, at most 10,000 parts), and the parts of all the files, one after another, into
+//! N runs balanced by bytes ([`cut`]); a worker's share is its run's bytes. The commit
+//! completes each file's upload with its parts' ETags in order, so that each object appears
+//! whole or not at all, then writes a sharded set's index, last.
 //!
 //! # What an attacker's objects can do
 //! The manifest and the records are data whoever can write to the bucket controls: read with
@@ -26,7 +29,7 @@
 
 use std::path::Path;
 
-use super::{Done, Manifest, Upload};
+use super::{Done, FileUpload, Manifest, Upload};
 use crate::error::{Error, Result};
 use crate::limits::JOB_MANIFEST;
 use crate::messages;
@@ -72,6 +75,19 @@ impl Objects {
         }
     }
 
+    /// The object of the output file `name` (a plain name: the manifest's are checked):
+    /// under the prefix the output names, else beside it.
+    pub fn file(&self, name: &str) -> Option<Location> {
+        if self.output.is_prefix() {
+            let key = format!("{}{name}", self.output.key);
+            return Some(Location {
+                key,
+                ..self.output.clone()
+            });
+        }
+        self.output.sibling(name)
+    }
+
     /// The output as messages show it.
     pub fn shown(&self) -> String {
         messages::path(Path::new(&self.output.url()))
@@ -93,35 +109,63 @@ pub fn part_size(len: u64) -> Option<u64> {
     (size <= MOST_PART).then_some(size)
 }
 
-/// An object cut into parts, and the parts into runs, one per worker.
+/// The output's files cut into parts, and the parts into runs, one per worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cut {
-    /// The size of every part but the last.
-    pub part_size: u64,
-    /// Each worker's first part and count.
+    /// Each file's part size.
+    pub part_sizes: Vec<u64>,
+    /// Each file's part count.
+    pub counts: Vec<u32>,
+    /// Each worker's first part and count, the files' parts counted one after another.
     pub parts: Vec<[u32; 2]>,
-    /// Each worker's share of the object's bytes.
+    /// Each worker's share of the files' bytes, one after another.
     pub shares: Vec<[u64; 2]>,
 }
 
-/// An object of `len` bytes cut for `n` workers: the part size, each worker's first part and
-/// count (runs of whole parts balanced by bytes: counts differ by at most one), and each
-/// worker's share of the bytes. A worker may have no part when there are fewer parts than
-/// workers. `None` past S3's limits.
-pub fn cut(len: u64, n: u32) -> Option<Cut> {
-    let size = part_size(len)?;
-    let count = len.div_ceil(size).max(1);
+/// Files of `lens` bytes cut for `n` workers: each file's part size and count, then each
+/// worker's run of parts (the files' one after another) and its share of the bytes. Each run
+/// ends at the part boundary nearest to an even cut of the bytes, so shares are balanced to
+/// within a part; a worker may have no part when there are fewer parts than workers. `None`
+/// past S3's limits.
+pub fn cut(lens: &[u64], n: u32) -> Option<Cut> {
+    let (mut part_sizes, mut counts) = (Vec::new(), Vec::new());
+    // Where each part starts, the files' bytes one after another, then where the last ends.
+    let mut bounds = vec![0u64];
+    let mut at = 0u64;
+    for &len in lens {
+        let size = part_size(len)?;
+        let count = len.div_ceil(size).max(1);
+        bounds.extend((1..count).map(|i| at + i * size));
+        at = at.checked_add(len)?;
+        bounds.push(at);
+        part_sizes.push(size);
+        counts.push(u32::try_from(count).ok()?);
+    }
+    let (total, last) = (at, bounds.len() - 1);
     let n = u64::from(n.max(1));
-    let first = |k: u64| (u128::from(count) * u128::from(k) / u128::from(n)) as u64;
+    let mut cuts = vec![0usize];
+    for k in 1..n {
+        let even = (u128::from(total) * u128::from(k) / u128::from(n)) as u64;
+        let after = bounds.partition_point(|&b| b < even).min(last);
+        let nearer = match after.checked_sub(1) {
+            Some(before) if even - bounds[before] < bounds[after] - even => before,
+            _ => after,
+        };
+        cuts.push(nearer.max(*cuts.last()?));
+    }
+    cuts.push(last);
     let mut parts = Vec::new();
     let mut shares = Vec::new();
-    for k in 0..n {
-        let (from, to) = (first(k), first(k + 1));
-        parts.push([u32::try_from(from).ok()?, u32::try_from(to - from).ok()?]);
-        shares.push([(from * size).min(len), (to * size).min(len)]);
+    for pair in cuts.windows(2) {
+        parts.push([
+            u32::try_from(pair[0]).ok()?,
+            u32::try_from(pair[1] - pair[0]).ok()?,
+        ]);
+        shares.push([bounds[pair[0]], bounds[pair[1]]]);
     }
     Some(Cut {
-        part_size: size,
+        part_sizes,
+        counts,
         parts,
         shares,
     })
@@ -150,13 +194,14 @@ pub fn read(objects: &Objects) -> Result<Option<Manifest>> {
     })?;
     let Some(bytes) = bytes else { return Ok(None) };
     let manifest = super::parse(&bytes).map_err(|why| refused(objects, &why))?;
-    let why = match (&manifest.upload, manifest.files.as_slice()) {
-        (None, _) => Some("it records no upload, where the output is an object".to_string()),
-        (_, [_, _, ..]) => Some("it names several files, where the output is one object".into()),
-        (Some(upload), [file]) => {
-            let planned = cut(file.len, manifest.workers);
+    let why = match &manifest.upload {
+        None => Some("it records no upload, where the output is in object storage".to_string()),
+        Some(upload) => {
+            let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
+            let planned = cut(&lens, manifest.workers);
             let same = planned.as_ref().is_some_and(|cut| {
-                upload.part_size == cut.part_size
+                let sizes = upload.files.iter().map(|f| f.part_size);
+                sizes.eq(cut.part_sizes.iter().copied())
                     && upload.parts == cut.parts
                     && manifest.shares == cut.shares
             });
@@ -165,15 +210,20 @@ pub fn read(objects: &Objects) -> Result<Option<Manifest>> {
                     "its upload is to {}, not to the output",
                     messages::name(&upload.url)
                 ))
-            } else if !printable(&upload.upload_id) {
-                Some("its upload id is not printable ASCII of at most 1024 bytes".to_string())
+            } else if !upload.files.iter().all(|f| printable(&f.upload_id)) {
+                Some("an upload id is not printable ASCII of at most 1024 bytes".to_string())
             } else if !same {
-                Some("its parts are not those its output's length and worker count give".into())
+                Some("its parts are not those its output's lengths and worker count give".into())
+            } else if manifest
+                .files
+                .iter()
+                .any(|f| objects.file(&f.name).is_none())
+            {
+                Some("it names an output file that is not a plain name".to_string())
             } else {
                 None
             }
         }
-        (Some(_), []) => Some("it names no file".to_string()),
     };
     match why {
         Some(why) => Err(refused(objects, &why)),
@@ -232,41 +282,61 @@ pub fn begin(objects: &Objects, manifest: Manifest) -> Result<Manifest> {
     })? {
         return Err(already_begun(objects, existing.workers));
     }
-    let len = manifest.files.iter().map(|f| f.len).sum();
-    let Cut {
-        part_size, parts, ..
-    } = cut(len, manifest.workers).ok_or_else(|| too_large(objects, len))?;
-    let upload_id = parts::create_upload(&objects.output)
-        .map_err(|e| failed("begin the multipart upload to", &objects.output, e))?;
+    let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
+    let cut = cut(&lens, manifest.workers)
+        .ok_or_else(|| too_large(objects, lens.iter().copied().max().unwrap_or(0)))?;
+    // Every upload made is aborted unless the manifest that names them is recorded.
+    let mut created = Created(Vec::new());
+    let mut files = Vec::new();
+    for (file, part_size) in manifest.files.iter().zip(cut.part_sizes) {
+        let location = file_of(objects, &file.name)?;
+        let upload_id = parts::create_upload(&location)
+            .map_err(|e| failed("begin the multipart upload to", &location, e))?;
+        created.0.push((location, upload_id.clone()));
+        files.push(FileUpload {
+            upload_id,
+            part_size,
+        });
+    }
     let manifest = Manifest {
         upload: Some(Upload {
             url: objects.output.url(),
-            upload_id: upload_id.clone(),
-            part_size,
-            parts,
+            files,
+            parts: cut.parts,
         }),
         ..manifest
     };
-    let abort = |error: Error| {
-        let _ = parts::abort(&objects.output, &upload_id);
-        error
-    };
-    let text = serde_json::to_vec_pretty(&manifest).map_err(|e| {
-        abort(failed(
-            "write the job's manifest",
-            &objects.manifest,
-            e.into(),
-        ))
-    })?;
+    let text = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| failed("write the job's manifest", &objects.manifest, e.into()))?;
     match parts::create_object(&objects.manifest, text) {
-        Ok(true) => Ok(manifest),
-        Ok(false) => Err(abort(already_begun(objects, manifest.workers))),
-        Err(e) => Err(abort(failed(
-            "write the job's manifest",
-            &objects.manifest,
-            e,
-        ))),
+        Ok(true) => {
+            created.0.clear();
+            Ok(manifest)
+        }
+        Ok(false) => Err(already_begun(objects, manifest.workers)),
+        Err(e) => Err(failed("write the job's manifest", &objects.manifest, e)),
     }
+}
+
+/// Uploads a step created, aborted again unless it succeeds.
+struct Created(Vec<(Location, String)>);
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        for (location, upload_id) in &self.0 {
+            let _ = parts::abort(location, upload_id);
+        }
+    }
+}
+
+/// The object of the output file `name`.
+fn file_of(objects: &Objects, name: &str) -> Result<Location> {
+    objects.file(name).ok_or_else(|| {
+        refused(
+            objects,
+            &format!("{} is not a plain file name", messages::name(name)),
+        )
+    })
 }
 
 /// Records that `done.worker` finished: its parts' ETags, over any record of an earlier run.
@@ -314,24 +384,45 @@ pub fn finished(
 
 /// The refusal of a commit while `missing` workers have not finished.
 pub fn refuse_unfinished(objects: &Objects, manifest: &Manifest, missing: &[u32]) -> Error {
-    let beside = format!(
-        "under {}",
-        messages::name(&format!("{}.tjoin-job/", objects.output.key))
-    );
+    let folder = format!("{}.tjoin-job/", objects.output.url());
+    let beside = format!("under {}", messages::path(Path::new(&folder)));
     super::refuse_unfinished_of(&objects.shown(), manifest, missing, &beside)
 }
 
-/// Completes the upload: the object appears whole. Then removes the job's objects.
-pub fn complete(objects: &Objects, manifest: &Manifest, etags: Vec<String>) -> Result<()> {
+/// Completes each file's upload with its parts' ETags (`etags`: every part's, the files'
+/// one after another): each object appears whole. Then writes `index` (a sharded set's, at
+/// its object), and removes the job's objects.
+pub fn complete(
+    objects: &Objects,
+    manifest: &Manifest,
+    etags: Vec<String>,
+    index: Option<(&Location, &str)>,
+) -> Result<()> {
     let upload = manifest.upload.as_ref().ok_or_else(|| not_begun(objects))?;
-    parts::complete(&objects.output, &upload.upload_id, etags)
-        .map_err(|e| failed("complete the multipart upload to", &objects.output, e))?;
+    let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
+    let cut = cut(&lens, manifest.workers).ok_or_else(|| not_begun(objects))?;
+    let mut etags = etags.into_iter();
+    for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
+        let location = file_of(objects, &file.name)?;
+        let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
+        parts::complete(&location, &uploaded.upload_id, tags)
+            .map_err(|e| failed("complete the multipart upload to", &location, e))?;
+    }
+    if let Some((location, text)) = index {
+        parts::put_object(location, text.as_bytes().to_vec())
+            .map_err(|e| failed("write the index", location, e))?;
+    }
     remove(objects, manifest.workers)
 }
 
-/// Whether the output object exists (`--no-clobber`).
-pub fn output_exists(objects: &Objects) -> Result<bool> {
-    parts::exists(&objects.output).map_err(|e| failed("look for", &objects.output, e))
+/// The first of `locations` that exists (`--no-clobber`).
+pub fn existing<'l>(locations: &[&'l Location]) -> Result<Option<&'l Location>> {
+    for location in locations {
+        if parts::exists(location).map_err(|e| failed("look for", location, e))? {
+            return Ok(Some(location));
+        }
+    }
+    Ok(None)
 }
 
 /// Removes the records of workers `0..workers` and then the manifest.
@@ -343,14 +434,14 @@ fn remove(objects: &Objects, workers: u32) -> Result<()> {
     parts::delete_object(&objects.manifest).map_err(|e| failed("remove", &objects.manifest, e))
 }
 
-/// What `--abandon` did: whether it aborted an upload (else the manifest could not be read,
-/// and named none).
+/// What `--abandon` did: how many uploads it aborted (none when the manifest could not be
+/// read, and so named none).
 pub struct Abandoned {
-    /// The upload aborted, if any.
-    pub aborted: Option<String>,
+    /// The uploads aborted.
+    pub aborted: usize,
 }
 
-/// Abandons the job beside the output: aborts its upload (every part sent is dropped), then
+/// Abandons the job beside the output: aborts its uploads (every part sent is dropped), then
 /// removes its records and its manifest. `workers` must be the job's count. Refuses when
 /// there is no job.
 pub fn abandon(objects: &Objects, workers: u32) -> Result<Abandoned> {
@@ -359,17 +450,20 @@ pub fn abandon(objects: &Objects, workers: u32) -> Result<Abandoned> {
         // One this build cannot read names no upload it can trust: its objects go.
         Err(Error::Refused(_)) => {
             remove(objects, workers)?;
-            return Ok(Abandoned { aborted: None });
+            return Ok(Abandoned { aborted: 0 });
         }
         Err(other) => return Err(other),
     };
     super::check_count(&objects.shown(), &manifest, workers)?;
     let upload = manifest.upload.as_ref().ok_or_else(|| not_begun(objects))?;
-    parts::abort(&objects.output, &upload.upload_id)
-        .map_err(|e| failed("abort the multipart upload to", &objects.output, e))?;
+    for (file, uploaded) in manifest.files.iter().zip(&upload.files) {
+        let location = file_of(objects, &file.name)?;
+        parts::abort(&location, &uploaded.upload_id)
+            .map_err(|e| failed("abort the multipart upload to", &location, e))?;
+    }
     remove(objects, workers)?;
     Ok(Abandoned {
-        aborted: Some(upload.upload_id.clone()),
+        aborted: upload.files.len(),
     })
 }
 
@@ -380,33 +474,36 @@ mod tests {
     #[test]
     fn parts_are_cut_into_runs_balanced_by_bytes() {
         let mib = 1u64 << 20;
-        let Cut {
-            part_size,
-            parts,
-            shares,
-        } = cut(23 * mib, 3).unwrap();
-        assert_eq!(part_size, 5 * mib);
-        // Five parts (the last 3 MiB): 1, 2 and 2 of them.
-        assert_eq!(parts, [[0, 1], [1, 2], [3, 2]]);
+        let one = cut(&[23 * mib], 3).unwrap();
+        assert_eq!((one.part_sizes, one.counts), (vec![5 * mib], vec![5]));
+        // Five parts (the last 3 MiB), cut nearest to 7.7 and 15.3 MiB: 2, 1 and 2 of them.
+        assert_eq!(one.parts, [[0, 2], [2, 1], [3, 2]]);
         assert_eq!(
-            shares,
-            [[0, 5 * mib], [5 * mib, 15 * mib], [15 * mib, 23 * mib]]
+            one.shares,
+            [[0, 10 * mib], [10 * mib, 15 * mib], [15 * mib, 23 * mib]]
         );
         // Fewer parts than workers: some have none.
-        let few = cut(100, 2).unwrap();
-        assert_eq!(few.parts, [[0, 0], [0, 1]]);
-        assert_eq!(few.shares, [[0, 0], [0, 100]]);
-        // 1 TB by 8: 9,935 parts of 96 MiB, 1,241 or 1,242 each.
-        let tb = cut(1_000_000_000_000, 8).unwrap();
-        assert_eq!(tb.part_size, 96 * mib);
+        let few = cut(&[100], 2).unwrap();
+        assert_eq!(few.parts, [[0, 1], [1, 0]]);
+        assert_eq!(few.shares, [[0, 100], [100, 100]]);
+        // Several files: each its own parts, the runs across them.
+        let set = cut(&[12 * mib, 100, 7 * mib], 2).unwrap();
+        assert_eq!(set.counts, [3, 1, 2]);
+        // The even cut, 9.5 MiB, is nearest the second part's end.
+        assert_eq!(set.parts, [[0, 2], [2, 4]]);
+        assert_eq!(set.shares, [[0, 10 * mib], [10 * mib, 19 * mib + 100]]);
+        // 1 TB by 8: 9,935 parts of 96 MiB, 1,241 to 1,243 each (each run ends at the part
+        // boundary nearest its even cut).
+        let tb = cut(&[1_000_000_000_000], 8).unwrap();
+        assert_eq!(tb.part_sizes, [96 * mib]);
         assert_eq!(tb.parts.iter().map(|[_, n]| n).sum::<u32>(), 9935);
         let counts = tb.parts.iter().map(|[_, n]| *n);
         assert!(
-            counts.clone().all(|n| (1241..=1242).contains(&n)),
+            counts.clone().all(|n| (1241..=1243).contains(&n)),
             "{:?}",
             tb.parts
         );
-        assert!(cut(MOST_PARTS * MOST_PART + 1, 1).is_none());
+        assert!(cut(&[MOST_PARTS * MOST_PART + 1], 1).is_none());
     }
 
     #[test]

@@ -167,13 +167,13 @@ pub(crate) fn run(
     match (step, paths) {
         #[cfg(feature = "remote")]
         (_, None) => {
-            let output = remote.map(s3::location).transpose()?;
+            let output = remote.map(|r| s3::location(r.url, r.sharded)).transpose()?;
             let output = output.ok_or_else(|| Error::io("write", Path::new(""), io_other()))?;
             let fresh = (fresh, positions.as_slice());
             s3::run(asked, step, &output, fresh, planning, &layout, engine)?;
         }
         #[cfg(not(feature = "remote"))]
-        (_, None) => return Err(not_built(remote)),
+        (_, None) => return Err(not_built(remote.map(|r| r.url))),
         (Step::Begin(_), Some(paths)) => begin(asked, &paths, &planning, fresh)?,
         (Step::Worker(worker, _), Some(paths)) => {
             let manifest = recorded(&paths, &fresh, &positions)?;
@@ -218,25 +218,22 @@ fn not_built(output: Option<&Path>) -> Error {
     }
 }
 
-/// The output named by URL, if it is (a job of several workers uploads it as one object's
-/// parts); refuses what such a job cannot share (a sharded set of objects, a format whose
-/// bytes depend on the data, an input read from standard input).
-fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<&'p Path>> {
+/// The output named by URL, if it is (a job of several workers uploads each of its files as
+/// one multipart upload's parts); refuses what such a job cannot share (a split's outputs,
+/// a format whose bytes depend on the data, an input read from standard input).
+fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<Remote<'p>>> {
     let first = planning.parts.first().map(|p| p.planned.describe());
-    let url = match first {
-        Some(Description::File(path)) if crate::sys::remote::is_url(path) => path,
-        Some(Description::Sharded { path, shards })
-            if crate::sys::remote::is_url(path) || crate::sys::remote::is_url(&shards.folder) =>
-        {
-            return Err(Error::refused(
-                format!(
-                    "{} is a sharded set of objects, and a job of several workers uploads one \
-                     object (a sharded set under a prefix is not shared yet)",
-                    crate::messages::path(path)
-                ),
-                "join into one object (-o s3://BUCKET/KEY.safetensors) with --workers, or \
-                 write the sharded set in one process",
-            ));
+    let is_url = crate::sys::remote::is_url;
+    let remote = match first {
+        Some(Description::File(path)) if is_url(path) => Remote {
+            url: path,
+            sharded: false,
+        },
+        Some(Description::Sharded { path, shards }) if is_url(path) || is_url(&shards.folder) => {
+            Remote {
+                url: path,
+                sharded: true,
+            }
         }
         _ => return Ok(None),
     };
@@ -246,19 +243,30 @@ fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<&'p Path>> {
             "run the split in one process",
         ));
     }
-    check_formats_and_inputs(planning, url)?;
-    Ok(Some(url))
+    check_formats_and_inputs(planning, remote.url)?;
+    Ok(Some(remote))
+}
+
+/// An output in object storage: what `-o` names, and whether it is a sharded set.
+#[derive(Debug, Clone, Copy)]
+struct Remote<'p> {
+    url: &'p Path,
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    sharded: bool,
 }
 
 /// The shares of a job of `n` workers over `layout`: at page boundaries for a local output,
 /// at part boundaries for an object (`remote`).
-fn job_shares(remote: Option<&Path>, layout: &Layout, n: u32) -> Result<Vec<[u64; 2]>> {
+fn job_shares(remote: Option<Remote>, layout: &Layout, n: u32) -> Result<Vec<[u64; 2]>> {
     match remote {
         None => Ok(shares(layout.total, n)),
         #[cfg(feature = "remote")]
-        Some(url) => s3::shares(url, layout.total, n),
+        Some(remote) => {
+            let lens: Vec<u64> = layout.files.iter().map(|f| f.len).collect();
+            s3::shares(remote.url, remote.sharded, &lens, n)
+        }
         #[cfg(not(feature = "remote"))]
-        Some(url) => Err(not_built(Some(url))),
+        Some(remote) => Err(not_built(Some(remote.url))),
     }
 }
 

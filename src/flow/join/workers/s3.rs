@@ -1,17 +1,19 @@
-//! The steps of a job whose output is one object in S3 (`-o s3://BUCKET/KEY`): the same
-//! plan, layout and checks as a local job's (`super`), with the output's bytes uploaded as
-//! the parts of one multipart upload instead of written into a data file beside it
-//! (`output::job::s3` keeps the job's objects; `sys::remote::parts` makes the calls):
+//! The steps of a job whose output is in S3 (`-o s3://BUCKET/KEY`, or a sharded set under
+//! `s3://BUCKET/PREFIX/`): the same plan, layout and checks as a local job's (`super`), with
+//! each output file's bytes uploaded as the parts of its multipart upload instead of written
+//! into a data file beside it (`output::job::s3` keeps the job's objects;
+//! `sys::remote::parts` makes the calls):
 //!
-//! - `--begin` cuts the output into parts and the parts into N runs balanced by bytes,
-//!   creates the upload, and records the manifest in the bucket by a conditional create;
+//! - `--begin` cuts the files into parts and the parts into N runs balanced by bytes,
+//!   creates the uploads, and records the manifest in the bucket by a conditional create;
 //! - `--worker I/N` streams its share through the window into parts, each sent while the
 //!   next fills (at most 64 MiB, or one part, in flight besides the one filling: no
 //!   temporary file), checks the inputs unchanged once all is read, waits for its parts, and
 //!   records their ETags;
 //! - `--commit` reads every record, refuses naming the workers missing (nothing is
-//!   completed), checks the inputs unchanged, completes the upload with every ETag in order,
-//!   and removes the job's objects; `--abandon` aborts the upload and removes them.
+//!   completed), checks the inputs unchanged, completes each upload with its ETags in order
+//!   (a sharded set's index last, as one PUT) and removes the job's objects; `--abandon`
+//!   aborts the uploads and removes them.
 
 use std::path::Path;
 
@@ -24,8 +26,8 @@ use crate::output::progress;
 use crate::sys::remote::Location;
 use crate::sys::remote::parts::PartStream;
 
-/// The output's URL as a location: an object in S3.
-pub(super) fn location(url: &Path) -> Result<Location> {
+/// The output's URL as a location: an object in S3, or (`sharded`) a prefix or an index.
+pub(super) fn location(url: &Path, sharded: bool) -> Result<Location> {
     let location = Location::parse(&url.to_string_lossy()).map_err(|why| {
         Error::refused(
             format!(
@@ -35,29 +37,30 @@ pub(super) fn location(url: &Path) -> Result<Location> {
             "name the object as s3://BUCKET/KEY",
         )
     })?;
-    if location.scheme != crate::sys::remote::Scheme::S3 || location.is_prefix() {
+    if location.scheme != crate::sys::remote::Scheme::S3 || (location.is_prefix() && !sharded) {
         return Err(Error::refused(
             format!(
-                "{} is not an object in S3, and a job of several workers uploads its output \
-                 as one S3 object's parts",
+                "{} is not in S3 as a job of several workers writes it: one object, or a \
+                 sharded set under a prefix",
                 crate::messages::path(url)
             ),
-            "name an object as s3://BUCKET/KEY (S3, or an S3-compatible store through \
-             AWS_ENDPOINT_URL), or run the join in one process",
+            "name an object as s3://BUCKET/KEY or a prefix as s3://BUCKET/PREFIX/ (S3, or an \
+             S3-compatible store through AWS_ENDPOINT_URL), or run the join in one process",
         ));
     }
     Ok(location)
 }
 
-/// The shares of an object of `total` bytes among `n` workers: runs of whole parts.
-pub(super) fn shares(url: &Path, total: u64, n: u32) -> Result<Vec<[u64; 2]>> {
-    let objects = Objects::of(&location(url)?);
-    let cut = objects::cut(total, n).ok_or_else(|| objects::too_large(&objects, total))?;
+/// The shares of files of `lens` bytes among `n` workers: runs of whole parts.
+pub(super) fn shares(url: &Path, sharded: bool, lens: &[u64], n: u32) -> Result<Vec<[u64; 2]>> {
+    let objects = Objects::of(&location(url, sharded)?);
+    let longest = lens.iter().copied().max().unwrap_or(0);
+    let cut = objects::cut(lens, n).ok_or_else(|| objects::too_large(&objects, longest))?;
     Ok(cut.shares)
 }
 
-/// Runs `step` of the job whose output is the object `output`; `fresh` is this step's plan
-/// of the manifest, with the input each of its inputs' files belongs to.
+/// Runs `step` of the job whose output is at `output`; `fresh` is this step's plan of the
+/// manifest, with the input each of its inputs' files belongs to.
 pub(super) fn run(
     asked: &Asked,
     step: Step,
@@ -68,8 +71,17 @@ pub(super) fn run(
     engine: Option<&mut Engine>,
 ) -> Result<()> {
     let objects = Objects::of(output);
+    // Each file's object, as the plan names it, must be the one its name in the manifest
+    // gives (the later steps know it by that name alone).
+    for file in &layout.files {
+        let planned = Location::parse(&file.target.to_string_lossy()).ok();
+        if planned.is_none() || planned != objects.file(&file.name) {
+            let why = std::io::Error::other("its object is not named as the job names it");
+            return Err(Error::io("plan the job of", &file.target, why));
+        }
+    }
     match step {
-        Step::Begin(_) => begin(asked, &objects, fresh),
+        Step::Begin(_) => begin(asked, &objects, fresh, &planning),
         Step::Worker(worker, _) => {
             let manifest = recorded(&objects, &fresh, positions)?;
             work(
@@ -98,11 +110,34 @@ fn recorded(objects: &Objects, fresh: &Manifest, positions: &[usize]) -> Result<
     super::check_recorded(manifest, fresh, positions, shown)
 }
 
-/// `--workers N --begin`: creates the upload and records the job in the bucket.
-fn begin(asked: &Asked, objects: &Objects, fresh: Manifest) -> Result<()> {
-    if asked.no_clobber && objects::output_exists(objects)? {
-        return Err(exists(objects));
+/// The objects a job writes: each output file's and the index's.
+fn targets(objects: &Objects, manifest: &Manifest, planning: &Planning) -> Vec<Location> {
+    let files = manifest.files.iter().filter_map(|f| objects.file(&f.name));
+    files.chain(index(planning).map(|(at, _)| at)).collect()
+}
+
+/// `--no-clobber`: refuses when any of `targets` exists.
+fn refuse_existing(asked: &Asked, targets: &[Location]) -> Result<()> {
+    if !asked.no_clobber {
+        return Ok(());
     }
+    let targets: Vec<&Location> = targets.iter().collect();
+    match objects::existing(&targets)? {
+        Some(there) => Err(exists(there)),
+        None => Ok(()),
+    }
+}
+
+/// A sharded set's index: its object and its text.
+fn index(planning: &Planning) -> Option<(Location, String)> {
+    let planned = planning.parts.first()?.planned;
+    let at = Location::parse(&planned.index_target()?.to_string_lossy()).ok()?;
+    Some((at, planned.index_text()?.to_string()))
+}
+
+/// `--workers N --begin`: creates the uploads and records the job in the bucket.
+fn begin(asked: &Asked, objects: &Objects, fresh: Manifest, planning: &Planning) -> Result<()> {
+    refuse_existing(asked, &targets(objects, &fresh, planning))?;
     let manifest = objects::begin(
         objects,
         Manifest {
@@ -143,35 +178,51 @@ fn work(
         .as_ref()
         .ok_or_else(|| objects::not_begun(objects))?;
     let [start, end] = manifest.shares[worker as usize];
-    let [first, count] = upload.parts[worker as usize];
+    let [_, count] = upload.parts[worker as usize];
     let output = Path::new(&objects.output.url()).to_path_buf();
     let progress = progress::start(end - start, asked.progress, &output);
     let mut etags = Vec::new();
-    if let ([file], false) = (layout.files.as_slice(), start == end) {
-        let mut parts =
-            PartStream::new(&objects.output, &upload.upload_id, first, upload.part_size)
-                .map_err(|e| Error::io("upload the parts of", &output, e))?;
+    let mut engine = engine;
+    for ((file, uploaded), job_file) in layout.files.iter().zip(&upload.files).zip(&manifest.files)
+    {
+        let keep = super::overlap(start..end, file.start..file.start + file.len);
+        if keep.is_empty() {
+            continue;
+        }
+        // Shares start at part boundaries: this one at a part of this file.
+        let keep = keep.start - file.start..keep.end - file.start;
+        let first = u32::try_from(keep.start / uploaded.part_size).map_err(|e| {
+            Error::io(
+                "upload the parts of",
+                &file.target,
+                std::io::Error::other(e),
+            )
+        })?;
+        let location = objects
+            .file(&job_file.name)
+            .ok_or_else(|| objects::not_begun(objects))?;
+        let mut parts = PartStream::new(&location, &uploaded.upload_id, first, uploaded.part_size)
+            .map_err(|e| Error::io("upload the parts of", &file.target, e))?;
         let mut window =
-            Window::streamed(&mut parts, &file.target, start..end).counted(&progress.bar);
-        super::write_window(&mut planning, file, &mut window, engine)?;
-        if window.stream_written() != end - start {
+            Window::streamed(&mut parts, &file.target, keep.clone()).counted(&progress.bar);
+        super::write_window(&mut planning, file, &mut window, engine.as_deref_mut())?;
+        if window.stream_written() != keep.end - keep.start {
             let why = format!(
                 "{} bytes of its share of {} were written",
                 window.stream_written(),
-                end - start
+                keep.end - keep.start
             );
             return Err(Error::io(
                 "write a share of",
-                &output,
+                &file.target,
                 std::io::Error::other(why),
             ));
         }
-        for input in planning.inputs {
-            input.check_unchanged()?;
-        }
-        etags = parts
+        drop(window);
+        let sent = parts
             .finish()
-            .map_err(|e| Error::io("upload the parts of", &output, e))?;
+            .map_err(|e| Error::io("upload the parts of", &file.target, e))?;
+        etags.extend(sent);
     }
     progress.finish();
     if etags.len() != count as usize {
@@ -196,10 +247,10 @@ fn commit(asked: &Asked, objects: &Objects, manifest: &Manifest, planning: Plann
     for input in planning.inputs {
         input.check_unchanged()?;
     }
-    if asked.no_clobber && objects::output_exists(objects)? {
-        return Err(exists(objects));
-    }
-    objects::complete(objects, manifest, etags)?;
+    refuse_existing(asked, &targets(objects, manifest, &planning))?;
+    let index = index(&planning);
+    let index = index.as_ref().map(|(at, text)| (at, text.as_str()));
+    objects::complete(objects, manifest, etags, index)?;
     if says(asked) {
         crate::messages::eprintln(format!(
             "committed the job of {} workers: {} is in place",
@@ -210,26 +261,29 @@ fn commit(asked: &Asked, objects: &Objects, manifest: &Manifest, planning: Plann
     Ok(())
 }
 
-/// The refusal `--no-clobber` makes of an existing output.
-fn exists(objects: &Objects) -> Error {
+/// The refusal `--no-clobber` makes of an existing object.
+fn exists(there: &Location) -> Error {
     Error::refused(
-        format!("{} exists, and --no-clobber keeps it", objects.shown()),
+        format!(
+            "{} exists, and --no-clobber keeps it",
+            crate::messages::path(Path::new(&there.url()))
+        ),
         "name another key, or leave out --no-clobber to replace it",
     )
 }
 
-/// `--workers N --abandon` of the job whose output is the object `url`: aborts its upload
-/// and removes its objects, planning nothing.
+/// `--workers N --abandon` of the job whose output is at `url`: aborts its uploads and
+/// removes its objects, planning nothing.
 pub(super) fn abandon(url: &Path, n: u32, quiet: bool) -> Result<()> {
-    let objects = Objects::of(&location(url)?);
+    let objects = Objects::of(&location(url, true)?);
     let abandoned = objects::abandon(&objects, n)?;
     if !quiet {
         let what = match abandoned.aborted {
-            Some(_) => "aborted its upload (no part is left) and removed its objects",
-            None => {
-                "removed its objects; its manifest could not be read, so no upload was \
+            0 => "removed its objects; its manifest could not be read, so no upload was \
                  aborted (`aws s3api list-multipart-uploads` lists any left)"
-            }
+                .to_string(),
+            1 => "aborted its upload (no part is left) and removed its objects".to_string(),
+            n => format!("aborted its {n} uploads (no part is left) and removed its objects"),
         };
         crate::messages::eprintln(format!(
             "abandoned the job of {}: {what}; the output is as it was",
