@@ -11,7 +11,7 @@
 //! writes on a stream it cannot seek, so `numpy.load` reads it.
 //!
 //! The zip crate would also compute a member's CRC-32 as its data streams through, but frames
-//! members differently from `zipfile` (see `zip.rs`), so the framing is written here and the
+//! members differently from `zipfile` (see `zip/mod.rs`), so the framing is written here and the
 //! deflate stream comes from flate2.
 
 use std::fs::File;
