@@ -15,7 +15,7 @@
 //! deflate stream comes from flate2.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -24,7 +24,7 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::Sink;
 use crate::format::npy::{HeaderBytes, PastEnd};
-use crate::format::zip::{self, DEFLATED, Member, STORED, Written};
+use crate::format::zip::{self, DEFLATED, Member, ReadRange, STORED, Written};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, OutTensor, OwnData, TensorInfo, Writer, Writing,
     no_such_tensor, npy,
@@ -55,11 +55,12 @@ pub const FORMAT: Descriptor = Descriptor {
     ),
 };
 
-/// Reads each member's .npy header, the archive's directory `members` already read; with
-/// `select`, only that member (inflating only it).
+/// Reads each member's .npy header, the archive's directory `members` already read
+/// ([`zip::read_directory`]), from `source` (a local file, bytes, any [`ReadRange`]); with
+/// `select`, only that member (inflating only its header).
 pub fn read(
     members: Vec<Member>,
-    file: &File,
+    source: &dyn ReadRange,
     input: &InputRef,
     select: Option<&str>,
 ) -> Result<Contents> {
@@ -82,7 +83,7 @@ pub fn read(
             tensor: Some(name.as_str().into()),
             ..input.clone()
         };
-        tensors.push(read_member(file, member, name, &tensor_ref)?);
+        tensors.push(read_member(source, member, name, &tensor_ref)?);
     }
     Ok(Contents::of_tensors(tensors))
 }
@@ -92,7 +93,12 @@ fn array_name(member: &str) -> String {
     member.strip_suffix(".npy").unwrap_or(member).to_string()
 }
 
-fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> Result<Found> {
+fn read_member(
+    source: &dyn ReadRange,
+    member: &Member,
+    name: String,
+    input: &InputRef,
+) -> Result<Found> {
     let malformed = |reason: String| Error::Malformed {
         input: input.clone(),
         format: ".npz",
@@ -109,13 +115,13 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
                     member.size
                 )));
             }
-            let mut reader = file;
-            reader
-                .seek(SeekFrom::Start(member.data_start))
-                .map_err(|e| input.io_error("read", e))?;
             // The CRC-32 covers the .npy header too: hashed here, as it is read.
             let mut header = Recording {
-                inner: reader,
+                inner: At {
+                    source,
+                    at: member.data_start,
+                    end: member.data_start.saturating_add(member.size),
+                },
                 seen: Vec::new(),
             };
             let info =
@@ -136,8 +142,8 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
             })
         }
         DEFLATED => {
-            let info = inflated_header(file, member, input)?;
-            let archive = file.try_clone().map_err(|e| input.io_error("read", e))?;
+            let info = inflated_header(source, member, input)?;
+            let archive = source.detached().map_err(|e| input.io_error("read", e))?;
             Ok(Found {
                 name: Some(name),
                 info,
@@ -165,8 +171,8 @@ fn read_member(file: &File, member: &Member, name: String, input: &InputRef) -> 
 /// when its data is first read (a `--dry-run` never does): the member's bytes are written
 /// once, by the run that needs them.
 pub struct Inflation {
-    /// The archive (its own descriptor, read with positional reads).
-    archive: File,
+    /// The archive (its own handle, read by position).
+    archive: Box<dyn ReadRange>,
     member: Member,
     input: InputRef,
     /// The inflated file, once made.
@@ -180,20 +186,20 @@ impl Inflation {
         if let Some(file) = done.as_ref() {
             return Ok(Arc::clone(file));
         }
-        let (_, temp) = inflate(&self.archive, &self.member, &self.input)?;
+        let (_, temp) = inflate(&*self.archive, &self.member, &self.input)?;
         let temp = Arc::new(temp);
         *done = Some(Arc::clone(&temp));
         Ok(temp)
     }
 }
 
-/// The deflating stream of `member`, read with positional reads (the archive's descriptor
-/// may be shared), at most one byte past its declared size.
-fn inflating<'a>(file: &'a File, member: &Member) -> impl Read + 'a {
+/// The deflating stream of `member`, read by position (the archive's handle may be shared),
+/// at most one byte past its declared size.
+fn inflating<'a>(source: &'a dyn ReadRange, member: &Member) -> impl Read + 'a {
     let compressed = BufReader::with_capacity(
         1 << 20,
         At {
-            file,
+            source,
             at: member.data_start,
             end: member.data_start.saturating_add(member.compressed),
         },
@@ -204,9 +210,13 @@ fn inflating<'a>(file: &'a File, member: &Member) -> impl Read + 'a {
 
 /// What a deflated member's .npy header says, read from the start of its stream and checked
 /// against the member's declared size; nothing else is inflated.
-fn inflated_header(file: &File, member: &Member, input: &InputRef) -> Result<TensorInfo> {
+fn inflated_header(
+    source: &dyn ReadRange,
+    member: &Member,
+    input: &InputRef,
+) -> Result<TensorInfo> {
     npy::read_header(
-        member_header(&mut inflating(file, member), 0, member),
+        member_header(&mut inflating(source, member), 0, member),
         input,
     )
 }
@@ -224,9 +234,10 @@ fn member_header<'a>(rest: &'a mut dyn Read, start: u64, member: &Member) -> Hea
     }
 }
 
-/// Bytes `at..end` of a file, read with positional reads.
+/// Bytes `at..end` of an archive, read by position; the directory's reader checked that
+/// they lie inside it.
 struct At<'a> {
-    file: &'a File,
+    source: &'a dyn ReadRange,
     at: u64,
     end: u64,
 }
@@ -235,9 +246,9 @@ impl Read for At<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = usize::try_from(self.end.saturating_sub(self.at)).unwrap_or(usize::MAX);
         let len = buf.len().min(left);
-        let n = crate::sys::read_at(self.file, &mut buf[..len], self.at)?;
-        self.at += n as u64;
-        Ok(n)
+        self.source.read_range(self.at, &mut buf[..len])?;
+        self.at += len as u64;
+        Ok(len)
     }
 }
 
@@ -245,7 +256,11 @@ impl Read for At<'_> {
 /// returns what its .npy header says. The header is read from the start of the stream and
 /// checked against the member's declared size first: a member whose header does not fit it
 /// is refused before anything is inflated to disk.
-fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo, File)> {
+fn inflate(
+    source: &dyn ReadRange,
+    member: &Member,
+    input: &InputRef,
+) -> Result<(TensorInfo, File)> {
     let malformed = |reason: String| Error::Malformed {
         input: input.clone(),
         format: ".npz",
@@ -258,7 +273,7 @@ fn inflate(file: &File, member: &Member, input: &InputRef) -> Result<(TensorInfo
         ))
     };
     let mut header = Recording {
-        inner: inflating(file, member),
+        inner: inflating(source, member),
         seen: Vec::new(),
     };
     let info = npy::read_header(member_header(&mut header, 0, member), input)?;
@@ -551,5 +566,91 @@ impl Writer for NpzWriter {
     fn finish(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
         let directory = zip::central_directory(&self.written, self.offset);
         self.write(sink, &directory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::format::Layout;
+
+    /// An .npz of `x` stored and `y` deflated, as `numpy.savez` frames members.
+    fn archive() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut written = Vec::new();
+        for (name, values, method) in [
+            ("x.npy", &[1.0f32, 2.0, 3.0][..], STORED),
+            ("y.npy", &[4.0f32; 40][..], DEFLATED),
+        ] {
+            let mut npy = npy::header(&DType::Float32, &[values.len() as u64], Layout::C).unwrap();
+            values.iter().for_each(|v| npy.extend(v.to_le_bytes()));
+            let data = match method {
+                STORED => npy.clone(),
+                _ => {
+                    let mut deflate = flate2::write::DeflateEncoder::new(
+                        Vec::new(),
+                        flate2::Compression::default(),
+                    );
+                    deflate.write_all(&npy).unwrap();
+                    deflate.finish().unwrap()
+                }
+            };
+            let local = bytes.len() as u64;
+            bytes.extend(zip::local_header(name, method));
+            bytes.extend_from_slice(&data);
+            let member = Written {
+                name: name.to_string(),
+                method,
+                crc: crc32fast::hash(&npy),
+                compressed: data.len() as u64,
+                size: npy.len() as u64,
+                local,
+            };
+            bytes.extend(zip::data_descriptor(&member));
+            written.push(member);
+        }
+        let start = bytes.len() as u64;
+        bytes.extend(zip::central_directory(&written, start));
+        bytes
+    }
+
+    fn input() -> InputRef {
+        InputRef {
+            position: 1,
+            location: Path::new("a.npz").into(),
+            tensor: None,
+        }
+    }
+
+    #[test]
+    fn members_read_from_bytes_are_those_read_from_a_file() {
+        let bytes = archive();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        let len = bytes.len() as u64;
+        let from_bytes = {
+            let members = zip::read_directory(&bytes.as_slice(), len).unwrap();
+            read(members, &bytes.as_slice(), &input(), None).unwrap()
+        };
+        let from_file = read(zip::directory(&file, len).unwrap(), &file, &input(), None).unwrap();
+        let infos = |c: &Contents| -> Vec<(Option<String>, TensorInfo)> {
+            c.tensors
+                .iter()
+                .map(|t| (t.name.clone(), t.info.clone()))
+                .collect()
+        };
+        assert_eq!(infos(&from_bytes), infos(&from_file));
+        assert_eq!(from_bytes.tensors[0].info.shape.as_ref(), &[3]);
+        // The deflated member inflates from the bytes' own copy.
+        let Some(OwnData::Inflated(inflation)) = &from_bytes.tensors[1].file else {
+            panic!("y.npy is deflated");
+        };
+        let inflated = inflation.file().unwrap();
+        let mut all = vec![0; inflated.metadata().unwrap().len() as usize];
+        crate::sys::read_exact_at(&inflated, &mut all, 0).unwrap();
+        let data_at = from_bytes.tensors[1].info.data_offset as usize;
+        assert_eq!(&all[data_at..data_at + 4], &4.0f32.to_le_bytes());
+        assert_eq!(all.len() - data_at, 160);
     }
 }
