@@ -5,7 +5,6 @@
 //! stores the key's storage once, and each tensor is checked against the record it names.
 
 use std::collections::HashMap;
-use std::fs::File;
 
 use super::value::{self, FaultKind, Node};
 use super::vm::{self, Fault, Pickled};
@@ -13,16 +12,17 @@ use super::{LEGACY_PROTOCOL, Located, fault_error, holdings, malformed, tensors}
 use crate::dtype::ByteOrder;
 use crate::error::{Error, InputRef, Result};
 use crate::format::Contents;
+use crate::format::zip::ReadRange;
 use crate::messages::excerpt;
 
 /// Reads the legacy form; with `select`, only that tensor.
 pub fn read_legacy(
-    file: &File,
+    source: &dyn ReadRange,
     file_len: u64,
     input: &InputRef,
     select: Option<&str>,
 ) -> Result<Contents> {
-    let (pickles, storages_at) = read_pickles(file, file_len, input)?;
+    let (pickles, storages_at) = read_pickles(source, file_len, input)?;
     let [_, _, _, data, key_list] = pickles;
     let Node::List(keys) = key_list.node(key_list.root) else {
         return Err(malformed(
@@ -32,7 +32,7 @@ pub fn read_legacy(
     };
     let units = storage_units(&data, input)?;
     let places = place_storages(
-        file,
+        source,
         file_len,
         input,
         (&key_list, keys),
@@ -53,19 +53,25 @@ pub fn read_legacy(
     };
     let holdings = holdings(&data, input)?;
     // The legacy form writes every storage little-endian, whatever the machine.
-    tensors(holdings, input, select, ByteOrder::Little, locate, file)
+    tensors(holdings, input, select, ByteOrder::Little, locate, source)
 }
 
-/// The five pickles at the start of `file` (of `file_len` bytes), checked, and where the
+/// The five pickles at the start of `source` (of `file_len` bytes), checked, and where the
 /// storages start: the driver of [`legacy_pickles`], which parses bytes; a growing prefix of
 /// the file is read until they all fit.
-fn read_pickles(file: &File, file_len: u64, input: &InputRef) -> Result<([Pickled; 5], u64)> {
+fn read_pickles(
+    source: &dyn ReadRange,
+    file_len: u64,
+    input: &InputRef,
+) -> Result<([Pickled; 5], u64)> {
     // The pickles come first; read a growing prefix of the file until they all fit.
     let limit = crate::limits::PICKLE.bytes;
     let mut want = file_len.min(1 << 20);
     loop {
         let mut bytes = vec![0; want as usize];
-        crate::sys::read_exact_at(file, &mut bytes, 0).map_err(|e| input.io_error("read", e))?;
+        source
+            .read_range(0, &mut bytes)
+            .map_err(|e| input.io_error("read", e))?;
         match legacy_pickles(&bytes) {
             Ok(done) => return Ok(done),
             Err(fault) if matches!(fault.kind, FaultKind::CutShort(_)) && want < file_len => {
@@ -120,10 +126,10 @@ fn storage_units<'a>(data: &'a Pickled, input: &InputRef) -> Result<Units<'a>> {
     Ok(units)
 }
 
-/// Where each storage of the key list `keys` (the nodes of `key_list`) starts in `file`,
+/// Where each storage of the key list `keys` (the nodes of `key_list`) starts in `source`,
 /// counted and checked one after another from `storages_at`.
 fn place_storages(
-    file: &File,
+    source: &dyn ReadRange,
     file_len: u64,
     input: &InputRef,
     (key_list, keys): (&Pickled, &[value::Id]),
@@ -162,7 +168,9 @@ fn place_storages(
                 ),
             ));
         }
-        crate::sys::read_exact_at(file, &mut count, at).map_err(|e| input.io_error("read", e))?;
+        source
+            .read_range(at, &mut count)
+            .map_err(|e| input.io_error("read", e))?;
         let count = u64::from_le_bytes(count);
         if count != numel {
             return Err(malformed(

@@ -45,12 +45,11 @@ pub use legacy::read_legacy;
 pub mod vm;
 
 use std::collections::HashMap;
-use std::fs::File;
 
 use crate::dtype::{ByteOrder, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::npz::StoredCrc;
-use crate::format::zip::{self, DEFLATED, Member, STORED};
+use crate::format::zip::{self, DEFLATED, Member, ReadRange, STORED};
 use crate::format::{
     Archive, Claim, Contents, Descriptor, Found, Layout, TensorInfo, Writing, byte_count,
 };
@@ -134,7 +133,7 @@ pub fn archive_of(members: &[Member]) -> Option<String> {
 
 /// Reads the ZIP form, its `members` already listed; with `select`, only that tensor.
 pub fn read_zip(
-    file: &File,
+    source: &dyn ReadRange,
     input: &InputRef,
     members: &[Member],
     archive: &str,
@@ -155,8 +154,8 @@ pub fn read_zip(
         ));
     }
     let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
-    let pickled = run_data_pkl(file, input, &by_name, archive)?;
-    let order = byte_order(file, input, &by_name, archive)?;
+    let pickled = run_data_pkl(source, input, &by_name, archive)?;
+    let order = byte_order(source, input, &by_name, archive)?;
     let locate = |storage: &value::Storage, unit: u64| -> Result<Located> {
         let name = format!("{archive}/data/{}", storage.key);
         let Some(member) = by_name.get(name.as_str()) else {
@@ -201,7 +200,7 @@ pub fn read_zip(
         })
     };
     let holdings = holdings(&pickled, input)?;
-    tensors(holdings, input, select, order, locate, file)
+    tensors(holdings, input, select, order, locate, source)
 }
 
 /// A `torch.save` archive read as records: its pickle run, and where each storage's bytes lie.
@@ -243,16 +242,16 @@ impl Saved {
     }
 }
 
-/// Reads the ZIP form of the `torch.save` file `file` of `len` bytes as records (see
+/// Reads the ZIP form of the `torch.save` file `source` of `len` bytes as records (see
 /// [`Saved`]). Errors name `input`.
-pub fn read_saved(file: &File, len: u64, input: &InputRef) -> Result<Saved> {
-    let members = zip::directory(file, len).map_err(|reason| malformed(input, reason))?;
+pub fn read_saved(source: &dyn ReadRange, len: u64, input: &InputRef) -> Result<Saved> {
+    let members = zip::read_directory(source, len).map_err(|reason| malformed(input, reason))?;
     let Some(archive) = archive_of(&members) else {
         return Err(malformed(input, NO_DATA_PKL.to_string()));
     };
     let by_name: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
-    let pickled = run_data_pkl(file, input, &by_name, &archive)?;
-    let big_endian = byte_order(file, input, &by_name, &archive)? == ByteOrder::Big;
+    let pickled = run_data_pkl(source, input, &by_name, &archive)?;
+    let big_endian = byte_order(source, input, &by_name, &archive)? == ByteOrder::Big;
     let prefix = format!("{archive}/data/");
     let mut storages = HashMap::new();
     let mut compressed = Vec::new();
@@ -275,14 +274,14 @@ pub fn read_saved(file: &File, len: u64, input: &InputRef) -> Result<Saved> {
 
 /// Reads and runs the archive's `ARCHIVE/data.pkl`, which must end at its `STOP`.
 fn run_data_pkl(
-    file: &File,
+    source: &dyn ReadRange,
     input: &InputRef,
     by_name: &HashMap<&str, &Member>,
     archive: &str,
 ) -> Result<Pickled> {
     let pkl_name = format!("{archive}/data.pkl");
     let pkl = by_name[pkl_name.as_str()];
-    let bytes = read_member(file, pkl, input, &crate::limits::PICKLE)?;
+    let bytes = read_member(source, pkl, input, &crate::limits::PICKLE)?;
     let pickled = run_pickle(&bytes, input, &pkl_name, 0)?;
     if pickled.len != bytes.len() {
         return Err(malformed(
@@ -299,7 +298,7 @@ fn run_data_pkl(
 
 /// The byte order the archive's `ARCHIVE/byteorder` records (little when it has none).
 fn byte_order(
-    file: &File,
+    source: &dyn ReadRange,
     input: &InputRef,
     by_name: &HashMap<&str, &Member>,
     archive: &str,
@@ -307,7 +306,7 @@ fn byte_order(
     Ok(match by_name.get(format!("{archive}/byteorder").as_str()) {
         None => ByteOrder::Little,
         Some(member) => {
-            let text = read_member(file, member, input, &BYTEORDER)?;
+            let text = read_member(source, member, input, &BYTEORDER)?;
             match text.as_slice() {
                 b"little" => ByteOrder::Little,
                 b"big" => ByteOrder::Big,
@@ -345,7 +344,7 @@ fn tensors(
     select: Option<&str>,
     order: ByteOrder,
     locate: impl Fn(&value::Storage, u64) -> Result<Located>,
-    source: &File,
+    source: &dyn ReadRange,
 ) -> Result<Contents> {
     // The strided views' elements, gathered in order.
     let mut spill = Spill::default();
@@ -500,7 +499,7 @@ fn describe(
     record: &TensorRecord,
     order: ByteOrder,
     locate: &impl Fn(&value::Storage, u64) -> Result<Located>,
-    (source, spill): (&File, &mut Spill),
+    (source, spill): (&dyn ReadRange, &mut Spill),
 ) -> Result<Found> {
     let unsupported = |reason: String| Error::Unsupported {
         input: input.clone(),
@@ -618,7 +617,7 @@ const BYTEORDER: crate::sys::Limit = crate::sys::Limit {
 
 /// Reads a stored (or deflated) member whole, up to `limit`.
 fn read_member(
-    file: &File,
+    source: &dyn ReadRange,
     member: &Member,
     input: &InputRef,
     limit: &crate::sys::Limit,
@@ -638,7 +637,8 @@ fn read_member(
     match member.method {
         STORED if member.compressed == member.size => {
             let mut bytes = vec![0; len];
-            crate::sys::read_exact_at(file, &mut bytes, member.data_start)
+            source
+                .read_range(member.data_start, &mut bytes)
                 .map_err(|e| input.io_error("read", e))?;
             check_crc(&bytes, member, input)?;
             Ok(bytes)
@@ -646,7 +646,8 @@ fn read_member(
         DEFLATED => {
             use std::io::Read;
             let mut raw = vec![0; usize::try_from(member.compressed).unwrap_or(usize::MAX)];
-            crate::sys::read_exact_at(file, &mut raw, member.data_start)
+            source
+                .read_range(member.data_start, &mut raw)
                 .map_err(|e| input.io_error("read", e))?;
             let mut bytes = Vec::with_capacity(len);
             flate2::read::DeflateDecoder::new(raw.as_slice())

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use crate::error::{Error, InputRef, Result};
+use crate::format::zip::ReadRange;
 use crate::sys::spill::Spill;
 
 /// A strided view of a storage: its first element's byte offset in the file, the bytes from
@@ -26,10 +27,11 @@ const REPEATED_LIMIT: u64 = 256 << 20;
 /// Gathers the elements of `view` in `source` in C order into `spill` by the copy engine's
 /// walk ([`crate::format::walk::Walk`]): byte for byte what `tensor.contiguous()` holds.
 /// Returns the spill file and where the elements start in it. The caller checked that the
-/// view stays inside its storage.
+/// view stays inside its storage. A local file's view is mapped; another source's (bytes in
+/// memory) is read whole, up to [`READ_LIMIT`].
 pub(super) fn gather(
     input: &InputRef,
-    source: &File,
+    source: &dyn ReadRange,
     spill: &mut Spill,
     view: &View,
 ) -> Result<(Arc<File>, u64)> {
@@ -66,8 +68,7 @@ pub(super) fn gather(
             ),
         ));
     }
-    let region = crate::sys::Region::map(source, view.start, view.span)
-        .map_err(|e| input.io_error("map", e))?;
+    let region = Span::of(input, source, view)?;
     // A dimension of one element is never stepped along: its stride, which torch leaves
     // free, is taken as 0 so that the walk's arithmetic stays inside the span.
     let strides: Vec<u64> = view
@@ -94,12 +95,57 @@ pub(super) fn gather(
         walk.gather(region.bytes(), size, count, &mut out);
         writer.write(&out).map_err(failed)?;
         done += count;
-        if forward {
+        if forward && let Span::Mapped(region) = &region {
             region.release(0, walk.position() as usize);
         }
     }
     let (at, _) = writer.finish().map_err(failed)?;
     Ok((spilled, at))
+}
+
+/// The most bytes of a view read into memory from a source that is not a local file.
+const READ_LIMIT: u64 = 256 << 20;
+
+/// A view's bytes: mapped from a local file, or read from another source.
+enum Span {
+    Mapped(crate::sys::Region),
+    Read(Vec<u8>),
+}
+
+impl Span {
+    fn of(input: &InputRef, source: &dyn ReadRange, view: &View) -> Result<Span> {
+        if let Some(file) = source.file() {
+            let region = crate::sys::Region::map(file, view.start, view.span)
+                .map_err(|e| input.io_error("map", e))?;
+            return Ok(Span::Mapped(region));
+        }
+        let len = usize::try_from(view.span)
+            .ok()
+            .filter(|_| view.span <= READ_LIMIT);
+        let Some(len) = len else {
+            return Err(Error::Unsupported {
+                input: input.clone(),
+                reason: format!(
+                    "it is a strided view spanning {} bytes of its storage; tjoin gathers a \
+                     view spanning more than {READ_LIMIT} bytes from a local file only: copy \
+                     the file to a local disk",
+                    view.span
+                ),
+            });
+        };
+        let mut bytes = vec![0; len];
+        source
+            .read_range(view.start, &mut bytes)
+            .map_err(|e| input.io_error("read", e))?;
+        Ok(Span::Read(bytes))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Span::Mapped(region) => region.bytes(),
+            Span::Read(bytes) => bytes,
+        }
+    }
 }
 
 /// Whether walking `shape` in C order by byte `strides` (0 for dimensions of one element)
@@ -117,4 +163,33 @@ fn ascending(shape: &[u64], strides: &[u64], itemsize: u64) -> bool {
         reach = s.saturating_mul(d - 1).saturating_add(reach);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_view_is_gathered_from_a_local_file_only() {
+        let input = InputRef {
+            position: 1,
+            location: std::path::Path::new("model.pt").into(),
+            tensor: None,
+        };
+        let view = |span| View {
+            start: 0,
+            span,
+            shape: &[2],
+            stride: &[1],
+            itemsize: 1,
+        };
+        let bytes: &[u8] = &[1, 2, 3];
+        let read = Span::of(&input, &bytes, &view(2)).ok().unwrap();
+        assert_eq!(read.bytes(), &[1, 2]);
+        // Refused before a byte is read or allocated: the source could not even serve it.
+        let why = Span::of(&input, &bytes, &view(READ_LIMIT + 1))
+            .err()
+            .unwrap();
+        assert!(why.to_string().contains("from a local file only"), "{why}");
+    }
 }

@@ -882,4 +882,5 @@ fn classes_outside_the_list_are_refused_by_name_and_records_stay_inert() {
     assert!(why.contains("twice"), "{why}");
 }
 
+mod in_memory;
 mod sharing;
