@@ -1,6 +1,7 @@
 //! Tensor file formats: reading what a file declares about its tensors, and writing an
 //! output's headers around the data the copy engine streams. One module per format.
 
+mod bytes;
 pub mod gguf;
 pub(crate) mod index;
 pub mod json;
@@ -23,6 +24,7 @@ use crate::error::{Error, InputRef, Refusal, Result};
 
 use crate::sys::spill::Spill;
 
+pub use bytes::FromBytes;
 pub use sink::{PassThrough, Sink};
 
 /// A file format: a handle on its [`Descriptor`], which says what tjoin can do with its
@@ -454,18 +456,7 @@ impl Format {
                 ));
             }
         };
-        if let Some(wanted) = select {
-            let is_wanted = |t: &Found| t.name.as_deref() == Some(wanted);
-            if !contents.tensors.iter().any(is_wanted) {
-                let names: Vec<String> = contents
-                    .tensors
-                    .iter()
-                    .filter_map(|t| t.name.clone())
-                    .collect();
-                return Err(no_such_tensor(opened.name, wanted, &names));
-            }
-            contents.tensors.retain(is_wanted);
-        }
+        keep_selected(&mut contents, select, opened.name)?;
         Ok(contents)
     }
 
@@ -476,6 +467,29 @@ impl Format {
             Writing::ReadOnly { instead } => Err(not_written(self, instead, None)),
         }
     }
+}
+
+/// Keeps only the tensor `select` names, when one is named; refuses a name the file does not
+/// hold, listing those it does.
+pub(crate) fn keep_selected(
+    contents: &mut Contents,
+    select: Option<&str>,
+    name: &InputRef,
+) -> Result<()> {
+    let Some(wanted) = select else {
+        return Ok(());
+    };
+    let is_wanted = |t: &Found| t.name.as_deref() == Some(wanted);
+    if !contents.tensors.iter().any(is_wanted) {
+        let names: Vec<String> = contents
+            .tensors
+            .iter()
+            .filter_map(|t| t.name.clone())
+            .collect();
+        return Err(no_such_tensor(name, wanted, &names));
+    }
+    contents.tensors.retain(is_wanted);
+    Ok(())
 }
 
 /// Reads a ZIP archive `format` was asked to read, as the format its members make it: a

@@ -97,15 +97,47 @@ pub fn check_data(header: &Header, len: u64) -> std::result::Result<(), String> 
 /// tensor in it.
 fn read(opened: Opened<'_>, wanted: Option<&str>) -> Result<Contents> {
     let header = read_header(opened.file, opened.len, opened.name)?;
+    contents(&header, (opened.len, opened.name), wanted)
+}
+
+/// Reads a GGUF file's plain tensors for a join from its first `bytes` (of a file `len`
+/// bytes long): the contents, or how many bytes in all its header needs first.
+pub fn read_bytes(
+    bytes: &[u8],
+    len: u64,
+    name: &InputRef,
+    wanted: Option<&str>,
+) -> Result<std::result::Result<Contents, u64>> {
+    let malformed = |reason: String| Error::Malformed {
+        input: name.clone(),
+        format: ".gguf",
+        reason,
+    };
+    let header = match parse_header(bytes, len).map_err(malformed)? {
+        Parsed::Header(header) => header,
+        // At least twice as much each time, as `read_header` does.
+        Parsed::Need(n) => return Ok(Err(n.max((bytes.len() as u64).saturating_mul(2)).min(len))),
+    };
+    check_data(&header, len).map_err(malformed)?;
+    contents(&header, (len, name), wanted).map(Ok)
+}
+
+/// The plain tensors of the checked `header` of a file `len` bytes long that messages call
+/// `name`, for a join.
+fn contents(
+    header: &Header,
+    (len, name): (u64, &InputRef),
+    wanted: Option<&str>,
+) -> Result<Contents> {
     if let Some(header::Value::Unsigned(count)) = header.get("split.count")
         && *count > 1
     {
         return Err(Error::Unsupported {
-            input: opened.name.clone(),
+            input: name.clone(),
             reason: format!(
                 "it is one file of a GGUF set of {count} (split.count); merge the set into \
                  one GGUF file first (tjoin {} -o model.gguf), then read that",
-                opened.name.location
+                name.location
             ),
         });
     }
@@ -116,12 +148,11 @@ fn read(opened: Opened<'_>, wanted: Option<&str>) -> Result<Contents> {
             quantized.push(info);
             continue;
         };
-        let range =
-            header::data_range(&header, info, opened.len).map_err(|reason| Error::Malformed {
-                input: opened.name.clone(),
-                format: ".gguf",
-                reason,
-            })?;
+        let range = header::data_range(header, info, len).map_err(|reason| Error::Malformed {
+            input: name.clone(),
+            format: ".gguf",
+            reason,
+        })?;
         tensors.push(Found {
             name: Some(info.name.clone()),
             info: TensorInfo {
@@ -142,7 +173,7 @@ fn read(opened: Opened<'_>, wanted: Option<&str>) -> Result<Contents> {
         .filter(|info| wanted.is_none_or(|w| w == info.name))
         .collect();
     if !refused.is_empty() {
-        return Err(refuse_quantized(opened.name, &refused));
+        return Err(refuse_quantized(name, &refused));
     }
     Ok(Contents::of_tensors(tensors))
 }

@@ -197,6 +197,30 @@ pub fn read_in(file: &File, base: u64, file_len: u64, input: &InputRef) -> Resul
     Ok(contents(header, base + data_start))
 }
 
+/// Reads and checks the header of a safetensors file of `file_len` bytes from its first
+/// `bytes` (an object read by range): the contents, or how many bytes in all it needs first.
+pub fn read_bytes(
+    bytes: &[u8],
+    file_len: u64,
+    input: &InputRef,
+) -> Result<std::result::Result<Contents, u64>> {
+    let malformed = |reason: String| Error::Malformed {
+        input: input.clone(),
+        format: "safetensors",
+        reason,
+    };
+    match parse_header(bytes) {
+        Ok(header) => {
+            check_data_len(&header, file_len - header.data_start).map_err(malformed)?;
+            let data_start = header.data_start;
+            Ok(Ok(contents(header, data_start)))
+        }
+        Err(Parse::Need(needed)) if needed > file_len => Err(malformed(short(needed, file_len))),
+        Err(Parse::Need(needed)) => Ok(Err(needed)),
+        Err(Parse::Malformed(reason)) => Err(malformed(reason)),
+    }
+}
+
 /// Why a file of `len` bytes is too short for the `needed` bytes its header asks for.
 fn short(needed: u64, len: u64) -> String {
     if needed == 8 {
