@@ -94,9 +94,6 @@ impl Command {
 /// as the `--files-from` lists are, so that the flows receive their shapes rather than
 /// their paths.
 fn references(cli: &JoinArgs) -> Result<Option<Reference>> {
-    if let Some(url) = cli.like.iter().find(|p| crate::sys::remote::is_url(p)) {
-        return Err(local_only("--like", url));
-    }
     (!cli.like.is_empty())
         .then(|| Reference::read(&cli.like))
         .transpose()
@@ -347,26 +344,10 @@ fn cast_type(name: &str) -> Result<DType> {
     }
 }
 
-/// The refusal of a URL where a flag reads a local file only.
-fn local_only(flag: &str, url: &Path) -> Error {
-    Error::refused(
-        format!(
-            "{flag} {}: this flag reads a local file; object storage is read for inputs and \
-             written for -o only",
-            crate::messages::path(url)
-        ),
-        "download it first (aws s3 cp, gcloud storage cp, az storage blob download) and name \
-         the local copy; the inputs themselves may be URLs, in a --files-from list too",
-    )
-}
-
 /// The inputs in order: those on the command line, then those `--files-from` lists.
 fn input_paths(cli: &JoinArgs) -> Result<Vec<Arc<Path>>> {
     let mut paths: Vec<Arc<Path>> = cli.inputs.iter().map(|p| p.as_path().into()).collect();
     if let Some(list) = &cli.files_from {
-        if crate::sys::remote::is_url(list) {
-            return Err(local_only("--files-from", list));
-        }
         paths.extend(read_list(list, cli.null)?);
     }
     let from_stdin = paths.iter().filter(|p| p.as_os_str() == STDIN).count()
@@ -392,6 +373,13 @@ fn read_list(list: &Path, null: bool) -> Result<Vec<Arc<Path>>> {
     let failed = |e| Error::io("read the file list", list, e);
     if list.as_os_str() == STDIN {
         return read_entries(std::io::stdin().lock(), false, list, null);
+    }
+    if crate::sys::remote::is_url(list) {
+        // An object, read whole through its source (up to the list's limit).
+        let location = crate::location::Location::new(list);
+        let (text, _) = crate::input::objects::read_whole(&location, &limits::FILE_LIST)
+            .map_err(|(_, e)| failed(e))?;
+        return read_entries(text.as_slice(), false, list, null);
     }
     let (file, metadata) = sys::open_without_waiting(list).map_err(failed)?;
     if !metadata.is_file() {

@@ -12,6 +12,7 @@ pub mod deepspeed;
 pub mod dtensor;
 mod fetch;
 pub mod gguf_set;
+pub(crate) mod objects;
 mod open;
 mod ranks;
 pub mod reference;

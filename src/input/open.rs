@@ -201,12 +201,16 @@ impl Input {
             location: Arc::clone(&path).into(),
             tensor: None,
         };
+        if !is_stdin && !sources::source_of(&name.location).is_ok_and(|s| s.is_local()) {
+            return super::objects::open(name, selected, options, spill, head);
+        }
         let fetched = (!is_stdin).then(|| {
             fetched.unwrap_or_else(|| {
                 Fetched::fetch(&path, options.read_whole_up_to, std::mem::take(head))
             })
         });
-        let selected = match open_composite(&name, selected, fetched.as_ref(), options, spill)? {
+        let is_dir = fetched.as_ref().map(Fetched::is_dir);
+        let selected = match open_composite(&name, selected, is_dir, options, spill)? {
             Composite::Opened(input) => return Ok(input),
             Composite::Not(selected) => selected,
         };
@@ -221,18 +225,7 @@ impl Input {
         let format = options
             .format
             .unwrap_or_else(|| Format::of_input(&path, head));
-        if let Some(selected) = selected.as_deref()
-            && !format.is_container()
-        {
-            return Err(Error::refused(
-                format!(
-                    "{name} is a {} file, which holds one unnamed tensor: it has no tensor {}",
-                    format.extension(),
-                    selected
-                ),
-                format!("name the file alone: {}", crate::messages::path(&path)),
-            ));
-        }
+        check_selectable(&name, format, selected.as_deref())?;
         let file = OwnFile {
             file: Arc::new(file),
             stamp,
@@ -243,8 +236,28 @@ impl Input {
     }
 }
 
+/// Refuses a tensor named after a colon (`FILE:NAME`) in a file of a format that holds one
+/// unnamed tensor.
+pub(super) fn check_selectable(
+    name: &InputRef,
+    format: Format,
+    selected: Option<&str>,
+) -> Result<()> {
+    let Some(selected) = selected.filter(|_| !format.is_container()) else {
+        return Ok(());
+    };
+    Err(Error::refused(
+        format!(
+            "{name} is a {} file, which holds one unnamed tensor: it has no tensor {}",
+            format.extension(),
+            selected
+        ),
+        format!("name the file alone: {}", name.location),
+    ))
+}
+
 /// What [`open_composite`] found.
-enum Composite {
+pub(super) enum Composite {
     /// An input made of several files, opened.
     Opened(Input),
     /// A single file (or a stream), with the tensor named after its colon, to open as one.
@@ -253,19 +266,20 @@ enum Composite {
 
 /// Opens the input `name` names when it is made of several files: a DCP checkpoint in its
 /// default form, a DeepSpeed ZeRO checkpoint, a sharded checkpoint (a folder, or an index).
-/// Refuses a rank file of DCP's default form named alone.
-fn open_composite(
+/// Refuses a rank file of DCP's default form named alone. `is_dir` is whether it is a folder
+/// (a prefix), `None` for standard input.
+pub(super) fn open_composite(
     name: &InputRef,
     selected: Option<String>,
-    fetched: Option<&Fetched>,
+    is_dir: Option<bool>,
     options: OpenOptions,
     spill: &mut Spill,
 ) -> Result<Composite> {
     let path = name.location.as_path();
-    let Some(fetched) = fetched else {
+    // Standard input is one file.
+    let Some(is_dir) = is_dir else {
         return Ok(Composite::Not(selected));
     };
-    let is_dir = fetched.is_dir();
     if dcp::distcp::is_checkpoint(path, is_dir) {
         // DCP's default form: the folder, or its `.metadata` file.
         let name = name.clone();
@@ -354,6 +368,39 @@ fn read_file(
     } else {
         DataFile::closed(name.location.clone(), stamp.clone())
     };
+    let watched = Watched::new(&name.location, &own, stamp);
+    Ok(input_of(name, contents, format, (own, watched), selected))
+}
+
+/// Reads the tensors of `file`, a copy of the input `name` names (an object downloaded
+/// whole) whose first bytes are `head`, in `format` (only the one `selected` names, when one
+/// does). The input is watched as its copy; the caller watches the object instead.
+pub(super) fn read_copy(
+    name: InputRef,
+    file: File,
+    (format, selected): (Format, Option<String>),
+    head: &[u8],
+    spill: &mut Spill,
+) -> Result<Input> {
+    let stamp = Stamp::of(&file).map_err(|e| name.io_error("read", e))?;
+    let own = OwnFile {
+        file: Arc::new(file),
+        stamp,
+        copied: true,
+        may_stay_open: true,
+    };
+    read_file(name, own, (format, selected), head, spill)
+}
+
+/// The input `name` names, of `format`, holding the tensors of `contents` whose data are in
+/// `own` (unless a tensor has a file of its own), watched as `watched` says.
+pub(super) fn input_of(
+    name: InputRef,
+    contents: crate::format::Contents,
+    format: Format,
+    (own, watched): (DataFile, Watched),
+    selected: Option<String>,
+) -> Input {
     let tensors = contents
         .tensors
         .into_iter()
@@ -369,8 +416,8 @@ fn read_file(
             stored_crc: found.stored_crc,
         })
         .collect();
-    Ok(Input {
-        watched: Watched::new(&name.location, &own, stamp),
+    Input {
+        watched,
         name,
         tensors,
         format,
@@ -383,7 +430,7 @@ fn read_file(
             ..Extras::default()
         }
         .boxed(),
-    })
+    }
 }
 
 /// Splits `FILE:NAME` into the file and the tensor's name, unless a file has the whole name.
@@ -395,12 +442,13 @@ fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
     };
     // Most paths have no colon: no need to ask the source (a stat per input adds up over
     // 100,000 of them).
-    if !text.contains(':') || sources::head(&Location::from(Arc::clone(&path))).is_ok() {
+    if !text.contains(':') || super::objects::head(&Location::from(Arc::clone(&path))).is_ok() {
         return (path, None);
     }
     for (at, _) in text.match_indices(':') {
         let file = Location::new(Path::new(&text[..at]));
-        if at > 0 && sources::head(&file).is_ok_and(|head| head.kind == source::Kind::Object) {
+        if at > 0 && super::objects::head(&file).is_ok_and(|head| head.kind == source::Kind::Object)
+        {
             return (
                 Arc::clone(file.shared_path()),
                 Some(text[at + 1..].to_string()),

@@ -89,6 +89,11 @@ impl Reference {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
+        // An object's header is read as an input's is: from bytes, by range.
+        let local = crate::input::sources::source_of(&path.into()).is_ok_and(|s| s.is_local());
+        if !local {
+            return Reference::read_as_input(path);
+        }
         if index::is_index_name(file_name) {
             return Reference::read_index(path);
         }

@@ -9,8 +9,6 @@
 //! gives no ETag is refused: tjoin could not tell whether it changed.
 
 #[cfg(feature = "remote")]
-use std::collections::HashMap;
-#[cfg(feature = "remote")]
 use std::ffi::OsString;
 use std::io;
 #[cfg(feature = "remote")]
@@ -27,7 +25,6 @@ use crate::sys::remote::{self, Location as Url};
 /// How many bytes the first GET of an object asks for: enough for most headers (a 70B
 /// model's safetensors shard has about 40 KiB of header), so that reading a set's headers
 /// costs one request per file.
-#[cfg(feature = "remote")]
 pub const FIRST_READ: u64 = 256 << 10;
 
 /// The remote source: one for every scheme; each bucket's store is built once
@@ -35,22 +32,30 @@ pub const FIRST_READ: u64 = 256 << 10;
 #[derive(Default)]
 pub struct Objects;
 
-/// The first bytes of each object headed and not yet read, to serve the read of its header
-/// without a second request; taken by the read ([`take_first`]).
+/// The first bytes of the object headed last, to serve the read of its header without a
+/// second request (an input is opened right after its head): one object's, so that
+/// re-checking 100,000 objects before the commit keeps no more than one.
 #[cfg(feature = "remote")]
-static FIRST: Mutex<Option<HashMap<Location, bytes::Bytes>>> = Mutex::new(None);
+static FIRST: Mutex<Option<(Location, String, bytes::Bytes)>> = Mutex::new(None);
 
 #[cfg(feature = "remote")]
-fn first() -> std::sync::MutexGuard<'static, Option<HashMap<Location, bytes::Bytes>>> {
+fn first() -> std::sync::MutexGuard<'static, Option<(Location, String, bytes::Bytes)>> {
     FIRST
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The first bytes the head of `location` read, taken from the cache.
+/// The first bytes the head of `location` read (as `etag`), taken from the cache.
 #[cfg(feature = "remote")]
-fn take_first(location: &Location) -> Option<bytes::Bytes> {
-    first().as_mut()?.remove(location)
+fn take_first(location: &Location, etag: &str) -> Option<bytes::Bytes> {
+    let mut first = first();
+    match first.take() {
+        Some((at, tag, bytes)) if at == *location && tag == etag => Some(bytes),
+        other => {
+            *first = other;
+            None
+        }
+    }
 }
 
 /// Downloads the object at `location`, whose `head` its source gave, into `to` (an empty
@@ -64,7 +69,7 @@ pub fn download(location: &Location, head: &Head, to: &std::fs::File) -> io::Res
     if head.kind != Kind::Object {
         return Err(io::Error::other("it is a prefix (a folder), not an object"));
     }
-    let first = take_first(location).unwrap_or_default();
+    let first = take_first(location, etag).unwrap_or_default();
     let seen = remote::Seen {
         len: head.len,
         etag: Some(etag.to_string()),
@@ -146,7 +151,7 @@ impl Source for Objects {
             Err(e) => return Err(e),
         };
         let etag = seen.etag.ok_or_else(remote::no_etag)?;
-        first_cache_insert(location, first);
+        first_cache_insert(location, &etag, first);
         Ok(Head {
             len: seen.len,
             version: Version::Tag(etag.into()),
@@ -167,7 +172,10 @@ impl Source for Objects {
         let end = offset
             .checked_add(buf.len() as u64)
             .ok_or_else(|| io::Error::other("a read past 2^64 bytes"))?;
-        let cached = first().as_ref().and_then(|c| c.get(location).cloned());
+        let cached = first()
+            .as_ref()
+            .filter(|(at, tag, _)| at == location && **tag == **etag)
+            .map(|(_, _, bytes)| bytes.clone());
         if let Some(first) = cached.filter(|f| end <= f.len() as u64) {
             buf.copy_from_slice(&first[offset as usize..end as usize]);
             return Ok(());
@@ -203,10 +211,8 @@ impl Source for Objects {
     }
 }
 
-/// Keeps the first bytes of an object headed, for the read that follows.
+/// Keeps the first bytes of an object headed (as `etag`), for the reads that follow.
 #[cfg(feature = "remote")]
-fn first_cache_insert(location: &Location, bytes: bytes::Bytes) {
-    first()
-        .get_or_insert_with(HashMap::new)
-        .insert(location.clone(), bytes);
+fn first_cache_insert(location: &Location, etag: &str, bytes: bytes::Bytes) {
+    *first() = Some((location.clone(), etag.to_string(), bytes));
 }

@@ -13,20 +13,18 @@
 //! output is committed, like any input file.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::error::{Error, InputRef, Refusal, Result};
 use crate::format::index::{self, Index, SetName};
 use crate::format::{Format, Opened, no_such_tensor, safetensors};
+use crate::input::source::Version;
 use crate::input::sources;
-use crate::input::{DataFile, Input, OpenOptions, Stamp, Tensor, Watched, dcp, dtensor};
+use crate::input::{DataFile, Input, OpenOptions, Tensor, Watched, dcp, dtensor};
 use crate::limits;
 use crate::location::Location;
 use crate::sys::spill::Spill;
-use crate::sys::{self, Accept};
 
 /// The files a sharded input was read from, and what its index says about them.
 #[derive(Debug, Clone)]
@@ -291,7 +289,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(index::is_pickle_index_name);
-    let (index, index_stamp) = read_index(&name, pickle)?;
+    let (index, index_version) = read_index(&name, pickle)?;
     let folder = index_path
         .parent()
         .map(Path::to_path_buf)
@@ -303,8 +301,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         files,
     } = mapping(&index).map_err(|problems| inconsistent(&index_text, problems))?;
     let mut problems = Vec::new();
-    let index_file = DataFile::closed(name.location.clone(), index_stamp.clone());
-    let index_watched = Watched::new(&name.location, &index_file, index_stamp);
+    let index_watched = Watched::closed(&name.location, index_version);
     let mut watched = Vec::with_capacity(files.len());
     let mut tensors = Vec::with_capacity(index.weight_map.len());
     let mut metadata = None;
@@ -319,8 +316,13 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
             tensor: None,
         };
         let mapped = &listed[file];
-        let (opened, stamp, contents) =
-            read_shard(&shard, &index_text, mapped.len(), pickle, spill)?;
+        let keep_open = options.keeps_open(files.len());
+        let (data, version, contents) = read_shard(
+            &shard,
+            (&index_text, mapped.len()),
+            (pickle, keep_open),
+            spill,
+        )?;
         if !pickle
             && contents
                 .metadata
@@ -329,15 +331,10 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
         {
             // The index lists a distributed checkpoint's rank files, whose blocks are placed
             // by their offsets: a weight_map naming one file per tensor would cut them short.
-            drop(opened);
+            drop(data);
             let listed: Vec<PathBuf> = files.iter().map(|f| folder.join(f)).collect();
             return dcp::hf::open_listed(&name, &index_text, &listed, options, spill);
         }
-        let data = if options.keeps_open(files.len()) {
-            DataFile::Open(Arc::new(opened))
-        } else {
-            DataFile::closed(shard.location.clone(), stamp.clone())
-        };
         let shard_is = Shard {
             file,
             name: &shard,
@@ -361,7 +358,7 @@ fn open_index(name: InputRef, options: OpenOptions, spill: &mut Spill) -> Result
                 .into_iter()
                 .map(|l| format!("{l} in {}", crate::messages::quote(file))),
         );
-        watched.push(Watched::new(&shard.location, &data, stamp));
+        watched.push(Watched::of(&shard.location, &data, version));
         paths.push(path);
     }
     if !problems.is_empty() {
@@ -544,13 +541,12 @@ fn inconsistent(index: &str, problems: Vec<String>) -> Error {
     }])
 }
 
-/// Reads and parses the index file `name` names, up to [`limits::INDEX`]; opened without
-/// waiting, so that a FIFO under an index's name is refused instead of waited on.
-fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Stamp)> {
-    let (file, metadata) =
-        sys::open_regular(name.location.as_path()).map_err(|e| name.io_error("open", e))?;
-    let text = sys::read_opened(&file, &metadata, &limits::INDEX, Accept::Regular)
-        .map_err(|e| name.io_error("read", e))?;
+/// Reads and parses the index file (or object) `name` names, up to [`limits::INDEX`]; a local
+/// one opened without waiting, so that a FIFO under an index's name is refused instead of
+/// waited on.
+fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Version)> {
+    let (text, head) = super::objects::read_whole(&name.location, &limits::INDEX)
+        .map_err(|(action, e)| name.io_error(action, e))?;
     let index = index::parse(&text).map_err(|reason| Error::Malformed {
         input: name.clone(),
         format: if pickle {
@@ -560,17 +556,20 @@ fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Stamp)> {
         },
         reason,
     })?;
-    Ok((index, Stamp::from(&metadata)))
+    Ok((index, head.version))
 }
 
-/// Opens the shard `shard` names and reads its header; the errors say which index lists it.
+/// Opens the shard `shard` names and reads its header; the errors say which index lists it
+/// (`index`, for `tensors` tensors). The shard's data: a local file kept open when
+/// `keep_open`, else reopened by its location; an object read by range (a safetensors
+/// shard, its header parsed from bytes) or downloaded whole into a temporary file (a
+/// PyTorch shard).
 fn read_shard(
     shard: &InputRef,
-    index: &str,
-    tensors: usize,
-    pickle: bool,
+    (index, tensors): (&str, usize),
+    (pickle, keep_open): (bool, bool),
     spill: &mut Spill,
-) -> Result<(File, Stamp, crate::format::Contents)> {
+) -> Result<(DataFile, Version, crate::format::Contents)> {
     let listed = |e: io::Error| {
         let why = format!(
             "{e} (the index {index} lists it for {tensors} tensor{})",
@@ -578,25 +577,31 @@ fn read_shard(
         );
         io::Error::new(e.kind(), why)
     };
-    // Opened without waiting: a FIFO the index lists is refused, not waited on.
-    let (file, metadata) = sys::open_regular(shard.location.as_path())
-        .map_err(|e| shard.io_error("open", listed(e)))?;
-    let stamp = Stamp::from(&metadata);
-    let contents = if pickle {
-        let mut head = Vec::new();
-        super::fetch::read_head(&file, metadata.len(), false, &mut head)
-            .map_err(|e| shard.io_error("read the header of", listed(e)))?;
-        let opened = Opened {
-            file: &file,
-            len: metadata.len(),
-            name: shard,
-            head: &head,
-        };
-        Format::PyTorch.read(opened, None, spill)
+    let source = sources::source_of(&shard.location).map_err(|e| shard.io_error("open", e))?;
+    let read = if !source.is_local() && !pickle {
+        read_object_shard(shard, &listed)
     } else {
-        safetensors::read(&file, metadata.len(), shard)
+        // Opened without waiting: a FIFO the index lists is refused, not waited on.
+        let (file, head) = super::objects::open_regular(&shard.location)
+            .map_err(|e| shard.io_error("open", listed(e)))?;
+        let contents = if pickle {
+            let mut first = Vec::new();
+            super::fetch::read_head(&file, head.len, false, &mut first)
+                .map_err(|e| shard.io_error("read the header of", listed(e)))?;
+            let opened = Opened {
+                file: &file,
+                len: head.len,
+                name: shard,
+                head: &first,
+            };
+            Format::PyTorch.read(opened, None, spill)
+        } else {
+            safetensors::read(&file, head.len, shard)
+        };
+        let data = DataFile::of_opened(&shard.location, file, &head.version, keep_open);
+        contents.map(|contents| (data, head.version, contents))
     };
-    let contents = contents.map_err(|e| match e {
+    read.map_err(|e| match e {
         Error::Malformed {
             input,
             format,
@@ -607,8 +612,27 @@ fn read_shard(
             reason: format!("{reason}; it is a shard the index {index} lists"),
         },
         other => other,
-    })?;
-    Ok((file, stamp, contents))
+    })
+}
+
+/// Reads the header of the safetensors shard `shard` names in an object store, from bytes:
+/// its data stays there, read by range.
+fn read_object_shard(
+    shard: &InputRef,
+    listed: &dyn Fn(io::Error) -> io::Error,
+) -> Result<(DataFile, Version, crate::format::Contents)> {
+    use super::objects::Step;
+    let head =
+        super::objects::head(&shard.location).map_err(|e| shard.io_error("open", listed(e)))?;
+    let mut parse = |bytes: &[u8]| {
+        Ok(match safetensors::read_bytes(bytes, head.len, shard)? {
+            Ok(contents) => Step::Done(contents),
+            Err(needed) => Step::Need(needed),
+        })
+    };
+    let (contents, _) = super::objects::read_header(shard, &head, &mut parse)?;
+    let data = DataFile::remote(shard.location.clone(), head.version.clone(), head.len);
+    Ok((data, head.version, contents))
 }
 
 /// An index beside the first file whose weight map lists every one of `files`, if there is
@@ -627,7 +651,9 @@ pub fn index_listing(files: &[&Path]) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.into_iter().find(|path| {
-        let Ok(text) = sys::read_whole(path, &limits::INDEX, Accept::Regular) else {
+        let Ok((text, _)) =
+            super::objects::read_whole(&Location::new(path.as_path()), &limits::INDEX)
+        else {
             return false;
         };
         let Ok(index) = index::parse(&text) else {

@@ -33,14 +33,6 @@ pub trait Source: Send + Sync {
     /// Fills `buf` with the bytes at `offset` of the object at `location`, which must still
     /// be `version` (locally: the same file, unchanged; remotely: `If-Match` its ETag). A
     /// read past the end, or of an object that changed, fails.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "local inputs are mapped where they lie; the first reader by range is a \
-                      remote source's input"
-        )
-    )]
     fn read_at(
         &self,
         location: &Location,
@@ -99,13 +91,6 @@ pub enum Version {
     /// A local file's identity, length and change time.
     Local(Stamp),
     /// An object's entity tag (an ETag, or a generation), as its store gives it.
-    #[cfg_attr(
-        all(not(test), not(feature = "remote")),
-        expect(
-            dead_code,
-            reason = "made by the remote source (input/remote.rs), which this build leaves out"
-        )
-    )]
     Tag(Box<str>),
 }
 

@@ -1,18 +1,13 @@
 //! The sources tjoin reads, by the scheme a location's text starts with: the one table a
-//! remote source registers in ([`SCHEMES`]), and [`head`] and [`list`], which ask the source
-//! that serves a location. Apart from the seam (`src/input/source.rs`), so that a source
+//! remote source registers in ([`SCHEMES`]), and [`list`], which asks the source that serves
+//! a location (what is at one is asked through `input::objects::head`). Apart from the seam (`src/input/source.rs`), so that a source
 //! implements the seam without the seam naming it.
 
 use std::io;
 use std::sync::{Mutex, OnceLock};
 
-use super::source::{Entry, Head, LocalFiles, Source};
+use super::source::{Entry, LocalFiles, Source};
 use crate::location::Location;
-
-/// What is at `location`, asked of its source.
-pub fn head(location: &Location) -> io::Result<Head> {
-    source_of(location)?.head(location)
-}
 
 /// What is directly inside `prefix`, asked of its source.
 pub fn list(prefix: &Location) -> io::Result<Vec<Entry>> {

@@ -137,6 +137,20 @@ pub enum DataFile {
     Closed(Arc<FileRecord>),
     /// A deflated .npz member, inflated the first time it is opened.
     Inflated(Arc<crate::format::npz::Inflation>),
+    /// An object of a remote source (`input/remote.rs`), pinned to the version its header
+    /// was read from: read by range (`Source::read_at`), or downloaded once into an unnamed
+    /// temporary file for a plan that maps it.
+    Remote(Arc<RemoteFile>),
+}
+
+/// An object whose data is read from its source, not from a local file.
+pub struct RemoteFile {
+    /// Where it is and the version (ETag) every read is pinned to.
+    pub(super) record: Arc<FileRecord>,
+    /// Its length in bytes.
+    len: u64,
+    /// Its copy in an unnamed temporary file, made the first time a plan maps it.
+    copy: std::sync::Mutex<Option<Arc<File>>>,
 }
 
 impl From<crate::format::OwnData> for DataFile {
@@ -164,11 +178,57 @@ impl DataFile {
         }))
     }
 
+    /// The object at `location` of a remote source, `len` bytes long, every read of it pinned
+    /// to `version`.
+    pub fn remote(location: Location, version: Version, len: u64) -> DataFile {
+        DataFile::Remote(Arc::new(RemoteFile {
+            record: Arc::new(FileRecord { location, version }),
+            len,
+            copy: std::sync::Mutex::default(),
+        }))
+    }
+
+    /// The file `file` opened for an input at `location`, as it was then (`version`): kept
+    /// open when `keep_open` or when it is a copy of an object (which has no local name to
+    /// be reopened by), else closed and reopened by its location when its data is read.
+    pub fn of_opened(
+        location: &Location,
+        file: File,
+        version: &Version,
+        keep_open: bool,
+    ) -> DataFile {
+        DataFile::of_shared(location, &Arc::new(file), version, keep_open)
+    }
+
+    /// [`DataFile::of_opened`] of a file shared with others.
+    pub fn of_shared(
+        location: &Location,
+        file: &Arc<File>,
+        version: &Version,
+        keep_open: bool,
+    ) -> DataFile {
+        match version {
+            Version::Local(stamp) if !keep_open => {
+                DataFile::closed(location.clone(), stamp.clone())
+            }
+            _ => DataFile::Open(Arc::clone(file)),
+        }
+    }
+
+    /// The object, when its data is read from a remote source.
+    pub fn remote_object(&self) -> Option<&RemoteFile> {
+        match self {
+            DataFile::Remote(remote) => Some(remote),
+            _ => None,
+        }
+    }
+
     /// The open file, reopening it if it was closed. Fails if it changed in the meantime.
     pub fn open(&self, name: &InputRef) -> Result<Arc<File>> {
         match self {
             DataFile::Open(file) => Ok(Arc::clone(file)),
             DataFile::Inflated(inflation) => inflation.file(),
+            DataFile::Remote(remote) => remote.copy(name),
             DataFile::Closed(closed) => {
                 let source =
                     sources::source_of(&closed.location).map_err(|e| name.io_error("reopen", e))?;
@@ -183,6 +243,38 @@ impl DataFile {
                 reopened.map(Arc::new).ok_or_else(|| changed(name))
             }
         }
+    }
+}
+
+impl RemoteFile {
+    /// Fills `buf` with its bytes at `offset`, pinned to the version its header was read
+    /// from: a read of an object replaced since fails, naming the change.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let FileRecord { location, version } = &*self.record;
+        sources::source_of(location)?.read_at(location, version, offset, buf)
+    }
+
+    /// Its copy in an unnamed temporary file, downloaded (every read pinned to its version)
+    /// the first time it is asked for: for plans that map their inputs (a last-axis join, a
+    /// cast); a plan of one round reads it by range instead (`engine/packer.rs`).
+    fn copy(&self, name: &InputRef) -> Result<Arc<File>> {
+        let mut copy = self
+            .copy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(file) = copy.as_ref() {
+            return Ok(Arc::clone(file));
+        }
+        let head = source::Head {
+            len: self.len,
+            version: self.record.version.clone(),
+            kind: source::Kind::Object,
+        };
+        let file = super::objects::download(&self.record.location, &head)
+            .map_err(|e| name.io_error("read", e))?;
+        let file = Arc::new(file);
+        *copy = Some(Arc::clone(&file));
+        Ok(file)
     }
 }
 

@@ -19,6 +19,34 @@ pub(crate) struct Watched {
 }
 
 impl Watched {
+    /// The file or object at `location`, as `version` was when it was read, not kept open:
+    /// checked again by its source's head (a copy of an object in a temporary file is not
+    /// the input).
+    pub(crate) fn closed(location: &Location, version: Version) -> Watched {
+        Watched {
+            record: Arc::new(FileRecord {
+                location: location.clone(),
+                version,
+            }),
+            open: None,
+        }
+    }
+
+    /// What was opened at `location` for `file`, as `version` describes it: a local file as
+    /// [`Watched::new`] watches it, an object by its source.
+    pub(crate) fn of(location: &Location, file: &DataFile, version: Version) -> Watched {
+        match version {
+            Version::Local(stamp) => Watched::new(location, file, stamp),
+            Version::Tag(_) => match file {
+                DataFile::Remote(remote) => Watched {
+                    record: Arc::clone(&remote.record),
+                    open: None,
+                },
+                _ => Watched::closed(location, version),
+            },
+        }
+    }
+
     /// `file`, found at `location` as `stamp` describes it.
     pub(crate) fn new(location: &Location, file: &DataFile, stamp: Stamp) -> Watched {
         match file {
@@ -32,6 +60,10 @@ impl Watched {
                     version: Version::Local(stamp),
                 }),
                 open: Some(Arc::clone(file)),
+            },
+            DataFile::Remote(remote) => Watched {
+                record: Arc::clone(&remote.record),
+                open: None,
             },
             // A member's inflated copy is not the input: the input is watched by its path.
             DataFile::Inflated(_) => Watched {

@@ -62,6 +62,8 @@ mod reliability;
 mod remote;
 #[cfg(feature = "remote")]
 mod remote_inputs;
+#[cfg(feature = "remote")]
+mod remote_open;
 mod rules;
 mod sharded;
 mod sharded_commit;

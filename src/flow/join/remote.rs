@@ -12,15 +12,8 @@
 //! object is a conditional create). A dry run plans with the URL as the output's path and
 //! sends nothing.
 //!
-//! Inputs named by URL are read through the input stage's remote source
-//! (`input::remote`): each object is downloaded, every read pinned to the ETag its first
-//! read saw, into a staging folder that the join then reads as local files: an object, an
-//! index with the shards it names (beside it), or what is directly under a prefix (a
-//! sharded set, a DCP checkpoint's folder). Messages name the URL, not the staged copy
-//! (`messages::show_as`).
-//! Until the input stage parses headers from bytes and the engine reads by range, this is
-//! how a remote input is read: it needs room in `TMPDIR` for the inputs, and a dry run
-//! downloads them too.
+//! Inputs named by URL are opened by the input stage (`input/objects.rs`): their headers
+//! parsed from ranged reads, their data read by range as the engine copies it.
 
 use std::path::Path;
 #[cfg(feature = "remote")]
@@ -31,18 +24,9 @@ use crate::error::{Error, Result};
 use crate::flow::join;
 use crate::sys::remote::{self, Location};
 
-/// Runs the join `config` describes: its inputs named by URL downloaded first, and, when its
-/// output is a URL, written into a staging folder, then uploaded there.
+/// Runs the join `config` describes; when its output is a URL, written into a staging
+/// folder, then uploaded there. Inputs named by URL are the input stage's to read.
 pub fn join(config: &JoinConfig) -> Result<()> {
-    let Some((staged, _fetched)) = fetch_inputs(config)? else {
-        return join_to(config);
-    };
-    join_to(&staged)
-}
-
-/// The join `config` describes; when its output is a URL, written into a staging folder,
-/// then uploaded there.
-fn join_to(config: &JoinConfig) -> Result<()> {
     let Some(output) = config.output.path.as_deref().filter(|p| remote::is_url(p)) else {
         return join::run(config);
     };
@@ -206,134 +190,4 @@ fn named_as_output(error: Error, staging: &Path, output: &Path) -> Error {
         },
         error => error,
     }
-}
-
-/// The inputs downloaded into a staging folder (removed when dropped).
-struct Fetched {
-    #[cfg(feature = "remote")]
-    _staging: remote::Staging,
-}
-
-#[cfg(not(feature = "remote"))]
-fn fetch_inputs(config: &JoinConfig) -> Result<Option<(JoinConfig, Fetched)>> {
-    match config.inputs.iter().find(|input| remote::is_url(input)) {
-        None => Ok(None),
-        Some(input) => {
-            let location = Location::parse(&input.to_string_lossy())
-                .map_err(|why| Error::io("read", input, std::io::Error::other(why)))?;
-            Err(Error::io("read", input, remote::not_built(&location)))
-        }
-    }
-}
-
-/// `config` with each input named by URL replaced by its staged copy, or `None` when no
-/// input is a URL.
-#[cfg(feature = "remote")]
-fn fetch_inputs(config: &JoinConfig) -> Result<Option<(JoinConfig, Fetched)>> {
-    use std::sync::Arc;
-    if !config.inputs.iter().any(|input| remote::is_url(input)) {
-        return Ok(None);
-    }
-    let staging = remote::Staging::new(".tjoin-download.")
-        .map_err(|e| Error::io("create a staging folder in", &std::env::temp_dir(), e))?;
-    let mut staged = config.clone();
-    for (at, input) in config.inputs.iter().enumerate() {
-        if !remote::is_url(input) {
-            continue;
-        }
-        let folder = staging.path().join((at + 1).to_string());
-        std::fs::create_dir(&folder).map_err(|e| Error::io("create", &folder, e))?;
-        let (object, selected) = selection(input)?;
-        let root = fetch(&object, &folder).map_err(|e| Error::io("read", input, e))?;
-        let mut text = root.clone().into_os_string();
-        if let Some(name) = &selected {
-            text.push(format!(":{name}"));
-        }
-        staged.inputs[at] = Arc::from(Path::new(&text));
-        // A prefix's files are shown under it: `s3://b/ckpt` + `/model.safetensors`.
-        let shown = object.as_path().to_string_lossy();
-        crate::messages::show_as(&root, shown.trim_end_matches('/'));
-    }
-    let fetched = Fetched { _staging: staging };
-    Ok(Some((staged, fetched)))
-}
-
-/// The object an input names, and the tensor after a colon (`s3://b/k.safetensors:embed`)
-/// when the whole text names no object but the part before its last colon does.
-#[cfg(feature = "remote")]
-fn selection(input: &Path) -> Result<(crate::location::Location, Option<String>)> {
-    use crate::location::Location as Named;
-    let text = input.to_string_lossy();
-    let whole = Named::new(input);
-    // A colon in the key's last part only: `http://host:8080/a.npy` has none.
-    let last_part = text.rfind('/').map_or(0, |at| at + 1);
-    let Some(colon) = text[last_part..].rfind(':').map(|at| last_part + at) else {
-        return Ok((whole, None));
-    };
-    match crate::input::sources::head(&whole) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        // An object by the whole name, or an error the download will report.
-        _ => return Ok((whole, None)),
-    }
-    let object = Named::new(Path::new(&text[..colon]));
-    Ok((object, Some(text[colon + 1..].to_string())))
-}
-
-/// Downloads what `location` names into `folder`: an object (an index with the shards it
-/// names beside it), or the objects directly under a prefix. The local path that stands for
-/// it.
-#[cfg(feature = "remote")]
-fn fetch(location: &crate::location::Location, folder: &Path) -> std::io::Result<PathBuf> {
-    use crate::input::source::Kind;
-    use crate::input::sources;
-    let url = crate::input::remote::url(location)?;
-    let head = sources::head(location)?;
-    if head.kind == Kind::Folder {
-        for entry in sources::list(location)?.into_iter().filter(|e| e.is_object) {
-            let name = entry.name.to_string_lossy().into_owned();
-            download(&location.child(&name), &folder.join(&name))?;
-        }
-        return Ok(folder.to_path_buf());
-    }
-    let name = url.file_name().to_string();
-    let local = folder.join(&name);
-    download(location, &local)?;
-    if name.ends_with(".index.json") {
-        let text = std::fs::read(&local)?;
-        let index = crate::format::index::parse(&text).map_err(std::io::Error::other)?;
-        let mut files: Vec<&str> = index.weight_map.iter().map(|(_, f)| f.as_str()).collect();
-        files.sort_unstable();
-        files.dedup();
-        for file in files {
-            // A name that leaves the index's folder is left for the set's reader to refuse.
-            let (Some(shard), Some(at)) = (url.sibling(file), checked_join(folder, file)) else {
-                continue;
-            };
-            let shard = crate::location::Location::new(Path::new(&shard.url()));
-            download(&shard, &at)?;
-        }
-    }
-    Ok(local)
-}
-
-/// `folder` joined with a name from a file, when it stays inside it.
-#[cfg(feature = "remote")]
-fn checked_join(folder: &Path, name: &str) -> Option<PathBuf> {
-    use std::path::Component;
-    let inside = Path::new(name)
-        .components()
-        .all(|part| matches!(part, Component::Normal(_)));
-    inside.then(|| folder.join(name))
-}
-
-/// Downloads one object into a new file at `local`.
-#[cfg(feature = "remote")]
-fn download(location: &crate::location::Location, local: &Path) -> std::io::Result<()> {
-    if let Some(parent) = local.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let file = std::fs::File::create_new(local)?;
-    crate::input::sources::head(location)
-        .and_then(|head| crate::input::remote::download(location, &head, &file))
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", location.label(None))))
 }

@@ -35,11 +35,12 @@ use super::metadata::{self, Chunk, Metadata, StorageInfo, TensorEntry};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::pickle::{self, vm};
 use crate::format::{Contents, Format, Found, index, safetensors, zip};
-use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::input::source::Version;
+use crate::input::{DataFile, Extras, Input, OpenOptions, Tensor, Watched};
 use crate::location::Location;
 use crate::messages::excerpt;
 use crate::messages::shape_text;
-use crate::sys::{self, Accept};
+use crate::sys;
 
 /// The name of the metadata file `FileSystemWriter` writes.
 pub const METADATA: &str = ".metadata";
@@ -54,7 +55,10 @@ const FORM: &str = "PyTorch distributed checkpoint (.metadata)";
 /// (`is_dir`) a folder holding one.
 pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     if is_dir {
-        path.join(METADATA).is_file()
+        // Asked of its source: a prefix's `.metadata` is an object.
+        let metadata = Location::new(path.join(METADATA).as_path());
+        crate::input::objects::head(&metadata)
+            .is_ok_and(|head| head.kind == crate::input::source::Kind::Object)
     } else {
         path.file_name().is_some_and(|n| n == METADATA)
     }
@@ -73,7 +77,7 @@ pub fn open(
         location: metadata_path.as_path().into(),
         ..name.clone()
     };
-    let (metadata, metadata_stamp) = read_metadata(&metadata_ref)?;
+    let (metadata, metadata_version) = read_metadata(&metadata_ref)?;
     let choice = Choice::of(&metadata, selected.as_deref(), &metadata_ref)?;
     let mut notes = choice.notes.clone();
     let mut files = Files::new(&folder, name.clone(), options, &metadata);
@@ -138,8 +142,7 @@ pub fn open(
     if files.megatron_common() {
         left_out.push("common.pt".to_string());
     }
-    let metadata_file = DataFile::closed(metadata_ref.location.clone(), metadata_stamp.clone());
-    let watched = Watched::new(&metadata_ref.location, &metadata_file, metadata_stamp);
+    let watched = Watched::closed(&metadata_ref.location, metadata_version);
     Ok(Input {
         name,
         tensors: tensors.into(),
@@ -250,11 +253,9 @@ impl Problems {
 }
 
 /// Reads and interprets `.metadata`.
-fn read_metadata(name: &InputRef) -> Result<(Metadata, Stamp)> {
-    let (file, stat) =
-        sys::open_regular(name.location.as_path()).map_err(|e| name.io_error("open", e))?;
-    let bytes = sys::read_opened(&file, &stat, &crate::limits::PICKLE, Accept::Regular)
-        .map_err(|e| name.io_error("read", e))?;
+fn read_metadata(name: &InputRef) -> Result<(Metadata, Version)> {
+    let (bytes, head) = crate::input::objects::read_whole(&name.location, &crate::limits::PICKLE)
+        .map_err(|(action, e)| name.io_error(action, e))?;
     let malformed = |reason: String| Error::Malformed {
         input: name.clone(),
         format: FORM,
@@ -283,7 +284,7 @@ fn read_metadata(name: &InputRef) -> Result<(Metadata, Stamp)> {
         )));
     }
     let metadata = metadata::read(&pickled).map_err(malformed)?;
-    Ok((metadata, Stamp::from(&stat)))
+    Ok((metadata, head.version))
 }
 
 /// Which entries the input takes, under which names.
@@ -462,7 +463,7 @@ struct Files<'a> {
 struct Opened {
     path: Arc<Path>,
     file: Arc<File>,
-    stamp: Stamp,
+    version: Version,
     len: u64,
     /// The safetensors files read inside it, by offset (SAFETENSORS serialization).
     safetensors: HashMap<u64, Contents>,
@@ -635,7 +636,8 @@ impl<'a> Files<'a> {
                 location: Arc::clone(&path).into(),
                 ..self.name.clone()
             };
-            let (file, stat) = sys::open_regular(&path).map_err(|e| {
+            let at = Location::from(Arc::clone(&path));
+            let (file, head) = crate::input::objects::open_regular(&at).map_err(|e| {
                 let why = format!("{e} (the checkpoint's {METADATA} lists it)");
                 file_ref.io_error("open", std::io::Error::new(e.kind(), why))
             })?;
@@ -644,8 +646,8 @@ impl<'a> Files<'a> {
                 Opened {
                     path,
                     file: Arc::new(file),
-                    len: stat.len(),
-                    stamp: Stamp::from(&stat),
+                    len: head.len,
+                    version: head.version,
                     safetensors: HashMap::new(),
                 },
             );
@@ -657,14 +659,8 @@ impl<'a> Files<'a> {
     /// The path and data file of a block in `relative`.
     fn data_of(&self, relative: String) -> Result<(Arc<Path>, DataFile)> {
         let opened = &self.opened[&relative];
-        let data = if self.keep_open {
-            DataFile::Open(Arc::clone(&opened.file))
-        } else {
-            DataFile::closed(
-                Location::from(Arc::clone(&opened.path)),
-                opened.stamp.clone(),
-            )
-        };
+        let at = Location::from(Arc::clone(&opened.path));
+        let data = DataFile::of_shared(&at, &opened.file, &opened.version, self.keep_open);
         Ok((Arc::clone(&opened.path), data))
     }
 
@@ -698,12 +694,9 @@ impl<'a> Files<'a> {
             .into_iter()
             .filter_map(|relative| opened.remove(&relative))
             .map(|o| {
-                let data = if keep_open {
-                    DataFile::Open(o.file)
-                } else {
-                    DataFile::closed(Location::from(Arc::clone(&o.path)), o.stamp.clone())
-                };
-                Watched::new(&Location::from(Arc::clone(&o.path)), &data, o.stamp)
+                let at = Location::from(Arc::clone(&o.path));
+                let data = DataFile::of_shared(&at, &o.file, &o.version, keep_open);
+                Watched::of(&at, &data, o.version)
             })
             .collect()
     }

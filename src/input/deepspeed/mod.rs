@@ -27,8 +27,9 @@ use std::sync::Arc;
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{Format, Layout, TensorInfo, pickle};
+use crate::input::source::Version;
 use crate::input::sources;
-use crate::input::{DataFile, Extras, Input, OpenOptions, Stamp, Tensor, Watched};
+use crate::input::{DataFile, Extras, Input, OpenOptions, Tensor, Watched};
 use crate::location::Location;
 use crate::messages::excerpt;
 use crate::sys;
@@ -144,16 +145,17 @@ const LATEST_LIMIT: sys::Limit = sys::Limit {
 fn tag_folder(name: &InputRef) -> Result<PathBuf> {
     let folder = name.location.as_path().to_path_buf();
     let latest = folder.join(LATEST);
-    if !latest.is_file() {
+    let is_file = crate::input::objects::head(&Location::new(latest.as_path()))
+        .is_ok_and(|head| head.kind == crate::input::source::Kind::Object);
+    if !is_file {
         return Ok(folder);
     }
     let latest_ref = InputRef {
         location: latest.as_path().into(),
         ..name.clone()
     };
-    let (file, stat) = sys::open_regular(&latest).map_err(|e| latest_ref.io_error("open", e))?;
-    let bytes = sys::read_opened(&file, &stat, &LATEST_LIMIT, sys::Accept::Regular)
-        .map_err(|e| latest_ref.io_error("read", e))?;
+    let (bytes, _) = crate::input::objects::read_whole(&latest_ref.location, &LATEST_LIMIT)
+        .map_err(|(action, e)| latest_ref.io_error(action, e))?;
     let tag = String::from_utf8_lossy(&bytes).trim().to_string();
     let plain = !tag.is_empty()
         && tag != "."
@@ -324,7 +326,7 @@ fn check_kinds(listing: &Listing, shown: &str) -> Result<()> {
 struct Opened {
     path: Arc<Path>,
     file: Arc<File>,
-    stamp: Stamp,
+    version: Version,
     saved: pickle::Saved,
 }
 
@@ -334,9 +336,9 @@ fn open_file(path: &Path, position: usize) -> Result<Opened> {
         location: path.into(),
         tensor: None,
     };
-    let (file, stat) = sys::open_regular(path).map_err(|e| name.io_error("open", e))?;
-    let stamp = Stamp::from(&stat);
-    let saved = pickle::read_saved(&file, stat.len(), &name).map_err(|e| match e {
+    let (file, head) = crate::input::objects::open_regular(&name.location)
+        .map_err(|e| name.io_error("open", e))?;
+    let saved = pickle::read_saved(&file, head.len, &name).map_err(|e| match e {
         Error::Malformed { reason, .. } | Error::Unsupported { reason, .. } => {
             damaged(path, position, reason)
         }
@@ -345,7 +347,7 @@ fn open_file(path: &Path, position: usize) -> Result<Opened> {
     Ok(Opened {
         path: Arc::clone(name.location.shared_path()),
         file: Arc::new(file),
-        stamp,
+        version: head.version,
         saved,
     })
 }
@@ -693,13 +695,8 @@ fn build(
     } = said;
     let keep = options.keeps_open(model_files.len() + optim_files.len());
     let data = |opened: &Opened| -> DataFile {
-        match keep {
-            true => DataFile::Open(Arc::clone(&opened.file)),
-            false => DataFile::closed(
-                Location::from(Arc::clone(&opened.path)),
-                opened.stamp.clone(),
-            ),
-        }
+        let at = Location::from(Arc::clone(&opened.path));
+        DataFile::of_shared(&at, &opened.file, &opened.version, keep)
     };
     let model_data: Vec<DataFile> = model_files.iter().map(data).collect();
     let optim_data: Vec<DataFile> = optim_files.iter().map(data).collect();
@@ -745,7 +742,7 @@ fn build(
         .iter()
         .chain(&optim_files)
         .zip(model_data.iter().chain(&optim_data))
-        .map(|(o, d)| Watched::new(&Location::from(Arc::clone(&o.path)), d, o.stamp.clone()));
+        .map(|(o, d)| Watched::of(&Location::from(Arc::clone(&o.path)), d, o.version.clone()));
     let first = watched.next().expect("a checkpoint has files");
     Ok(Input {
         name,

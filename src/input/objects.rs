@@ -1,0 +1,218 @@
+//! Opening an input whose source is not local (`s3://`, `gs://`, `az://`, `https://`):
+//! its head asked of its source, its header parsed from bytes by the format's parser through
+//! one driver over [`Source::read_at`] ([`read_header`]), which reads more when the parser
+//! asks (the first bytes the head read serve the first parse). Its tensors' data stay in
+//! the object ([`DataFile::Remote`]), read by range when the engine copies them.
+//!
+//! Formats whose headers are not parsed from bytes yet (JSON text, ZIP archives: .npz and
+//! `.pt`; legacy `torch.save` pickles; DCP's `.metadata`; DeepSpeed's files) are downloaded
+//! whole, every read pinned to the ETag the head saw, into an unnamed temporary file, and
+//! read as a local file is ([`open_regular`]).
+
+use std::fs::File;
+use std::io;
+use std::sync::{Mutex, PoisonError};
+
+use super::open::{self, Composite, OpenOptions};
+use super::source::{Head, Kind};
+use super::{DataFile, Input, Watched, sources};
+use crate::error::{InputRef, Result};
+use crate::format::{Format, FromBytes};
+use crate::location::Location;
+use crate::sys::Limit;
+use crate::sys::spill::Spill;
+
+/// How many bytes the first parse of a header is given: those the head read
+/// (`input::remote::FIRST_READ`), without a request of their own.
+const FIRST: u64 = super::remote::FIRST_READ;
+
+/// The head of `location` as its source gave it, for a remote one the head that the opening
+/// of an input asked for last when it is the same location's: opening an input asks what is
+/// at its location several times (its selection, its form, its index or header), and each
+/// head of an object is a GET. Every read stays pinned to the version this head saw, and the
+/// check before the commit asks the source afresh (`Input::check_unchanged`).
+pub fn head(location: &Location) -> io::Result<Head> {
+    static LAST: Mutex<Option<(Location, Head)>> = Mutex::new(None);
+    let source = sources::source_of(location)?;
+    if source.is_local() {
+        return source.head(location);
+    }
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, head)) = last.as_ref()
+        && at == location
+    {
+        return Ok(head.clone());
+    }
+    let head = source.head(location)?;
+    *last = Some((location.clone(), head.clone()));
+    Ok(head)
+}
+
+/// What a header parser makes of the bytes it was given.
+pub enum Step<T> {
+    /// It is done.
+    Done(T),
+    /// It needs this many bytes in all, from the object's first.
+    Need(u64),
+}
+
+/// The one driver of the header parsers over a source: parses the object's first bytes
+/// (those its head read, for a remote object), and reads more while the parser asks for
+/// more, each read pinned to `head`'s version. A parser that asks for no more than it was
+/// given, or for more than the object holds, is its own error's to name.
+pub fn read_header<T>(
+    name: &InputRef,
+    head: &Head,
+    parse: &mut dyn FnMut(&[u8]) -> Result<Step<T>>,
+) -> Result<(T, Vec<u8>)> {
+    let location = &name.location;
+    let source = sources::source_of(location).map_err(|e| name.io_error("read", e))?;
+    let mut bytes = vec![0; head.len.min(FIRST) as usize];
+    let read = |bytes: &mut [u8], at: u64| {
+        source
+            .read_at(location, &head.version, at, bytes)
+            .map_err(|e| name.io_error("read the header of", e))
+    };
+    read(&mut bytes, 0)?;
+    loop {
+        let needed = match parse(&bytes)? {
+            Step::Done(done) => return Ok((done, bytes)),
+            Step::Need(needed) => needed.min(head.len),
+        };
+        let have = bytes.len();
+        if needed <= have as u64 {
+            let why = format!(
+                "its header asks for {needed} bytes, and all {} are read",
+                head.len
+            );
+            return Err(name.io_error("read the header of", io::Error::other(why)));
+        }
+        bytes.resize(needed as usize, 0);
+        read(&mut bytes[have..], have as u64)?;
+    }
+}
+
+/// Opens the input `name` names at a remote source: a prefix (a sharded set, a DCP or
+/// DeepSpeed checkpoint's folder), an index, or one object. `whole` is left holding the
+/// object's bytes when its header read them all (a small .npy file: the early copy takes its
+/// data from them).
+pub fn open(
+    name: InputRef,
+    selected: Option<String>,
+    options: OpenOptions,
+    spill: &mut Spill,
+    whole: &mut Vec<u8>,
+) -> Result<Input> {
+    whole.clear();
+    let at = head(&name.location).map_err(|e| name.io_error("read", e))?;
+    let is_dir = at.kind == Kind::Folder;
+    let selected = match open::open_composite(&name, selected, Some(is_dir), options, spill)? {
+        Composite::Opened(input) => return Ok(input),
+        Composite::Not(selected) => selected,
+    };
+    if at.len == 0 {
+        let why = io::Error::other("it is empty: nothing was read from it");
+        return Err(name.io_error("read", why));
+    }
+    let first_len = at.len.min(FIRST);
+    let mut format = options.format;
+    let mut parse = |bytes: &[u8]| {
+        // Told by the first bytes (and the name), as a local file's is.
+        let told = *format.get_or_insert_with(|| Format::of_input(name.location.as_path(), bytes));
+        open::check_selectable(&name, told, selected.as_deref())?;
+        Ok(
+            match told.read_bytes(bytes, at.len, &name, selected.as_deref())? {
+                FromBytes::Read(contents) => Step::Done(Some(contents)),
+                FromBytes::Need(needed) => Step::Need(needed),
+                FromBytes::NoParser => Step::Done(None),
+            },
+        )
+    };
+    let (contents, bytes) = read_header(&name, &at, &mut parse)?;
+    let format = format.unwrap_or(Format::Npy);
+    let Some(contents) = contents else {
+        // No parser from bytes: the object downloaded whole, and read as a local file.
+        let file = download(&name.location, &at).map_err(|e| name.io_error("read", e))?;
+        let mut input = open::read_copy(name.clone(), file, (format, selected), &bytes, spill)?;
+        input.watched = Watched::closed(&name.location, at.version);
+        return Ok(input);
+    };
+    if bytes.len() as u64 == at.len && first_len == at.len {
+        *whole = bytes;
+    }
+    let own = DataFile::remote(name.location.clone(), at.version.clone(), at.len);
+    let watched = Watched::of(&name.location, &own, at.version);
+    Ok(open::input_of(
+        name,
+        contents,
+        format,
+        (own, watched),
+        selected,
+    ))
+}
+
+/// Opens the object or local file at `location` whole: a local file as it lies, an object
+/// downloaded (pinned to the version its head saw) into an unnamed temporary file. For the
+/// readers that read a file rather than bytes; the file's head says what it was.
+pub fn open_regular(location: &Location) -> io::Result<(File, Head)> {
+    let source = sources::source_of(location)?;
+    if source.is_local() {
+        let (file, metadata) = crate::sys::open_regular(location.as_path())?;
+        return Ok((file, super::source::LocalFiles::head_of(&metadata)));
+    }
+    let head = head(location)?;
+    let file = download(location, &head)?;
+    Ok((file, head))
+}
+
+/// The bytes of the object or local file at `location`, up to `limit` (an index, a file
+/// list), and what it was when read; a failure says what failed (`open`, `read`).
+pub fn read_whole(
+    location: &Location,
+    limit: &Limit,
+) -> std::result::Result<(Vec<u8>, Head), (&'static str, io::Error)> {
+    use crate::sys::Accept;
+    let source = sources::source_of(location).map_err(|e| ("read", e))?;
+    if source.is_local() {
+        // Opened without waiting, so that a FIFO is refused instead of waited on.
+        let (file, metadata) =
+            crate::sys::open_regular(location.as_path()).map_err(|e| ("open", e))?;
+        let bytes = crate::sys::read_opened(&file, &metadata, limit, Accept::Regular)
+            .map_err(|e| ("read", e))?;
+        return Ok((bytes, super::source::LocalFiles::head_of(&metadata)));
+    }
+    let read = || {
+        let head = head(location)?;
+        if head.kind != Kind::Object {
+            return Err(io::Error::other("it is a prefix (a folder), not an object"));
+        }
+        if head.len > limit.bytes {
+            return Err(limit.exceeded());
+        }
+        let mut bytes = vec![0; head.len as usize];
+        source.read_at(location, &head.version, 0, &mut bytes)?;
+        Ok((bytes, head))
+    };
+    read().map_err(|e| ("read", e))
+}
+
+/// Downloads the object at `location`, whose `head` its source gave, into an unnamed
+/// temporary file (removed by the system when closed, whatever ends the process), every
+/// read pinned to its version.
+#[cfg(feature = "remote")]
+pub fn download(location: &Location, head: &Head) -> io::Result<File> {
+    if head.kind != Kind::Object {
+        return Err(io::Error::other("it is a prefix (a folder), not an object"));
+    }
+    let file = tempfile::tempfile()?;
+    super::remote::download(location, head, &file)?;
+    Ok(file)
+}
+
+/// Without the remote feature no object is read.
+#[cfg(not(feature = "remote"))]
+pub fn download(location: &Location, _: &Head) -> io::Result<File> {
+    Err(crate::sys::remote::not_built(&super::remote::url(
+        location,
+    )?))
+}
