@@ -41,6 +41,7 @@ mod direct;
 pub mod early;
 mod gather;
 mod packer;
+mod ranged;
 pub mod ranges;
 pub mod splitter;
 #[cfg(test)]

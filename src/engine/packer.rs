@@ -88,9 +88,12 @@ impl<'a> Packer<'a> {
             self.run(input, p, &region, None, 0, 0, &mut cursors)?;
             return cursors.verify();
         }
+        let offset = p.data_offset + skip;
+        if let Some(object) = input.file.remote_object() {
+            return self.read_remote(input, object, (offset, len));
+        }
         let file = input.file.open(&input.name)?;
         let check = input.crc_check();
-        let offset = p.data_offset + skip;
         if len <= SMALL_INPUT {
             return self.read_input(input, &file, p, (offset, len), check);
         }
@@ -119,6 +122,27 @@ impl<'a> Packer<'a> {
             }
             Out::Sent { .. } => Ok(()),
         }
+    }
+
+    /// Copies the `len` bytes of a remote input's object from `offset` (all of its data, or
+    /// the one run of a slice) through the buffer, read by range (`engine/ranged.rs`).
+    fn read_remote(
+        &mut self,
+        input: &Tensor,
+        object: &crate::input::RemoteFile,
+        (offset, len): (u64, u64),
+    ) -> Result<()> {
+        super::ranged::read_pieces(object, &input.name, (offset, len), &mut |mut piece| {
+            while !piece.is_empty() {
+                if self.buffer.len() == self.capacity {
+                    self.flush()?;
+                }
+                let room = (self.capacity - self.buffer.len()).min(piece.len());
+                self.buffer.extend_from_slice(&piece[..room]);
+                piece = &piece[room..];
+            }
+            Ok(())
+        })
     }
 
     /// Copies the `len` bytes of a small input's file from `offset` (all of its data, or

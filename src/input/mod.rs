@@ -26,7 +26,7 @@ mod watched;
 
 pub use open::{Observer, OpenAll, OpenOptions, open_all};
 pub use source::Stamp;
-pub use types::{Consolidated, DataFile, Extras, FileRecord, Input, Tensor};
+pub use types::{Consolidated, DataFile, Extras, FileRecord, Input, RemoteFile, Tensor};
 pub(crate) use watched::Watched;
 
 #[cfg(test)]

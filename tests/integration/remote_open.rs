@@ -1,7 +1,8 @@
 //! Remote inputs opened by the input stage itself, against a real S3 server (moto's,
 //! `moto.rs`): headers parsed from ranged reads, counted in moto's access log (a dry run, a
 //! `--like` and a split's dry run of a 100-shard set cost one GET for the index and one per
-//! shard, no HEAD, no LIST); `--like URL` and `--files-from URL`.
+//! shard, no HEAD, no LIST); `--like URL` and `--files-from URL`; data read by range in
+//! bounded pieces (the peak of a 256 MiB axis-0 join).
 
 use std::path::Path;
 
@@ -193,4 +194,70 @@ fn like_and_files_from_read_objects() {
         .failure();
     let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
     crate::util::assert_mentions(&stderr, &["s3://bkt/npy/nope.npy", "input 2"]);
+}
+
+/// The peak resident memory of `command`'s run, in KiB (its `VmHWM`, read every 2 ms until
+/// it exits: the high-water mark of its own memory after exec, where `wait4`'s figure would
+/// count this test process's memory, which the child shares until it execs), and whether
+/// it succeeded.
+#[cfg(target_os = "linux")]
+fn peak_kib(mut command: std::process::Command) -> (u64, bool) {
+    let mut child = command.spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        let hwm = text
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok());
+        peak = peak.max(hwm.unwrap_or(0));
+        if let Some(exit) = child.try_wait().unwrap() {
+            return (peak, exit.success());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_256_mib_remote_join_is_read_in_bounded_pieces() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<u8> = (0..64u32 << 20)
+        .flat_map(|v| (v as f32).to_le_bytes())
+        .collect();
+    let half = values.len() / 2;
+    for (name, data) in [("a.npy", &values[..half]), ("b.npy", &values[half..])] {
+        let rows = (data.len() / 4 / 1024) as u64;
+        let bytes = crate::util::npy_bytes("<f4", &[rows, 1024], false, data);
+        moto.put("bkt", name, &bytes);
+    }
+    drop(values);
+    moto.clear_requests();
+    let mut command = std::process::Command::new(crate::util::bin());
+    // Read by range, never copied: no temporary file is made, so none needs to be (a
+    // download into an unnamed temporary file would fail here).
+    command
+        .current_dir(dir.path())
+        .envs(moto.env())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args([
+            "-a",
+            "0",
+            "s3://bkt/a.npy",
+            "s3://bkt/b.npy",
+            "-o",
+            "out.npy",
+        ]);
+    let (peak, ok) = peak_kib(command);
+    assert!(ok, "the join failed");
+    let out = crate::util::read_npy(&dir.path().join("out.npy"));
+    assert_eq!(out.shape, [1 << 16, 1024]);
+    assert!(peak <= 64 << 10, "peak RSS {peak} KiB, over 64 MiB");
+    eprintln!("peak RSS of a 256 MiB remote join: {peak} KiB");
+    // Ranged reads of at most 8 MiB.
+    let requests = gets(&moto);
+    assert!(requests.len() >= 2 * 16, "{requests:#?}");
 }
