@@ -1,8 +1,8 @@
-//! The staging folders of a run that reads or writes object storage: the downloaded inputs,
-//! the output before its upload. Removed when dropped, and, should SIGINT, SIGTERM or SIGHUP
-//! end the process first, by the signal handler ([`on_signal`]), which also aborts the
-//! uploads under way: an interrupted run leaves neither a copy of its inputs in `TMPDIR`
-//! nor a billed upload.
+//! The staging folders of a run that writes object storage: the output before its upload
+//! (remote inputs are read by range, or copied into unnamed temporary files, by the input
+//! stage). Removed when dropped, and, should SIGINT, SIGTERM or SIGHUP end the process
+//! first, by the signal handler ([`on_signal`]), which also aborts the uploads under way: an
+//! interrupted run leaves neither a staged output in `TMPDIR` nor a billed upload.
 
 use std::io;
 use std::path::{Path, PathBuf};
