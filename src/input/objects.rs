@@ -198,21 +198,12 @@ pub fn read_whole(
 
 /// Downloads the object at `location`, whose `head` its source gave, into an unnamed
 /// temporary file (removed by the system when closed, whatever ends the process), every
-/// read pinned to its version.
-#[cfg(feature = "remote")]
+/// read pinned to its version (`Source::download`).
 pub fn download(location: &Location, head: &Head) -> io::Result<File> {
     if head.kind != Kind::Object {
         return Err(io::Error::other("it is a prefix (a folder), not an object"));
     }
     let file = tempfile::tempfile()?;
-    super::remote::download(location, head, &file)?;
+    sources::source_of(location)?.download(location, head, &file)?;
     Ok(file)
-}
-
-/// Without the remote feature no object is read.
-#[cfg(not(feature = "remote"))]
-pub fn download(location: &Location, _: &Head) -> io::Result<File> {
-    Err(crate::sys::remote::not_built(&super::remote::url(
-        location,
-    )?))
 }

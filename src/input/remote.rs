@@ -59,10 +59,10 @@ fn take_first(location: &Location, etag: &str) -> Option<bytes::Bytes> {
 }
 
 /// Downloads the object at `location`, whose `head` its source gave, into `to` (an empty
-/// file), every read pinned to the version its first read saw, in bounded pieces
-/// (`sys::remote::Object::download`).
+/// file), every read pinned to the version its first read saw, in bounded pieces, four in
+/// flight (`sys::remote::Object::download`).
 #[cfg(feature = "remote")]
-pub fn download(location: &Location, head: &Head, to: &std::fs::File) -> io::Result<()> {
+fn download(location: &Location, head: &Head, to: &std::fs::File) -> io::Result<()> {
     let Version::Tag(etag) = &head.version else {
         return Err(io::Error::other("not an object"));
     };
@@ -189,6 +189,10 @@ impl Source for Objects {
         }
         buf.copy_from_slice(&bytes);
         Ok(())
+    }
+
+    fn download(&self, location: &Location, head: &Head, to: &std::fs::File) -> io::Result<()> {
+        download(location, head, to)
     }
 
     fn list(&self, prefix: &Location) -> io::Result<Vec<Entry>> {
