@@ -123,6 +123,48 @@ fn headers_of_a_100_shard_set_cost_one_get_per_file() {
 }
 
 #[test]
+fn a_header_longer_than_the_first_read_costs_one_more_get() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    // 6,000 tensors of one float each, then one of 20 MB: a header of about 400 KiB, past
+    // the first 256 KiB, before data that is not read.
+    let big = 5_000_000;
+    let mut entries: Vec<String> = (0..6000)
+        .map(|i| {
+            format!(
+                "\"a_rather_long_tensor_name_{i:05}\":{{\"dtype\":\"F32\",\"shape\":[1],\
+                 \"data_offsets\":[{},{}]}}",
+                4 * i,
+                4 * i + 4
+            )
+        })
+        .collect();
+    entries.push(format!(
+        "\"big\":{{\"dtype\":\"F32\",\"shape\":[{big}],\"data_offsets\":[24000,{}]}}",
+        24000 + 4 * big
+    ));
+    let mut header = format!("{{{}}}", entries.join(",")).into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    assert!(header.len() > 256 << 10, "{}", header.len());
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend_from_slice(&f32_le(&vec![1.5; 6000 + big]));
+    moto.put("bkt", "wide.safetensors", &file);
+    moto.clear_requests();
+    let run = moto
+        .tjoin()
+        .args(["s3://bkt/wide.safetensors", "--dry-run"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(text.contains("a_rather_long_tensor_name_05999"), "{text}");
+    let requests = gets(&moto);
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+}
+
+#[test]
 fn like_and_files_from_read_objects() {
     let Some(moto) = Moto::start() else { return };
     moto.bucket("bkt");
