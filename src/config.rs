@@ -290,6 +290,8 @@ impl JoinConfig {
         let rules = &self.rules;
         let plain = self.action == Action::Write
             && !crate::output::written_directly(target)
+            // An object is uploaded as written, front to back: the early copy goes back.
+            && !crate::sys::remote::is_url(target)
             && self.output.format == Some(Format::Npy)
             && self.input_format.is_none_or(|format| format == Format::Npy)
             && rules.cast.is_none()

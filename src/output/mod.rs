@@ -19,6 +19,7 @@ mod set;
 pub mod several;
 pub mod shards;
 mod temporary;
+pub mod upload;
 
 use std::fs::File;
 use std::io::{self, Write};

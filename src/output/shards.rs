@@ -128,10 +128,18 @@ impl ShardPlan {
             files
         };
         let index = (indexed || files.len() > 1).then(|| name.index());
-        let creates_folder = !folder.is_dir();
+        // A prefix in object storage (`s3://b/ckpt/`) has no folder, links or previous set
+        // here: its files are uploaded, and nothing under it is removed.
+        let local = !crate::sys::remote::is_url(folder);
+        let creates_folder = local && !folder.is_dir();
         let names = files.iter().map(|f| f.name.as_str());
-        check_no_links(folder, names.chain(index.as_deref()))?;
-        let previous = previous_files(folder, &name, &files, index.is_none())?;
+        let previous = match local {
+            true => {
+                check_no_links(folder, names.chain(index.as_deref()))?;
+                previous_files(folder, &name, &files, index.is_none())?
+            }
+            false => Previous::default(),
+        };
         Ok(ShardPlan {
             folder: folder.to_path_buf(),
             name,
@@ -187,7 +195,8 @@ impl ShardPlan {
     /// remove, so it stays; the caller warns.
     pub fn shadowing_file(&self) -> Option<PathBuf> {
         let single = self.folder.join(self.name.single());
-        (self.index.is_some() && single.is_file()).then_some(single)
+        let local = !crate::sys::remote::is_url(&self.folder);
+        (local && self.index.is_some() && single.is_file()).then_some(single)
     }
 
     /// Creates the folder if it does not exist; the returned guard removes it again, if it

@@ -467,7 +467,7 @@ pub fn handle_signals() -> std::io::Result<()> {
                             let _ = std::fs::remove_file(path);
                         }
                         #[cfg(feature = "remote")]
-                        crate::sys::remote::on_signal();
+                        crate::sys::remote::abort_uploads();
                         if let Some(hook) = lock(&ON_SIGNAL).as_ref() {
                             hook();
                         }

@@ -1,8 +1,9 @@
 //! Outputs in object storage (`-o s3://BUCKET/KEY`, `-o s3://BUCKET/PREFIX/`) against a real
 //! S3 server (moto's, `moto.rs`): the same bytes as the same join written locally, one
-//! object visible only when complete, a sharded set's index last, `--no-clobber` refused
-//! before a byte is sent, no upload left behind by a signal, and errors that say what failed
-//! with the URL's secrets redacted.
+//! object visible only when complete, uploaded as it is written (nothing in `TMPDIR`, memory
+//! bounded by the parts in flight), a sharded set's index last, `--no-clobber` refused
+//! before a byte is sent and again before the upload completes, no upload left behind by a
+//! signal, and errors that say what failed with the URL's secrets redacted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -173,18 +174,17 @@ fn no_clobber_refuses_an_existing_object_before_sending_a_byte() {
     assert!(moto.get("out", "new.npy").is_some());
 }
 
+/// Starts tjoin `args` in `dir` on two inputs of 200 MiB (an output of fifty parts, which
+/// moto takes seconds to receive), once its first part is on its way; its stderr piped.
 #[cfg(unix)]
-#[test]
-fn a_signal_during_the_upload_aborts_it_and_leaves_no_object() {
-    let Some(moto) = Moto::start() else { return };
-    moto.bucket("out");
-    let dir = tempfile::tempdir().unwrap();
-    // 400 MiB: fifty parts, which moto takes seconds to receive.
-    two_inputs(dir.path(), (50 << 10, 50 << 10), 1024);
+fn sending_parts(moto: &Moto, dir: &Path, args: &[&str]) -> std::process::Child {
+    two_inputs(dir, (50 << 10, 50 << 10), 1024);
     let mut command = std::process::Command::new(crate::util::bin());
-    command.current_dir(dir.path()).envs(moto.env());
-    command.args(["-a", "0", "a.npy", "b.npy", "-o", "s3://out/big.npy"]);
-    let mut child = command.spawn().unwrap();
+    command.current_dir(dir).envs(moto.env()).args(args);
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let start = Instant::now();
     while !moto.requests().iter().any(|r| r.contains("partNumber=")) {
         assert!(
@@ -197,6 +197,17 @@ fn a_signal_during_the_upload_aborts_it_and_leaves_no_object() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_during_the_upload_aborts_it_and_leaves_no_object() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["-a", "0", "a.npy", "b.npy", "-o", "s3://out/big.npy"];
+    let mut child = sending_parts(&moto, dir.path(), &args);
     // SAFETY: a plain kill(2) of the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
@@ -257,4 +268,158 @@ fn errors_name_the_url_say_what_failed_and_redact_secrets() {
         dir.path().read_dir().unwrap().count() == 2,
         "nothing else was written"
     );
+}
+
+/// Runs tjoin `args` in `dir` against `moto` with `TMPDIR` set to `tmpdir`: its exit code,
+/// stderr and peak resident memory in KiB, the most `VmHWM` its `/proc` status showed while
+/// it ran (a child's `ru_maxrss` would count the test process it was spawned from).
+#[cfg(target_os = "linux")]
+fn run_measured(moto: &Moto, dir: &Path, tmpdir: &Path, args: &[&str]) -> (i32, String, u64) {
+    let mut command = std::process::Command::new(crate::util::bin());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AWS_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .current_dir(dir)
+        .envs(moto.env())
+        .env("TMPDIR", tmpdir);
+    command.args(args).stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
+    let mut peak_kib = 0;
+    let status = loop {
+        let text = std::fs::read_to_string(&status_file).unwrap_or_default();
+        let hwm = text.lines().find_map(|line| line.strip_prefix("VmHWM:"));
+        let kib = hwm.and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+        peak_kib = peak_kib.max(kib.unwrap_or(0));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (
+        status.code().unwrap_or(-1),
+        reader.join().unwrap(),
+        peak_kib,
+    )
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_object_is_uploaded_as_it_is_written_with_no_staging_and_bounded_memory() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 200 MiB: twenty-five parts of 8 MiB.
+    two_inputs(dir.path(), (25 << 10, 25 << 10), 1024);
+    // A temporary folder that cannot be written: a staged output would need it.
+    let tmp = tempfile::tempdir().unwrap();
+    let unwritable = tmp.path().join("missing");
+    let args = ["-a", "0", "a.npy", "b.npy", "-o", "s3://out/streamed.npy"];
+    let (code, stderr, peak_kib) = run_measured(&moto, dir.path(), &unwritable, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!unwritable.exists());
+    // The bound: 64 MiB, plus the parts in flight (four) and the one being filled.
+    let bound_kib = (64 + 5 * 8) << 10;
+    assert!(
+        peak_kib < bound_kib,
+        "peak {peak_kib} KiB, over {bound_kib} KiB"
+    );
+    let local = local_join(&moto, dir.path(), &args[..4]);
+    let remote = moto.get("out", "streamed.npy").expect("the object");
+    assert!(
+        local == remote,
+        "{}",
+        crate::util::describe_difference(&local, &remote)
+    );
+    assert!(moto.uploads("out").is_empty());
+    // A sharded set too: shards and index, with nothing staged.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sharded");
+    let merged = fixtures.join("expected/model.safetensors");
+    let args = [
+        merged.to_str().unwrap(),
+        "--max-shard-size",
+        "600",
+        "-o",
+        "s3://out/set/",
+    ];
+    let (code, stderr, _) = run_measured(&moto, dir.path(), &unwritable, &args);
+    assert_eq!(code, 0, "{stderr}");
+    let index = moto.get("out", "set/model.safetensors.index.json");
+    assert!(index.is_some(), "{:?}", moto.keys("out"));
+}
+
+#[test]
+fn a_failed_set_leaves_none_of_its_files_and_no_upload() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("models");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sharded");
+    let merged = fixtures.join("expected/model.safetensors");
+    let merged = merged.to_str().unwrap();
+    // The set's second shard exists: -n refuses it before a byte of any file is sent.
+    moto.put("models", "m/model-00002-of-00004.safetensors", b"old");
+    let shards: Vec<String> = std::fs::read_dir(fixtures.join("expected/model_600"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        shards.contains(&"model-00002-of-00004.safetensors".to_string()),
+        "{shards:?}"
+    );
+    moto.clear_requests();
+    let args = [
+        "-n",
+        merged,
+        "--max-shard-size",
+        "600",
+        "-o",
+        "s3://models/m/",
+    ];
+    let run = moto.tjoin().args(args).assert().failure();
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
+    crate::util::assert_mentions(
+        &stderr,
+        &["s3://models/m/model-00002-of-00004.safetensors", "exists"],
+    );
+    let sent: Vec<String> = moto
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("HEAD"))
+        .collect();
+    assert!(sent.is_empty(), "{sent:#?}");
+    assert_eq!(moto.keys("models"), ["m/model-00002-of-00004.safetensors"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn no_clobber_refuses_an_object_that_appears_during_the_upload() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "-n",
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-o",
+        "s3://out/raced.npy",
+    ];
+    let child = sending_parts(&moto, dir.path(), &args);
+    // Another writer creates the key while the parts go.
+    moto.put("out", "raced.npy", b"theirs");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    crate::util::assert_mentions(&stderr, &["s3://out/raced.npy", "exists", "--no-clobber"]);
+    assert_eq!(moto.get("out", "raced.npy").unwrap(), b"theirs");
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
 }

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use super::folders::Folders;
 use super::shards::{ShardPlan, ShardedOutput};
+use super::upload::{self, Uploads};
 use super::{Output, OutputSet};
 use crate::error::{Error, Result};
 use crate::format::index::SetName;
@@ -309,9 +310,14 @@ impl Planned {
         described: &[OutTensor],
         data: &mut dyn FnMut(usize, &mut dyn Sink) -> Result<()>,
     ) -> Result<Written> {
-        let mut written = self.open()?;
+        let mut written = self.open(described)?;
         let mut sinks: Vec<&mut dyn Sink> = match &mut written {
             Written::One(output) => vec![output as &mut dyn Sink],
+            Written::Upload(uploads) => uploads
+                .members_mut()
+                .iter_mut()
+                .map(|member| member as &mut dyn Sink)
+                .collect(),
             Written::Set(set, _) => set
                 .members_mut()
                 .iter_mut()
@@ -366,8 +372,11 @@ impl Planned {
 
     /// Creates the output's files, empty, under temporary names: one file (or standard
     /// output), or the members of a set (its shards, then its index) in a folder made for it
-    /// if need be.
-    fn open(&self) -> Result<Written> {
+    /// if need be; or, for files named by URL, their uploads (`upload.rs`).
+    fn open(&self, described: &[OutTensor]) -> Result<Written> {
+        if self.writes() && self.targets().all(|target| upload::is_url(&target)) {
+            return self.uploads(described).map(Written::Upload);
+        }
         match &self.how {
             How::Nothing => Err(Error::refused(
                 "there is no output to write",
@@ -383,6 +392,22 @@ impl Planned {
                 Ok(Written::Set(set, folder))
             }
         }
+    }
+}
+
+impl Planned {
+    /// The uploads of files named by URL, each with the bytes planned for it.
+    fn uploads(&self, described: &[OutTensor]) -> Result<Uploads> {
+        let bytes = |file: &PlannedFile| file.tensors.iter().map(|&t| described[t].bytes).sum();
+        let mut targets: Vec<(PathBuf, u64)> = self
+            .files
+            .iter()
+            .map(|file| (file.target.clone(), bytes(file)))
+            .collect();
+        if let (Some(target), Some(text)) = (self.index_target(), self.index()) {
+            targets.push((target, text.len() as u64));
+        }
+        Uploads::open(&targets, self.no_clobber)
     }
 }
 
@@ -421,6 +446,8 @@ pub enum Written {
     /// Several files committed together, and the folder made for them, which the commit
     /// keeps.
     Set(OutputSet, Folders),
+    /// Files named by URL, uploaded as they were written.
+    Upload(Uploads),
 }
 
 impl From<Output> for Written {
@@ -435,6 +462,7 @@ impl Written {
     pub fn commit(self) -> Result<()> {
         match self {
             Written::One(output) => output.commit(),
+            Written::Upload(uploads) => uploads.commit(),
             Written::Set(set, folder) => {
                 set.commit()?;
                 folder.keep();

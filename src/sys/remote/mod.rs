@@ -11,18 +11,14 @@
 #[cfg(feature = "remote")]
 pub mod parts;
 #[cfg(feature = "remote")]
-mod staging;
-#[cfg(feature = "remote")]
 mod store;
 #[cfg(feature = "remote")]
 mod upload;
 
 #[cfg(feature = "remote")]
-pub use staging::{Staging, on_signal};
-#[cfg(feature = "remote")]
 pub use store::{Object, Seen, list, no_etag};
 #[cfg(feature = "remote")]
-pub use upload::Upload;
+pub use upload::{Streaming, Upload, abort_uploads};
 
 use std::fmt;
 use std::path::Path;

@@ -1,15 +1,15 @@
-//! Writing an object: a finished local file uploaded as one multipart upload, which the store
-//! shows under its key only once completed. Until then the upload is registered, so that a
-//! failure, a refusal, Ctrl-C or SIGTERM aborts it ([`abort_uploads`], which the signal
-//! handler calls through `staging::on_signal`): no part is left billed, and the key is never half-written. An abort that
-//! fails prints the upload's id, for `aws s3api abort-multipart-upload`.
+//! Writing an object as it is produced ([`Streaming`]): its parts uploaded as they fill, in
+//! one multipart upload, which the store shows under its key only once completed. Until
+//! then the upload is registered, so that a failure, a refusal, Ctrl-C or SIGTERM aborts it
+//! ([`abort_uploads`], which the signal handler calls before the process dies): no part
+//! is left billed, and the key is never half-written. An abort that fails prints the
+//! upload's id, for `aws s3api abort-multipart-upload`.
 
-use std::fs::File;
+use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::{MultipartId, PutMode, PutOptions, PutPayload};
 
@@ -96,17 +96,34 @@ fn abort_failed(upload: &Pending, error: &io::Error) -> String {
     text
 }
 
-/// Uploads a finished object.
-pub struct Upload;
+/// An object written as it is produced, front to back: its bytes gathered into parts of the
+/// size planned for it ([`part_size`]), each sent as soon as it is full, at most
+/// [`IN_FLIGHT`] at once, so that memory holds those parts and the one being filled,
+/// whatever the object's size. The multipart upload starts with the second part: an object
+/// that fits in one part is one PUT at [`Streaming::complete`] (a conditional create with
+/// `no_clobber`). Dropped before it is complete, it aborts its upload.
+pub struct Streaming {
+    location: Location,
+    path: object_store::path::Path,
+    part: usize,
+    no_clobber: bool,
+    /// The part being filled.
+    buffer: Vec<u8>,
+    /// The multipart upload, once a part is sent.
+    upload: Option<Arc<Pending>>,
+    in_flight: VecDeque<tokio::task::JoinHandle<object_store::Result<PartId>>>,
+    /// The parts the store has taken, in order.
+    parts: Vec<PartId>,
+    /// How many parts were sent.
+    sent: usize,
+    done: bool,
+}
 
-impl Upload {
-    /// Uploads the first `len` bytes of `file` to `location`: in one PUT when they fit in
-    /// one part, else in one multipart upload of parts sized by [`part_size`], four in
-    /// flight, completed only once every part is in; aborted on any failure. With
-    /// `no_clobber`, an existing object is refused before a byte is sent; a one-part upload
-    /// is a conditional create (`If-None-Match: *`) too, while a multipart one is only
-    /// checked before it starts (object_store completes uploads unconditionally).
-    pub fn file(location: &Location, file: &File, len: u64, no_clobber: bool) -> io::Result<()> {
+impl Streaming {
+    /// Prepares to write an object of about `planned` bytes to `location` (its parts are
+    /// sized for that). With `no_clobber`, an existing object is refused now, before a byte
+    /// is sent.
+    pub fn begin(location: &Location, planned: u64, no_clobber: bool) -> io::Result<Streaming> {
         if location.scheme == Scheme::Http {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -114,121 +131,229 @@ impl Upload {
                  to a local file",
             ));
         }
-        let store = store_for(location)?;
         let path = key_path(location)?;
         if no_clobber {
             Upload::check_absent(location)?;
         }
-        let part = part_size(len).ok_or_else(|| {
+        let part = part_size(planned).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::FileTooLarge,
-                format!("{len} bytes are more than one object may hold (10,000 parts of 5 GiB)"),
+                format!(
+                    "{planned} bytes are more than one object may hold (10,000 parts of 5 GiB)"
+                ),
             )
         })?;
-        if len <= part {
-            let mut bytes = vec![0; usize::try_from(len).map_err(io::Error::other)?];
-            crate::sys::read_exact_at(file, &mut bytes, 0)?;
-            let mode = if no_clobber {
-                PutMode::Create
-            } else {
-                PutMode::Overwrite
-            };
-            let options = PutOptions::from(mode);
-            let put = runtime()?.block_on(async move {
-                store
-                    .put_opts(&path, PutPayload::from(bytes), options)
-                    .await
-            });
-            return put.map(|_| ()).map_err(|e| match e {
-                object_store::Error::AlreadyExists { .. } => exists(location),
-                e => explain(location, e),
-            });
-        }
-        let multipart = super::store::multipart_for(location)?;
-        let id = runtime()?
-            .block_on(multipart.create_multipart(&path))
-            .map_err(|e| explain(location, e))?;
-        let upload = Arc::new(Pending {
+        Ok(Streaming {
             location: location.clone(),
-            store: multipart,
+            path,
+            part: usize::try_from(part).map_err(io::Error::other)?,
+            no_clobber,
+            buffer: Vec::new(),
+            upload: None,
+            in_flight: VecDeque::new(),
+            parts: Vec::new(),
+            sent: 0,
+            done: false,
+        })
+    }
+
+    /// Appends `bytes` to the object.
+    pub fn write(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            // A full part is sent only once more bytes come: an object of exactly one part
+            // is then one PUT.
+            if self.buffer.len() == self.part {
+                self.send_part()?;
+            }
+            if self.buffer.capacity() == 0 {
+                self.buffer.reserve_exact(self.part);
+            }
+            let take = (self.part - self.buffer.len()).min(bytes.len());
+            self.buffer.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        Ok(())
+    }
+
+    /// Sends what is gathered as the object's last part, so that memory no longer holds
+    /// it: the object is written whole, only its completion remains (a set's shard, while
+    /// the next one is written).
+    pub fn end(&mut self) -> io::Result<()> {
+        if self.upload.is_none() || !self.buffer.is_empty() {
+            self.send_part()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the part gathered, starting the multipart upload first if need be, once fewer
+    /// than [`IN_FLIGHT`] parts are under way.
+    fn send_part(&mut self) -> io::Result<()> {
+        let upload = self.started()?;
+        if self.sent >= MAX_PARTS as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!(
+                    "the object grew past its planned size, to more than 10,000 parts of {} \
+                     MiB",
+                    self.part >> 20
+                ),
+            ));
+        }
+        while self.in_flight.len() >= IN_FLIGHT {
+            self.wait_oldest()?;
+        }
+        if !registered(&upload) {
+            interrupted();
+        }
+        let bytes = std::mem::take(&mut self.buffer);
+        let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
+        let index = self.sent;
+        let sending = runtime()?.spawn(async move {
+            store
+                .put_part(&path, &id, index, PutPayload::from(bytes))
+                .await
+        });
+        self.in_flight.push_back(sending);
+        self.sent += 1;
+        Ok(())
+    }
+
+    /// The multipart upload, started (and registered for [`abort_uploads`]) on first use.
+    fn started(&mut self) -> io::Result<Arc<Pending>> {
+        if let Some(upload) = &self.upload {
+            return Ok(upload.clone());
+        }
+        let store = super::store::multipart_for(&self.location)?;
+        let path = self.path.clone();
+        let id = runtime()?
+            .block_on(store.create_multipart(&path))
+            .map_err(|e| explain(&self.location, e))?;
+        let upload = Arc::new(Pending {
+            location: self.location.clone(),
+            store,
             path,
             id,
         });
         pending().push(upload.clone());
-        let result = send_parts(&upload, file, len, part);
-        let still_pending = {
-            let mut list = pending();
-            let at = list.iter().position(|p| Arc::ptr_eq(p, &upload));
-            at.map(|at| list.swap_remove(at)).is_some()
+        self.upload = Some(upload.clone());
+        Ok(upload)
+    }
+
+    /// Waits for the oldest part under way.
+    fn wait_oldest(&mut self) -> io::Result<()> {
+        let Some(sending) = self.in_flight.pop_front() else {
+            return Ok(());
         };
-        if !still_pending {
-            // A signal's handler took it, and aborts it: the process is ending.
-            return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
+        let sent = runtime()?.block_on(sending).map_err(io::Error::other)?;
+        // A part refused because a signal's handler aborted the upload under it.
+        if sent.is_err() && self.upload.as_ref().is_some_and(|u| !registered(u)) {
+            interrupted();
         }
-        result.inspect_err(|_| {
-            if let Err(e) = abort(&upload) {
-                crate::messages::eprintln(abort_failed(&upload, &e));
-            }
+        self.parts
+            .push(sent.map_err(|e| explain(&self.location, e))?);
+        Ok(())
+    }
+
+    /// Makes the object visible under its key: the one PUT of an object that fits in one
+    /// part, or the rest of its parts and the upload's completion. With `no_clobber`, the
+    /// key is checked again first; object_store completes a multipart upload
+    /// unconditionally, so an object another writer creates between that check and the
+    /// completion (one round trip) is replaced.
+    pub fn complete(mut self) -> io::Result<()> {
+        let Some(upload) = self.upload.clone() else {
+            let bytes = std::mem::take(&mut self.buffer);
+            self.done = true;
+            return self.put(bytes);
+        };
+        if !self.buffer.is_empty() {
+            self.send_part()?;
+        }
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
+        if self.no_clobber {
+            Upload::check_absent(&self.location)?;
+        }
+        if !unregister(&upload) {
+            interrupted();
+        }
+        self.done = true;
+        let parts = std::mem::take(&mut self.parts);
+        let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
+        let completed = runtime()?
+            .block_on(async move { store.complete_multipart(&path, &id, parts).await })
+            .map(|_| ())
+            .map_err(|e| explain(&self.location, e));
+        completed.inspect_err(|_| abort_or_say(&upload))
+    }
+
+    /// The one PUT of an object that fits in one part.
+    fn put(&self, bytes: Vec<u8>) -> io::Result<()> {
+        let store = store_for(&self.location)?;
+        let path = self.path.clone();
+        let mode = if self.no_clobber {
+            PutMode::Create
+        } else {
+            PutMode::Overwrite
+        };
+        let options = PutOptions::from(mode);
+        let put = runtime()?.block_on(async move {
+            store
+                .put_opts(&path, PutPayload::from(bytes), options)
+                .await
+        });
+        put.map(|_| ()).map_err(|e| match e {
+            object_store::Error::AlreadyExists { .. } => exists(&self.location),
+            e => explain(&self.location, e),
         })
     }
 }
 
-/// Sends every part, [`IN_FLIGHT`] at once, then completes the upload.
-fn send_parts(upload: &Arc<Pending>, file: &File, len: u64, part: u64) -> io::Result<()> {
-    let count = len.div_ceil(part);
-    let file = file.try_clone()?;
-    let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
-    let sent: Result<Vec<PartId>, io::Error> = runtime()?.block_on(async move {
-        let file = Arc::new(file);
-        futures_util::stream::iter(0..count)
-            .map(|index| {
-                let (file, store, path, id) =
-                    (file.clone(), store.clone(), path.clone(), id.clone());
-                async move {
-                    let start = index * part;
-                    let size = part.min(len - start);
-                    let bytes = tokio::task::spawn_blocking(move || {
-                        let mut bytes = vec![0; size as usize];
-                        crate::sys::read_exact_at(&file, &mut bytes, start).map(|()| bytes)
-                    })
-                    .await
-                    .map_err(io::Error::other)??;
-                    let index = usize::try_from(index).map_err(io::Error::other)?;
-                    store
-                        .put_part(&path, &id, index, PutPayload::from(bytes))
-                        .await
-                        .map_err(|e| io::Error::other(ObjectError(e)))
-                }
-            })
-            .buffered(IN_FLIGHT)
-            .try_collect()
-            .await
-    });
-    let parts = sent.map_err(|e| match e.into_inner() {
-        Some(inner) => match inner.downcast::<ObjectError>() {
-            Ok(object) => explain(&upload.location, object.0),
-            Err(other) => io::Error::other(other),
-        },
-        None => io::Error::other("a part's upload failed"),
-    })?;
-    let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
-    runtime()?
-        .block_on(async move { store.complete_multipart(&path, &id, parts).await })
-        .map(|_| ())
-        .map_err(|e| explain(&upload.location, e))
-}
-
-/// object_store's error carried through an `io::Error` until [`explain`] reads it.
-#[derive(Debug)]
-struct ObjectError(object_store::Error);
-
-impl std::fmt::Display for ObjectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+impl Drop for Streaming {
+    /// An object not completed: its parts under way stopped, its upload aborted.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        for sending in self.in_flight.drain(..) {
+            sending.abort();
+        }
+        if let Some(upload) = self.upload.take().filter(unregister) {
+            abort_or_say(&upload);
+        }
     }
 }
 
-impl std::error::Error for ObjectError {}
+/// Whether `upload` is still registered: a signal's handler takes every upload to abort it
+/// as the process ends.
+fn registered(upload: &Arc<Pending>) -> bool {
+    pending().iter().any(|p| Arc::ptr_eq(p, upload))
+}
+
+/// Takes `upload` off the register; `false` when a signal's handler took it first.
+fn unregister(upload: &Arc<Pending>) -> bool {
+    let mut list = pending();
+    let at = list.iter().position(|p| Arc::ptr_eq(p, upload));
+    at.map(|at| list.swap_remove(at)).is_some()
+}
+
+fn abort_or_say(upload: &Pending) {
+    if let Err(e) = abort(upload) {
+        crate::messages::eprintln(abort_failed(upload, &e));
+    }
+}
+
+/// What the writer does once a signal's handler has taken its upload ([`abort_uploads`],
+/// called only by that handler, which ends the process once the uploads are aborted): it
+/// waits for that end, so that the process dies by the signal, not by an error of its own.
+fn interrupted() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+/// What `--no-clobber` checks of an upload.
+pub struct Upload;
 
 impl Upload {
     /// `--no-clobber`'s check of an upload: one HEAD, before anything is sent.

@@ -1,0 +1,172 @@
+//! Outputs named by URL (`-o s3://BUCKET/KEY`, a sharded set under `s3://BUCKET/PREFIX/`),
+//! uploaded as they are written: each file of the planned output is a multipart upload
+//! (`sys::remote::Streaming`) that the writer's bytes go straight into, part by part, with no
+//! local copy. This works because every writer the join uses writes its file front to back
+//! through the `Sink` (npy, safetensors, JSON, npz and GGUF frame their data without going
+//! back); the one writer that goes back, the early copy's header (`engine::early`), is not
+//! used for a URL (`JoinConfig::early_copy`).
+//!
+//! The files are written in order, and a file's last part is sent as soon as the next file
+//! takes its first byte, so that memory holds one part being filled and the parts in flight,
+//! never a file. The commit completes each upload in order, a sharded set's index last (a
+//! small one, one PUT), so that a reader who finds the index finds every shard; dropping
+//! the output before its commit, on any failure, aborts every upload: no key is written
+//! half, and none of a set's files appears. Nothing under a prefix is removed: a previous
+//! set's extra shards stay, and the new index no longer names them.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::format::Sink;
+
+#[cfg(feature = "remote")]
+use crate::sys::remote::{Location, Streaming};
+
+/// Room left in a file's planned size for its framing (headers, an index): the tensors'
+/// bytes are known, a header's length not yet; a part size planned a little large costs
+/// nothing, one planned too small could exceed the store's 10,000 parts.
+const FRAMING: u64 = 1 << 30;
+
+/// Whether `target` is an object to upload rather than a local file.
+pub fn is_url(target: &Path) -> bool {
+    crate::sys::remote::is_url(target)
+}
+
+/// The files of one output, uploaded as they are written; committed together.
+pub struct Uploads {
+    members: Vec<Member>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+/// The uploads, shared by the members that write them.
+struct Shared {
+    objects: Vec<Object>,
+    /// The member being written: those before it are written whole.
+    writing: usize,
+}
+
+#[cfg(feature = "remote")]
+type Object = Streaming;
+
+/// A build without object storage never opens an upload.
+#[cfg(not(feature = "remote"))]
+enum Object {}
+
+/// One file of the output, a sink its writer writes into.
+pub struct Member {
+    shared: Arc<Mutex<Shared>>,
+    at: usize,
+    name: PathBuf,
+}
+
+impl Uploads {
+    /// Starts an upload for each of `targets` (each a URL with the bytes planned for it),
+    /// in the order they are written. With `no_clobber`, an existing object is refused
+    /// before a byte of any is sent.
+    pub fn open(targets: &[(PathBuf, u64)], no_clobber: bool) -> Result<Uploads> {
+        let objects = targets
+            .iter()
+            .map(|(target, planned)| begin(target, planned.saturating_add(FRAMING), no_clobber))
+            .collect::<Result<Vec<Object>>>()?;
+        let shared = Arc::new(Mutex::new(Shared {
+            objects,
+            writing: 0,
+        }));
+        let members = targets
+            .iter()
+            .enumerate()
+            .map(|(at, (target, _))| Member {
+                shared: shared.clone(),
+                at,
+                name: target.clone(),
+            })
+            .collect();
+        Ok(Uploads { members, shared })
+    }
+
+    /// Its files, to write in order.
+    pub fn members_mut(&mut self) -> &mut [Member] {
+        &mut self.members
+    }
+
+    /// Completes every upload, in order: the objects appear under their keys, a set's index
+    /// last. A failure aborts the uploads not yet complete.
+    pub fn commit(self) -> Result<()> {
+        let Uploads { members, shared } = self;
+        let names: Vec<PathBuf> = members.into_iter().map(|m| m.name).collect();
+        let objects = std::mem::take(&mut lock(&shared).objects);
+        for (object, name) in objects.into_iter().zip(&names) {
+            complete(object, name)?;
+        }
+        Ok(())
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Sink for Member {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut shared = lock(&self.shared);
+        // The files before this one are written whole: their last parts go now.
+        while shared.writing < self.at {
+            let at = shared.writing;
+            end(&mut shared.objects[at])?;
+            shared.writing += 1;
+        }
+        write(&mut shared.objects[self.at], bytes)
+    }
+
+    fn name(&self) -> &Path {
+        &self.name
+    }
+}
+
+#[cfg(feature = "remote")]
+fn begin(target: &Path, planned: u64, no_clobber: bool) -> Result<Object> {
+    let location = Location::parse(&target.to_string_lossy())
+        .map_err(|why| Error::io("write", target, io::Error::other(why)))?;
+    Streaming::begin(&location, planned, no_clobber).map_err(|e| Error::io("write", target, e))
+}
+
+#[cfg(feature = "remote")]
+fn write(object: &mut Object, bytes: &[u8]) -> io::Result<()> {
+    object.write(bytes)
+}
+
+#[cfg(feature = "remote")]
+fn end(object: &mut Object) -> io::Result<()> {
+    object.end()
+}
+
+#[cfg(feature = "remote")]
+fn complete(object: Object, name: &Path) -> Result<()> {
+    object.complete().map_err(|e| Error::io("upload", name, e))
+}
+
+#[cfg(not(feature = "remote"))]
+fn begin(target: &Path, _planned: u64, _no_clobber: bool) -> Result<Object> {
+    let why = "this tjoin was built without object storage (the `remote` feature)\nhint: \
+               install a release build, or build with `cargo build --features remote`";
+    Err(Error::io("write", target, io::Error::other(why)))
+}
+
+#[cfg(not(feature = "remote"))]
+fn write(object: &mut Object, _bytes: &[u8]) -> io::Result<()> {
+    match *object {}
+}
+
+#[cfg(not(feature = "remote"))]
+fn end(object: &mut Object) -> io::Result<()> {
+    match *object {}
+}
+
+#[cfg(not(feature = "remote"))]
+fn complete(object: Object, _name: &Path) -> Result<()> {
+    match object {}
+}
