@@ -2,8 +2,8 @@
 //! S3 server (moto's, `moto.rs`): the same bytes as the same join written locally, one
 //! object visible only when complete, uploaded as it is written (nothing in `TMPDIR`, memory
 //! bounded by the parts in flight), a sharded set's index last, `--no-clobber` refused
-//! before a byte is sent and again before the upload completes, no upload left behind by a
-//! signal, and errors that say what failed with the URL's secrets redacted.
+//! before a byte is sent and by the completion itself (a conditional create), no upload
+//! left behind by a signal, and errors that say what failed with the URL's secrets redacted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -323,7 +323,16 @@ fn an_object_is_uploaded_as_it_is_written_with_no_staging_and_bounded_memory() {
     // A temporary folder that cannot be written: a staged output would need it.
     let tmp = tempfile::tempdir().unwrap();
     let unwritable = tmp.path().join("missing");
-    let args = ["-a", "0", "a.npy", "b.npy", "-o", "s3://out/streamed.npy"];
+    // With -n: completed by a conditional create.
+    let args = [
+        "-a",
+        "0",
+        "a.npy",
+        "b.npy",
+        "-n",
+        "-o",
+        "s3://out/streamed.npy",
+    ];
     let (code, stderr, peak_kib) = run_measured(&moto, dir.path(), &unwritable, &args);
     assert_eq!(code, 0, "{stderr}");
     assert!(!unwritable.exists());
@@ -341,6 +350,9 @@ fn an_object_is_uploaded_as_it_is_written_with_no_staging_and_bounded_memory() {
         crate::util::describe_difference(&local, &remote)
     );
     assert!(moto.uploads("out").is_empty());
+    let requests = moto.requests();
+    let completed = |r: &&String| r.starts_with("POST /out/streamed.npy?") && r.ends_with(" 200");
+    assert!(requests.iter().any(|r| completed(&r)), "{requests:#?}");
     // A sharded set too: shards and index, with nothing staged.
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sharded");
     let merged = fixtures.join("expected/model.safetensors");
@@ -422,4 +434,11 @@ fn no_clobber_refuses_an_object_that_appears_during_the_upload() {
     crate::util::assert_mentions(&stderr, &["s3://out/raced.npy", "exists", "--no-clobber"]);
     assert_eq!(moto.get("out", "raced.npy").unwrap(), b"theirs");
     assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    // Refused by the completion itself, a conditional create (If-None-Match), which the
+    // store answers 412: no window between a check and the completion.
+    let requests = moto.requests();
+    let refused = requests
+        .iter()
+        .any(|r| r.starts_with("POST /out/raced.npy?") && r.ends_with(" 412"));
+    assert!(refused, "{requests:#?}");
 }

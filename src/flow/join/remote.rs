@@ -7,8 +7,8 @@
 //! them. Nothing under the prefix is removed: a previous set's extra shards stay, and the
 //! new index no longer names them.
 //!
-//! With `--no-clobber`, every key is checked before a byte is uploaded, and again before
-//! its upload completes (a one-part object is a conditional create). A dry run plans with the URL as the output's path and
+//! With `--no-clobber`, every key is checked before a byte is uploaded, and the upload's
+//! PUT or completion is a conditional create on S3 (`sys::remote::Streaming::complete`). A dry run plans with the URL as the output's path and
 //! sends nothing.
 //!
 //! Inputs named by URL are opened by the input stage (`input/objects.rs`): their headers

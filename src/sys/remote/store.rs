@@ -19,6 +19,7 @@ use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::http::HttpBuilder;
 use object_store::multipart::MultipartStore;
+use object_store::signer::Signer;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore};
 
 use super::{Location, Scheme};
@@ -239,11 +240,13 @@ pub(super) fn key_path(location: &Location) -> io::Result<object_store::path::Pa
     })
 }
 
-/// A bucket's store, and the same as a store of multipart uploads (all but `https://`).
+/// A bucket's store, and the same as a store of multipart uploads (all but `https://`) and,
+/// for S3, as a signer of requests object_store does not send itself.
 #[derive(Clone)]
 struct Built {
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
+    s3_signer: Option<Arc<dyn Signer>>,
 }
 
 /// The store of a location's bucket, built once per bucket and kept for the process.
@@ -280,12 +283,19 @@ pub(super) fn multipart_for(location: &Location) -> io::Result<Arc<dyn Multipart
     })
 }
 
+/// The S3 store of a location's bucket, as a signer of requests (`upload.rs` completes an
+/// upload with `If-None-Match`, which object_store does not send); `None` for other stores.
+pub(super) fn s3_signer_for(location: &Location) -> io::Result<Option<Arc<dyn Signer>>> {
+    built_for(location).map(|built| built.s3_signer)
+}
+
 /// Both views of one store.
 fn both<S: ObjectStore + MultipartStore>(store: S) -> Built {
     let store = Arc::new(store);
     Built {
         store: store.clone(),
         multipart: Some(store),
+        s3_signer: None,
     }
 }
 
@@ -315,7 +325,14 @@ fn build(location: &Location) -> io::Result<Built> {
             if let Some(region) = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")) {
                 builder = builder.with_region(region);
             }
-            builder.build().map(both)
+            builder.build().map(|s3| {
+                let s3 = Arc::new(s3);
+                Built {
+                    store: s3.clone(),
+                    multipart: Some(s3.clone()),
+                    s3_signer: Some(s3),
+                }
+            })
         }
         Scheme::Gcs => {
             check_plain_http("GOOGLE_BASE_URL", "GOOGLE_ALLOW_HTTP", "a local emulator")
@@ -341,6 +358,7 @@ fn build(location: &Location) -> io::Result<Built> {
             .map(|store| Built {
                 store: Arc::new(store),
                 multipart: None,
+                s3_signer: None,
             }),
     };
     built.map_err(|e| {

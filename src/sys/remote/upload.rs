@@ -10,8 +10,12 @@ use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use object_store::client::{HttpConnector, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::multipart::{MultipartStore, PartId};
-use object_store::{MultipartId, PutMode, PutOptions, PutPayload};
+use object_store::signer::{SignedUrlOptions, Signer};
+use object_store::{ClientOptions, MultipartId, PutMode, PutOptions, PutPayload};
+use reqwest::Method;
+use reqwest::header::{HeaderValue, IF_NONE_MATCH};
 
 use super::store::{explain, key_path, runtime, store_for};
 use super::{Location, Scheme};
@@ -255,10 +259,11 @@ impl Streaming {
     }
 
     /// Makes the object visible under its key: the one PUT of an object that fits in one
-    /// part, or the rest of its parts and the upload's completion. With `no_clobber`, the
-    /// key is checked again first; object_store completes a multipart upload
-    /// unconditionally, so an object another writer creates between that check and the
-    /// completion (one round trip) is replaced.
+    /// part, or the rest of its parts and the upload's completion. With `no_clobber`, both
+    /// are conditional creates on S3 (`If-None-Match: *`: an object another writer creates
+    /// meanwhile is kept, and this one refused). On GCS and Azure, whose completions
+    /// object_store sends unconditionally, the key is checked again just before: an object
+    /// created in the one round trip between that check and the completion is replaced.
     pub fn complete(mut self) -> io::Result<()> {
         let Some(upload) = self.upload.clone() else {
             let bytes = std::mem::take(&mut self.buffer);
@@ -271,7 +276,11 @@ impl Streaming {
         while !self.in_flight.is_empty() {
             self.wait_oldest()?;
         }
-        if self.no_clobber {
+        let signer = match self.no_clobber {
+            true => super::store::s3_signer_for(&self.location)?,
+            false => None,
+        };
+        if self.no_clobber && signer.is_none() {
             Upload::check_absent(&self.location)?;
         }
         if !unregister(&upload) {
@@ -279,6 +288,10 @@ impl Streaming {
         }
         self.done = true;
         let parts = std::mem::take(&mut self.parts);
+        if let Some(signer) = signer {
+            return complete_if_absent(&self.location, signer, &upload, &parts)
+                .inspect_err(|_| abort_or_say(&upload));
+        }
         let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
         let completed = runtime()?
             .block_on(async move { store.complete_multipart(&path, &id, parts).await })
@@ -322,6 +335,85 @@ impl Drop for Streaming {
             abort_or_say(&upload);
         }
     }
+}
+
+/// Completes an S3 multipart upload only if its key does not exist: the request object_store
+/// sends, with `If-None-Match: *` (which S3 takes on a completion, answering 412 when the key
+/// exists), signed by object_store's signer and sent through its HTTP client. Sent once: a
+/// retry after a completion whose answer was lost would find its own object and say 412.
+fn complete_if_absent(
+    location: &Location,
+    signer: Arc<dyn Signer>,
+    upload: &Pending,
+    parts: &[PartId],
+) -> io::Result<()> {
+    let options = SignedUrlOptions::new()
+        .with_query([("uploadId", upload.id.as_str())])
+        .with_signed_header(IF_NONE_MATCH, HeaderValue::from_static("*"));
+    let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let client = ReqwestConnector::default()
+        .connect(&ClientOptions::new().with_allow_http(allow_http))
+        .map_err(|e| explain(location, e))?;
+    let (path, body) = (upload.path.clone(), completion_body(parts));
+    let answer = runtime()?.block_on(async move {
+        let signed = signer.signed_url_opts(Method::POST, &path, SIGNED_FOR, &options);
+        let url = signed.await.map_err(|e| explain(location, e))?;
+        let mut request = HttpRequest::new(HttpRequestBody::from(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = url.as_str().parse().map_err(io::Error::other)?;
+        let headers = request.headers_mut();
+        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+        let response = client.execute(request).await.map_err(io::Error::other)?;
+        let status = response.status();
+        let text = response
+            .into_body()
+            .bytes()
+            .await
+            .map_err(io::Error::other)?;
+        Ok::<_, io::Error>((status.as_u16(), String::from_utf8_lossy(&text).into_owned()))
+    });
+    let (status, text) = answer?;
+    match status {
+        412 => Err(exists(location)),
+        // S3 may answer 200 and put an error in the body.
+        200..=299 if !text.contains("<Error>") => Ok(()),
+        _ => Err(io::Error::other(format!(
+            "the store did not complete the upload (HTTP {status}{}): with --no-clobber it is \
+             completed only if the key does not exist (If-None-Match), which this store may \
+             not take\nhint: leave out --no-clobber to complete it unconditionally",
+            element(&text, "Code").map_or(String::new(), |code| format!(", {code}"))
+        ))),
+    }
+}
+
+/// How long the completion's signature holds.
+const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// The body of a CompleteMultipartUpload: each part's number and ETag, in order.
+fn completion_body(parts: &[PartId]) -> String {
+    let mut xml = String::from("<CompleteMultipartUpload>");
+    for (at, part) in parts.iter().enumerate() {
+        let etag = part
+            .content_id
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        xml.push_str(&format!(
+            "<Part><PartNumber>{}</PartNumber><ETag>{etag}</ETag></Part>",
+            at + 1
+        ));
+    }
+    xml.push_str("</CompleteMultipartUpload>");
+    xml
+}
+
+/// The text of the first `<name>` element of an XML answer, its letters and digits only, at
+/// most 100 (a store's error code, for a message: the server's text reaches a terminal).
+fn element(xml: &str, name: &str) -> Option<String> {
+    let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
+    let end = start + xml[start..].find('<')?;
+    let text = xml[start..end].chars().filter(char::is_ascii_alphanumeric);
+    Some(text.take(100).collect())
 }
 
 /// Whether `upload` is still registered: a signal's handler takes every upload to abort it
@@ -393,5 +485,32 @@ mod tests {
         assert!(part_size(MAX_PARTS * MAX_PART).is_some());
         assert_eq!(part_size(MAX_PARTS * MAX_PART + (1 << 30)), None);
         assert_eq!(part_size(u64::MAX), None);
+    }
+
+    #[test]
+    fn a_completion_lists_its_parts_in_order_with_their_etags_escaped() {
+        let parts = [
+            PartId {
+                content_id: "\"a1\"".to_string(),
+            },
+            PartId {
+                content_id: "<b&>".to_string(),
+            },
+        ];
+        assert_eq!(
+            completion_body(&parts),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"a1\"</ETag>\
+             </Part><Part><PartNumber>2</PartNumber><ETag>&lt;b&amp;&gt;</ETag></Part>\
+             </CompleteMultipartUpload>"
+        );
+    }
+
+    #[test]
+    fn an_error_code_is_read_as_letters_and_digits_only() {
+        let xml = "<Error><Code>NotImplemented</Code><Message>x</Message></Error>";
+        assert_eq!(element(xml, "Code").as_deref(), Some("NotImplemented"));
+        let hostile = "<Error><Code>Bad\u{1b}[31mCode</Code></Error>";
+        assert_eq!(element(hostile, "Code").as_deref(), Some("Bad31mCode"));
+        assert_eq!(element("<Error/>", "Code"), None);
     }
 }
