@@ -44,6 +44,13 @@ use crate::{messages, plan};
 /// join, then either prints the plan or grows the target. The one function of the append that
 /// sees the whole config: each step below is handed its part of it.
 pub fn run(config: &JoinConfig) -> Result<()> {
+    if let Some(target) = config
+        .inputs
+        .first()
+        .filter(|t| crate::sys::remote::is_url(t))
+    {
+        return Err(not_an_object(target));
+    }
     let rules = &config.rules;
     let inputs = join::open_inputs(&config.open_config(), None)?;
     let first = &inputs[0];
@@ -470,4 +477,21 @@ fn write_data(
     reordered
         .finish()
         .map_err(|e| Error::io("append to", &name, e))
+}
+
+/// The refusal of an append whose target is an object (`s3://...`): an object in a store is
+/// written whole, once; it cannot grow in place.
+fn not_an_object(target: &Path) -> Error {
+    Error::refused(
+        format!(
+            "--append grows a file in place, but {} is an object, which a store writes whole \
+             and never grows",
+            crate::messages::path(target)
+        ),
+        format!(
+            "join it with the new inputs into a new object instead: tjoin -a AXIS {} \
+             INPUTS... -o s3://BUCKET/NEW_KEY",
+            crate::messages::path(target)
+        ),
+    )
 }

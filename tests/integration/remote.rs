@@ -442,3 +442,33 @@ fn no_clobber_refuses_an_object_that_appears_during_the_upload() {
         .any(|r| r.starts_with("POST /out/raced.npy?") && r.ends_with(" 412"));
     assert!(refused, "{requests:#?}");
 }
+
+#[test]
+fn an_append_to_an_object_is_refused_before_a_request() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    moto.put("out", "x.npy", b"old");
+    let dir = tempfile::tempdir().unwrap();
+    two_inputs(dir.path(), (2, 3), 4);
+    moto.clear_requests();
+    let args = ["--append", "-a", "0", "s3://out/x.npy", "a.npy"];
+    let run = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "--append",
+            "s3://out/x.npy",
+            "an object",
+            "-o s3://BUCKET/NEW_KEY",
+        ],
+    );
+    assert!(moto.requests().is_empty(), "{:#?}", moto.requests());
+    assert_eq!(moto.get("out", "x.npy").unwrap(), b"old");
+    assert_eq!(dir.path().read_dir().unwrap().count(), 2, "nothing written");
+}
