@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Object storage on the loopback (issue 44): a 1 GiB axis-0 join from S3 to S3 by tjoin,
 against boto3's transfer manager moving the same bytes (a parallel ranged download of both
-inputs, then a multipart upload of the 1 GiB result) at the same concurrency (4) and part size
-(8 MiB); and the requests a --dry-run of a 100-shard set sends.
+inputs, then a multipart upload of the joined bytes, numpy's header and both inputs' data) at
+the same concurrency (4) and part size (8 MiB), checked to be the same object by its ETag;
+and the requests a --dry-run of a 100-shard set sends. Paired: each round runs both, the
+order alternating; the ratio is per round. Benchmarks are run by hand (Python, boto3, moto
+and GNU time needed), never by CI.
 
 The S3 server is moto's (`pip install 'moto[server]==5.2.1'`), started here on 127.0.0.1; both
 competitors talk to the same server, in alternation, `--rounds` times each. Each run is a
@@ -31,16 +34,24 @@ ENV = {
 
 BOTO = r"""
 import sys, boto3
+import numpy as np
 from boto3.s3.transfer import TransferConfig
-endpoint, folder = sys.argv[1], sys.argv[2]
+endpoint, folder, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s3 = boto3.client("s3", endpoint_url=endpoint)
 config = TransferConfig(max_concurrency=4, multipart_chunksize=8 << 20, multipart_threshold=8 << 20)
 for name in ["a.npy", "b.npy"]:
     s3.download_file("bench", "in/" + name, folder + "/" + name, Config=config)
-with open(folder + "/out.npy", "wb") as out:   # the join's bytes, and one header more
+# The join's bytes, as numpy writes them: one header for the joined shape, then the data of
+# each input without its header (the same bytes tjoin uploads, so the ETags compare).
+with open(folder + "/out.npy", "wb") as out:
+    header = {"descr": "<f4", "fortran_order": False, "shape": (2 * rows, 1024)}
+    np.lib.format.write_array_header_1_0(out, header)
     for name in ["a.npy", "b.npy"]:
         with open(folder + "/" + name, "rb") as f:
-            out.write(f.read())
+            np.lib.format.read_magic(f)
+            np.lib.format.read_array_header_1_0(f)
+            while chunk := f.read(8 << 20):
+                out.write(chunk)
 s3.upload_file(folder + "/out.npy", "bench", "out/boto.npy", Config=config)
 """
 
@@ -87,21 +98,29 @@ def main():
         joined = ["-a", "0", "s3://bench/in/a.npy", "s3://bench/in/b.npy",
                   "-o", "s3://bench/out/tjoin.npy"]
         tjoin = [args.tjoin] + joined
-        boto = [sys.executable, "-c", BOTO, endpoint, work]
+        boto = [sys.executable, "-c", BOTO, endpoint, work, str(rows)]
         times = {"tjoin": [], "boto3": []}
-        for _ in range(args.rounds):
-            for name, command in [("tjoin", tjoin), ("boto3", boto)]:
+        loads = [os.getloadavg()[0]]
+        for round in range(args.rounds):
+            # The order alternates, so that neither always runs on a warmer server.
+            order = [("tjoin", tjoin), ("boto3", boto)]
+            for name, command in order if round % 2 == 0 else order[::-1]:
                 times[name].append(timed(command, env))
-        size = lambda key: s3.head_object(Bucket="bench", Key=key)["ContentLength"]
-        same = size("out/tjoin.npy") == size("out/boto.npy") - 128
-        load = os.getloadavg()[0]
+            loads.append(os.getloadavg()[0])
+        etag = lambda key: s3.head_object(Bucket="bench", Key=key)["ETag"]
+        # Both uploads have 8 MiB parts: the same ETag is the same bytes.
+        same = etag("out/tjoin.npy") == etag("out/boto.npy")
+        load = f"load {min(loads):.1f} to {max(loads):.1f}"
         for name, runs in times.items():
             walls = sorted(w for w, _ in runs)
             rss = max(r for _, r in runs)
             print(f"{name:6} median {walls[len(walls) // 2]:.2f} s, fastest {walls[0]:.2f} s, "
-                  f"peak RSS {rss:.0f} MiB ({args.gib} GiB, load {load:.1f})")
-        ratios = [t[0] / b[0] for t, b in zip(times["tjoin"], times["boto3"])]
-        print(f"tjoin / boto3 per round: {', '.join(f'{r:.2f}' for r in ratios)}; the same length but for boto3's second header: {same}")
+                  f"peak RSS {rss:.0f} MiB ({args.gib} GiB, {load})")
+        ratios = sorted(t[0] / b[0] for t, b in zip(times["tjoin"], times["boto3"]))
+        print(f"tjoin / boto3 per round: {', '.join(f'{r:.2f}' for r in ratios)}, median "
+              f"{ratios[len(ratios) // 2]:.2f}; the same bytes (ETag): {same}")
+        if not same:
+            sys.exit("tjoin's object differs from the join's bytes")
         # A 100-shard set's --dry-run: its requests, from moto's access log.
         names = [f"model-{i:05d}-of-00100.safetensors" for i in range(1, 101)]
         import json
