@@ -113,6 +113,13 @@ fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 impl Sink for Member {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut shared = lock(&self.shared);
+        if self.at < shared.writing {
+            // Its last part is sent: a byte more would make that part one in the middle,
+            // which the store refuses when under 5 MiB. Files are written one after another.
+            return Err(io::Error::other(
+                "a file of the upload was written to after the next one began",
+            ));
+        }
         // The files before this one are written whole: their last parts go now.
         while shared.writing < self.at {
             let at = shared.writing;
