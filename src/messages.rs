@@ -63,8 +63,7 @@ pub fn print(text: &str) -> io::Result<()> {
 /// into an I/O error naming standard output (the plan report); `main` ends a broken
 /// pipe (the reader, such as `head`, went away) quietly with status 1 and reports any other.
 pub fn print_exact(text: &str) -> io::Result<()> {
-    let text = aliased(text);
-    let text = redact_urls(&text);
+    let text = redact_urls(text);
     let mut stdout = io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
@@ -113,8 +112,7 @@ pub fn quote(text: &str) -> Cow<'_, str> {
 /// a message forgot to quote still cannot act on the terminal (a newline in it can still start
 /// a line, which only quoting the name where the message is built prevents).
 pub fn lines(text: &str) -> String {
-    let text = aliased(text);
-    let text = redact_urls(&text);
+    let text = redact_urls(text);
     let quoted: Vec<Cow<'_, str>> = text.split('\n').map(quote).collect();
     quoted.join("\n")
 }
@@ -129,35 +127,7 @@ pub fn shape_text(shape: &[u64]) -> String {
 /// quoted.
 pub fn path(path: &Path) -> String {
     let text = path.to_string_lossy();
-    let text = aliased(&text);
     quote(&redact_urls(&text)).into_owned()
-}
-
-/// Local paths shown as something else: a staged copy of a remote input, by its URL.
-static ALIASES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
-
-/// Shows `local` (and every path under it) as `shown` in everything written through the gate
-/// from now on: the staged copy of an input downloaded from object storage is named by its
-/// URL in errors, warnings, progress and the `--dry-run` plan, as the user named it.
-pub fn show_as(local: &Path, shown: &str) {
-    let mut aliases = ALIASES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    aliases.push((local.to_string_lossy().into_owned(), shown.to_string()));
-}
-
-/// `text` with every aliased path ([`show_as`]) replaced by what it is shown as.
-fn aliased(text: &str) -> Cow<'_, str> {
-    let aliases = ALIASES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut text = Cow::Borrowed(text);
-    for (local, shown) in aliases.iter() {
-        if text.contains(local.as_str()) {
-            text = Cow::Owned(text.replace(local.as_str(), shown));
-        }
-    }
-    text
 }
 
 /// What a secret in a URL is replaced by.
