@@ -140,8 +140,7 @@ impl JoinConfig {
         };
         let model = model_config(cli.config.as_deref(), &inputs)?;
         let job = cli.workers.step(cli.dry_run.is_some(), cli.append)?;
-        let named = inputs.iter().map(|p| &**p);
-        super::workers::refuse_remote_join(job, cli.output.as_deref(), named)?;
+        super::workers::refuse_remote_join(job, cli.output.as_deref())?;
         Ok(JoinConfig {
             inputs,
             out_of_order,

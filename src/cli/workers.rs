@@ -22,7 +22,8 @@ pub struct WorkerArgs {
     /// then puts the output in place). --dry-run with --workers N shows each worker's share.
     /// The output may be in S3 (-o s3://BUCKET/KEY, or a sharded set's s3://BUCKET/PREFIX/): each
     /// file is then one multipart upload, each worker uploading its run of parts, and the job
-    /// is recorded in the bucket.
+    /// is recorded in the bucket. Inputs may be URLs (s3://, https://, ...): each worker reads
+    /// its share by range, pinned to the ETags --begin recorded.
     #[arg(long, value_name = "N", help_heading = WORKERS)]
     pub workers: Option<u32>,
 
@@ -125,29 +126,14 @@ pub fn refuse_remote<'p>(
     ))
 }
 
-/// Refuses a join run as a job (`step`) whose inputs are named by URL (each worker would
-/// download them all, and a downloaded copy's version is not the object's), or whose output
-/// is a URL not in S3 (a job uploads each output file as one multipart upload's parts, a
-/// run of them per worker).
-pub fn refuse_remote_join<'p>(
-    step: Option<Step>,
-    output: Option<&'p std::path::Path>,
-    mut inputs: impl Iterator<Item = &'p std::path::Path>,
-) -> Result<()> {
+/// Refuses a join run as a job (`step`) whose output is a URL not in S3 (a job uploads each
+/// output file as one multipart upload's parts, a run of them per worker). Inputs named by
+/// URL are shared: each worker reads its share's ranges, pinned to the ETags `--begin`
+/// recorded (`flow::join::workers`).
+pub fn refuse_remote_join(step: Option<Step>, output: Option<&std::path::Path>) -> Result<()> {
     use crate::sys::remote::{Location, Scheme, is_url};
     if step.is_none() {
         return Ok(());
-    }
-    if let Some(url) = inputs.find(|p| is_url(p)) {
-        return Err(Error::refused(
-            format!(
-                "the input {} is in object storage, and a job of several workers reads local \
-                 inputs on a file system every worker sees",
-                crate::messages::path(url)
-            ),
-            "download the inputs to the shared file system (the output may be an S3 object), \
-             or run the join in one process, which reads URLs",
-        ));
     }
     let Some(url) = output.filter(|p| is_url(p)) else {
         return Ok(());

@@ -84,3 +84,5 @@ mod util;
 mod workers;
 #[cfg(all(unix, feature = "remote"))]
 mod workers_s3;
+#[cfg(all(unix, feature = "remote"))]
+mod workers_urls;

@@ -17,7 +17,12 @@ fn keys(moto: &Moto) -> Vec<String> {
 
 /// Runs one step of a job over `args` in `dir` with `extra`: its exit status and standard
 /// error.
-fn run(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) -> (Option<i32>, String) {
+pub(crate) fn run(
+    moto: &Moto,
+    dir: &Path,
+    args: &[String],
+    extra: &[&str],
+) -> (Option<i32>, String) {
     let output = moto
         .tjoin()
         .current_dir(dir)
@@ -37,14 +42,14 @@ fn step(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) -> (bool, Stri
 
 /// [`step`], which must succeed.
 #[track_caller]
-fn ok(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) {
+pub(crate) fn ok(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) {
     let (succeeded, stderr) = step(moto, dir, args, extra);
     assert!(succeeded, "{extra:?}: {stderr}");
 }
 
 /// [`step`], which must be refused (status 2): its message.
 #[track_caller]
-fn no(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) -> String {
+pub(crate) fn no(moto: &Moto, dir: &Path, args: &[String], extra: &[&str]) -> String {
     let (code, stderr) = run(moto, dir, args, extra);
     assert_eq!(code, Some(2), "{extra:?}: {stderr}");
     stderr

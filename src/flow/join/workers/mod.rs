@@ -522,14 +522,19 @@ fn digest(planning: &Planning, layout: &Layout, shares: &[[u64; 2]]) -> u128 {
     job::digest(text.as_bytes())
 }
 
-/// Every file the inputs were read from, as it is now.
+/// Every file the inputs were read from, as it is now: a local file's identity, length and
+/// change time; an object's ETag, as its store gave it (every read of the object is pinned
+/// to it, so that a step whose ETags are the manifest's reads the manifest's bytes). The
+/// path is for messages only, its secrets redacted (a pre-signed URL's query): the manifest
+/// is a file anyone who sees the output may read.
 fn versions(inputs: &[Input]) -> Vec<Version> {
     use crate::input::source::Version as Now;
     inputs
         .iter()
         .flat_map(Input::versions)
         .map(|(location, version)| {
-            let path = location.to_string();
+            let path = location.as_path().to_string_lossy();
+            let path = crate::messages::redact_urls(&path).into_owned();
             match version {
                 Now::Local(stamp) => {
                     let (inode, len, changed) = stamp.version();
@@ -541,17 +546,28 @@ fn versions(inputs: &[Input]) -> Vec<Version> {
                         tag: None,
                     }
                 }
-                // An object's tag, compared as it is written.
-                other => Version {
+                Now::Tag(tag) => Version {
                     path,
                     inode: 0,
                     len: 0,
                     changed: (0, 0),
-                    tag: Some(format!("{other:?}")),
+                    tag: Some(tag.to_string()),
                 },
             }
         })
         .collect()
+}
+
+/// What a message says a recorded input file was: its ETag, or its length, inode and change
+/// time.
+fn was(version: &Version) -> String {
+    match &version.tag {
+        Some(tag) => format!("its ETag {}", crate::messages::name(tag)),
+        None => format!(
+            "{} bytes (inode {}, changed at {}.{:09})",
+            version.len, version.inode, version.changed.0, version.changed.1
+        ),
+    }
 }
 
 /// The job recorded beside the output, checked to be the one `fresh` (this step's plan)
@@ -596,18 +612,11 @@ fn check_recorded(
     if let Some(((now, then), position)) = changed {
         return Err(Error::refused(
             format!(
-                "input {position} ({}) changed since the job began: it was {} bytes (inode {}, \
-                 changed at {}.{:09}), and is {} bytes (inode {}, changed at {}.{:09}); a job \
-                 never mixes old and new bytes",
+                "input {position} ({}) changed since the job began: it was {}, and is {}; a \
+                 job never mixes old and new bytes",
                 crate::messages::path(Path::new(&now.path)),
-                then.len,
-                then.inode,
-                then.changed.0,
-                then.changed.1,
-                now.len,
-                now.inode,
-                now.changed.0,
-                now.changed.1,
+                was(then),
+                was(now),
             ),
             "abandon the job (--workers N --abandon) and begin it again with the inputs as \
              they are now",
