@@ -42,8 +42,17 @@ struct PlannedOutput<'a> {
 /// Runs the split `config` describes.
 pub fn run(config: &SplitConfig) -> Result<()> {
     if let Some(Step::Abandon(n)) = config.job {
-        let first = config.outputs.first().map(|output| output.path.as_path());
-        return workers::abandon(first, None, n, config.progress == When::Never);
+        // The job's folder is the first output's (a sharded output's own); a sharded
+        // output's data files are in its folder.
+        let first = config.outputs.first();
+        let folder = |o: &SplitOutput| o.sharded.as_ref().map(|s| s.folder.clone());
+        let more = config.outputs.iter().filter_map(folder).collect();
+        let path = first.map(|output| output.path.as_path());
+        let first = first
+            .and_then(|o| o.sharded.as_ref())
+            .map(|s| s.folder.as_path());
+        let quiet = config.progress == When::Never;
+        return workers::abandon_in(path, first, more, n, quiet);
     }
     let open = OpenConfig {
         paths: std::slice::from_ref(&config.input),
@@ -86,7 +95,15 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     // The engine, chosen (and DirectML's plans made) before anything is written.
     let mut engine = choose_engine(config, &planned)?;
     if let Some(step) = config.job {
-        return run_job(config, step, &inputs, &mut planned);
+        // `--dry-run` shows the shares; `--print-plan` prints the plan with them once the
+        // step is done.
+        let form = match (step, config.action) {
+            (Step::Shares(_), Action::DryRun(form)) => Some(form),
+            (Step::Shares(_), _) => None,
+            _ => config.print_plan,
+        };
+        let report = form.map(|form| (report(config, input, &planned, heads, &engine), form));
+        return run_job(config, step, &inputs, &mut planned, report);
     }
     if let Action::DryRun(form) = config.action {
         return report(config, input, &planned, heads, &engine).print(form);
@@ -131,29 +148,17 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     }
 }
 
-/// Runs `step` of a job of N workers over the planned outputs (`src/flow/join/workers/`): each
-/// output one file, all in one folder; the shares are the join's (`--dry-run` and
-/// `--print-plan` show them for a join only).
+/// Runs `step` of a job of N workers over the planned outputs (`src/flow/join/workers/`):
+/// outputs that are files, all in one folder, or sharded outputs, each in its own folder;
+/// `carried_out` is the plan `--dry-run` or `--print-plan` prints with the workers' shares
+/// (once the step is done).
 fn run_job(
     config: &SplitConfig,
     step: Step,
     inputs: &[crate::input::Input],
     planned: &mut [PlannedOutput],
+    carried_out: Option<(SplitReport, crate::config::PlanForm)>,
 ) -> Result<()> {
-    let sharded = planned.iter().any(|o| o.planned.in_own_folder());
-    let refused = match step {
-        _ if sharded => Some("a split's job writes outputs that are files, not sharded folders"),
-        Step::Shares(_) => Some("--dry-run shows the workers' shares of a join, not of a split"),
-        _ if config.print_plan.is_some() => Some("--print-plan prints a join's job, not a split's"),
-        _ => None,
-    };
-    if let Some(why) = refused {
-        return Err(Error::refused(
-            why,
-            "name the outputs as files (part-{part}.npy, tp{rank}.safetensors) in one folder, \
-             without --dry-run or --print-plan, or split in one process",
-        ));
-    }
     let parts = planned
         .iter_mut()
         .map(|o| Part {
@@ -169,7 +174,18 @@ fn run_job(
         progress: config.progress,
         quiet: config.progress == When::Never,
     };
-    workers::run(&asked, step, planning, None, None)
+    let shares = match step {
+        Step::Shares(n) => workers::share_report(planning, n)?,
+        _ => workers::run_step(&asked, step, planning, None)?,
+    };
+    match carried_out {
+        Some((mut report, form)) => {
+            report.written = matches!(step, Step::Commit(_));
+            report.workers = Some(shares);
+            report.print(form)
+        }
+        None => Ok(()),
+    }
 }
 
 /// The most bytes of a config.json tjoin reads: a model's is a few KiB.

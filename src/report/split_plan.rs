@@ -39,6 +39,9 @@ pub struct SplitReport {
     /// (`--dry-run`); the text's first line says which, the JSON is the same.
     #[serde(skip)]
     pub written: bool,
+    /// Each worker's share, when `--workers N` shares the outputs (`src/flow/join/workers/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<super::ShareReport>>,
 }
 
 /// One file a split writes (a sharded checkpoint's shards and index are each one).
@@ -97,6 +100,7 @@ impl SplitReport {
             backend: None,
             rules: None,
             written: false,
+            workers: None,
         }
     }
 
@@ -172,6 +176,9 @@ impl SplitReport {
                 })
                 .collect();
             text.push_str(&table(&rows));
+        }
+        if let Some(shares) = &self.workers {
+            text.push_str(&super::text::shares_text(shares));
         }
         text
     }

@@ -151,7 +151,7 @@ fn tensor_rows(report: &PlanReport) -> Vec<Vec<String>> {
 }
 
 /// Each worker's share of a job's output, balanced by bytes.
-fn shares_text(shares: &[super::plan::ShareReport]) -> String {
+pub(super) fn shares_text(shares: &[super::plan::ShareReport]) -> String {
     let rows: Vec<Vec<String>> = shares
         .iter()
         .map(|share| {

@@ -84,5 +84,7 @@ mod util;
 mod workers;
 #[cfg(all(unix, feature = "remote"))]
 mod workers_s3;
+#[cfg(unix)]
+mod workers_split;
 #[cfg(all(unix, feature = "remote"))]
 mod workers_urls;

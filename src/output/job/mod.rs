@@ -138,6 +138,15 @@ pub struct JobFile {
     pub name: String,
     /// Its length in bytes.
     pub len: u64,
+    /// The job's folder it is in ([`Paths::folders`]): 0, the manifest's, but for the files
+    /// of a split's sharded outputs, each in its own folder.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folder: u32,
+}
+
+/// Whether a folder's number is the first's, which the manifest does not write.
+fn is_zero(folder: &u32) -> bool {
+    *folder == 0
 }
 
 /// The multipart uploads of a job whose output is in a bucket: one per output file.
@@ -204,6 +213,10 @@ use crate::limits::{JOB_MANIFEST as MANIFEST_LIMIT, JOB_RECORD as DONE_LIMIT};
 pub struct Paths {
     /// The folder the output's files and the job's files are in.
     pub folder: PathBuf,
+    /// Every folder the job's data files are in, each beside the output files it becomes:
+    /// `folder` first, then (a split's sharded outputs) each other output's folder. Made
+    /// from the command line, never from the manifest, which only numbers them.
+    pub folders: Vec<PathBuf>,
     /// The manifest.
     pub manifest: PathBuf,
     /// The output as the user named it, for messages.
@@ -226,15 +239,34 @@ impl Paths {
             }
         };
         Paths {
+            folders: vec![folder.clone()],
             folder,
             manifest,
             output: output.to_path_buf(),
         }
     }
 
-    /// The data file of the output file `name`.
-    pub fn data(&self, name: &str, token: &str) -> PathBuf {
+    /// The same job, its data files also in `more` folders (each counted once, in order).
+    pub fn with_folders(mut self, more: impl IntoIterator<Item = PathBuf>) -> Paths {
+        for folder in more {
+            if !self.folders.contains(&folder) {
+                self.folders.push(folder);
+            }
+        }
+        self
+    }
+
+    /// A file named `name` of the job in its folder: the manifest's staged name.
+    fn data(&self, name: &str, token: &str) -> PathBuf {
         self.folder.join(format!(".{name}.tjoin-job-{token}"))
+    }
+
+    /// The data file of the output file `file`, in the folder the manifest numbers (which
+    /// [`read`] checked is one of [`Paths::folders`]).
+    pub fn data_of(&self, file: &JobFile, token: &str) -> PathBuf {
+        let folder = self.folders.get(file.folder as usize);
+        let folder = folder.unwrap_or(&self.folder);
+        folder.join(format!(".{}.tjoin-job-{token}", file.name))
     }
 
     /// Worker `worker`'s record.
@@ -311,11 +343,25 @@ pub fn read(paths: &Paths) -> Result<Option<Manifest>> {
     )
     .map_err(|e| Error::io("read the job's manifest", &paths.manifest, e))?;
     let manifest = parse(&bytes).map_err(|why| refused_manifest(paths, &why))?;
+    if let Some(why) = unknown_folder(paths, &manifest) {
+        return Err(refused_manifest(paths, &why));
+    }
     if manifest.upload.is_some() {
         let why = "it records an object store's upload, where the output is a local file";
         return Err(refused_manifest(paths, why));
     }
     Ok(Some(manifest))
+}
+
+/// What is wrong when `manifest` numbers a folder the job's outputs are not in.
+fn unknown_folder(paths: &Paths, manifest: &Manifest) -> Option<String> {
+    let known = paths.folders.len();
+    let file = manifest.files.iter().find(|f| f.folder as usize >= known)?;
+    Some(format!(
+        "it puts {} in folder {} of the job, whose outputs are in {known}",
+        messages::name(&file.name),
+        file.folder
+    ))
 }
 
 /// A manifest's bytes, parsed strictly and checked: what is wrong with them otherwise.
@@ -372,9 +418,13 @@ pub fn begin(paths: &Paths, manifest: &Manifest) -> Result<()> {
     if let Some(existing) = read(paths)? {
         return Err(already_begun(paths, existing.workers));
     }
+    if let Some(why) = unknown_folder(paths, manifest) {
+        let why = io::Error::other(why);
+        return Err(Error::io("write the job's manifest", &paths.manifest, why));
+    }
     let mut created = Created(Vec::new());
     for file in &manifest.files {
-        let path = paths.data(&file.name, &manifest.token);
+        let path = paths.data_of(file, &manifest.token);
         let data = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -450,7 +500,7 @@ pub fn not_begun(paths: &Paths) -> Error {
 /// link.
 pub fn open_data(paths: &Paths, manifest: &Manifest, index: usize) -> Result<File> {
     let file = &manifest.files[index];
-    let path = paths.data(&file.name, &manifest.token);
+    let path = paths.data_of(file, &manifest.token);
     if let Ok(metadata) = fs::symlink_metadata(&path)
         && !metadata.file_type().is_file()
     {
@@ -597,7 +647,7 @@ pub fn finish(paths: &Paths, manifest: &Manifest) -> Result<()> {
         remove_own(&paths.done(worker))?;
     }
     for file in &manifest.files {
-        remove_own(&paths.data(&file.name, &manifest.token))?;
+        remove_own(&paths.data_of(file, &manifest.token))?;
     }
     remove_staged_records(paths, manifest.workers)?;
     Ok(())
@@ -653,7 +703,7 @@ pub fn abandon(paths: &Paths, workers: u32) -> Result<Abandoned> {
     check_count(&messages::path(&paths.output), &manifest, workers)?;
     let mut removed = Vec::new();
     for file in &manifest.files {
-        let path = paths.data(&file.name, &manifest.token);
+        let path = paths.data_of(file, &manifest.token);
         if remove_own(&path)? {
             removed.push(path);
         }
@@ -718,116 +768,4 @@ fn remove_own(path: &Path) -> Result<bool> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn manifest(workers: u32) -> Manifest {
-        Manifest {
-            tjoin_job: LAYOUT,
-            tjoin: env!("CARGO_PKG_VERSION").to_string(),
-            token: "0123456789abcdef".to_string(),
-            workers,
-            digest: "d".to_string(),
-            inputs: Vec::new(),
-            files: vec![JobFile {
-                name: "out.npy".to_string(),
-                len: 10,
-            }],
-            shares: vec![[0, 10]; workers as usize],
-            upload: None,
-        }
-    }
-
-    // Jobs are tested on Unix only, as their integration tests are: under Wine, abandon left
-    // the manifest behind (a file still open when it is removed, which Windows refuses).
-    #[cfg(unix)]
-    #[test]
-    fn a_job_is_begun_once_and_abandoned_leaving_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::of(&dir.path().join("out.npy"), None);
-        begin(&paths, &manifest(2)).unwrap();
-        assert_eq!(read(&paths).unwrap(), Some(manifest(2)));
-        let again = begin(&paths, &manifest(2)).unwrap_err().to_string();
-        assert!(again.contains("already recorded"), "{again}");
-        let data = open_data(&paths, &manifest(2), 0).unwrap();
-        assert_eq!(data.metadata().unwrap().len(), 10);
-        assert_eq!(unfinished(&paths, &manifest(2)).unwrap(), [0, 1]);
-        abandon(&paths, 2).unwrap();
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    // Jobs are tested on Unix only, as their integration tests are: under Wine, abandon left
-    // the manifest behind (a file still open when it is removed, which Windows refuses).
-    #[cfg(unix)]
-    #[test]
-    fn a_manifest_that_names_paths_or_links_is_refused_and_abandon_removes_only_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::of(&dir.path().join("out.npy"), None);
-        let mut hostile = manifest(1);
-        hostile.files[0].name = "../victim".to_string();
-        fs::write(&paths.manifest, serde_json::to_vec(&hostile).unwrap()).unwrap();
-        let error = read(&paths).unwrap_err().to_string();
-        assert!(error.contains("not a plain file name"), "{error}");
-        // A data file's name made a link to a file the job did not make: left alone, and
-        // never opened for writing.
-        let victim = dir.path().join("victim");
-        fs::write(&victim, b"0123456789").unwrap();
-        let good = manifest(1);
-        fs::write(&paths.manifest, serde_json::to_vec(&good).unwrap()).unwrap();
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink(&victim, paths.data("out.npy", &good.token)).unwrap();
-            assert!(open_data(&paths, &good, 0).is_err());
-            abandon(&paths, 1).unwrap();
-            assert!(
-                paths
-                    .data("out.npy", &good.token)
-                    .symlink_metadata()
-                    .is_ok()
-            );
-        }
-        assert_eq!(fs::read(&victim).unwrap(), b"0123456789");
-        assert!(!paths.manifest.exists());
-    }
-
-    #[test]
-    fn a_staged_record_a_killed_worker_left_is_removed_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::of(&dir.path().join("out.npy"), None);
-        begin(&paths, &manifest(2)).unwrap();
-        let record = paths
-            .done(1)
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_string();
-        let staged = dir.path().join(format!("{record}.4242.0123456789abcdef"));
-        let other = dir.path().join(format!("{record}.mine"));
-        fs::write(&staged, b"{").unwrap();
-        fs::write(&other, b"kept").unwrap();
-        let abandoned = abandon(&paths, 2).unwrap();
-        assert!(abandoned.removed.contains(&staged));
-        assert!(!staged.exists() && other.exists());
-    }
-
-    #[test]
-    fn a_record_counts_only_for_its_own_job_and_share() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::of(&dir.path().join("out.npy"), None);
-        let job = manifest(2);
-        let mut done = Done {
-            tjoin_job: LAYOUT,
-            token: job.token.clone(),
-            digest: job.digest.clone(),
-            worker: 1,
-            share: [0, 10],
-            etags: Vec::new(),
-        };
-        record_done(&paths, &done).unwrap();
-        assert_eq!(unfinished(&paths, &job).unwrap(), [0]);
-        done.digest = "other".to_string();
-        record_done(&paths, &done).unwrap();
-        assert_eq!(unfinished(&paths, &job).unwrap(), [0, 1]);
-    }
-}
+mod tests;

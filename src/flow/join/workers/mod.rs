@@ -40,8 +40,11 @@ use crate::plan::tensor_job::TensorJob;
 use crate::plan::window;
 use crate::report::{PlanReport, ShareReport};
 
+mod checks;
 #[cfg(feature = "remote")]
 mod s3;
+
+use checks::{check_can_share, check_formats_and_inputs};
 
 /// Shares start at multiples of this: a page, so that no two workers write one page.
 const SHARE_ALIGN: u64 = 4096;
@@ -101,6 +104,9 @@ impl<'a, 'j> Planning<'a, 'j> {
 struct Layout {
     files: Vec<FileLayout>,
     total: u64,
+    /// The folders the files are in: the job's first (where its manifest is), then each
+    /// other in the order of the files (a split's sharded outputs, each in its own).
+    folders: Vec<PathBuf>,
 }
 
 /// One file of the layout.
@@ -112,6 +118,8 @@ struct FileLayout {
     target: PathBuf,
     /// Its name in the output's folder.
     name: String,
+    /// The folder it is in, numbered in [`Layout::folders`].
+    folder: u32,
     /// Where its bytes start among all the files'.
     start: u64,
     /// Its length.
@@ -128,16 +136,38 @@ struct FileLayout {
 pub(crate) fn run(
     asked: &Asked,
     step: Step,
-    mut planning: Planning,
+    planning: Planning,
     engine: Option<&mut Engine>,
     carried_out: Option<(PlanReport, PlanForm)>,
 ) -> Result<()> {
+    let shares = run_step(asked, step, planning, engine)?;
+    // `--print-plan`: the plan with the shares, once the step is done; the plan carried out
+    // only once the commit put the output in place.
+    match carried_out {
+        Some((mut report, form)) => {
+            report.written = matches!(step, Step::Commit(_));
+            report.workers = Some(shares);
+            report.print(form)
+        }
+        None => Ok(()),
+    }
+}
+
+/// Runs `step` of a job over the planned run (as [`run`]), and returns each worker's share
+/// as the plan report shows it.
+pub(crate) fn run_step(
+    asked: &Asked,
+    step: Step,
+    mut planning: Planning,
+    engine: Option<&mut Engine>,
+) -> Result<Vec<ShareReport>> {
     let remote = remote_output(&planning)?;
     let paths = match remote {
         None => Some(check_can_share(&planning)?),
         Some(_) => None,
     };
-    let layout = layout(&mut planning)?;
+    let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
+    let paths = paths.map(|p| p.with_folders(layout.folders.iter().cloned()));
     let n = step.workers();
     let shares = job_shares(remote, &layout, n)?;
     let fresh = Manifest {
@@ -153,6 +183,7 @@ pub(crate) fn run(
             .map(|f| JobFile {
                 name: f.name.clone(),
                 len: f.len,
+                folder: f.folder,
             })
             .collect(),
         shares,
@@ -191,16 +222,7 @@ pub(crate) fn run(
         }
         (Step::Shares(_) | Step::Abandon(_), Some(_)) => unreachable!("handled by the flow"),
     }
-    // `--print-plan`: the plan with the shares, once the step is done; the plan carried out
-    // only once the commit put the output in place.
-    match carried_out {
-        Some((mut report, form)) => {
-            report.written = matches!(step, Step::Commit(_));
-            report.workers = Some(shares);
-            report.print(form)
-        }
-        None => Ok(()),
-    }
+    Ok(shares)
 }
 
 #[cfg(feature = "remote")]
@@ -273,22 +295,28 @@ fn job_shares(remote: Option<Remote>, layout: &Layout, n: u32) -> Result<Vec<[u6
 /// Each worker's share, for `--dry-run` with `--workers N`.
 pub(crate) fn share_report(mut planning: Planning, n: u32) -> Result<Vec<ShareReport>> {
     let remote = remote_output(&planning)?;
-    if remote.is_none() {
-        check_can_share(&planning)?;
-    }
-    let layout = layout(&mut planning)?;
+    let paths = match remote {
+        None => Some(check_can_share(&planning)?),
+        Some(_) => None,
+    };
+    let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
     Ok(share_reports(&layout, &job_shares(remote, &layout, n)?))
 }
 
 /// What the plan report shows of `shares` of `layout`.
+/// Files are shown by name, or by path when they are in several folders.
 fn share_reports(layout: &Layout, shares: &[[u64; 2]]) -> Vec<ShareReport> {
+    let several = layout.folders.len() > 1;
     let files = |start, end| {
         let within = |f: &&FileLayout| !overlap(start..end, f.start..f.start + f.len).is_empty();
         layout
             .files
             .iter()
             .filter(within)
-            .map(|f| f.name.clone())
+            .map(|f| match several {
+                true => f.target.display().to_string(),
+                false => f.name.clone(),
+            })
             .collect()
     };
     shares
@@ -311,6 +339,18 @@ pub(crate) fn abandon(
     n: u32,
     quiet: bool,
 ) -> Result<()> {
+    abandon_in(path, folder, Vec::new(), n, quiet)
+}
+
+/// `--workers N --abandon` (as [`abandon`]) of a job whose data files may also be in the
+/// folders `more` (a split's sharded outputs' own).
+pub(crate) fn abandon_in(
+    path: Option<&Path>,
+    folder: Option<&Path>,
+    more: Vec<PathBuf>,
+    n: u32,
+    quiet: bool,
+) -> Result<()> {
     let Some(path) = path else {
         return Err(Error::refused(
             "--abandon needs the output whose job it abandons",
@@ -323,7 +363,7 @@ pub(crate) fn abandon(
         #[cfg(not(feature = "remote"))]
         return Err(not_built(Some(path)));
     }
-    let paths = Paths::of(path, folder);
+    let paths = Paths::of(path, folder).with_folders(more);
     let abandoned = job::abandon(&paths, n)?;
     if !quiet {
         crate::messages::eprintln(format!(
@@ -335,99 +375,13 @@ pub(crate) fn abandon(
     Ok(())
 }
 
-/// Refuses what a job cannot share: no output, standard output, a device or a link, a
-/// format whose bytes depend on the data, a split's outputs in several folders, inputs read
-/// from standard input (each worker would read its own). Returns the job's paths.
-fn check_can_share(planning: &Planning) -> Result<Paths> {
-    let first = planning.parts.first().map(|p| p.planned.describe());
-    let paths = match first {
-        None | Some(Description::None) => None,
-        Some(Description::File(path)) => Some(Paths::of(path, None)),
-        Some(Description::Sharded { path, shards }) => Some(Paths::of(path, Some(&shards.folder))),
-    };
-    let Some(paths) = paths else {
-        return Err(Error::refused(
-            "a job of several workers needs an output",
-            "name it with -o, the same in every step",
-        ));
-    };
-    for part in &planning.parts {
-        for file in part.planned.files() {
-            check_target(&paths, &file.target)?;
-        }
-    }
-    check_formats_and_inputs(planning, &paths.output)?;
-    Ok(paths)
-}
-
-/// Refuses a format whose bytes depend on the data, and inputs read from standard input
-/// (each worker would read its own), in a job whose output is `output`.
-fn check_formats_and_inputs(planning: &Planning, output: &Path) -> Result<()> {
-    for part in &planning.parts {
-        if part.format != Format::Npy && part.format != Format::SafeTensors {
-            return Err(Error::refused(
-                format!(
-                    "a job of several workers writes .npy and .safetensors outputs, whose \
-                     headers fix every tensor's place before its data is written; {} is {}",
-                    crate::messages::path(output),
-                    part.format.name()
-                ),
-                "write .npy or .safetensors outputs (or a sharded folder), or run in one \
-                 process",
-            ));
-        }
-    }
-    if let Some(input) = planning.inputs.iter().find(|i| i.name.is_stdin()) {
-        return Err(Error::refused(
-            format!(
-                "{} is standard input, which each worker of a job would read for itself",
-                input.name
-            ),
-            "save it to a file every worker sees, and name that file",
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses a target a job cannot write: one not in the job's folder (a split's outputs in
-/// several folders), standard output, a device or a link (the data file beside it is renamed
-/// over it, where a one-process run writes a device in place or follows a link).
-fn check_target(paths: &Paths, target: &Path) -> Result<()> {
-    let shown = crate::messages::path(target);
-    if crate::sys::folder_of(target) != paths.folder {
-        return Err(Error::refused(
-            format!(
-                "the outputs {} and {shown} are in different folders, and a job keeps its \
-                 files in one, beside its first output",
-                crate::messages::path(&paths.output)
-            ),
-            "name outputs in one folder (part-{part}.npy, tp{rank}.safetensors), or run the \
-             split in one process",
-        ));
-    }
-    let direct = crate::output::written_directly(target)
-        || target.as_os_str() == crate::sys::STDOUT
-        || target
-            .symlink_metadata()
-            .is_ok_and(|m| m.file_type().is_symlink());
-    if direct {
-        return Err(Error::refused(
-            format!(
-                "the output {shown} is not a regular file that a job can replace: a job's \
-                 workers write a file beside it, which the commit renames over it"
-            ),
-            "name a regular file (the file a link points to, not the link) on a file system \
-             every worker sees",
-        ));
-    }
-    Ok(())
-}
-
 /// The outputs' files laid out as bytes one after another: each framed by its writer with
 /// nothing written, each tensor's data counted where it goes.
-fn layout(planning: &mut Planning) -> Result<Layout> {
+/// `first` is the job's folder (`None` for an output in object storage).
+fn layout(planning: &mut Planning, first: Option<&Path>) -> Result<Layout> {
     let mut files = Vec::new();
     let mut start = 0u64;
+    let mut folders: Vec<PathBuf> = first.map(Path::to_path_buf).into_iter().collect();
     for (p, part) in planning.parts.iter_mut().enumerate() {
         let described = described(part.job);
         for (f, planned) in part.planned.files().iter().enumerate() {
@@ -456,11 +410,20 @@ fn layout(planning: &mut Planning) -> Result<Layout> {
                     "name the output in UTF-8",
                 ));
             };
+            let folder = crate::sys::folder_of(target);
+            let folder = match folders.iter().position(|known| known == folder) {
+                Some(known) => known,
+                None => {
+                    folders.push(folder.to_path_buf());
+                    folders.len() - 1
+                }
+            };
             files.push(FileLayout {
                 part: p,
                 file: f,
                 target: target.clone(),
                 name: name.to_string(),
+                folder: u32::try_from(folder).unwrap_or(u32::MAX),
                 start,
                 len,
                 tensors,
@@ -472,6 +435,7 @@ fn layout(planning: &mut Planning) -> Result<Layout> {
     Ok(Layout {
         files,
         total: start,
+        folders,
     })
 }
 
@@ -818,7 +782,7 @@ fn commit(
     let mut data: Vec<(File, PathBuf)> = Vec::new();
     for (index, file) in manifest.files.iter().enumerate() {
         let opened = job::open_data(paths, manifest, index)?;
-        let path = paths.data(&file.name, &manifest.token);
+        let path = paths.data_of(file, &manifest.token);
         opened
             .sync_all()
             .map_err(|e| Error::io("flush the job's data file", &path, e))?;

@@ -1,0 +1,105 @@
+//! What a job of several workers cannot share, refused before anything is written: no
+//! output, standard output, a device or a link, a format whose bytes depend on the data,
+//! a split's file outputs in several folders, inputs read from standard input.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::output::job::Paths;
+use crate::output::kind::Description;
+
+use super::Planning;
+
+/// Refuses what a job cannot share: no output, standard output, a device or a link, a
+/// format whose bytes depend on the data, a split's outputs in several folders, inputs read
+/// from standard input (each worker would read its own). Returns the job's paths.
+pub(super) fn check_can_share(planning: &Planning) -> Result<Paths> {
+    let first = planning.parts.first().map(|p| p.planned.describe());
+    let paths = match first {
+        None | Some(Description::None) => None,
+        Some(Description::File(path)) => Some(Paths::of(path, None)),
+        Some(Description::Sharded { path, shards }) => Some(Paths::of(path, Some(&shards.folder))),
+    };
+    let Some(paths) = paths else {
+        return Err(Error::refused(
+            "a job of several workers needs an output",
+            "name it with -o, the same in every step",
+        ));
+    };
+    for part in &planning.parts {
+        // A sharded output's files are in its own folder, its job's data files beside them.
+        let folder = match part.planned.describe() {
+            Description::Sharded { shards, .. } => shards.folder.as_path(),
+            _ => paths.folder.as_path(),
+        };
+        for file in part.planned.files() {
+            check_target((&paths, folder), &file.target)?;
+        }
+    }
+    check_formats_and_inputs(planning, &paths.output)?;
+    Ok(paths)
+}
+
+/// Refuses a format whose bytes depend on the data, and inputs read from standard input
+/// (each worker would read its own), in a job whose output is `output`.
+pub(super) fn check_formats_and_inputs(planning: &Planning, output: &Path) -> Result<()> {
+    for part in &planning.parts {
+        if part.format != Format::Npy && part.format != Format::SafeTensors {
+            return Err(Error::refused(
+                format!(
+                    "a job of several workers writes .npy and .safetensors outputs, whose \
+                     headers fix every tensor's place before its data is written; {} is {}",
+                    crate::messages::path(output),
+                    part.format.name()
+                ),
+                "write .npy or .safetensors outputs (or a sharded folder), or run in one \
+                 process",
+            ));
+        }
+    }
+    if let Some(input) = planning.inputs.iter().find(|i| i.name.is_stdin()) {
+        return Err(Error::refused(
+            format!(
+                "{} is standard input, which each worker of a job would read for itself",
+                input.name
+            ),
+            "save it to a file every worker sees, and name that file",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a target a job cannot write: one not in the job's folder (a split's outputs in
+/// several folders), standard output, a device or a link (the data file beside it is renamed
+/// over it, where a one-process run writes a device in place or follows a link).
+fn check_target((paths, folder): (&Paths, &Path), target: &Path) -> Result<()> {
+    let shown = crate::messages::path(target);
+    if crate::sys::folder_of(target) != folder {
+        return Err(Error::refused(
+            format!(
+                "the outputs {} and {shown} are in different folders, and a job keeps its \
+                 files in one, beside its first output",
+                crate::messages::path(&paths.output)
+            ),
+            "name outputs in one folder (part-{part}.npy, tp{rank}.safetensors), or run the \
+             split in one process",
+        ));
+    }
+    let direct = crate::output::written_directly(target)
+        || target.as_os_str() == crate::sys::STDOUT
+        || target
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+    if direct {
+        return Err(Error::refused(
+            format!(
+                "the output {shown} is not a regular file that a job can replace: a job's \
+                 workers write a file beside it, which the commit renames over it"
+            ),
+            "name a regular file (the file a link points to, not the link) on a file system \
+             every worker sees",
+        ));
+    }
+    Ok(())
+}
