@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
+import json
 import os
 import struct
 import tempfile
 import unittest
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 from unittest import mock
 
 import tjoin
@@ -111,6 +112,91 @@ class Threads(Job):
         with self.assertRaises(TypeError):
             tjoin.join(self.inputs, self.folder / "out.npy", axis=0, begin=True)
         self.assertEqual(self.entries(), ["a.npy", "b.npy", "one.npy"])
+
+
+def write_safetensors(path: Path, tensors: List[Tuple[str, int, int]]) -> None:
+    """A safetensors file of float32 ``(name, rows, columns)`` tensors counting from 0."""
+    header: Dict[str, Any] = {}
+    data = b""
+    for name, rows, columns in tensors:
+        values = struct.pack(f"<{rows * columns}f", *range(rows * columns))
+        header[name] = {
+            "dtype": "F32",
+            "shape": [rows, columns],
+            "data_offsets": [len(data), len(data) + len(values)],
+        }
+        data += values
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+class Split(unittest.TestCase):
+    """``tjoin.split(..., workers=N, executor=E)``: a split into .npy files and one into
+    sharded safetensors folders, each the same bytes as the one process's split."""
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory(prefix="tjoin-workers-split-")
+        self.addCleanup(folder.cleanup)
+        self.folder = Path(folder.name)
+        write_npy(self.folder / "a.npy", 3001, 64, 0.0)
+        write_safetensors(self.folder / "m.safetensors", [("x.weight", 300, 64), ("y", 7, 9)])
+
+    def same(self, one: Path, out: Path) -> None:
+        """``out`` holds the bytes of ``one``: a file, or every file of a folder."""
+        if one.is_dir():
+            self.assertEqual(sorted(os.listdir(out)), sorted(os.listdir(one)))
+            for name in os.listdir(one):
+                self.same(one / name, out / name)
+        else:
+            self.assertEqual(out.read_bytes(), one.read_bytes(), out)
+
+    def split_both(self, workers: int, executor: Any) -> None:
+        f = self.folder
+        for source, template, options in (
+            ("a.npy", "{}-{{part}}.npy", {"axis": 0}),
+            ("m.safetensors", "{}{{part}}/", {"axis": -1, "max_shard_size": "20KB"}),
+        ):
+            # As str: a Path drops the trailing / that asks for a sharded folder.
+            tjoin.split(f / source, f"{f}/{template.format('one')}", parts=3, **options)
+            written = tjoin.split(
+                f / source,
+                f"{f}/{template.format('job')}",
+                parts=3,
+                workers=workers,
+                executor=executor,
+                **options,
+            )
+            self.assertEqual(len(written["workers"]), workers)
+            self.assertEqual([o["path"] for o in written["outputs"]][0][: len(str(f))], str(f))
+            for part in range(3):
+                one = Path(template.format("one").format(part=part).rstrip("/"))
+                out = Path(template.format("job").format(part=part).rstrip("/"))
+                self.same(f / one, f / out)
+        left = [p for p in f.rglob("*") if "tjoin-job" in p.name]
+        self.assertEqual(left, [])
+
+    def test_the_default_executor_runs_the_split_workers_on_threads(self) -> None:
+        self.split_both(3, None)
+
+    def test_a_process_pool_runs_the_split_workers_in_processes(self) -> None:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
+            self.split_both(4, pool)
+
+    def test_a_failed_split_worker_raises_and_nothing_is_published(self) -> None:
+        def failing(words: List[str]) -> Any:
+            from tjoin import _api
+
+            words = ["--worker=1/4" if word == "--worker=1/2" else word for word in words]
+            return _api._run(words, False)
+
+        with mock.patch.object(tjoin._api, "_work", failing):
+            with self.assertRaises(tjoin.TjoinError) as raised:
+                out = f"{self.folder}/job{{part}}/"
+                tjoin.split(self.folder / "m.safetensors", out, axis=-1, parts=2, workers=2)
+        self.assertIn("worker 1/2 failed: ", str(raised.exception))
+        names = [p.name for p in self.folder.rglob("*")]
+        self.assertFalse([n for n in names if n.endswith(".json") or "tjoin-job" in n], names)
 
 
 @unittest.skipUnless(

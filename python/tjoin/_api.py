@@ -40,7 +40,7 @@ _SET_BY_JOIN = (
     "abandon",
 )
 _SET_BY_SPLIT = ("output", "axis", "parts", "sizes", "ranks", "dry_run", "print_plan", "progress")
-# A job of several workers runs from tjoin.join(workers=N) only.
+# A job of several workers runs from the functions' workers= and executor=.
 _SET_BY_SPLIT += ("workers", "worker", "begin", "commit", "abandon")
 
 
@@ -197,8 +197,9 @@ def _work(words: List[str]) -> Dict[str, Any]:
 def _job(
     words: List[str], paths: List[str], workers: int, submit: Submitter, progress: bool
 ) -> Dict[str, Any]:
-    """The join as a job of ``workers``: begin, every worker through ``submit``, commit; on
-    any failure, the job abandoned and ``TjoinError`` raised, nothing published."""
+    """The join or split (``words``) as a job of ``workers``: begin, every worker through
+    ``submit``, commit; on any failure, the job abandoned and ``TjoinError`` raised, nothing
+    published."""
     quiet = ["--print-plan=json", "--progress=never"]
     _run(words + [f"--workers={workers}", "--begin"] + quiet + paths, False)
     try:
@@ -234,6 +235,8 @@ def split(
     ranks: Optional[int] = None,
     *,
     progress: bool = False,
+    workers: Optional[int] = None,
+    executor: Any = None,
     **options: Any,
 ) -> Dict[str, Any]:
     """Split ``input`` along ``axis`` into outputs; return the plan that was carried out.
@@ -249,6 +252,11 @@ def split(
     Raises ``TjoinError`` when tjoin refuses or fails (no output is then written), and
     ``TypeError`` for an option ``tjoin split`` does not have.
 
+    ``workers=N`` and ``executor=`` run the split as a job of N workers, as ``join`` runs
+    its own: the outputs (files in one folder, or sharded folders: ``"tp{rank}/"``) on a
+    file system every worker sees, at the same paths. The result is the plan, with each
+    worker's share of the outputs' bytes under ``workers``.
+
     >>> parts = tjoin.split("xy.npy", "part-{part}.npy", axis=0, sizes=[2, 1])
     >>> [(part["path"], part["tensors"][0]["shape"]) for part in parts["outputs"]]
     [('part-0.npy', [2, 3]), ('part-1.npy', [1, 3])]
@@ -256,8 +264,11 @@ def split(
     words = ["split"] + _words("split", _flags.SPLIT, _SET_BY_SPLIT, options)
     given = {"output": output, "axis": axis, "parts": parts, "sizes": sizes, "ranks": ranks}
     words += _words("split", _flags.SPLIT, (), given)
+    paths = ["--", *_paths(input)]
+    if workers is not None or executor is not None:
+        return _job(words, paths, _count(workers), _submitter(executor), progress)
     words += ["--print-plan=json", "--progress=" + ("always" if progress else "never")]
-    return _run(words + ["--", *_paths(input)], progress)
+    return _run(words + paths, progress)
 
 
 def plan(
