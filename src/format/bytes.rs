@@ -1,10 +1,12 @@
 //! Reading a header from its bytes alone, for an object read by range (`input/objects.rs`):
 //! each format's pure parser (.npy, safetensors, GGUF) behind one entry, which says how many
-//! more bytes it needs, or that the format is not parsed from bytes yet.
+//! more bytes it needs, or that the format is not parsed from bytes; and the readers of
+//! ZIP archives and `torch.save` pickles over a source read by range ([`Format::read_ranged`]).
 
 use std::io;
 
-use super::{Contents, Format, Found, gguf, keep_selected, npy, safetensors, zip};
+use super::zip::ReadRange;
+use super::{Contents, Format, Found, gguf, keep_selected, npy, pickle, safetensors, zip};
 use crate::error::{InputRef, Result};
 
 /// What reading a header from its bytes gives ([`Format::read_bytes`]).
@@ -21,7 +23,8 @@ impl Format {
     /// Reads the tensors a file of this format declares from its first `bytes` alone (of a
     /// file `len` bytes long: an object read by range), as [`Format::read`] reads a file:
     /// the contents, [`FromBytes::Need`] of more bytes, or [`FromBytes::NoParser`] for a
-    /// format whose header is not parsed from bytes yet (JSON text, ZIP archives, pickles).
+    /// format whose header is not parsed from bytes (JSON text, ZIP archives, pickles: those
+    /// but JSON are read by range, [`Format::read_ranged`]).
     pub fn read_bytes(
         self,
         bytes: &[u8],
@@ -68,6 +71,33 @@ impl Format {
         };
         keep_selected(&mut contents, select, name)?;
         Ok(FromBytes::Read(contents))
+    }
+}
+
+impl Format {
+    /// Reads the tensors a file of this format declares from `source`, read by position (a
+    /// remote object: each read a ranged request), for the formats whose headers are not
+    /// parsed from bytes alone: ZIP archives (.npz, `torch.save`'s ZIP form; the directory at
+    /// the end, each member's header, a pickle) and `torch.save`'s legacy form (its pickles
+    /// from the start). `head` is the file's first bytes, `len` its length. As
+    /// [`Format::read`] does, but no tensor's data is read, but for a strided `.pt` view
+    /// (gathered into `spill`, up to 256 MiB read into memory) -- `None` for a format read
+    /// from neither (JSON text), which is read as a local file.
+    pub fn read_ranged(
+        self,
+        (source, len, head): (&dyn ReadRange, u64, &[u8]),
+        name: &InputRef,
+        select: Option<&str>,
+    ) -> Result<Option<Contents>> {
+        let mut contents = match self.as_archive(head) {
+            Some(archive) => super::read_archive(self, archive, (source, len, head), name, select)?,
+            None if self == Format::PyTorch => {
+                pickle::read_unzipped(source, (len, head), name, select)?
+            }
+            None => return Ok(None),
+        };
+        keep_selected(&mut contents, select, name)?;
+        Ok(Some(contents))
     }
 }
 

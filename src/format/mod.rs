@@ -72,6 +72,11 @@ pub type Sign = fn(&[u8]) -> bool;
 /// may be left out), and the spill file for data that cannot be mapped where it lies.
 pub type FileReader = fn(Opened<'_>, Option<&str>, &mut Spill) -> Result<Contents>;
 
+/// A reader of a claimed ZIP archive: its source (read by position), how messages name it,
+/// its directory's members, and the one tensor wanted, if one is.
+pub type ArchiveReader =
+    fn(&dyn zip::ReadRange, &InputRef, Vec<zip::Member>, Option<&str>) -> Result<Contents>;
+
 /// How a format stored as a ZIP archive claims an archive and reads it. Several formats are
 /// ZIP archives (an .npz, a `torch.save` file): the first bytes say only that; the members
 /// decide which one a file is.
@@ -81,8 +86,8 @@ pub struct Archive {
     /// Why an archive this format does not claim is not one of its files.
     pub unclaimed: &'static str,
     /// Reads a claimed archive, its directory `members` already listed; with `select`, the
-    /// one tensor wanted.
-    pub read: fn(&File, &InputRef, Vec<zip::Member>, Option<&str>) -> Result<Contents>,
+    /// one tensor wanted, from any source read by position (a local file, a remote object).
+    pub read: ArchiveReader,
 }
 
 /// Which ZIP archives a format claims.
@@ -442,12 +447,11 @@ impl Format {
         spill: &mut Spill,
     ) -> Result<Contents> {
         let descriptor = self.0;
-        let as_archive = descriptor
-            .archive
-            .as_ref()
-            .filter(|_| descriptor.reader.is_none() || zip::is_archive(opened.head));
-        let mut contents = match (as_archive, descriptor.reader) {
-            (Some(archive), _) => read_archive(self, archive, opened, select)?,
+        let mut contents = match (self.as_archive(opened.head), descriptor.reader) {
+            (Some(archive), _) => {
+                let source = (opened.file as &dyn zip::ReadRange, opened.len, opened.head);
+                read_archive(self, archive, source, opened.name, select)?
+            }
             (None, Some(reader)) => reader(opened, select, spill)?,
             (None, None) => {
                 return Err(Error::refused(
@@ -458,6 +462,15 @@ impl Format {
         };
         keep_selected(&mut contents, select, opened.name)?;
         Ok(contents)
+    }
+
+    /// How a file of this format whose first bytes are `head` is read as a ZIP archive, if it
+    /// is one: always for a format that is only an archive (.npz), for one with another form
+    /// (`torch.save`'s legacy pickles) when its first bytes say so.
+    fn as_archive(self, head: &[u8]) -> Option<&'static Archive> {
+        let descriptor = self.0;
+        let archive = descriptor.archive.as_ref()?;
+        (descriptor.reader.is_none() || zip::is_archive(head)).then_some(archive)
     }
 
     /// The writer of an output in this format; refuses a format tjoin does not write.
@@ -492,21 +505,17 @@ pub(crate) fn keep_selected(
     Ok(())
 }
 
-/// Reads a ZIP archive `format` was asked to read, as the format its members make it: a
+/// Reads the ZIP archive `file` (any source read by position) of `len` bytes, its first bytes
+/// `head`, that `format` was asked to read, as the format its members make it: a
 /// format that claims archives by their members reads only those it claims; the format of
 /// the other archives (.npz) reads those no format claims by its members.
-fn read_archive(
+pub(crate) fn read_archive(
     format: Format,
     archive: &Archive,
-    opened: Opened<'_>,
+    (file, len, head): (&dyn zip::ReadRange, u64, &[u8]),
+    name: &InputRef,
     select: Option<&str>,
 ) -> Result<Contents> {
-    let Opened {
-        file,
-        len,
-        name,
-        head,
-    } = opened;
     let claimed = claimed_by(format, name.location.as_path(), head);
     let malformed = |reason: String| Error::Malformed {
         input: name.clone(),

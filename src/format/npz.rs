@@ -193,11 +193,19 @@ impl Inflation {
     }
 }
 
-/// The deflating stream of `member`, read by position (the archive's handle may be shared),
-/// at most one byte past its declared size.
-fn inflating<'a>(source: &'a dyn ReadRange, member: &Member) -> impl Read + 'a {
+/// How many compressed bytes a member's stream reads at once when it is inflated whole.
+const INFLATE_READ: usize = 1 << 20;
+
+/// How many compressed bytes a member's stream reads at once when only its .npy header is
+/// wanted (a dry run): a header's deflated bytes are a few hundred, and each read of a
+/// remote archive is a request of this size.
+const HEADER_READ: usize = 16 << 10;
+
+/// The deflating stream of `member`, read by position (the archive's handle may be shared)
+/// `capacity` compressed bytes at a time, at most one byte past its declared size.
+fn inflating<'a>(source: &'a dyn ReadRange, member: &Member, capacity: usize) -> impl Read + 'a {
     let compressed = BufReader::with_capacity(
-        1 << 20,
+        capacity,
         At {
             source,
             at: member.data_start,
@@ -216,7 +224,7 @@ fn inflated_header(
     input: &InputRef,
 ) -> Result<TensorInfo> {
     npy::read_header(
-        member_header(&mut inflating(source, member), 0, member),
+        member_header(&mut inflating(source, member, HEADER_READ), 0, member),
         input,
     )
 }
@@ -273,7 +281,7 @@ fn inflate(
         ))
     };
     let mut header = Recording {
-        inner: inflating(source, member),
+        inner: inflating(source, member, INFLATE_READ),
         seen: Vec::new(),
     };
     let info = npy::read_header(member_header(&mut header, 0, member), input)?;

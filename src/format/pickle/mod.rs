@@ -72,10 +72,7 @@ pub const FORMAT: Descriptor = Descriptor {
     magic: Some(|head| head.starts_with(LEGACY_MAGIC) || is_tar(head)),
     looks_like: None,
     reader: Some(|opened, select, _| {
-        if is_tar(opened.head) {
-            return Err(tar_refused(opened.name));
-        }
-        read_legacy(opened.file, opened.len, opened.name, select)
+        read_unzipped(opened.file, (opened.len, opened.head), opened.name, select)
     }),
     archive: Some(Archive {
         claims: Claim::Members(|members| archive_of(members).is_some()),
@@ -98,6 +95,21 @@ pub const FORMAT: Descriptor = Descriptor {
     reads_in_place: true,
     cannot_grow: None,
 };
+
+/// Reads a checkpoint that is not in the ZIP form, from any source read by position (a
+/// local file, a remote object), its first bytes `head`: the legacy form, a TAR archive
+/// refused; with `select`, only that tensor.
+pub fn read_unzipped(
+    source: &dyn ReadRange,
+    (len, head): (u64, &[u8]),
+    input: &InputRef,
+    select: Option<&str>,
+) -> Result<Contents> {
+    if is_tar(head) {
+        return Err(tar_refused(input));
+    }
+    read_legacy(source, len, input, select)
+}
 
 /// How messages name the format.
 const CHECKPOINT: &str = "PyTorch checkpoint";
