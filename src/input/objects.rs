@@ -4,19 +4,23 @@
 //! asks (the first bytes the head read serve the first parse). Its tensors' data stay in
 //! the object ([`DataFile::Remote`]), read by range when the engine copies them.
 //!
-//! Formats whose headers are not parsed from bytes yet (JSON text, ZIP archives: .npz and
-//! `.pt`; legacy `torch.save` pickles; DCP's `.metadata`; DeepSpeed's files) are downloaded
-//! whole, every read pinned to the ETag the head saw, into an unnamed temporary file, and
-//! read as a local file is ([`open_regular`]).
+//! ZIP archives (.npz, `torch.save`'s ZIP form) and legacy `torch.save` pickles are read by
+//! range through [`Object`] ([`Format::read_ranged`]): the archive's end and directory, each
+//! member's local and .npy header, the pickle, never a tensor's data (a deflated .npz
+//! member is inflated from a ranged stream when its data is first read; a strided `.pt`
+//! view is read into memory, up to 256 MiB). Formats read from neither (JSON text; DCP's
+//! `.metadata`; DeepSpeed's files) are downloaded whole, every read pinned to the ETag the
+//! head saw, into an unnamed temporary file, and read as a local file is ([`open_regular`]).
 
 use std::fs::File;
 use std::io;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::open::{self, Composite, OpenOptions};
-use super::source::{Head, Kind};
+use super::source::{Head, Kind, Source, Version};
 use super::{DataFile, Input, Watched, sources};
 use crate::error::{InputRef, Result};
+use crate::format::zip::ReadRange;
 use crate::format::{Format, FromBytes};
 use crate::location::Location;
 use crate::sys::Limit;
@@ -129,7 +133,16 @@ pub fn open(
         )
     };
     let (contents, bytes) = read_header(&name, &at, &mut parse)?;
-    let format = format.unwrap_or(Format::Npy);
+    let mut format = format.unwrap_or(Format::Npy);
+    let contents = match contents {
+        Some(contents) => Some(contents),
+        None => {
+            let object =
+                Object::new(&name.location, &at, &bytes).map_err(|e| name.io_error("read", e))?;
+            let read = format.read_ranged((&object, at.len, &bytes), &name, selected.as_deref())?;
+            read.inspect(|contents| format = contents.format.unwrap_or(format))
+        }
+    };
     let Some(contents) = contents else {
         // No parser from bytes: the object downloaded whole, and read as a local file.
         let file = download(&name.location, &at).map_err(|e| name.io_error("read", e))?;
@@ -149,6 +162,80 @@ pub fn open(
         (own, watched),
         selected,
     ))
+}
+
+/// An object read by position, every read pinned to the version its head saw: the source
+/// the ZIP and pickle readers read an archive from, each read a ranged GET. Its first bytes
+/// (those its header's first parse was given) and the last window it read serve the reads
+/// that fall inside them, so that the small reads of a parser (a member's local header, then
+/// its .npy header just after) cost one request between them. Shared by its clones.
+#[derive(Clone)]
+pub struct Object(Arc<ObjectAt>);
+
+struct ObjectAt {
+    source: &'static dyn Source,
+    location: Location,
+    version: Version,
+    len: u64,
+    first: Vec<u8>,
+    /// The last window read, and where it starts.
+    window: Mutex<(u64, Vec<u8>)>,
+}
+
+/// How many bytes a small read asks for at once: a member's local header and its .npy
+/// header, or a pickle's next pieces.
+const WINDOW: u64 = 64 << 10;
+
+impl Object {
+    /// The object at `location` as `head` saw it, whose first bytes are `first`.
+    pub fn new(location: &Location, head: &Head, first: &[u8]) -> io::Result<Object> {
+        Ok(Object(Arc::new(ObjectAt {
+            source: sources::source_of(location)?,
+            location: location.clone(),
+            version: head.version.clone(),
+            len: head.len,
+            first: first.to_vec(),
+            window: Mutex::new((0, Vec::new())),
+        })))
+    }
+}
+
+/// The bytes `at..at + len` of `bytes`, which start at `from`, if they hold them all.
+fn inside(bytes: &[u8], from: u64, at: u64, len: usize) -> Option<&[u8]> {
+    let start = usize::try_from(at.checked_sub(from)?).ok()?;
+    bytes.get(start..start.checked_add(len)?)
+}
+
+impl ReadRange for Object {
+    fn read_range(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let at = &*self.0;
+        if let Some(bytes) = inside(&at.first, 0, offset, buf.len()) {
+            buf.copy_from_slice(bytes);
+            return Ok(());
+        }
+        let read =
+            |offset: u64, buf: &mut [u8]| at.source.read_at(&at.location, &at.version, offset, buf);
+        if buf.len() as u64 >= WINDOW {
+            return read(offset, buf);
+        }
+        let mut window = at.window.lock().unwrap_or_else(PoisonError::into_inner);
+        if inside(&window.1, window.0, offset, buf.len()).is_none() {
+            // A window that ends at the object's end when it would pass it: a ZIP archive's
+            // end records, its directory and its last members' headers in one read.
+            let start = offset.min(at.len.saturating_sub(WINDOW));
+            let end = at.len.min(start.saturating_add(WINDOW)).max(start);
+            let mut bytes = vec![0; (end - start) as usize];
+            read(start, &mut bytes)?;
+            *window = (start, bytes);
+        }
+        let bytes = inside(&window.1, window.0, offset, buf.len());
+        buf.copy_from_slice(bytes.ok_or(io::ErrorKind::UnexpectedEof)?);
+        Ok(())
+    }
+
+    fn detached(&self) -> io::Result<Box<dyn ReadRange>> {
+        Ok(Box::new(self.clone()))
+    }
 }
 
 /// Opens the object or local file at `location` whole: a local file as it lies, an object

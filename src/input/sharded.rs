@@ -562,8 +562,7 @@ fn read_index(name: &InputRef, pickle: bool) -> Result<(Index, Version)> {
 /// Opens the shard `shard` names and reads its header; the errors say which index lists it
 /// (`index`, for `tensors` tensors). The shard's data: a local file kept open when
 /// `keep_open`, else reopened by its location; an object read by range (a safetensors
-/// shard, its header parsed from bytes) or downloaded whole into a temporary file (a
-/// PyTorch shard).
+/// shard's header parsed from bytes, a PyTorch shard's read by range).
 fn read_shard(
     shard: &InputRef,
     (index, tensors): (&str, usize),
@@ -578,8 +577,8 @@ fn read_shard(
         io::Error::new(e.kind(), why)
     };
     let source = sources::source_of(&shard.location).map_err(|e| shard.io_error("open", e))?;
-    let read = if !source.is_local() && !pickle {
-        read_object_shard(shard, &listed)
+    let read = if !source.is_local() {
+        read_object_shard(shard, pickle, &listed)
     } else {
         // Opened without waiting: a FIFO the index lists is refused, not waited on.
         let (file, head) = super::objects::open_regular(&shard.location)
@@ -615,22 +614,37 @@ fn read_shard(
     })
 }
 
-/// Reads the header of the safetensors shard `shard` names in an object store, from bytes:
-/// its data stays there, read by range.
+/// Reads the header of the shard `shard` names in an object store: a safetensors shard's
+/// from bytes, a PyTorch shard's (`pickle`) by range (its ZIP directory, its pickle). Its
+/// data stays there, read by range.
 fn read_object_shard(
     shard: &InputRef,
+    pickle: bool,
     listed: &dyn Fn(io::Error) -> io::Error,
 ) -> Result<(DataFile, Version, crate::format::Contents)> {
     use super::objects::Step;
     let head =
         super::objects::head(&shard.location).map_err(|e| shard.io_error("open", listed(e)))?;
     let mut parse = |bytes: &[u8]| {
+        if pickle {
+            // The first bytes only: the reader by range reads the rest.
+            return Ok(Step::Done(None));
+        }
         Ok(match safetensors::read_bytes(bytes, head.len, shard)? {
-            Ok(contents) => Step::Done(contents),
+            Ok(contents) => Step::Done(Some(contents)),
             Err(needed) => Step::Need(needed),
         })
     };
-    let (contents, _) = super::objects::read_header(shard, &head, &mut parse)?;
+    let (contents, first) = super::objects::read_header(shard, &head, &mut parse)?;
+    let contents = match contents {
+        Some(contents) => contents,
+        None => {
+            let object = super::objects::Object::new(&shard.location, &head, &first)
+                .map_err(|e| shard.io_error("open", listed(e)))?;
+            let read = Format::PyTorch.read_ranged((&object, head.len, &first), shard, None)?;
+            read.ok_or_else(|| shard.io_error("read", io::ErrorKind::Unsupported.into()))?
+        }
+    };
     let data = DataFile::remote(shard.location.clone(), head.version.clone(), head.len);
     Ok((data, head.version, contents))
 }

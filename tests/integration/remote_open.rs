@@ -11,20 +11,7 @@ use crate::util::{f32_le, write_npy};
 
 /// A safetensors file of one float32 tensor `name` of `values`.
 fn safetensors(name: &str, values: &[f32]) -> Vec<u8> {
-    let data = f32_le(values);
-    let mut header = format!(
-        "{{\"{name}\":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[0,{}]}}}}",
-        values.len(),
-        data.len()
-    )
-    .into_bytes();
-    while header.len() % 8 != 0 {
-        header.push(b' ');
-    }
-    let mut file = (header.len() as u64).to_le_bytes().to_vec();
-    file.extend_from_slice(&header);
-    file.extend_from_slice(&data);
-    file
+    safetensors_of(&[(name, &[values.len() as u64], values)])
 }
 
 /// Writes a sharded set of `shards` tiny shards (tensor `w{i}` in the i-th) and its index
@@ -302,4 +289,208 @@ fn a_256_mib_remote_join_is_read_in_bounded_pieces() {
     // Ranged reads of at most 8 MiB.
     let requests = gets(&moto);
     assert!(requests.len() >= 2 * 16, "{requests:#?}");
+}
+
+/// A safetensors file of float32 tensors, each `(name, shape, values)`.
+fn safetensors_of(tensors: &[(&str, &[u64], &[f32])]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    let mut data = Vec::new();
+    for (name, shape, values) in tensors {
+        let start = data.len();
+        data.extend_from_slice(&f32_le(values));
+        let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+        entries.push(format!(
+            "\"{name}\":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{start},{}]}}",
+            dims.join(","),
+            data.len()
+        ));
+    }
+    let mut header = format!("{{{}}}", entries.join(",")).into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend_from_slice(&data);
+    file
+}
+
+/// A command of tjoin against `moto` in `dir` that cannot make a temporary file (its
+/// `TMPDIR` does not exist): a download of an object into one would fail.
+fn without_temporary_files(moto: &Moto, dir: &Path) -> assert_cmd::Command {
+    let mut command = moto.tjoin();
+    command
+        .current_dir(dir)
+        .env("TMPDIR", dir.join("no-such-folder"));
+    command
+}
+
+#[test]
+fn an_npz_is_planned_from_ranges_and_joined_as_its_local_copy() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    // 2 MiB of data in `big`, then `small`: stored, and deflated (--compress).
+    // Values that deflate little (a linear congruential sequence), so that the deflated
+    // archive is large too.
+    let mut state = 12345u32;
+    let big: Vec<f32> = (0..512 * 1024)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32
+        })
+        .collect();
+    let file = safetensors_of(&[
+        ("big", &[512, 1024], &big),
+        ("small", &[3], &[1.0, 2.0, 3.0]),
+    ]);
+    std::fs::write(dir.path().join("m.safetensors"), &file).unwrap();
+    let mut sizes = Vec::new();
+    for (name, extra) in [("stored.npz", None), ("deflated.npz", Some("--compress"))] {
+        let mut args = vec!["m.safetensors", "-o", name];
+        args.extend(extra);
+        crate::util::succeeds(dir.path(), &args);
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        assert!(bytes.len() > 1 << 20, "{name}: {}", bytes.len());
+        sizes.push(bytes.len());
+        moto.put("bkt", name, &bytes);
+    }
+    for name in ["stored.npz", "deflated.npz"] {
+        moto.clear_requests();
+        let url = format!("s3://bkt/{name}");
+        let run = without_temporary_files(&moto, dir.path())
+            .args([url.as_str(), "--dry-run"])
+            .assert()
+            .success();
+        let text = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+        crate::util::assert_mentions(&text, &["big", "small", "512"]);
+        // The first read (the head: the first member's local and .npy header), the last
+        // 64 KiB (the archive's end and directory, the second member's headers); deflated,
+        // the first compressed bytes of the second member when they are not in either.
+        let requests = gets(&moto);
+        eprintln!("{name} --dry-run: {} GETs", requests.len());
+        assert!(requests.len() <= 3, "{name}: {requests:#?}\n{text}");
+    }
+    // The join, data by range (a deflated member inflated from its ranged stream), is the
+    // local copies' byte for byte.
+    let join = |inputs: [&str; 2], out: &str| {
+        moto.tjoin()
+            .current_dir(dir.path())
+            .args(["-a", "0", "--join-identical"])
+            .args(inputs)
+            .args(["-o", out])
+            .assert()
+            .success();
+        std::fs::read(dir.path().join(out)).unwrap()
+    };
+    let local = join(["stored.npz", "deflated.npz"], "local.npz");
+    let remote = join(
+        ["s3://bkt/stored.npz", "s3://bkt/deflated.npz"],
+        "remote.npz",
+    );
+    assert!(
+        local == remote,
+        "the remote join differs from the local one"
+    );
+    // One member selected from each: its header read, the other's not inflated.
+    join(
+        ["s3://bkt/deflated.npz:small", "s3://bkt/stored.npz:small"],
+        "small.npy",
+    );
+    let small = crate::util::read_npy(&dir.path().join("small.npy"));
+    assert_eq!(small.shape, [6]);
+    assert_eq!(small.data, f32_le(&[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]));
+}
+
+const BIN4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/remote/bin4");
+
+#[test]
+fn a_4_shard_bin_set_is_planned_from_ranges_and_joined_as_its_local_copy() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let mut total = 0;
+    for entry in std::fs::read_dir(BIN4).unwrap() {
+        let entry = entry.unwrap();
+        let bytes = std::fs::read(entry.path()).unwrap();
+        total += bytes.len();
+        let key = format!("bin4/{}", entry.file_name().to_str().unwrap());
+        moto.put("bkt", &key, &bytes);
+    }
+    assert!(total > 4 << 20, "{total}");
+    let index = "s3://bkt/bin4/pytorch_model.bin.index.json";
+    moto.clear_requests();
+    let run = without_temporary_files(&moto, dir.path())
+        .args([index, "--dry-run"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    crate::util::assert_mentions(&text, &["8 tensors", "4 shards"]);
+    // The index; per shard its first read (the head: its pickle is in it) and one read of
+    // its last 64 KiB (its archive's end, directory and last members' local headers); never
+    // its 1 MiB of data.
+    let requests = gets(&moto);
+    eprintln!("4-shard .bin --dry-run: {} GETs", requests.len());
+    assert!(requests.len() <= 1 + 4 * 2, "{requests:#?}\n{text}");
+    let shard_gets = |n: usize| {
+        let key = format!("GET /bkt/bin4/pytorch_model-0000{n}-of-00004.bin ");
+        requests.iter().filter(|r| r.starts_with(&key)).count()
+    };
+    assert!(
+        (1..=4).all(|n| (1..=2).contains(&shard_gets(n))),
+        "{requests:#?}"
+    );
+    let local_index = format!("{BIN4}/pytorch_model.bin.index.json");
+    let join = |input: &str, out: &str| {
+        moto.tjoin()
+            .current_dir(dir.path())
+            .args([input, "-o", out])
+            .assert()
+            .success();
+        std::fs::read(dir.path().join(out)).unwrap()
+    };
+    let local = join(&local_index, "local.safetensors");
+    let remote = join(index, "remote.safetensors");
+    assert!(
+        local == remote,
+        "the remote set's output differs from the local one"
+    );
+}
+
+#[test]
+fn pt_objects_zip_legacy_and_strided_convert_as_their_local_copies() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pytorch");
+    // Whether the run needs a temporary file: a strided view's elements are gathered into
+    // the spill file, as a local file's are.
+    for (name, expected, gathers) in [
+        ("dtypes.pt", "dtypes.expected.safetensors", false),
+        (
+            "dtypes_legacy.pt",
+            "dtypes_legacy.expected.safetensors",
+            false,
+        ),
+        ("views.pt", "views.expected.safetensors", true),
+        ("views_legacy.pt", "views.expected.safetensors", true),
+    ] {
+        moto.put("bkt", name, &std::fs::read(fixtures.join(name)).unwrap());
+        // Read by range: no temporary file is made but the spill of a gathered view (a
+        // download would need one).
+        let mut command = without_temporary_files(&moto, dir.path());
+        if gathers {
+            command.env_remove("TMPDIR");
+        }
+        command
+            .args([&format!("s3://bkt/{name}"), "-o", "out.safetensors"])
+            .assert()
+            .success();
+        let out = std::fs::read(dir.path().join("out.safetensors")).unwrap();
+        assert!(
+            out == std::fs::read(fixtures.join(expected)).unwrap(),
+            "{name}"
+        );
+        std::fs::remove_file(dir.path().join("out.safetensors")).unwrap();
+    }
 }
