@@ -23,9 +23,10 @@ use crate::sys::remote::Object;
 use crate::sys::remote::{self, Location as Url};
 
 /// How many bytes the first GET of an object asks for: enough for most headers (a 70B
-/// model's safetensors shard has about 40 KiB of header), so that reading a set's headers
-/// costs one request per file.
-pub const FIRST_READ: u64 = 256 << 10;
+/// model's safetensors shard has about 40 KiB of header; a `torch.save` shard's pickle is
+/// in its first bytes too), so that reading a set's headers costs one request per file, and
+/// a 100-shard set's at most about 13 MB.
+pub const FIRST_READ: u64 = 128 << 10;
 
 /// The remote source: one for every scheme; each bucket's store is built once
 /// (`sys::remote`).
