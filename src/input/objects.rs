@@ -1,34 +1,37 @@
-//! Opening an input whose source is not local (`s3://`, `gs://`, `az://`, `https://`):
-//! its head asked of its source, its header parsed from bytes by the format's parser through
-//! one driver over [`Source::read_at`] ([`read_header`]), which reads more when the parser
-//! asks (the first bytes the head read serve the first parse). Its tensors' data stay in
-//! the object ([`DataFile::Remote`]), read by range when the engine copies them.
+//! Reading an input whose source is not local (`s3://`, `gs://`, `az://`, `https://`), for
+//! the opening stage (`open.rs`'s `open_object`) and the readers of composite inputs (sharded
+//! sets, DCP, DeepSpeed): its head asked of its source ([`head`]), its header parsed from
+//! bytes by the format's parser through one driver over [`Source::read_at`]
+//! ([`read_header`]), which reads more when the parser asks (the first bytes the head read
+//! serve the first parse). Its tensors' data stay in the object
+//! ([`crate::input::DataFile::Remote`]), read by range when the engine copies them.
 //!
 //! ZIP archives (.npz, `torch.save`'s ZIP form) and legacy `torch.save` pickles are read by
-//! range through [`Object`] ([`Format::read_ranged`]): the archive's end and directory, each
-//! member's local and .npy header, the pickle, never a tensor's data (a deflated .npz
-//! member is inflated from a ranged stream when its data is first read; a strided `.pt`
-//! view is read into memory, up to 256 MiB). Formats read from neither (JSON text; DCP's
-//! `.metadata`; DeepSpeed's files) are downloaded whole, every read pinned to the ETag the
-//! head saw, into an unnamed temporary file, and read as a local file is ([`open_regular`]).
+//! range through [`Object`] ([`crate::format::Format::read_ranged`]): the archive's end and
+//! directory, each member's local and .npy header, the pickle, never a tensor's data (a
+//! deflated .npz member is inflated from a ranged stream when its data is first read; a
+//! strided `.pt` view is read into memory, up to 256 MiB). Formats read from neither (JSON
+//! text; DCP's `.metadata`; DeepSpeed's files) are downloaded whole, every read pinned to the
+//! ETag the head saw, into an unnamed temporary file, and read as a local file is
+//! ([`open_regular`]).
+//!
+//! Below `open.rs`, which it does not name: the opening stage decides what an input is
+//! (a composite input, one object) and calls here for the bytes.
 
 use std::fs::File;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::open::{self, Composite, OpenOptions};
 use super::source::{Head, Kind, Source, Version};
-use super::{DataFile, Input, Watched, sources};
+use super::sources;
 use crate::error::{InputRef, Result};
 use crate::format::zip::ReadRange;
-use crate::format::{Format, FromBytes};
 use crate::location::Location;
 use crate::sys::Limit;
-use crate::sys::spill::Spill;
 
 /// How many bytes the first parse of a header is given: those the head read
 /// (`input::remote::FIRST_READ`), without a request of their own.
-const FIRST: u64 = super::remote::FIRST_READ;
+pub(super) const FIRST: u64 = super::remote::FIRST_READ;
 
 /// The head of `location` as its source gave it, for a remote one the head that the opening
 /// of an input asked for last when it is the same location's: opening an input asks what is
@@ -94,74 +97,6 @@ pub fn read_header<T>(
         bytes.resize(needed as usize, 0);
         read(&mut bytes[have..], have as u64)?;
     }
-}
-
-/// Opens the input `name` names at a remote source: a prefix (a sharded set, a DCP or
-/// DeepSpeed checkpoint's folder), an index, or one object. `whole` is left holding the
-/// object's bytes when its header read them all (a small .npy file: the early copy takes its
-/// data from them).
-pub fn open(
-    name: InputRef,
-    selected: Option<String>,
-    options: OpenOptions,
-    spill: &mut Spill,
-    whole: &mut Vec<u8>,
-) -> Result<Input> {
-    whole.clear();
-    let at = head(&name.location).map_err(|e| name.io_error("read", e))?;
-    let is_dir = at.kind == Kind::Folder;
-    let selected = match open::open_composite(&name, selected, Some(is_dir), options, spill)? {
-        Composite::Opened(input) => return Ok(input),
-        Composite::Not(selected) => selected,
-    };
-    if at.len == 0 {
-        let why = io::Error::other("it is empty: nothing was read from it");
-        return Err(name.io_error("read", why));
-    }
-    let first_len = at.len.min(FIRST);
-    let mut format = options.format;
-    let mut parse = |bytes: &[u8]| {
-        // Told by the first bytes (and the name), as a local file's is.
-        let told = *format.get_or_insert_with(|| Format::of_input(name.location.as_path(), bytes));
-        open::check_selectable(&name, told, selected.as_deref())?;
-        Ok(
-            match told.read_bytes(bytes, at.len, &name, selected.as_deref())? {
-                FromBytes::Read(contents) => Step::Done(Some(contents)),
-                FromBytes::Need(needed) => Step::Need(needed),
-                FromBytes::NoParser => Step::Done(None),
-            },
-        )
-    };
-    let (contents, bytes) = read_header(&name, &at, &mut parse)?;
-    let mut format = format.unwrap_or(Format::Npy);
-    let contents = match contents {
-        Some(contents) => Some(contents),
-        None => {
-            let object =
-                Object::new(&name.location, &at, &bytes).map_err(|e| name.io_error("read", e))?;
-            let read = format.read_ranged((&object, at.len, &bytes), &name, selected.as_deref())?;
-            read.inspect(|contents| format = contents.format.unwrap_or(format))
-        }
-    };
-    let Some(contents) = contents else {
-        // No parser from bytes: the object downloaded whole, and read as a local file.
-        let file = download(&name.location, &at).map_err(|e| name.io_error("read", e))?;
-        let mut input = open::read_copy(name.clone(), file, (format, selected), &bytes, spill)?;
-        input.watched = Watched::closed(&name.location, at.version);
-        return Ok(input);
-    };
-    if bytes.len() as u64 == at.len && first_len == at.len {
-        *whole = bytes;
-    }
-    let own = DataFile::remote(name.location.clone(), at.version.clone(), at.len);
-    let watched = Watched::of(&name.location, &own, at.version);
-    Ok(open::input_of(
-        name,
-        contents,
-        format,
-        (own, watched),
-        selected,
-    ))
 }
 
 /// An object read by position, every read pinned to the version its head saw: the source

@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::fetch::{Fetched, PREFETCH_FILES, Prefetch, read_head};
 use super::source::{self, Stamp};
 use super::sources;
-use super::{DataFile, Extras, Input, Tensor, Watched, dcp, deepspeed, ranks, sharded, stream};
+use super::{
+    DataFile, Extras, Input, Tensor, Watched, dcp, deepspeed, objects, ranks, sharded, stream,
+};
 use crate::error::{Error, InputRef, Refusal, Result, STDIN};
-use crate::format::{Format, Opened};
+use crate::format::{Format, FromBytes, Opened};
 use crate::location::Location;
 use crate::sys;
 use crate::sys::spill::Spill;
@@ -202,7 +204,7 @@ impl Input {
             tensor: None,
         };
         if !is_stdin && !sources::source_of(&name.location).is_ok_and(|s| s.is_local()) {
-            return super::objects::open(name, selected, options, spill, head);
+            return open_object(name, selected, options, spill, head);
         }
         let fetched = (!is_stdin).then(|| {
             fetched.unwrap_or_else(|| {
@@ -456,4 +458,66 @@ fn split_selection(path: Arc<Path>) -> (Arc<Path>, Option<String>) {
         }
     }
     (path, None)
+}
+
+/// Opens the input `name` names at a remote source: a prefix (a sharded set, a DCP or
+/// DeepSpeed checkpoint's folder), an index, or one object. `whole` is left holding the
+/// object's bytes when its header read them all (a small .npy file: the early copy takes its
+/// data from them).
+pub(super) fn open_object(
+    name: InputRef,
+    selected: Option<String>,
+    options: OpenOptions,
+    spill: &mut Spill,
+    whole: &mut Vec<u8>,
+) -> Result<Input> {
+    whole.clear();
+    let at = objects::head(&name.location).map_err(|e| name.io_error("read", e))?;
+    let is_dir = at.kind == source::Kind::Folder;
+    let selected = match open_composite(&name, selected, Some(is_dir), options, spill)? {
+        Composite::Opened(input) => return Ok(input),
+        Composite::Not(selected) => selected,
+    };
+    if at.len == 0 {
+        let why = io::Error::other("it is empty: nothing was read from it");
+        return Err(name.io_error("read", why));
+    }
+    let first_len = at.len.min(objects::FIRST);
+    let mut format = options.format;
+    let mut parse = |bytes: &[u8]| {
+        // Told by the first bytes (and the name), as a local file's is.
+        let told = *format.get_or_insert_with(|| Format::of_input(name.location.as_path(), bytes));
+        check_selectable(&name, told, selected.as_deref())?;
+        Ok(
+            match told.read_bytes(bytes, at.len, &name, selected.as_deref())? {
+                FromBytes::Read(contents) => objects::Step::Done(Some(contents)),
+                FromBytes::Need(needed) => objects::Step::Need(needed),
+                FromBytes::NoParser => objects::Step::Done(None),
+            },
+        )
+    };
+    let (contents, bytes) = objects::read_header(&name, &at, &mut parse)?;
+    let mut format = format.unwrap_or(Format::Npy);
+    let contents = match contents {
+        Some(contents) => Some(contents),
+        None => {
+            let object = objects::Object::new(&name.location, &at, &bytes)
+                .map_err(|e| name.io_error("read", e))?;
+            let read = format.read_ranged((&object, at.len, &bytes), &name, selected.as_deref())?;
+            read.inspect(|contents| format = contents.format.unwrap_or(format))
+        }
+    };
+    let Some(contents) = contents else {
+        // No parser from bytes: the object downloaded whole, and read as a local file.
+        let file = objects::download(&name.location, &at).map_err(|e| name.io_error("read", e))?;
+        let mut input = read_copy(name.clone(), file, (format, selected), &bytes, spill)?;
+        input.watched = Watched::closed(&name.location, at.version);
+        return Ok(input);
+    };
+    if bytes.len() as u64 == at.len && first_len == at.len {
+        *whole = bytes;
+    }
+    let own = DataFile::remote(name.location.clone(), at.version.clone(), at.len);
+    let watched = Watched::of(&name.location, &own, at.version);
+    Ok(input_of(name, contents, format, (own, watched), selected))
 }
