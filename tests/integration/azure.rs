@@ -6,6 +6,7 @@
 //! and errors that never print the account's key or a SAS.
 
 use std::path::Path;
+#[cfg(unix)]
 use std::time::{Duration, Instant};
 
 use crate::emulators::{AZURE_ACCOUNT, AZURE_KEY, Azurite};

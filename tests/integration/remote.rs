@@ -6,6 +6,7 @@
 //! left behind by a signal, and errors that say what failed with the URL's secrets redacted.
 
 use std::path::Path;
+#[cfg(unix)]
 use std::time::{Duration, Instant};
 
 use crate::moto::Moto;

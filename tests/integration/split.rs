@@ -6,7 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{self, assert_mentions, dir_entries, npy_header, refused, succeeds, write_npy};
+#[cfg(unix)]
+use crate::util::{self, npy_header};
+use crate::util::{assert_mentions, dir_entries, refused, succeeds, write_npy};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
