@@ -170,6 +170,8 @@ fn messages_and_the_plan_name_a_remote_input_by_its_url() {
     for (url, says) in [
         ("s3://inputs/model/nope.npy", "no such object"),
         ("s3://nothere/a.npy", "no such bucket"),
+        // A prefix is listed, and object_store's list error is no NotFound.
+        ("s3://nothere/model/", "no such bucket"),
     ] {
         let run = moto
             .tjoin()

@@ -452,24 +452,21 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
     let scheme = location.scheme;
     let full = format!("{error:?} {error}");
     let (kind, text) = match &error {
-        // S3's and GCS's code; Azure's names a container.
-        E::NotFound { .. }
-            if full.contains("NoSuchBucket") || full.contains("ContainerNotFound") =>
-        {
-            (
-                io::ErrorKind::NotFound,
-                format!(
-                    "no such {} \"{}\"\nhint: check its name, and the endpoint and region it is \
+        // S3's and GCS's code; Azure's names a container. Any variant: object_store gives a
+        // list's 404 as a generic error, with the store's answer in it.
+        _ if full.contains("NoSuchBucket") || full.contains("ContainerNotFound") => (
+            io::ErrorKind::NotFound,
+            format!(
+                "no such {} \"{}\"\nhint: check its name, and the endpoint and region it is \
                  reached through",
-                    if scheme == Scheme::Azure {
-                        "container"
-                    } else {
-                        "bucket"
-                    },
-                    location.bucket
-                ),
-            )
-        }
+                if scheme == Scheme::Azure {
+                    "container"
+                } else {
+                    "bucket"
+                },
+                location.bucket
+            ),
+        ),
         E::NotFound { .. } => (
             io::ErrorKind::NotFound,
             "no such object\nhint: check the key (`aws s3 ls`, `gcloud storage ls`, `az \
