@@ -228,8 +228,7 @@ impl SplitConfig {
             ));
         }
         let job = args.workers.step(args.dry_run.is_some(), false)?;
-        let named = outputs.iter().map(PathBuf::as_path);
-        super::workers::refuse_remote(job, std::iter::once(args.input.as_path()).chain(named))?;
+        super::workers::refuse_remote_split(job, &args.input, &outputs)?;
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
             input_format: format_flag(&args.input_format, "--input-format")?,

@@ -105,25 +105,38 @@ impl WorkerArgs {
     }
 }
 
-/// Refuses a split run as a job (`step`) whose output or inputs are named by URL: a split's
-/// outputs in object storage, and remote inputs (each worker would download them all), are
-/// not shared yet.
-pub fn refuse_remote<'p>(
+/// Refuses a split whose outputs are named by URL (`tjoin split` writes local files: it
+/// writes its outputs interleaved, and an upload per output would need a part buffer each),
+/// and a split run as a job (`step`) whose input is a URL (a split job's workers read a file
+/// every one of them sees).
+pub fn refuse_remote_split(
     step: Option<Step>,
-    mut paths: impl Iterator<Item = &'p std::path::Path>,
+    input: &std::path::Path,
+    outputs: &[std::path::PathBuf],
 ) -> Result<()> {
-    let Some(url) = step.and_then(|_| paths.find(|p| crate::sys::remote::is_url(p))) else {
-        return Ok(());
-    };
-    Err(Error::refused(
-        format!(
-            "{} is in object storage, and a split run by several workers writes local outputs \
-             on a file system every worker sees, from local inputs",
-            crate::messages::path(url)
-        ),
-        "split into files on the shared file system with --workers, then upload them; or run \
-         the split in one process, which reads and writes URLs",
-    ))
+    use crate::sys::remote::is_url;
+    if let Some(url) = outputs.iter().find(|p| is_url(p)) {
+        return Err(Error::refused(
+            format!(
+                "the output {} is in object storage, and tjoin split writes local files",
+                crate::messages::path(url)
+            ),
+            "split into local files, then upload them (aws s3 cp --recursive FOLDER \
+             s3://BUCKET/PREFIX/)",
+        ));
+    }
+    if step.is_some() && is_url(input) {
+        return Err(Error::refused(
+            format!(
+                "the input {} is in object storage, and a split run by several workers reads \
+                 its input from a file system every worker sees",
+                crate::messages::path(input)
+            ),
+            "run the split in one process (which reads a URL by range), or copy the input \
+             onto the shared file system first",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a join run as a job (`step`) whose output is a URL not in S3 (a job uploads each
