@@ -297,3 +297,56 @@ fn workers_upload_the_one_process_sharded_set_its_shards_then_its_index() {
         assert!(left.is_empty(), "{left:?}");
     }
 }
+
+#[test]
+fn a_hostile_worker_record_never_completes_a_wrong_object() {
+    let Some((moto, dir, args)) = begun(2) else {
+        return;
+    };
+    let d = dir.path();
+    let want = one_process(&moto, d, &["-a", "0", "a.npy", "b.npy"]);
+    run_workers(&args, &[0, 1], 2, &moto.env());
+    let key = "j.npy.tjoin-job/done-0.json";
+    let text = String::from_utf8(moto.get("out", key).unwrap()).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let etags: Vec<String> = serde_json::from_value(record["etags"].clone()).unwrap();
+    assert!(etags.len() >= 2 && etags[0] != etags[1], "{text}");
+    let with = |tags: &[&str]| {
+        let mut hostile = record.clone();
+        hostile["etags"] = serde_json::json!(tags);
+        hostile.to_string()
+    };
+    let (a, b) = (etags[0].as_str(), etags[1].as_str());
+    let rest: Vec<&str> = etags[2..].iter().map(String::as_str).collect();
+    let swapped = [&[b, a][..], &rest].concat();
+    let short = [&[a][..], &rest].concat();
+    let markup = [
+        &[
+            a,
+            "\"x\"</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"y",
+        ][..],
+        &rest,
+    ]
+    .concat();
+    let control = [&[a, "\"x\u{1b}[2J\""][..], &rest].concat();
+    for (hostile, why) in [
+        (
+            with(&swapped),
+            "the store refused to complete s3://out/j.npy",
+        ),
+        (with(&markup), "run every worker again"),
+        (with(&short), "has not finished: 0/2"),
+        (with(&control), "has not finished: 0/2"),
+        ("{\"etags\": 7}".to_string(), "has not finished: 0/2"),
+    ] {
+        moto.put("out", key, hostile.as_bytes());
+        let error = no(&moto, d, &args, &["--workers", "2", "--commit"]);
+        assert!(error.contains(why), "{hostile}: {error}");
+        assert!(!error.contains('\u{1b}'), "{hostile}: {error}");
+        assert!(moto.get("out", "j.npy").is_none(), "{hostile}: {error}");
+    }
+    // The worker's own record again: the commit completes the right object.
+    moto.put("out", key, text.as_bytes());
+    ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
+}

@@ -405,14 +405,37 @@ pub fn complete(
     for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
         let location = file_of(objects, &file.name)?;
         let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
-        parts::complete(&location, &uploaded.upload_id, tags)
-            .map_err(|e| failed("complete the multipart upload to", &location, e))?;
+        parts::complete(&location, &uploaded.upload_id, tags).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => wrong_parts(objects, manifest, &location),
+            _ => failed("complete the multipart upload to", &location, e),
+        })?;
     }
     if let Some((location, text)) = index {
         parts::put_object(location, text.as_bytes().to_vec())
             .map_err(|e| failed("write the index", location, e))?;
     }
     remove(objects, manifest.workers)
+}
+
+/// The refusal of a commit whose records name parts the store has not in `location`'s
+/// upload (a record altered, or a part uploaded again since it was written): the store
+/// completed nothing of it.
+fn wrong_parts(objects: &Objects, manifest: &Manifest, location: &Location) -> Error {
+    let n = manifest.workers;
+    Error::refused(
+        format!(
+            "cannot commit {}: the store refused to complete {}, whose parts are not those \
+             the workers' records under {} name (a record was altered, or a part uploaded \
+             again since); that object was not written",
+            objects.shown(),
+            messages::path(Path::new(&location.url())),
+            messages::path(Path::new(&format!("{}.tjoin-job/", objects.output.url()))),
+        ),
+        format!(
+            "run every worker again (--worker I/{n} for each I: a worker run again is safe), \
+             then --workers {n} --commit; or --workers {n} --abandon"
+        ),
+    )
 }
 
 /// The first of `locations` that exists (`--no-clobber`).

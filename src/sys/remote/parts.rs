@@ -140,7 +140,8 @@ impl Drop for PartStream {
 }
 
 /// Completes the upload `id` of `location` with `etags`, every part's in order from part 1:
-/// the object appears whole.
+/// the object appears whole. A store that has not those parts (S3's `InvalidPart`: an ETag
+/// that is not its part's) completes nothing, and answers [`io::ErrorKind::InvalidData`].
 pub fn complete(location: &Location, id: &str, etags: Vec<String>) -> io::Result<()> {
     let store = multipart_for(location)?;
     let path = key_path(location)?;
@@ -152,7 +153,13 @@ pub fn complete(location: &Location, id: &str, etags: Vec<String>) -> io::Result
     runtime()?
         .block_on(async move { store.complete_multipart(&path, &id, parts).await })
         .map(|_| ())
-        .map_err(|e| explain(location, e))
+        .map_err(|e| match format!("{e:?} {e}").contains("InvalidPart") {
+            true => io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the store has not the parts the workers' records name (InvalidPart)",
+            ),
+            false => explain(location, e),
+        })
 }
 
 /// Aborts the upload `id` of `location`, dropping every part sent; an upload the store no
