@@ -128,6 +128,17 @@ pub(crate) fn assert_same(want: &Path, got: &Path) {
     );
 }
 
+/// A folder with [`two_npy`] of `rows` rows of 64 columns each, their one-process join on
+/// axis 0 in `one.npy`, and the job of `n` workers joining them into `out.npy` begun.
+fn begun_of_two(rows: u64, n: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    two_npy(d, rows, (64, 64));
+    succeeds(d, &["-a", "0", "a.npy", "b.npy", "-o", "one.npy", "-q"]);
+    ok(d, &["--workers", &n.to_string(), "--begin", "-q"]);
+    dir
+}
+
 /// Two .npy inputs of `rows` rows each, of `a` and `b` columns.
 pub(crate) fn two_npy(dir: &Path, rows: u64, (a, b): (u64, u64)) {
     write_npy(
@@ -267,11 +278,8 @@ fn no(dir: &Path, extra: &[&str]) -> String {
 
 #[test]
 fn a_commit_with_workers_missing_names_them_and_writes_nothing_until_they_ran() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = begun_of_two(1000, 4);
     let d = dir.path();
-    two_npy(d, 1000, (64, 64));
-    succeeds(d, &["-a", "0", "a.npy", "b.npy", "-o", "one.npy", "-q"]);
-    ok(d, &["--workers", "4", "--begin", "-q"]);
     ok(d, &["--worker", "0/4", "-q"]);
     ok(d, &["--worker", "2/4", "-q"]);
     let error = no(d, &["--workers", "4", "--commit"]);
@@ -294,11 +302,8 @@ fn a_commit_with_workers_missing_names_them_and_writes_nothing_until_they_ran() 
 
 #[test]
 fn a_worker_killed_midway_and_run_again_leaves_the_one_process_output() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = begun_of_two(40_000, 2);
     let d = dir.path();
-    two_npy(d, 40_000, (64, 64));
-    succeeds(d, &["-a", "0", "a.npy", "b.npy", "-o", "one.npy", "-q"]);
-    ok(d, &["--workers", "2", "--begin", "-q"]);
     ok(d, &["--worker", "0/2", "-q"]);
     // A worker killed at once, wherever it got to: its share is partly written at most, and
     // it has no record.
@@ -331,11 +336,8 @@ fn a_worker_killed_midway_and_run_again_leaves_the_one_process_output() {
 
 #[test]
 fn the_same_worker_run_twice_at_once_is_safe() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = begun_of_two(5000, 2);
     let d = dir.path();
-    two_npy(d, 5000, (64, 64));
-    succeeds(d, &["-a", "0", "a.npy", "b.npy", "-o", "one.npy", "-q"]);
-    ok(d, &["--workers", "2", "--begin", "-q"]);
     let args = absolute(d, &["-a", "0", "a.npy", "b.npy", "-o", "out.npy"]);
     run_workers(&args, &[1, 1, 0, 0], 2, &[]);
     ok(d, &["--workers", "2", "--commit", "-q"]);
