@@ -334,7 +334,7 @@ fn a_hostile_worker_record_never_completes_a_wrong_object() {
             with(&swapped),
             "the store refused to complete s3://out/j.npy",
         ),
-        (with(&markup), "run every worker again"),
+        (with(&markup), "run --worker I/2 again for each of 0/2, 1/2"),
         (with(&short), "has not finished: 0/2"),
         (with(&control), "has not finished: 0/2"),
         ("{\"etags\": 7}".to_string(), "has not finished: 0/2"),
@@ -349,4 +349,47 @@ fn a_hostile_worker_record_never_completes_a_wrong_object() {
     moto.put("out", key, text.as_bytes());
     ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
     assert!(moto.get("out", "j.npy").unwrap() == want);
+}
+
+#[test]
+fn a_commit_refused_halfway_through_a_sharded_set_names_its_workers_and_commits_again() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flags = two_ranks_sharded(d);
+    let mut one = absolute(d, &flags);
+    one.extend(["-o".to_string(), format!("{}/", d.join("one").display())]);
+    ok(&moto, d, &one, &["-q"]);
+    let mut args = absolute(d, &flags);
+    args.extend(["-o".to_string(), "s3://out/set/".to_string()]);
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-q"]);
+    run_workers(&args, &[0, 1], 2, &moto.env());
+    // Worker 1 holds the second shard's one part: its record altered, the first shard is
+    // completed and the second refused by the store.
+    let key = "set/.tjoin-job/done-1.json";
+    let text = String::from_utf8(moto.get("out", key).unwrap()).unwrap();
+    let altered = text.replacen("\"etags\":[\"", "\"etags\":[\"1", 1);
+    assert!(altered != text, "{text}");
+    moto.put("out", key, altered.as_bytes());
+    let error = no(&moto, d, &args, &["--workers", "2", "--commit"]);
+    assert!(
+        error.contains("refused to complete s3://out/set/model-00002-of-00002.safetensors")
+            && error.contains("the records of workers 1/2 under"),
+        "{error}"
+    );
+    assert!(
+        moto.get("out", "set/model.safetensors.index.json")
+            .is_none()
+    );
+    // The record right again (as worker 1 run again writes it): the commit completes both.
+    moto.put("out", key, text.as_bytes());
+    ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
+    for name in crate::util::dir_entries(&d.join("one")) {
+        let got = moto.get("out", &format!("set/{name}")).expect(&name);
+        assert!(
+            got == std::fs::read(d.join("one").join(&name)).unwrap(),
+            "{name}"
+        );
+    }
 }

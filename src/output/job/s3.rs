@@ -402,13 +402,25 @@ pub fn complete(
     let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
     let cut = cut(&lens, manifest.workers).ok_or_else(|| not_begun(objects))?;
     let mut etags = etags.into_iter();
+    let mut first = 0u32;
     for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
         let location = file_of(objects, &file.name)?;
         let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
         parts::complete(&location, &uploaded.upload_id, tags).map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => wrong_parts(objects, manifest, &location),
+            std::io::ErrorKind::InvalidData => {
+                let file_parts = first..first + count;
+                // The workers whose runs hold a part of this file.
+                let workers: Vec<u32> = (0..manifest.workers)
+                    .filter(|&w| {
+                        let [at, n] = upload.parts[w as usize];
+                        n > 0 && at < file_parts.end && file_parts.start < at + n
+                    })
+                    .collect();
+                wrong_parts(objects, manifest, &location, &workers)
+            }
             _ => failed("complete the multipart upload to", &location, e),
         })?;
+        first += count;
     }
     if let Some((location, text)) = index {
         parts::put_object(location, text.as_bytes().to_vec())
@@ -419,21 +431,30 @@ pub fn complete(
 
 /// The refusal of a commit whose records name parts the store has not in `location`'s
 /// upload (a record altered, or a part uploaded again since it was written): the store
-/// completed nothing of it.
-fn wrong_parts(objects: &Objects, manifest: &Manifest, location: &Location) -> Error {
+/// completed nothing of it; `workers` hold its parts. The objects before it are complete,
+/// and a commit again completes them again (S3 answers a completed upload's completion
+/// again), so the hint is to run those workers again and commit.
+fn wrong_parts(
+    objects: &Objects,
+    manifest: &Manifest,
+    location: &Location,
+    workers: &[u32],
+) -> Error {
     let n = manifest.workers;
+    let listed: Vec<String> = workers.iter().map(|w| format!("{w}/{n}")).collect();
+    let listed = crate::error::capped(listed, 20).join(", ");
     Error::refused(
         format!(
             "cannot commit {}: the store refused to complete {}, whose parts are not those \
-             the workers' records under {} name (a record was altered, or a part uploaded \
-             again since); that object was not written",
+             the records of workers {listed} under {} name (a record was altered, or a part \
+             uploaded again since); that object and the index were not written",
             objects.shown(),
             messages::path(Path::new(&location.url())),
             messages::path(Path::new(&format!("{}.tjoin-job/", objects.output.url()))),
         ),
         format!(
-            "run every worker again (--worker I/{n} for each I: a worker run again is safe), \
-             then --workers {n} --commit; or --workers {n} --abandon"
+            "run --worker I/{n} again for each of {listed} (a worker run again is safe), then \
+             --workers {n} --commit again; or --workers {n} --abandon"
         ),
     )
 }
