@@ -494,3 +494,67 @@ fn pt_objects_zip_legacy_and_strided_convert_as_their_local_copies() {
         std::fs::remove_file(dir.path().join("out.safetensors")).unwrap();
     }
 }
+
+#[test]
+fn a_hostile_npz_object_is_refused_by_name_in_few_gets() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let file = safetensors_of(&[("a", &[3], &[1.0, 2.0, 3.0]), ("b", &[2], &[4.0, 5.0])]);
+    std::fs::write(dir.path().join("m.safetensors"), &file).unwrap();
+    crate::util::succeeds(dir.path(), &["m.safetensors", "-o", "x.npz"]);
+    let good = std::fs::read(dir.path().join("x.npz")).unwrap();
+    let le16 = |at: usize| u16::from_le_bytes([good[at], good[at + 1]]) as usize;
+    let end = good.len() - 22;
+    let directory = u32::from_le_bytes(good[end + 16..end + 20].try_into().unwrap()) as usize;
+    let second =
+        directory + 46 + le16(directory + 28) + le16(directory + 30) + le16(directory + 32);
+    let patched = |at: usize, value: &[u8]| {
+        let mut bytes = good.clone();
+        bytes[at..at + value.len()].copy_from_slice(value);
+        bytes
+    };
+    let len = good.len();
+    let cases = [
+        // The end record counts 65534 members in a directory of two.
+        (
+            "count",
+            patched(end + 8, &[0xfe, 0xff, 0xfe, 0xff]),
+            "its end record counts 65534 members".to_string(),
+        ),
+        // The directory lies past the end.
+        (
+            "directory",
+            patched(end + 16, &0xfff0_0000u32.to_le_bytes()),
+            "lies outside the file".to_string(),
+        ),
+        // The first member's local header lies past the end.
+        (
+            "local",
+            patched(directory + 42, &0x7fff_0000u32.to_le_bytes()),
+            format!("at offset 2147418112, past the end of the file ({len} bytes"),
+        ),
+        // The second member's entry points at the first's local header.
+        (
+            "overlap",
+            patched(second + 42, &good[directory + 42..directory + 46]),
+            "named a.npy in its local header".to_string(),
+        ),
+    ];
+    for (name, bytes, reason) in cases {
+        moto.put("bkt", &format!("{name}.npz"), &bytes);
+        moto.clear_requests();
+        let url = format!("s3://bkt/{name}.npz");
+        let run = without_temporary_files(&moto, dir.path())
+            .args([url.as_str(), "--dry-run"])
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .failure();
+        let stderr = String::from_utf8_lossy(&run.get_output().stderr).into_owned();
+        let named = format!("input 1 ({url}) is not a valid .npz file");
+        crate::util::assert_mentions(&stderr, &[named.as_str(), reason.as_str()]);
+        // The head's first read and at most the archive's tail: the refusal reads no more.
+        let requests = gets(&moto);
+        assert!(requests.len() <= 2, "{name}: {requests:#?}\n{stderr}");
+    }
+}

@@ -187,7 +187,13 @@ impl Entries {
         if self.left == 0 {
             return Ok(None);
         }
-        let damaged = || Parse::Refused("its central directory is damaged".to_string());
+        let (entry_at, dir_end) = (self.at, self.end);
+        let damaged = || {
+            Parse::Refused(format!(
+                "its central directory is damaged: the entry at offset {entry_at} is cut short \
+                 or malformed (the directory ends at offset {dir_end})"
+            ))
+        };
         let held = self
             .at
             .checked_sub(window_at)
@@ -276,7 +282,9 @@ pub fn parse_local(header: &[u8], central: &Central, file_len: u64) -> Result<u6
         .is_none_or(|e| e > file_len)
     {
         let why = format!(
-            "its member {} starts past the end of the file",
+            "its member {} has its local header at offset {local}, past the end of the file \
+             ({file_len} bytes; a local header needs {LOCAL_HEADER_LEN}); the file is \
+             truncated or damaged",
             excerpt(name)
         );
         return Err(Parse::Refused(why));

@@ -324,7 +324,11 @@ fn an_entry_count_larger_than_the_directory_is_refused_before_any_entry() {
     assert_eq!(first.name, "a.npy");
     assert_eq!(
         list.next(directory, 0),
-        Err(Parse::Refused("its central directory is damaged".into()))
+        Err(Parse::Refused(
+            "its central directory is damaged: the entry at offset 51 is cut short or \
+             malformed (the directory ends at offset 101)"
+                .into()
+        ))
     );
 }
 
@@ -362,4 +366,21 @@ fn a_local_extra_field_unlike_the_central_one_decides_where_data_starts() {
         parse_local(&[], &far, len),
         Err(Parse::Refused(_))
     ));
+}
+
+#[test]
+fn a_member_whose_local_header_lies_past_the_end_is_refused_with_its_offset() {
+    let mut bytes = two_members();
+    let len = bytes.len();
+    // The second central entry's local header offset (its field at 42).
+    let second = len - 22 - (CENTRAL_HEADER_LEN as usize + 5);
+    bytes[second + 42..second + 46].copy_from_slice(&0x7FFF_0000u32.to_le_bytes());
+    let why = read_directory(&bytes.as_slice(), len as u64).unwrap_err();
+    assert_eq!(
+        why,
+        format!(
+            "its member b.npy has its local header at offset 2147418112, past the end of the \
+             file ({len} bytes; a local header needs 30); the file is truncated or damaged"
+        )
+    );
 }
