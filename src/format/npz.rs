@@ -74,8 +74,13 @@ pub fn read(
     {
         return Err(no_such_tensor(input, wanted, &names));
     }
-    let mut tensors = Vec::new();
-    for (member, name) in members.iter().zip(names) {
+    // Read in the order the members lie in the archive (see `zip::read_directory`), kept
+    // in the directory's.
+    let mut by_offset: Vec<usize> = (0..members.len()).collect();
+    by_offset.sort_by_key(|&i| members[i].data_start);
+    let mut tensors: Vec<Option<Found>> = members.iter().map(|_| None).collect();
+    for i in by_offset {
+        let name = &names[i];
         if select.is_some_and(|wanted| wanted != name) {
             continue;
         }
@@ -83,9 +88,11 @@ pub fn read(
             tensor: Some(name.as_str().into()),
             ..input.clone()
         };
-        tensors.push(read_member(source, member, name, &tensor_ref)?);
+        tensors[i] = Some(read_member(source, &members[i], name.clone(), &tensor_ref)?);
     }
-    Ok(Contents::of_tensors(tensors))
+    Ok(Contents::of_tensors(
+        tensors.into_iter().flatten().collect(),
+    ))
 }
 
 /// numpy's name for a member: its file name without `.npy`.

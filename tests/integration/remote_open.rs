@@ -558,3 +558,71 @@ fn a_hostile_npz_object_is_refused_by_name_in_few_gets() {
         assert!(requests.len() <= 2, "{name}: {requests:#?}\n{stderr}");
     }
 }
+
+/// `bytes`, a ZIP archive without a comment, with its central directory's entries in the
+/// order `order` (indexes into the directory's order).
+fn reorder_directory(bytes: &[u8], order: &[usize]) -> Vec<u8> {
+    let le16 = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    let end = bytes.len() - 22;
+    let start = u32::from_le_bytes(bytes[end + 16..end + 20].try_into().unwrap()) as usize;
+    let mut entries = Vec::new();
+    let mut at = start;
+    while at < end {
+        let len = 46 + le16(at + 28) + le16(at + 30) + le16(at + 32);
+        entries.push(&bytes[at..at + len]);
+        at += len;
+    }
+    assert_eq!(entries.len(), order.len());
+    let mut out = bytes[..start].to_vec();
+    for &i in order {
+        out.extend_from_slice(entries[i]);
+    }
+    out.extend_from_slice(&bytes[end..]);
+    out
+}
+
+#[test]
+fn an_npz_directory_out_of_order_costs_no_more_gets_than_in_order() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    // 64 members of 8 KiB: 512 KiB, eight members to a 64 KiB window.
+    let values: Vec<Vec<f32>> = (0..64).map(|i| vec![i as f32; 2048]).collect();
+    let names: Vec<String> = (0..64).map(|i| format!("t{i:02}")).collect();
+    let tensors: Vec<(&str, &[u64], &[f32])> = names
+        .iter()
+        .zip(&values)
+        .map(|(n, v)| (n.as_str(), &[2048u64][..], v.as_slice()))
+        .collect();
+    std::fs::write(dir.path().join("m.safetensors"), safetensors_of(&tensors)).unwrap();
+    crate::util::succeeds(dir.path(), &["m.safetensors", "-o", "x.npz"]);
+    let good = std::fs::read(dir.path().join("x.npz")).unwrap();
+    // Back and forth between the archive's first half and its last.
+    let order: Vec<usize> = (0..32).flat_map(|i| [i, 63 - i]).collect();
+    let shuffled = reorder_directory(&good, &order);
+    moto.put("bkt", "good.npz", &good);
+    moto.put("bkt", "shuffled.npz", &shuffled);
+    let mut counts = Vec::new();
+    for name in ["good.npz", "shuffled.npz"] {
+        moto.clear_requests();
+        let url = format!("s3://bkt/{name}");
+        let run = without_temporary_files(&moto, dir.path())
+            .args([url.as_str(), "--dry-run"])
+            .assert()
+            .success();
+        let text = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+        crate::util::assert_mentions(&text, &["t00", "t63"]);
+        counts.push(gets(&moto).len());
+    }
+    eprintln!("GETs in order, shuffled: {counts:?}");
+    assert!(counts[0] <= 16, "{counts:?}");
+    assert!(counts[1] <= counts[0], "{counts:?}");
+    // The tensors stay in the directory's order: t63 second.
+    let run = without_temporary_files(&moto, dir.path())
+        .args(["s3://bkt/shuffled.npz", "--dry-run"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    let (first, last) = (text.find("t00").unwrap(), text.find("t63").unwrap());
+    assert!(first < last && text.find("t01").unwrap() > last, "{text}");
+}

@@ -175,19 +175,29 @@ pub fn read_directory(source: &dyn ReadRange, file_len: u64) -> Result<Vec<Membe
     let mut window = Window::default();
     let mut header = Window::default();
     let directory_damaged = |_| "its central directory is damaged".to_string();
-    loop {
-        let next = window.feed(source, directory_damaged, |bytes, at| {
-            entries.next(bytes, at)
-        })?;
-        let Some(central) = next else {
-            break;
-        };
+    let mut centrals = Vec::new();
+    while let Some(central) = window.feed(source, directory_damaged, |bytes, at| {
+        entries.next(bytes, at)
+    })? {
+        centrals.push(central);
+    }
+    // The local headers are read in the order they lie in the archive, whatever the
+    // directory's: a remote source (`input::objects::Object`) keeps one window of bytes, so
+    // that a directory that jumps back and forth would cost a ranged GET per member; in
+    // order, one GET serves every header it holds.
+    let mut by_offset: Vec<usize> = (0..centrals.len()).collect();
+    by_offset.sort_by_key(|&i| centrals[i].local);
+    let mut data_starts = vec![0; centrals.len()];
+    for i in by_offset {
+        let central = &centrals[i];
         header.at = central.local;
         header.bytes.clear();
-        let data_start = header.feed(source, read_failed, |bytes, at| {
+        data_starts[i] = header.feed(source, read_failed, |bytes, at| {
             let bytes = if at == central.local { bytes } else { &[] };
-            parse::parse_local(bytes, &central, file_len)
+            parse::parse_local(bytes, central, file_len)
         })?;
+    }
+    for (central, data_start) in centrals.into_iter().zip(data_starts) {
         listing.add(central, data_start, file_len)?;
     }
     listing.finish()
