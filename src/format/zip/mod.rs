@@ -174,11 +174,12 @@ pub fn read_directory(source: &dyn ReadRange, file_len: u64) -> Result<Vec<Membe
     let mut listing = Listing::default();
     let mut window = Window::default();
     let mut header = Window::default();
-    let directory_damaged = |_| "its central directory is damaged".to_string();
     let mut centrals = Vec::new();
-    while let Some(central) = window.feed(source, directory_damaged, |bytes, at| {
-        entries.next(bytes, at)
-    })? {
+    // A failed read of the directory (which `entries` checked lies in the file) is the
+    // source's failure (an object replaced since its head, a lost connection), not damage.
+    while let Some(central) =
+        window.feed(source, read_failed, |bytes, at| entries.next(bytes, at))?
+    {
         centrals.push(central);
     }
     // The local headers are read in the order they lie in the archive, whatever the

@@ -384,3 +384,40 @@ fn a_member_whose_local_header_lies_past_the_end_is_refused_with_its_offset() {
         )
     );
 }
+
+/// Bytes whose reads at `fail_from` fail, as a remote object's do once it is replaced.
+struct FailingFrom {
+    bytes: Vec<u8>,
+    fail_from: u64,
+}
+
+impl ReadRange for FailingFrom {
+    fn read_range(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if offset == self.fail_from {
+            return Err(io::Error::other("precondition failed: the object changed"));
+        }
+        self.bytes.as_slice().read_range(offset, buf)
+    }
+
+    fn detached(&self) -> io::Result<Box<dyn ReadRange>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+#[test]
+fn a_failed_read_of_the_directory_is_the_source_s_failure_not_damage() {
+    let bytes = two_members();
+    let len = bytes.len() as u64;
+    // The directory: two entries of 46 + 5 bytes before the end record. The first read of
+    // the tail (98 bytes) holds neither entry whole, so the entries are read again.
+    let directory = len - 22 - 2 * (CENTRAL_HEADER_LEN + 5);
+    let source = FailingFrom {
+        bytes,
+        fail_from: directory,
+    };
+    let why = read_directory(&source, len).unwrap_err();
+    assert_eq!(
+        why,
+        "reading its zip directory failed: precondition failed: the object changed"
+    );
+}
