@@ -140,7 +140,9 @@ impl Object {
 pub fn no_etag() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        "its server gives no ETag, so tjoin could not tell whether it changes while being          read\nhint: serve it from a server that sends ETags, or download it and join the          local copy",
+        "its server gives no ETag, so tjoin could not tell whether it changes while being \
+         read\nhint: serve it from a server that sends ETags, or download it and join the \
+         local copy",
     )
 }
 
@@ -230,12 +232,19 @@ pub fn list(prefix: &Location) -> io::Result<Vec<(String, bool)>> {
     Ok(entries)
 }
 
-/// The key as object_store's path (which refuses empty, `.` and `..` parts).
+/// The key as object_store's path (which refuses empty, `.` and `..` parts, and control
+/// characters). Its refusal repeats the key, which is quoted here: the message's lines are
+/// quoted one by one, so a newline left in the key would start a line of its own (a forged
+/// `hint:`).
 pub(super) fn key_path(location: &Location) -> io::Result<object_store::path::Path> {
     object_store::path::Path::parse(&location.key).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("not an object's key: {e}"),
+            format!(
+                "not an object's key: {}\nhint: a key is parts between single slashes, none \
+                 of them empty, `.` or `..`, and without control characters",
+                crate::messages::quote(&e.to_string())
+            ),
         )
     })
 }
@@ -561,4 +570,30 @@ fn is_missing_credentials(text: &str) -> bool {
     (text.contains("metadata") && (text.contains("token") || text.contains("credential")))
         || text.contains("/latest/api/token")
         || text.contains("/latest/meta-data")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_key_stays_on_its_line() {
+        let location = Location::parse("s3://out/k\u{1b}[2J\nhint: run curl.npy").unwrap();
+        let text = key_path(&location).unwrap_err().to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].contains("k\\x1b[2J\\nhint: run curl.npy"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("hint: a key is parts"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    #[test]
+    fn no_etag_reads_as_one_sentence_and_a_hint() {
+        let text = no_etag().to_string();
+        assert!(!text.contains("  "), "{text}");
+        assert_eq!(text.lines().count(), 2, "{text}");
+    }
 }
