@@ -373,17 +373,34 @@ fn complete_if_absent(
         Ok::<_, io::Error>((status.as_u16(), String::from_utf8_lossy(&text).into_owned()))
     });
     let (status, text) = answer?;
+    completion_answer(location, status, &text)
+}
+
+/// What a conditional completion's answer means. Only a store that says it does not
+/// implement the condition is told to go without `--no-clobber`: a refusal of another kind
+/// (access, a lost upload, a busy server) is no reason to replace an object.
+fn completion_answer(location: &Location, status: u16, text: &str) -> io::Result<()> {
+    let code = element(text, "Code");
     match status {
-        412 => Err(exists(location)),
+        412 => return Err(exists(location)),
         // S3 may answer 200 and put an error in the body.
-        200..=299 if !text.contains("<Error>") => Ok(()),
-        _ => Err(io::Error::other(format!(
-            "the store did not complete the upload (HTTP {status}{}): with --no-clobber it is \
-             completed only if the key does not exist (If-None-Match), which this store may \
-             not take\nhint: leave out --no-clobber to complete it unconditionally",
-            element(&text, "Code").map_or(String::new(), |code| format!(", {code}"))
-        ))),
+        200..=299 if !text.contains("<Error>") => return Ok(()),
+        _ => {}
     }
+    let said = code
+        .as_ref()
+        .map_or(String::new(), |code| format!(", {code}"));
+    let hint = if status == 501 || code.as_deref() == Some("NotImplemented") {
+        "with --no-clobber it is completed only if the key does not exist (If-None-Match), \
+         which this store does not take\nhint: leave out --no-clobber to complete it \
+         unconditionally"
+    } else {
+        "its upload was aborted, the key is as it was\nhint: run again (a 403 needs \
+         s3:PutObject on the key, a 409 or a 5xx only a retry)"
+    };
+    Err(io::Error::other(format!(
+        "the store did not complete the upload (HTTP {status}{said}): {hint}"
+    )))
 }
 
 /// How long the completion's signature holds.
@@ -503,6 +520,25 @@ mod tests {
              </Part><Part><PartNumber>2</PartNumber><ETag>&lt;b&amp;&gt;</ETag></Part>\
              </CompleteMultipartUpload>"
         );
+    }
+
+    #[test]
+    fn only_a_store_without_the_condition_is_told_to_leave_out_no_clobber() {
+        let location = Location::parse("s3://out/x.npy").unwrap();
+        let error = |status, text| completion_answer(&location, status, text).unwrap_err();
+        let denied = error(403, "<Error><Code>AccessDenied</Code></Error>").to_string();
+        assert!(denied.contains("HTTP 403, AccessDenied"), "{denied}");
+        assert!(!denied.contains("leave out --no-clobber"), "{denied}");
+        let in_body = error(200, "<Error><Code>InternalError</Code></Error>").to_string();
+        assert!(!in_body.contains("leave out --no-clobber"), "{in_body}");
+        let unsupported = error(501, "<Error><Code>NotImplemented</Code></Error>").to_string();
+        assert!(
+            unsupported.contains("leave out --no-clobber"),
+            "{unsupported}"
+        );
+        let exists = error(412, "");
+        assert_eq!(exists.kind(), io::ErrorKind::AlreadyExists);
+        assert!(completion_answer(&location, 200, "<CompleteMultipartUploadResult/>").is_ok());
     }
 
     #[test]
