@@ -126,31 +126,11 @@ fn a_sharded_set_under_a_prefix_is_its_shards_then_its_index() {
         .args(["-o", "az://models/m600/"])
         .assert()
         .success();
-    let expected = fixtures.join("expected/model_600");
-    let mut names: Vec<String> = std::fs::read_dir(&expected)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    let blobs = azurite.blobs("models", false);
-    assert_eq!(blobs.len(), names.len(), "{blobs:?}");
-    for name in &names {
-        let got = azurite.get("models", &format!("m600/{name}")).expect(name);
-        assert!(
-            got == std::fs::read(expected.join(name)).unwrap(),
-            "{name} differs"
-        );
-    }
-    let puts: Vec<String> = azurite
-        .requests()
-        .into_iter()
-        .filter(|r| r.starts_with("PUT"))
-        .collect();
-    assert!(
-        puts.last()
-            .unwrap()
-            .contains("model.safetensors.index.json"),
-        "{puts:#?}"
+    crate::util::assert_set_uploaded(
+        &fixtures.join("expected/model_600"),
+        azurite.blobs("models", false).len(),
+        |name| azurite.get("models", &format!("m600/{name}")),
+        azurite.requests(),
     );
 }
 

@@ -105,31 +105,11 @@ fn a_sharded_set_under_a_prefix_is_its_shards_then_its_index() {
     let merged = merged.to_str().unwrap();
     let args = [merged, "--max-shard-size", "600", "-o", "s3://models/m600/"];
     moto.tjoin().args(args).assert().success();
-    let expected = fixtures.join("expected/model_600");
-    let mut names: Vec<String> = std::fs::read_dir(&expected)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    let keys = moto.keys("models");
-    assert_eq!(keys.len(), names.len(), "{keys:?}");
-    for name in &names {
-        let got = moto.get("models", &format!("m600/{name}")).expect(name);
-        assert!(
-            got == std::fs::read(expected.join(name)).unwrap(),
-            "{name} differs"
-        );
-    }
-    let puts: Vec<String> = moto
-        .requests()
-        .into_iter()
-        .filter(|r| r.starts_with("PUT"))
-        .collect();
-    assert!(
-        puts.last()
-            .unwrap()
-            .contains("model.safetensors.index.json"),
-        "{puts:#?}"
+    crate::util::assert_set_uploaded(
+        &fixtures.join("expected/model_600"),
+        moto.keys("models").len(),
+        |name| moto.get("models", &format!("m600/{name}")),
+        moto.requests(),
     );
 }
 

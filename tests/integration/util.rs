@@ -373,3 +373,38 @@ pub fn assert_rank_file(got: &Path, want: &Path, rank: usize, ranks: usize) {
     );
     assert!(got_data == want_data, "{got:?}: its data is not {want:?}'s");
 }
+
+/// Asserts that a sharded set uploaded under a prefix is `expected`'s folder byte for byte
+/// (`stored`: how many objects the prefix's bucket holds, `get`: one of them by its name
+/// under the prefix), and that its index was the last object PUT (`requests`: the server's
+/// log), so that a reader who finds the index finds every shard.
+pub fn assert_set_uploaded(
+    expected: &Path,
+    stored: usize,
+    get: impl Fn(&str) -> Option<Vec<u8>>,
+    requests: Vec<String>,
+) {
+    let mut names: Vec<String> = std::fs::read_dir(expected)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(stored, names.len(), "{names:?}");
+    for name in &names {
+        let got = get(name).expect(name);
+        assert!(
+            got == std::fs::read(expected.join(name)).unwrap(),
+            "{name} differs"
+        );
+    }
+    let puts: Vec<String> = requests
+        .into_iter()
+        .filter(|r| r.starts_with("PUT"))
+        .collect();
+    assert!(
+        puts.last()
+            .unwrap()
+            .contains("model.safetensors.index.json"),
+        "{puts:#?}"
+    );
+}
