@@ -168,7 +168,13 @@ fn checked(
     pinned: Option<&str>,
     got: object_store::Result<(Bytes, object_store::ObjectMeta, Range<u64>)>,
 ) -> io::Result<(Bytes, Seen)> {
-    let (bytes, meta, returned) = got.map_err(|e| explain(location, e))?;
+    let (bytes, meta, returned) = got.map_err(|e| match e {
+        // `If-Match` compares strongly: a weak ETag never matches, the object unchanged.
+        object_store::Error::Precondition { .. } if pinned.is_some_and(|p| p.starts_with("W/")) => {
+            weak_etag()
+        }
+        e => explain(location, e),
+    })?;
     let seen = Seen {
         len: meta.size,
         etag: meta.e_tag,
@@ -544,6 +550,18 @@ fn changed(now: Option<&str>) -> io::Error {
     }
 }
 
+/// Why a read pinned to a weak ETag (`W/"..."`) is refused: `If-Match` compares ETags
+/// strongly, so the server answers 412 however unchanged the object is.
+fn weak_etag() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "its server gives only a weak ETag (W/...), which a pinned read (If-Match) never \
+         matches, so tjoin could not tell whether it changes while being read\nhint: serve it \
+         from a server that sends strong ETags (nginx: without gzip or sub_filter on it), or \
+         download it and join the local copy",
+    )
+}
+
 fn changed_text() -> String {
     "the object changed while tjoin read it (its ETag is no longer the one its first read \
      saw)\nhint: run again once whatever writes it has finished"
@@ -588,6 +606,21 @@ mod tests {
         );
         assert!(lines[1].starts_with("hint: a key is parts"), "{text}");
         assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    #[test]
+    fn a_weak_etag_refused_by_if_match_is_not_called_a_change() {
+        let location = Location::parse("https://example.com/a.npy").unwrap();
+        let refused = || {
+            Err(object_store::Error::Precondition {
+                path: "a.npy".to_string(),
+                source: "412".into(),
+            })
+        };
+        let weak = checked(&location, 0..8, Some("W/\"1\""), refused()).unwrap_err();
+        assert!(weak.to_string().contains("weak ETag"), "{weak}");
+        let strong = checked(&location, 0..8, Some("\"1\""), refused()).unwrap_err();
+        assert!(strong.to_string().contains("changed"), "{strong}");
     }
 
     #[test]
