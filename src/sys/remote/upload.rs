@@ -316,7 +316,7 @@ impl Streaming {
                 .await
         });
         put.map(|_| ()).map_err(|e| match e {
-            object_store::Error::AlreadyExists { .. } => exists(&self.location),
+            object_store::Error::AlreadyExists { .. } => exists(),
             e => explain(&self.location, e),
         })
     }
@@ -373,16 +373,16 @@ fn complete_if_absent(
         Ok::<_, io::Error>((status.as_u16(), String::from_utf8_lossy(&text).into_owned()))
     });
     let (status, text) = answer?;
-    completion_answer(location, status, &text)
+    completion_answer(status, &text)
 }
 
 /// What a conditional completion's answer means. Only a store that says it does not
 /// implement the condition is told to go without `--no-clobber`: a refusal of another kind
 /// (access, a lost upload, a busy server) is no reason to replace an object.
-fn completion_answer(location: &Location, status: u16, text: &str) -> io::Result<()> {
+fn completion_answer(status: u16, text: &str) -> io::Result<()> {
     let code = element(text, "Code");
     match status {
-        412 => return Err(exists(location)),
+        412 => return Err(exists()),
         // S3 may answer 200 and put an error in the body.
         200..=299 if !text.contains("<Error>") => return Ok(()),
         _ => {}
@@ -470,15 +470,15 @@ impl Upload {
         use object_store::ObjectStoreExt;
         let (store, path) = (store_for(location)?, key_path(location)?);
         match runtime()?.block_on(async move { store.head(&path).await }) {
-            Ok(_) => Err(exists(location)),
+            Ok(_) => Err(exists()),
             Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(explain(location, e)),
         }
     }
 }
 
-fn exists(location: &Location) -> io::Error {
-    let _ = location;
+/// The refusal of `--no-clobber` (the caller's error names the object).
+fn exists() -> io::Error {
     io::Error::new(
         io::ErrorKind::AlreadyExists,
         "the object exists, and --no-clobber keeps it\nhint: name another key, or leave out \
@@ -524,8 +524,7 @@ mod tests {
 
     #[test]
     fn only_a_store_without_the_condition_is_told_to_leave_out_no_clobber() {
-        let location = Location::parse("s3://out/x.npy").unwrap();
-        let error = |status, text| completion_answer(&location, status, text).unwrap_err();
+        let error = |status, text| completion_answer(status, text).unwrap_err();
         let denied = error(403, "<Error><Code>AccessDenied</Code></Error>").to_string();
         assert!(denied.contains("HTTP 403, AccessDenied"), "{denied}");
         assert!(!denied.contains("leave out --no-clobber"), "{denied}");
@@ -538,7 +537,7 @@ mod tests {
         );
         let exists = error(412, "");
         assert_eq!(exists.kind(), io::ErrorKind::AlreadyExists);
-        assert!(completion_answer(&location, 200, "<CompleteMultipartUploadResult/>").is_ok());
+        assert!(completion_answer(200, "<CompleteMultipartUploadResult/>").is_ok());
     }
 
     #[test]
