@@ -228,7 +228,7 @@ impl SplitConfig {
             ));
         }
         let job = args.workers.step(args.dry_run.is_some(), false)?;
-        super::workers::refuse_remote_split(job, &args.input, &outputs)?;
+        super::workers::refuse_remote_split(job, &outputs)?;
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
             input_format: format_flag(&args.input_format, "--input-format")?,

@@ -20,9 +20,9 @@ pub struct WorkerArgs {
     /// order, at once, on any machine that sees the same files: writes its share), then
     /// --workers N --commit (once, last: checks every worker finished and nothing changed,
     /// then puts the output in place). --dry-run with --workers N shows each worker's share.
-    /// The output may be in S3 (-o s3://BUCKET/KEY, or a sharded set's s3://BUCKET/PREFIX/): each
-    /// file is then one multipart upload, each worker uploading its run of parts, and the job
-    /// is recorded in the bucket. Inputs may be URLs (s3://, https://, ...): each worker reads
+    /// The output may be in S3 (-o s3://BUCKET/KEY, or a sharded set's s3://BUCKET/PREFIX/; a
+    /// split's outputs too, all in one bucket): each file is then one multipart upload, each
+    /// worker uploading its run of parts, and the job is recorded in the bucket. Inputs may be URLs (s3://, https://, ...): each worker reads
     /// its share by range, pinned to the ETags --begin recorded.
     #[arg(long, value_name = "N", help_heading = WORKERS)]
     pub workers: Option<u32>,
@@ -106,15 +106,13 @@ impl WorkerArgs {
 }
 
 /// Refuses a split whose outputs are named by URL (`tjoin split` writes local files: it
-/// writes its outputs interleaved, and an upload per output would need a part buffer each),
-/// and a split run as a job (`step`) whose input is a URL (a split job's workers read a file
-/// every one of them sees).
-pub fn refuse_remote_split(
-    step: Option<Step>,
-    input: &std::path::Path,
-    outputs: &[std::path::PathBuf],
-) -> Result<()> {
+/// writes its outputs interleaved, and an upload per output would need a part buffer each).
+/// A split run as a job (`step`) is checked by [`refuse_remote_split_job`] instead.
+pub fn refuse_remote_split(step: Option<Step>, outputs: &[std::path::PathBuf]) -> Result<()> {
     use crate::sys::remote::is_url;
+    if step.is_some() {
+        return refuse_remote_split_job(outputs);
+    }
     if let Some(url) = outputs.iter().find(|p| is_url(p)) {
         return Err(Error::refused(
             format!(
@@ -125,16 +123,61 @@ pub fn refuse_remote_split(
              s3://BUCKET/PREFIX/)",
         ));
     }
-    if step.is_some() && is_url(input) {
+    Ok(())
+}
+
+/// Refuses a split run as a job of several workers whose outputs a job cannot keep
+/// together: some named by URL and some not, URLs not in S3 (a job uploads each output file
+/// as one multipart upload's parts, and keeps its objects beside its first output), or in
+/// several buckets. Its input may be a URL: each worker reads its share by range, pinned to
+/// the ETags `--begin` recorded, as a join's workers do (`flow::join::workers`).
+pub fn refuse_remote_split_job(outputs: &[std::path::PathBuf]) -> Result<()> {
+    use crate::sys::remote::{Location, Scheme, is_url};
+    let Some(first) = outputs.iter().find(|p| is_url(p)) else {
+        return Ok(());
+    };
+    let shown = crate::messages::path(first);
+    if let Some(local) = outputs.iter().find(|p| !is_url(p)) {
         return Err(Error::refused(
             format!(
-                "the input {} is in object storage, and a split run by several workers reads \
-                 its input from a file system every worker sees",
-                crate::messages::path(input)
+                "the outputs {shown} and {} are one in object storage and one not, and a job \
+                 of several workers keeps its files beside its first output",
+                crate::messages::path(local)
             ),
-            "run the split in one process (which reads a URL by range), or copy the input \
-             onto the shared file system first",
+            "name every output in S3 (-o 's3://BUCKET/tp{rank}.safetensors'), or every one on \
+             a file system the workers share",
         ));
+    }
+    let mut bucket = None;
+    for url in outputs {
+        let location = Location::parse(&url.to_string_lossy());
+        let Some(location) = location.ok().filter(|l| l.scheme == Scheme::S3) else {
+            return Err(Error::refused(
+                format!(
+                    "the output {} is not in S3, and a split run by several workers uploads \
+                     its outputs to S3 as multipart uploads' parts (gs:// and az:// are not \
+                     shared yet)",
+                    crate::messages::path(url)
+                ),
+                "name the outputs in S3 (-o 's3://BUCKET/tp{rank}.safetensors', or an \
+                 S3-compatible store through AWS_ENDPOINT_URL)",
+            ));
+        };
+        match &bucket {
+            Some(first_bucket) if *first_bucket != location.bucket => {
+                return Err(Error::refused(
+                    format!(
+                        "the outputs {shown} and {} are in different buckets, and a job of \
+                         several workers keeps its objects in one, beside its first output",
+                        crate::messages::path(url)
+                    ),
+                    "name every output in one bucket (and copy them elsewhere once the job \
+                     is committed)",
+                ));
+            }
+            Some(_) => {}
+            None => bucket = Some(location.bucket),
+        }
     }
     Ok(())
 }

@@ -87,4 +87,6 @@ mod workers_s3;
 #[cfg(unix)]
 mod workers_split;
 #[cfg(all(unix, feature = "remote"))]
+mod workers_split_s3;
+#[cfg(all(unix, feature = "remote"))]
 mod workers_urls;

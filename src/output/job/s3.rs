@@ -29,7 +29,7 @@
 
 use std::path::Path;
 
-use super::{Done, FileUpload, Manifest, Upload};
+use super::{Done, FileUpload, JobFile, Manifest, Upload};
 use crate::error::{Error, Result};
 use crate::limits::JOB_MANIFEST;
 use crate::messages;
@@ -46,13 +46,18 @@ const LONGEST_ID: usize = 1024;
 const RECORD_BYTES: u64 = 4 << 10;
 const ETAG_BYTES: u64 = LONGEST_ID as u64 + 4;
 
-/// The objects of the job of the output `output`, made from its key alone.
+/// The objects of the job of the output `output`, made from its key alone (and, for a
+/// split's sharded outputs, from the prefixes the command line names).
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// The output object.
+    /// The output object (a split's first output).
     pub output: Location,
     /// The manifest.
     pub manifest: Location,
+    /// The prefixes the output files are in, numbered as [`JobFile::folder`] numbers them:
+    /// the output's own first (its prefix, or the prefix it is in), then (a split's sharded
+    /// outputs) each other output's. Made from the command line, never from the manifest.
+    folders: Vec<Location>,
 }
 
 impl Objects {
@@ -64,7 +69,24 @@ impl Objects {
                 key: format!("{}.tjoin-job/manifest.json", output.key),
                 ..output.clone()
             },
+            folders: vec![folder_of(output)],
         }
+    }
+
+    /// The same job, its files also under the prefixes `more` (each counted once, in
+    /// order): a split's other sharded outputs, or the prefix of each.
+    pub fn with_folders(mut self, more: impl IntoIterator<Item = Location>) -> Objects {
+        for folder in more.into_iter().map(|l| folder_of(&l)) {
+            if !self.folders.contains(&folder) {
+                self.folders.push(folder);
+            }
+        }
+        self
+    }
+
+    /// How many prefixes the job's files are in.
+    pub fn folders(&self) -> usize {
+        self.folders.len()
     }
 
     /// Worker `worker`'s record.
@@ -75,17 +97,11 @@ impl Objects {
         }
     }
 
-    /// The object of the output file `name` (a plain name: the manifest's are checked):
-    /// under the prefix the output names, else beside it.
-    pub fn file(&self, name: &str) -> Option<Location> {
-        if self.output.is_prefix() {
-            let key = format!("{}{name}", self.output.key);
-            return Some(Location {
-                key,
-                ..self.output.clone()
-            });
-        }
-        self.output.sibling(name)
+    /// The object of the output file `name` (a plain name: the manifest's are checked) in
+    /// the job's prefix numbered `folder`; `None` for a folder the job has not, or a name
+    /// that would leave its prefix.
+    pub fn file(&self, folder: u32, name: &str) -> Option<Location> {
+        self.folders.get(folder as usize)?.sibling(name)
     }
 
     /// The output as messages show it.
@@ -95,6 +111,18 @@ impl Objects {
 
     fn manifest_shown(&self) -> String {
         messages::path(Path::new(&self.manifest.url()))
+    }
+}
+
+/// The prefix `location`'s files are in: itself for a prefix, else the one it is in.
+pub fn folder_of(location: &Location) -> Location {
+    let key = match location.key.rfind('/') {
+        Some(at) => &location.key[..=at],
+        None => "",
+    };
+    Location {
+        key: key.to_string(),
+        ..location.clone()
     }
 }
 
@@ -214,10 +242,21 @@ pub fn read(objects: &Objects) -> Result<Option<Manifest>> {
                 Some("an upload id is not printable ASCII of at most 1024 bytes".to_string())
             } else if !same {
                 Some("its parts are not those its output's lengths and worker count give".into())
+            } else if let Some(file) = manifest
+                .files
+                .iter()
+                .find(|f| f.folder as usize >= objects.folders())
+            {
+                Some(format!(
+                    "it puts {} in prefix {} of the job, whose outputs are in {}",
+                    messages::name(&file.name),
+                    file.folder,
+                    objects.folders()
+                ))
             } else if manifest
                 .files
                 .iter()
-                .any(|f| objects.file(&f.name).is_none())
+                .any(|f| objects.file(f.folder, &f.name).is_none())
             {
                 Some("it names an output file that is not a plain name".to_string())
             } else {
@@ -289,7 +328,7 @@ pub fn begin(objects: &Objects, manifest: Manifest) -> Result<Manifest> {
     let mut created = Created(Vec::new());
     let mut files = Vec::new();
     for (file, part_size) in manifest.files.iter().zip(cut.part_sizes) {
-        let location = file_of(objects, &file.name)?;
+        let location = file_of(objects, file)?;
         let upload_id = parts::create_upload(&location)
             .map_err(|e| failed("begin the multipart upload to", &location, e))?;
         created.0.push((location, upload_id.clone()));
@@ -329,12 +368,15 @@ impl Drop for Created {
     }
 }
 
-/// The object of the output file `name`.
-fn file_of(objects: &Objects, name: &str) -> Result<Location> {
-    objects.file(name).ok_or_else(|| {
+/// The object of the output file `file`.
+fn file_of(objects: &Objects, file: &JobFile) -> Result<Location> {
+    objects.file(file.folder, &file.name).ok_or_else(|| {
         refused(
             objects,
-            &format!("{} is not a plain file name", messages::name(name)),
+            &format!(
+                "{} is not a plain file name in one of the job's prefixes",
+                messages::name(&file.name)
+            ),
         )
     })
 }
@@ -390,13 +432,13 @@ pub fn refuse_unfinished(objects: &Objects, manifest: &Manifest, missing: &[u32]
 }
 
 /// Completes each file's upload with its parts' ETags (`etags`: every part's, the files'
-/// one after another): each object appears whole. Then writes `index` (a sharded set's, at
-/// its object), and removes the job's objects.
+/// one after another): each object appears whole. Then writes `indexes` (each sharded
+/// set's, at its object), once every file is complete, and removes the job's objects.
 pub fn complete(
     objects: &Objects,
     manifest: &Manifest,
     etags: Vec<String>,
-    index: Option<(&Location, &str)>,
+    indexes: &[(Location, String)],
 ) -> Result<()> {
     let upload = manifest.upload.as_ref().ok_or_else(|| not_begun(objects))?;
     let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
@@ -404,7 +446,7 @@ pub fn complete(
     let mut etags = etags.into_iter();
     let mut first = 0u32;
     for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
-        let location = file_of(objects, &file.name)?;
+        let location = file_of(objects, file)?;
         let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
         parts::complete(&location, &uploaded.upload_id, tags).map_err(|e| match e.kind() {
             std::io::ErrorKind::InvalidData => {
@@ -422,7 +464,7 @@ pub fn complete(
         })?;
         first += count;
     }
-    if let Some((location, text)) = index {
+    for (location, text) in indexes {
         parts::put_object(location, text.as_bytes().to_vec())
             .map_err(|e| failed("write the index", location, e))?;
     }
@@ -447,7 +489,7 @@ fn wrong_parts(
         format!(
             "cannot commit {}: the store refused to complete {}, whose parts are not those \
              the records of workers {listed} under {} name (a record was altered, or a part \
-             uploaded again since); that object and the index were not written",
+             uploaded again since); that object, those after it and any index were not written",
             objects.shown(),
             messages::path(Path::new(&location.url())),
             messages::path(Path::new(&format!("{}.tjoin-job/", objects.output.url()))),
@@ -501,7 +543,7 @@ pub fn abandon(objects: &Objects, workers: u32) -> Result<Abandoned> {
     super::check_count(&objects.shown(), &manifest, workers)?;
     let upload = manifest.upload.as_ref().ok_or_else(|| not_begun(objects))?;
     for (file, uploaded) in manifest.files.iter().zip(&upload.files) {
-        let location = file_of(objects, &file.name)?;
+        let location = file_of(objects, file)?;
         parts::abort(&location, &uploaded.upload_id)
             .map_err(|e| failed("abort the multipart upload to", &location, e))?;
     }

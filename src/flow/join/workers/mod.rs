@@ -175,7 +175,10 @@ pub(crate) fn run_step(
         tjoin: env!("CARGO_PKG_VERSION").to_string(),
         token: String::new(),
         workers: n,
-        digest: format!("{:032x}", digest(&planning, &layout, &shares)),
+        digest: format!(
+            "{:032x}",
+            digest(&planning, &layout, &shares, remote.is_some())
+        ),
         inputs: versions(planning.inputs),
         files: layout
             .files
@@ -241,30 +244,35 @@ fn not_built(output: Option<&Path>) -> Error {
 }
 
 /// The output named by URL, if it is (a job of several workers uploads each of its files as
-/// one multipart upload's parts); refuses what such a job cannot share (a split's outputs,
-/// a format whose bytes depend on the data, an input read from standard input).
+/// one multipart upload's parts): a split's first; refuses what such a job cannot share
+/// (some outputs named by URL and others not, a split's file outputs in several prefixes or
+/// buckets, a format whose bytes depend on the data, an input read from standard input).
 fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<Remote<'p>>> {
-    let first = planning.parts.first().map(|p| p.planned.describe());
-    let is_url = crate::sys::remote::is_url;
-    let remote = match first {
-        Some(Description::File(path)) if is_url(path) => Remote {
-            url: path,
-            sharded: false,
-        },
-        Some(Description::Sharded { path, shards }) if is_url(path) || is_url(&shards.folder) => {
-            Remote {
-                url: path,
-                sharded: true,
-            }
-        }
-        _ => return Ok(None),
+    let remotes: Vec<Option<Remote<'p>>> = planning
+        .parts
+        .iter()
+        .map(|p| Remote::of(p.planned.describe()))
+        .collect();
+    let Some(&first) = remotes.first() else {
+        return Ok(None);
     };
-    if planning.parts.len() != 1 {
+    if let Some(other) = remotes.iter().find(|r| r.is_some() != first.is_some()) {
+        let url = first.or(*other).map_or(Path::new(""), |r| r.url);
         return Err(Error::refused(
-            "a split's outputs in object storage are not shared by a job of several workers",
-            "run the split in one process",
+            format!(
+                "the outputs are some in object storage ({}) and some not, and a job keeps \
+                 its files beside its first output",
+                crate::messages::path(url)
+            ),
+            "name every output in S3 (-o 's3://BUCKET/tp{rank}.safetensors'), or every one \
+             on a file system the workers share",
         ));
     }
+    let Some(remote) = first else {
+        return Ok(None);
+    };
+    #[cfg(feature = "remote")]
+    s3::check_outputs(planning, remote)?;
     check_formats_and_inputs(planning, remote.url)?;
     Ok(Some(remote))
 }
@@ -275,6 +283,26 @@ struct Remote<'p> {
     url: &'p Path,
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     sharded: bool,
+}
+
+impl<'p> Remote<'p> {
+    /// The output `described`, if it is named by URL.
+    fn of(described: Description<'p>) -> Option<Remote<'p>> {
+        let is_url = crate::sys::remote::is_url;
+        match described {
+            Description::File(path) if is_url(path) => Some(Remote {
+                url: path,
+                sharded: false,
+            }),
+            Description::Sharded { path, shards } if is_url(path) || is_url(&shards.folder) => {
+                Some(Remote {
+                    url: path,
+                    sharded: true,
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The shares of a job of `n` workers over `layout`: at page boundaries for a local output,
@@ -359,7 +387,7 @@ pub(crate) fn abandon_in(
     };
     if crate::sys::remote::is_url(path) {
         #[cfg(feature = "remote")]
-        return s3::abandon(path, n, quiet);
+        return s3::abandon(path, &more, n, quiet);
         #[cfg(not(feature = "remote"))]
         return Err(not_built(Some(path)));
     }
@@ -469,8 +497,10 @@ fn overlap(a: Range<u64>, b: Range<u64>) -> Range<u64> {
 }
 
 /// The digest of the plan of every tensor, the layout and the shares: what must be the same
-/// in every step of a job.
-fn digest(planning: &Planning, layout: &Layout, shares: &[[u64; 2]]) -> u128 {
+/// in every step of a job. An output in object storage (`remote`) is named alike on every
+/// machine, so its files' URLs are in it too: a step naming a split's other outputs
+/// elsewhere is refused as a different plan, not left to upload into another key.
+fn digest(planning: &Planning, layout: &Layout, shares: &[[u64; 2]], remote: bool) -> u128 {
     let mut text = String::new();
     for tensor in planning.parts.iter().flat_map(|p| p.job) {
         text.push_str(&format!(
@@ -481,6 +511,9 @@ fn digest(planning: &Planning, layout: &Layout, shares: &[[u64; 2]]) -> u128 {
     for file in &layout.files {
         let (name, len, tensors) = (&file.name, file.len, &file.tensors);
         text.push_str(&format!("{name} {len} {tensors:?} {:x}\n", file.framing));
+        if remote {
+            text.push_str(&format!("{}\n", file.target.display()));
+        }
     }
     text.push_str(&format!("{shares:?}"));
     job::digest(text.as_bytes())
@@ -604,6 +637,16 @@ fn check_recorded(
     Ok(manifest)
 }
 
+/// The outputs of `planning` as a step's line names them: the first (`first`, shown), and
+/// how many more a split has.
+fn outputs_shown(first: String, planning: &Planning) -> String {
+    match planning.parts.len() {
+        0 | 1 => first,
+        2 => format!("{first} and 1 more output"),
+        n => format!("{first} and {} more outputs", n - 1),
+    }
+}
+
 /// Whether a step says what it did on standard error: as a run prints its summary line,
 /// where a progress bar would show (a terminal, or `--progress always`), unless `-q`.
 fn says(asked: &Asked) -> bool {
@@ -638,7 +681,7 @@ fn begin(asked: &Asked, paths: &Paths, planning: &Planning, fresh: Manifest) -> 
         crate::messages::eprintln(format!(
             "began a job of {n} workers for {} ({} bytes in {} file{}): run --worker I/{n} for \
              each I from 0 to {}, then --workers {n} --commit",
-            crate::messages::path(&paths.output),
+            outputs_shown(crate::messages::path(&paths.output), planning),
             total,
             manifest.files.len(),
             if manifest.files.len() == 1 { "" } else { "s" },
@@ -797,9 +840,14 @@ fn commit(
     job::finish(paths, manifest)?;
     if says(asked) {
         crate::messages::eprintln(format!(
-            "committed the job of {} workers: {} is in place",
+            "committed the job of {} workers: {} {} in place",
             manifest.workers,
-            crate::messages::path(&paths.output)
+            outputs_shown(crate::messages::path(&paths.output), &planning),
+            if planning.parts.len() > 1 {
+                "are"
+            } else {
+                "is"
+            },
         ));
     }
     Ok(())

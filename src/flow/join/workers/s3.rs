@@ -15,13 +15,14 @@
 //!   (a sharded set's index last, as one PUT) and removes the job's objects; `--abandon`
 //!   aborts the uploads and removes them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::{Asked, Layout, Planning, says};
+use super::{Asked, Layout, Planning, Remote, says};
 use crate::backend::Engine;
 use crate::error::{Error, Result};
 use crate::output::job::s3::{self as objects, Objects};
 use crate::output::job::{self, Done, Manifest, Step, Window};
+use crate::output::kind::Planned;
 use crate::output::progress;
 use crate::sys::remote::Location;
 use crate::sys::remote::parts::PartStream;
@@ -45,10 +46,49 @@ pub(super) fn location(url: &Path, sharded: bool) -> Result<Location> {
                 crate::messages::path(url)
             ),
             "name an object as s3://BUCKET/KEY or a prefix as s3://BUCKET/PREFIX/ (S3, or an \
-             S3-compatible store through AWS_ENDPOINT_URL), or run the join in one process",
+             S3-compatible store through AWS_ENDPOINT_URL), or run it in one process",
         ));
     }
     Ok(location)
+}
+
+/// Refuses a split's outputs a job in S3 cannot keep together (`first` the first output):
+/// outputs in several buckets, or files (not sharded outputs, each in its own prefix)
+/// outside the first output's prefix, where the job's objects are.
+pub(super) fn check_outputs(planning: &Planning, first: Remote) -> Result<()> {
+    let first_at = location(first.url, first.sharded)?;
+    let prefix = objects::folder_of(&first_at);
+    for part in planning.parts.iter().skip(1) {
+        let Some(remote) = Remote::of(part.planned.describe()) else {
+            continue;
+        };
+        let at = location(remote.url, remote.sharded)?;
+        let (shown, other) = (
+            crate::messages::path(first.url),
+            crate::messages::path(remote.url),
+        );
+        if at.bucket != first_at.bucket {
+            return Err(Error::refused(
+                format!(
+                    "the outputs {shown} and {other} are in different buckets, and a job keeps \
+                     its objects in one, beside its first output"
+                ),
+                "name every output in one bucket (and copy them elsewhere once the job is \
+                 committed)",
+            ));
+        }
+        if !remote.sharded && objects::folder_of(&at) != prefix {
+            return Err(Error::refused(
+                format!(
+                    "the outputs {shown} and {other} are under different prefixes, and a job \
+                     keeps its objects under one, beside its first output"
+                ),
+                "name the outputs under one prefix (-o 's3://BUCKET/PREFIX/tp{rank}.safetensors'), \
+                 or as sharded outputs each under its own (-o 's3://BUCKET/tp{rank}/')",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The shares of files of `lens` bytes among `n` workers: runs of whole parts.
@@ -70,12 +110,16 @@ pub(super) fn run(
     layout: &Layout,
     engine: Option<&mut Engine>,
 ) -> Result<()> {
-    let objects = Objects::of(output);
-    // Each file's object, as the plan names it, must be the one its name in the manifest
-    // gives (the later steps know it by that name alone).
-    for file in &layout.files {
-        let planned = Location::parse(&file.target.to_string_lossy()).ok();
-        if planned.is_none() || planned != objects.file(&file.name) {
+    let planned: Vec<Option<Location>> = layout
+        .files
+        .iter()
+        .map(|file| Location::parse(&file.target.to_string_lossy()).ok())
+        .collect();
+    let objects = Objects::of(output).with_folders(planned.iter().flatten().cloned());
+    // Each file's object, as the plan names it, must be the one its name and prefix in the
+    // manifest give (the later steps know it by those alone).
+    for (file, planned) in layout.files.iter().zip(&planned) {
+        if planned.is_none() || *planned != objects.file(file.folder, &file.name) {
             let why = std::io::Error::other("its object is not named as the job names it");
             return Err(Error::io("plan the job of", &file.target, why));
         }
@@ -110,10 +154,14 @@ fn recorded(objects: &Objects, fresh: &Manifest, positions: &[usize]) -> Result<
     super::check_recorded(manifest, fresh, positions, shown)
 }
 
-/// The objects a job writes: each output file's and the index's.
+/// The objects a job writes: each output file's and each index's.
 fn targets(objects: &Objects, manifest: &Manifest, planning: &Planning) -> Vec<Location> {
-    let files = manifest.files.iter().filter_map(|f| objects.file(&f.name));
-    files.chain(index(planning).map(|(at, _)| at)).collect()
+    let files = manifest
+        .files
+        .iter()
+        .filter_map(|f| objects.file(f.folder, &f.name));
+    let indexes = indexes(planning).into_iter().map(|(at, _)| at);
+    files.chain(indexes).collect()
 }
 
 /// `--no-clobber`: refuses when any of `targets` exists.
@@ -128,11 +176,17 @@ fn refuse_existing(asked: &Asked, targets: &[Location]) -> Result<()> {
     }
 }
 
-/// A sharded set's index: its object and its text.
-fn index(planning: &Planning) -> Option<(Location, String)> {
-    let planned = planning.parts.first()?.planned;
-    let at = Location::parse(&planned.index_target()?.to_string_lossy()).ok()?;
-    Some((at, planned.index_text()?.to_string()))
+/// Each sharded output's index, in the outputs' order: its object and its text.
+fn indexes(planning: &Planning) -> Vec<(Location, String)> {
+    let index = |planned: &Planned| {
+        let at = Location::parse(&planned.index_target()?.to_string_lossy()).ok()?;
+        Some((at, planned.index_text()?.to_string()))
+    };
+    planning
+        .parts
+        .iter()
+        .filter_map(|part| index(part.planned))
+        .collect()
 }
 
 /// `--workers N --begin`: creates the uploads and records the job in the bucket.
@@ -157,7 +211,7 @@ fn begin(asked: &Asked, objects: &Objects, fresh: Manifest, planning: &Planning)
         crate::messages::eprintln(format!(
             "began a job of {n} workers for {} ({total} bytes in {parts} parts): run \
              --worker I/{n} for each I from 0 to {}, then --workers {n} --commit",
-            objects.shown(),
+            super::outputs_shown(objects.shown(), planning),
             n - 1
         ));
     }
@@ -199,7 +253,7 @@ fn work(
             )
         })?;
         let location = objects
-            .file(&job_file.name)
+            .file(job_file.folder, &job_file.name)
             .ok_or_else(|| objects::not_begun(objects))?;
         let mut parts = PartStream::new(&location, &uploaded.upload_id, first, uploaded.part_size)
             .map_err(|e| Error::io("upload the parts of", &file.target, e))?;
@@ -248,14 +302,17 @@ fn commit(asked: &Asked, objects: &Objects, manifest: &Manifest, planning: Plann
         input.check_unchanged()?;
     }
     refuse_existing(asked, &targets(objects, manifest, &planning))?;
-    let index = index(&planning);
-    let index = index.as_ref().map(|(at, text)| (at, text.as_str()));
-    objects::complete(objects, manifest, etags, index)?;
+    objects::complete(objects, manifest, etags, &indexes(&planning))?;
     if says(asked) {
         crate::messages::eprintln(format!(
-            "committed the job of {} workers: {} is in place",
+            "committed the job of {} workers: {} {} in place",
             manifest.workers,
-            objects.shown()
+            super::outputs_shown(objects.shown(), &planning),
+            if planning.parts.len() > 1 {
+                "are"
+            } else {
+                "is"
+            },
         ));
     }
     Ok(())
@@ -272,10 +329,15 @@ fn exists(there: &Location) -> Error {
     )
 }
 
-/// `--workers N --abandon` of the job whose output is at `url`: aborts its uploads and
+/// `--workers N --abandon` of the job whose output is at `url` (and whose files may also be
+/// under the prefixes `more`: a split's other sharded outputs): aborts its uploads and
 /// removes its objects, planning nothing.
-pub(super) fn abandon(url: &Path, n: u32, quiet: bool) -> Result<()> {
-    let objects = Objects::of(&location(url, true)?);
+pub(super) fn abandon(url: &Path, more: &[PathBuf], n: u32, quiet: bool) -> Result<()> {
+    let mut folders = Vec::new();
+    for folder in more {
+        folders.push(location(folder, true)?);
+    }
+    let objects = Objects::of(&location(url, true)?).with_folders(folders);
     let abandoned = objects::abandon(&objects, n)?;
     if !quiet {
         let what = match abandoned.aborted {
