@@ -3,8 +3,8 @@
 //! output, and what each step may do with them.
 //!
 //! # The objects
-//! Under `KEY.tjoin-job/` (`KEY` the output's key as `-o` names it: `PREFIX/.tjoin-job/` for
-//! a prefix):
+//! Under `KEY.tjoin-job/` (`KEY` the output's key as `-o` names it, a split's first
+//! output's: `PREFIX/.tjoin-job/` for a prefix):
 //! - `manifest.json`: the local job's manifest ([`Manifest`]) with its
 //!   [`Upload`](super::Upload): the multipart upload `--begin` created for each output file,
 //!   its part size, and each worker's first part and count. It is written by a conditional
@@ -19,6 +19,10 @@
 //! N runs balanced by bytes ([`cut`]); a worker's share is its run's bytes. The commit
 //! completes each file's upload with its parts' ETags in order, so that each object appears
 //! whole or not at all, then writes a sharded set's index, last.
+//!
+//! The output files' objects are named from the prefixes the command line names
+//! ([`Objects::folders`]: the first output's, then a split's other sharded outputs'), each
+//! file's by its plain name in the prefix the manifest numbers.
 //!
 //! # What an attacker's objects can do
 //! The manifest and the records are data whoever can write to the bucket controls: read with

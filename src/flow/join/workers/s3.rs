@@ -1,8 +1,9 @@
 //! The steps of a job whose output is in S3 (`-o s3://BUCKET/KEY`, or a sharded set under
-//! `s3://BUCKET/PREFIX/`): the same plan, layout and checks as a local job's (`super`), with
-//! each output file's bytes uploaded as the parts of its multipart upload instead of written
-//! into a data file beside it (`output::job::s3` keeps the job's objects;
-//! `sys::remote::parts` makes the calls):
+//! `s3://BUCKET/PREFIX/`; a split's outputs, files under one prefix or sharded outputs each
+//! under its own, in one bucket): the same plan, layout and checks as a local job's
+//! (`super`), with each output file's bytes uploaded as the parts of its multipart upload
+//! instead of written into a data file beside it (`output::job::s3` keeps the job's objects,
+//! beside the first output; `sys::remote::parts` makes the calls):
 //!
 //! - `--begin` cuts the files into parts and the parts into N runs balanced by bytes,
 //!   creates the uploads, and records the manifest in the bucket by a conditional create;
@@ -12,8 +13,8 @@
 //!   records their ETags;
 //! - `--commit` reads every record, refuses naming the workers missing (nothing is
 //!   completed), checks the inputs unchanged, completes each upload with its ETags in order
-//!   (a sharded set's index last, as one PUT) and removes the job's objects; `--abandon`
-//!   aborts the uploads and removes them.
+//!   (every sharded set's index after every file, each as one PUT) and removes the job's
+//!   objects; `--abandon` aborts the uploads and removes them.
 
 use std::path::{Path, PathBuf};
 
