@@ -369,6 +369,15 @@ fn split_outputs_a_job_cannot_keep_together_are_refused_with_the_right_fix() {
         "{error}"
     );
     moto.put("out", key, text.as_bytes());
+    // A worker naming the second output elsewhere plans another job: refused, where it would
+    // upload into another key.
+    let mut elsewhere = rank_split(2);
+    elsewhere.extend(absolute(d, &["model.safetensors"]));
+    for output in ["s3://out/tp0/", "s3://out/other1/"] {
+        elsewhere.extend(["-o".to_string(), output.to_string()]);
+    }
+    let error = no(&moto, d, &elsewhere, &["--worker", "1/2"]);
+    assert!(error.contains("plans s3://out/tp0/ differently"), "{error}");
     ok(&moto, d, &args, &["--workers", "2", "--abandon", "-q"]);
     assert!(moto.uploads("out").is_empty() && moto.keys("out").is_empty());
 }

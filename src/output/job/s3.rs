@@ -597,6 +597,32 @@ mod tests {
     }
 
     #[test]
+    fn files_are_named_under_the_prefixes_the_command_line_gives_never_past_them() {
+        let at = |url: &str| Location::parse(url).unwrap();
+        assert_eq!(folder_of(&at("s3://b/x/tp0.npy")).key, "x/");
+        assert_eq!(folder_of(&at("s3://b/tp0/")).key, "tp0/");
+        assert_eq!(folder_of(&at("s3://b/tp0.npy")).key, "");
+        // A split's files: beside the first output.
+        let files = Objects::of(&at("s3://b/x/tp0.npy"));
+        assert_eq!(files.manifest.key, "x/tp0.npy.tjoin-job/manifest.json");
+        assert_eq!(files.file(0, "tp1.npy").unwrap().key, "x/tp1.npy");
+        // Sharded outputs: each under its own prefix, the first's counted once.
+        let sharded = Objects::of(&at("s3://b/tp0/")).with_folders([
+            at("s3://b/tp0/"),
+            at("s3://b/tp1/"),
+            at("s3://b/tp1/m.json"),
+        ]);
+        assert_eq!(sharded.folders(), 2);
+        assert_eq!(sharded.manifest.key, "tp0/.tjoin-job/manifest.json");
+        assert_eq!(
+            sharded.file(1, "m.safetensors").unwrap().key,
+            "tp1/m.safetensors"
+        );
+        assert!(sharded.file(2, "m.safetensors").is_none());
+        assert!(sharded.file(0, "../x").is_none());
+    }
+
+    #[test]
     fn upload_ids_and_etags_are_printable_and_bounded() {
         assert!(printable("\"9b2cf535f27731c974343645a3985328\""));
         assert!(!printable(""));
