@@ -381,3 +381,37 @@ fn split_outputs_a_job_cannot_keep_together_are_refused_with_the_right_fix() {
     ok(&moto, d, &args, &["--workers", "2", "--abandon", "-q"]);
     assert!(moto.uploads("out").is_empty() && moto.keys("out").is_empty());
 }
+
+#[test]
+fn an_npy_split_along_its_last_axis_uploads_the_one_process_local_parts() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // 36 MB, three 12 MB outputs of three parts each, whose bytes are strided slices: each
+    // output's rows are cut from every input row.
+    crate::util::write_npy(
+        &d.join("x.npy"),
+        "<f4",
+        &[3001, 3000],
+        false,
+        &floats(9_003_000, 0.0),
+    );
+    let flags = ["split", "-a", "-1", "--parts", "3"]
+        .map(String::from)
+        .to_vec();
+    one_process(&moto, d, &flags, "x.npy", "one{part}.npy");
+    let args = job_args(d, &flags, "x.npy", "s3://out/p{part}.npy");
+    ok(&moto, d, &args, &["--workers", "4", "--begin", "-q"]);
+    run_workers(&args, &[3, 1, 0, 2], 4, &moto.env());
+    ok(&moto, d, &args, &["--workers", "4", "--commit", "-q"]);
+    for part in 0..3 {
+        let got = moto.get("out", &format!("p{part}.npy")).unwrap();
+        assert!(
+            got == fs::read(d.join(format!("one{part}.npy"))).unwrap(),
+            "{part}"
+        );
+    }
+    assert!(moto.uploads("out").is_empty());
+    assert_eq!(job_keys(&moto), Vec::<String>::new());
+}
