@@ -22,8 +22,9 @@ pub struct WorkerArgs {
     /// then puts the output in place). --dry-run with --workers N shows each worker's share.
     /// The output may be in S3 (-o s3://BUCKET/KEY, or a sharded set's s3://BUCKET/PREFIX/; a
     /// split's outputs too, all in one bucket): each file is then one multipart upload, each
-    /// worker uploading its run of parts, and the job is recorded in the bucket. Inputs may be URLs (s3://, https://, ...): each worker reads
-    /// its share by range, pinned to the ETags --begin recorded.
+    /// worker uploading its run of parts, and the job is recorded in the bucket. Inputs may be
+    /// URLs (s3://, https://, ...): each worker reads its share by range, pinned to the ETags
+    /// --begin recorded.
     #[arg(long, value_name = "N", help_heading = WORKERS)]
     pub workers: Option<u32>,
 
