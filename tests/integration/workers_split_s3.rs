@@ -143,10 +143,19 @@ fn workers_at_once_upload_the_one_process_local_2_and_4_rank_splits_byte_for_byt
         let plan: serde_json::Value = serde_json::from_slice(&shares.stdout).unwrap();
         let shares = plan["workers"].as_array().unwrap();
         assert_eq!(shares.len(), 3, "{plan}");
+        let mut files: Vec<&str> = Vec::new();
         for share in shares {
             let len = share["end"].as_u64().unwrap() - share["start"].as_u64().unwrap();
             assert!(len >= 5 << 20, "each has a part at least: {share}");
+            let named = share["files"].as_array().unwrap().iter();
+            files.extend(named.map(|f| f.as_str().unwrap()));
         }
+        files.dedup();
+        let every: Vec<String> = (0..ranks).map(|r| format!("tp{r}.safetensors")).collect();
+        assert_eq!(
+            files, every,
+            "the shares cover every output's file, in order"
+        );
         ok(&moto, d, &args, &["--workers", "3", "--begin", "-q"]);
         assert_eq!(moto.uploads("out").len(), ranks, "an upload per output");
         run_workers(&args, &order, 3, &moto.env());
@@ -159,7 +168,16 @@ fn workers_at_once_upload_the_one_process_local_2_and_4_rank_splits_byte_for_byt
             outputs.is_empty(),
             "no object before the commit: {outputs:?}"
         );
-        ok(&moto, d, &args, &["--workers", "3", "--commit", "-q"]);
+        let committed = moto
+            .tjoin()
+            .current_dir(d)
+            .args(&args)
+            .args(["--workers", "3", "--commit", "--print-plan=json"])
+            .output()
+            .unwrap();
+        assert!(committed.status.success());
+        let committed: serde_json::Value = serde_json::from_slice(&committed.stdout).unwrap();
+        assert_eq!(committed["workers"], plan["workers"], "{committed}");
         assert_objects_are(&moto, &local, &prefix);
         assert!(moto.uploads("out").is_empty());
         assert_eq!(
