@@ -44,7 +44,7 @@ mod checks;
 #[cfg(feature = "remote")]
 mod s3;
 
-use checks::{check_can_share, check_formats_and_inputs};
+use checks::{Remote, check_can_share, remote_output};
 
 /// Shares start at multiples of this: a page, so that no two workers write one page.
 const SHARE_ALIGN: u64 = 4096;
@@ -240,68 +240,6 @@ fn not_built(output: Option<&Path>) -> Error {
     match crate::sys::remote::Location::parse(&output.to_string_lossy()) {
         Ok(location) => Error::io("write", output, crate::sys::remote::not_built(&location)),
         Err(why) => Error::io("write", output, std::io::Error::other(why)),
-    }
-}
-
-/// The output named by URL, if it is (a job of several workers uploads each of its files as
-/// one multipart upload's parts): a split's first; refuses what such a job cannot share
-/// (some outputs named by URL and others not, a split's file outputs in several prefixes or
-/// buckets, a format whose bytes depend on the data, an input read from standard input).
-fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<Remote<'p>>> {
-    let remotes: Vec<Option<Remote<'p>>> = planning
-        .parts
-        .iter()
-        .map(|p| Remote::of(p.planned.describe()))
-        .collect();
-    let Some(&first) = remotes.first() else {
-        return Ok(None);
-    };
-    if let Some(other) = remotes.iter().find(|r| r.is_some() != first.is_some()) {
-        let url = first.or(*other).map_or(Path::new(""), |r| r.url);
-        return Err(Error::refused(
-            format!(
-                "the outputs are some in object storage ({}) and some not, and a job keeps \
-                 its files beside its first output",
-                crate::messages::path(url)
-            ),
-            "name every output in S3 (-o 's3://BUCKET/tp{rank}.safetensors'), or every one \
-             on a file system the workers share",
-        ));
-    }
-    let Some(remote) = first else {
-        return Ok(None);
-    };
-    #[cfg(feature = "remote")]
-    s3::check_outputs(planning, remote)?;
-    check_formats_and_inputs(planning, remote.url)?;
-    Ok(Some(remote))
-}
-
-/// An output in object storage: what `-o` names, and whether it is a sharded set.
-#[derive(Debug, Clone, Copy)]
-struct Remote<'p> {
-    url: &'p Path,
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    sharded: bool,
-}
-
-impl<'p> Remote<'p> {
-    /// The output `described`, if it is named by URL.
-    fn of(described: Description<'p>) -> Option<Remote<'p>> {
-        let is_url = crate::sys::remote::is_url;
-        match described {
-            Description::File(path) if is_url(path) => Some(Remote {
-                url: path,
-                sharded: false,
-            }),
-            Description::Sharded { path, shards } if is_url(path) || is_url(&shards.folder) => {
-                Some(Remote {
-                    url: path,
-                    sharded: true,
-                })
-            }
-            _ => None,
-        }
     }
 }
 
