@@ -239,3 +239,33 @@ fn a_sharded_split_dry_run_and_print_plan_show_each_workers_share() {
     assert!(committed.contains("worker 3/4"), "{committed}");
     assert_outputs_are_the_one_process_split(d);
 }
+
+#[test]
+fn a_split_job_refuses_outputs_that_name_one_file_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    checkpoint(&d.join("r0.safetensors"), 0.0);
+    fs::create_dir(d.join("out")).unwrap();
+    // The second output, a sharded folder, writes `out/model.safetensors`: the first output.
+    let args = [
+        "split",
+        "-a",
+        "-1",
+        "--parts",
+        "2",
+        "r0.safetensors",
+        "-o",
+        "out/model.safetensors",
+        "-o",
+        "out/",
+        "--workers",
+        "2",
+        "--begin",
+    ];
+    let error = refused(d, &args, 2);
+    assert!(
+        error.contains("the outputs name out/model.safetensors twice"),
+        "{error}"
+    );
+    assert_eq!(job_files(d), Vec::<PathBuf>::new(), "nothing was begun");
+}

@@ -364,6 +364,13 @@ fn split_outputs_a_job_cannot_keep_together_are_refused_with_the_right_fix() {
             "are under different prefixes",
             "each under its own (-o 's3://BUCKET/tp{rank}/')",
         ),
+        // The second output's one shard is the first output's object: one would replace
+        // the other at the commit.
+        (
+            &["s3://out/model.safetensors", "s3://out/"],
+            "the outputs name s3://out/model.safetensors twice",
+            "a sharded output a folder or prefix of its own",
+        ),
     ] {
         let error = split(outputs, &begin);
         assert!(error.contains(says), "{outputs:?}: {error}");

@@ -42,6 +42,7 @@ pub(super) fn remote_output<'p>(planning: &Planning<'p, '_>) -> Result<Option<Re
     };
     #[cfg(feature = "remote")]
     super::s3::check_outputs(planning, remote)?;
+    check_distinct(planning)?;
     check_formats_and_inputs(planning, remote.url)?;
     Ok(Some(remote))
 }
@@ -100,8 +101,32 @@ pub(super) fn check_can_share(planning: &Planning) -> Result<Paths> {
             check_target((&paths, folder), &file.target)?;
         }
     }
+    check_distinct(planning)?;
     check_formats_and_inputs(planning, &paths.output)?;
     Ok(paths)
+}
+
+/// Refuses outputs that name one file twice (a split's file output and another's sharded
+/// output with a shard of that name in its folder): the job would write two files to one
+/// target, one replacing the other.
+fn check_distinct(planning: &Planning) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    let targets = planning.parts.iter().flat_map(|p| p.planned.targets());
+    for target in targets {
+        if seen.contains(&target) {
+            return Err(Error::refused(
+                format!(
+                    "the outputs name {} twice, and a job would write both files to it, one \
+                     replacing the other",
+                    crate::messages::path(&target)
+                ),
+                "give each output names of its own: a sharded output a folder or prefix of its \
+                 own (-o 'tp{rank}/', -o 's3://BUCKET/tp{rank}/')",
+            ));
+        }
+        seen.insert(target);
+    }
+    Ok(())
 }
 
 /// Refuses a format whose bytes depend on the data, and inputs read from standard input
