@@ -106,22 +106,61 @@ impl WorkerArgs {
     }
 }
 
-/// Refuses a split whose outputs are named by URL (`tjoin split` writes local files: it
-/// writes its outputs interleaved, and an upload per output would need a part buffer each).
-/// A split run as a job (`step`) is checked by [`refuse_remote_split_job`] instead.
+/// Refuses what a split into object storage cannot do. In one process (`step` is `None`):
+/// outputs of which some are URLs and some local files (a set of local files is committed by
+/// renames that a failure undoes, objects by completing uploads that nothing undoes: the two
+/// cannot appear together, and the split into a local folder then an upload does the same),
+/// and a URL tjoin does not write (`https://`, a query, no key). A split run as a job
+/// (`step`) is checked by [`refuse_remote_split_job`] instead.
 pub fn refuse_remote_split(step: Option<Step>, outputs: &[std::path::PathBuf]) -> Result<()> {
-    use crate::sys::remote::is_url;
     if step.is_some() {
         return refuse_remote_split_job(outputs);
     }
-    if let Some(url) = outputs.iter().find(|p| is_url(p)) {
+    refuse_remote_outputs(outputs)
+}
+
+/// The one-process half of [`refuse_remote_split`]: every output a URL tjoin writes, or none.
+fn refuse_remote_outputs(outputs: &[std::path::PathBuf]) -> Result<()> {
+    use crate::sys::remote::{Location, Scheme, is_url};
+    let urls = outputs.iter().filter(|p| is_url(p)).count();
+    if urls == 0 {
+        return Ok(());
+    }
+    if urls < outputs.len() {
+        let local = outputs.iter().find(|p| !is_url(p));
+        let url = outputs.iter().find(|p| is_url(p));
+        let (local, url) = (local.expect("a local output"), url.expect("a URL output"));
         return Err(Error::refused(
             format!(
-                "the output {} is in object storage, and tjoin split writes local files",
+                "the outputs mix local files ({}) and objects ({}): a split commits its outputs \
+                 together, local files by renames and objects by completing their uploads, \
+                 which cannot appear as one",
+                crate::messages::path(local),
                 crate::messages::path(url)
             ),
-            "split into local files, then upload them (aws s3 cp --recursive FOLDER \
-             s3://BUCKET/PREFIX/)",
+            "name every output in object storage (one template, -o 's3://BUCKET/p{part}.npy'), \
+             or every output as a local file",
+        ));
+    }
+    for url in outputs {
+        let why = match Location::parse(&url.to_string_lossy()) {
+            Ok(location) if location.scheme == Scheme::Http => {
+                "an https:// URL is read, not written".to_string()
+            }
+            // `s3://B/` is a sharded output at the bucket's top; `s3://B` names nothing.
+            Ok(location) if location.key.is_empty() && !url.to_string_lossy().ends_with('/') => {
+                "it names no key".to_string()
+            }
+            Ok(_) => continue,
+            Err(why) => why,
+        };
+        return Err(Error::refused(
+            format!(
+                "the output {} is not a URL tjoin writes: {why}",
+                crate::messages::path(url)
+            ),
+            "name each output as s3://BUCKET/KEY (gs://, az://), or a sharded output's prefix \
+             as s3://BUCKET/PREFIX/ (-o 's3://BUCKET/tp{rank}/')",
         ));
     }
     Ok(())

@@ -2,7 +2,9 @@
 //! output's tensors as slices of the input's (`plan::slices`), check that every output's
 //! format can hold them, then either report the plan (`--dry-run`) or write every output
 //! under a temporary name and commit them together: a failure or an interrupt leaves none of
-//! them, a success all.
+//! them, a success all. Outputs named by URL are uploaded as they are written, one output
+//! after another (`in_lockstep` says why), and completed together at the commit
+//! (`output::several`).
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +18,8 @@ use crate::output::folders::Folders;
 use crate::output::job::Step;
 use crate::output::kind::{Planned, Tensors};
 use crate::output::progress::{self, Counted};
-use crate::output::several::Several;
+use crate::output::several::{Opened, Several};
+use crate::output::upload;
 use crate::plan::complete;
 use crate::plan::heads::Heads;
 use crate::plan::rules::{self, Matcher};
@@ -128,7 +131,9 @@ pub fn run(config: &SplitConfig) -> Result<()> {
     let files: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let progress = progress::start_all(total, config.progress, &files);
     let folders = make_folders(&targets)?;
-    let mut set = several.open()?;
+    let described: Vec<Vec<OutTensor>> = planned.iter().map(|p| described(&p.jobs)).collect();
+    let described: Vec<&[OutTensor]> = described.iter().map(Vec::as_slice).collect();
+    let mut set = several.open_outputs(&described)?;
     drop(several);
     let compress = config.output.compress;
     let written = write_all(&mut planned, &mut set, compress, &mut engine, &progress.bar);
@@ -337,17 +342,20 @@ fn report(
 /// `SplitEngine::choose` allows then).
 fn write_all(
     planned: &mut [PlannedOutput],
-    set: &mut crate::output::OutputSet,
+    set: &mut Opened,
     compress: bool,
     engine: &mut SplitEngine,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
-    if in_lockstep(planned, compress) {
-        return write_lockstep(planned, set.members_mut(), engine, bar);
+    if in_lockstep(planned, compress)
+        && let Some(files) = set.files_mut()
+    {
+        return write_lockstep(planned, files, engine, bar);
     }
     // The CPU engine plans nothing per tensor, so the job it is chosen for does not matter.
     let mut cpu = Engine::choose(Backend::Cpu, None, &[])?;
-    let mut members = set.members_mut().iter_mut().map(|m| m as &mut dyn Sink);
+    let mut sinks = set.sinks();
+    let mut members = sinks.iter_mut().map(|s| &mut **s);
     for output in planned {
         let described = described(&output.jobs);
         let jobs = &output.jobs;
@@ -404,14 +412,30 @@ fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p T
 
 /// Whether the outputs can be written in lockstep, each tensor of the input into every
 /// output before the next tensor, so that the engine reads it once for all of them
-/// (`engine::splitter`): every output is one file (a sharded one keeps the path of one output
-/// after another), they are not too many (`LOCKSTEP_OUTPUTS`, `LOCKSTEP_BUFFERED`; `compress`
-/// deflates .npz members), and their files all list the same tensors of the input in the same
-/// order (their writers may order them differently, with different formats).
+/// (`engine::splitter`): every output is one local file (a sharded one keeps the path of one
+/// output after another; objects: below), they are not too many (`LOCKSTEP_OUTPUTS`,
+/// `LOCKSTEP_BUFFERED`; `compress` deflates .npz members), and their files all list the same
+/// tensors of the input in the same order (their writers may order them differently, with
+/// different formats).
+///
+/// Objects (`-o 's3://B/p{part}.npy'`) are written one after another, never in lockstep:
+/// an upload holds the part it fills (8 MiB at least: a store takes no smaller part but the
+/// last) and its parts in flight, so N uploads in lockstep would hold N of each (256 outputs,
+/// 10 GiB), where one after another holds one upload's whatever N. The price is reading the
+/// input once per output instead of once: each output reads only its own slices (and the
+/// tensors every output keeps whole), from a mapped local file or by range from an object,
+/// while the upload, slower than either, is what sets the pace.
 fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
     let Some(first) = planned.first() else {
         return false;
     };
+    if first
+        .planned
+        .targets()
+        .any(|target| upload::is_url(&target))
+    {
+        return false;
+    }
     // Writers that hold a buffer per tensor (JSON's text, a deflated member's state) hold
     // one per output in lockstep: fewer outputs, so that memory stays bounded.
     let buffered = planned
@@ -548,7 +572,9 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
 /// empty, unless the outputs are committed.
 fn make_folders(targets: &[Target]) -> Result<Folders> {
     let mut made = Folders::none();
-    for folder in targets.iter().filter_map(|target| target.kind.folder()) {
+    let folders = targets.iter().filter_map(|target| target.kind.folder());
+    // A prefix in object storage is no folder to make.
+    for folder in folders.filter(|folder| !upload::is_url(folder)) {
         made.make_one(folder)?;
     }
     Ok(made)

@@ -2,12 +2,20 @@
 //! sharded checkpoint planned by its kind (`src/output/kind/`). They are checked together
 //! before anything is written, their files are the members of one [`OutputSet`], and they are
 //! committed together: a failure or an interrupt leaves none of them, a success all.
+//!
+//! Outputs named by URL (every one of them, or none: the config stage refuses a mix, whose
+//! renames and completions could not appear as one) are the uploads of one [`Uploads`]
+//! instead, every file of every output in order: nothing is completed before every file is
+//! written, a failure or an interrupt before then aborts them all, and the commit completes
+//! them in order, each sharded output's index after its shards (`src/output/upload.rs`).
 
 use std::path::PathBuf;
 
-use super::OutputSet;
 use super::kind::Planned;
+use super::upload::{self, Uploads};
+use super::{Member, OutputSet};
 use crate::error::{Error, Refusal, Result};
+use crate::format::{OutTensor, Sink};
 
 /// Outputs planned each by its kind, written and committed together.
 pub struct Several<'p> {
@@ -31,10 +39,16 @@ impl<'p> Several<'p> {
         self.outputs.iter().flat_map(|o| o.targets()).collect()
     }
 
+    /// Whether the outputs are objects named by URL, uploaded as they are written.
+    pub fn uploaded(&self) -> bool {
+        let targets = self.targets();
+        !targets.is_empty() && targets.iter().all(|t| upload::is_url(t))
+    }
+
     /// Refuses, before anything is written, outputs that exist (`--no-clobber`), naming
-    /// each.
+    /// each. Objects are checked by [`Several::open`], before a byte of any is sent.
     pub fn check_no_clobber(&self) -> Result<()> {
-        if !self.no_clobber {
+        if !self.no_clobber || self.uploaded() {
             return Ok(());
         }
         let existing: Vec<String> = self
@@ -58,10 +72,36 @@ impl<'p> Several<'p> {
         }]))
     }
 
+    /// Opens every file of every output: objects named by URL as uploads, sized by their
+    /// tensors (`described`: each output's job, as its writer sees it), else local files
+    /// ([`Several::open`]).
+    pub fn open_outputs(&self, described: &[&[OutTensor]]) -> Result<Opened> {
+        if self.uploaded() {
+            let targets: Vec<(PathBuf, u64)> = self
+                .outputs
+                .iter()
+                .zip(described)
+                .flat_map(|(output, described)| output.upload_targets(described))
+                .collect();
+            return Uploads::open(&targets, self.no_clobber).map(Opened::Objects);
+        }
+        self.open().map(Opened::Files)
+    }
+
     /// Creates every file of every output, empty, under temporary names: the members of one
     /// set, in [`Several::targets`]' order, with the previous sets' files that the commit
     /// removes. The folders they go in must exist.
     pub fn open(&self) -> Result<OutputSet> {
+        if let Some(url) = self.targets().into_iter().find(|t| upload::is_url(t)) {
+            // The config stage refuses a mix; this keeps an object from being read as a path.
+            return Err(Error::refused(
+                format!(
+                    "the outputs mix local files and objects ({})",
+                    crate::messages::path(&url)
+                ),
+                "name every output in object storage, or every output as a local file",
+            ));
+        }
         let mut set = OutputSet::new(self.no_clobber);
         if self.outputs.iter().any(|o| o.in_own_folder()) {
             // A sharded checkpoint's files are written in its folder, never through a link.
@@ -75,6 +115,44 @@ impl<'p> Several<'p> {
         }
         Ok(set)
     }
+}
+
+/// The files of several outputs, open: local files, or objects being uploaded.
+pub enum Opened {
+    /// Local files under temporary names, the members of one set.
+    Files(OutputSet),
+    /// Objects, each a multipart upload, written in order.
+    Objects(Uploads),
+}
+
+impl Opened {
+    /// The local files, when the outputs are local: what a split writes in lockstep.
+    pub fn files_mut(&mut self) -> Option<&mut [Member]> {
+        match self {
+            Opened::Files(set) => Some(set.members_mut()),
+            Opened::Objects(_) => None,
+        }
+    }
+
+    /// Every file, in the order they are written.
+    pub fn sinks(&mut self) -> Vec<&mut dyn Sink> {
+        match self {
+            Opened::Files(set) => set.members_mut().iter_mut().map(as_sink).collect(),
+            Opened::Objects(uploads) => uploads.members_mut().iter_mut().map(as_sink).collect(),
+        }
+    }
+
+    /// Puts every file in place (renamed, or its upload completed), or none.
+    pub fn commit(self) -> Result<()> {
+        match self {
+            Opened::Files(set) => set.commit(),
+            Opened::Objects(uploads) => uploads.commit(),
+        }
+    }
+}
+
+fn as_sink<S: Sink>(sink: &mut S) -> &mut dyn Sink {
+    sink
 }
 
 #[cfg(test)]
@@ -124,19 +202,22 @@ mod tests {
         ];
         assert_eq!(several.targets(), targets);
         several.check_no_clobber().unwrap();
-        let mut opened = several.open().unwrap();
-        let mut members = opened.members_mut().iter_mut().map(|m| m as &mut dyn Sink);
-        let mut data = |index: usize, sink: &mut dyn Sink| {
-            let bytes = vec![index as u8; 12];
-            sink.write_all(&bytes)
-                .map_err(|e| Error::io("write", sink.name(), e))
-        };
-        for planned in [&one, &set] {
-            planned
-                .write_into(&mut members, writer.as_mut(), &described, &mut data)
-                .unwrap();
+        let described_by = [&described[..], &described[..]];
+        let mut opened = several.open_outputs(&described_by).unwrap();
+        {
+            let mut sinks = opened.sinks();
+            let mut members = sinks.iter_mut().map(|s| &mut **s);
+            let mut data = |index: usize, sink: &mut dyn Sink| {
+                let bytes = vec![index as u8; 12];
+                sink.write_all(&bytes)
+                    .map_err(|e| Error::io("write", sink.name(), e))
+            };
+            for planned in [&one, &set] {
+                planned
+                    .write_into(&mut members, writer.as_mut(), &described, &mut data)
+                    .unwrap();
+            }
         }
-        drop(members);
         assert!(
             targets.iter().all(|t| !t.exists()),
             "nothing before the commit"

@@ -8,11 +8,16 @@
 //!
 //! The files are written in order, and a file's last part is sent as soon as the next file
 //! takes its first byte, so that memory holds one part being filled and the parts in flight,
-//! never a file. The commit completes each upload in order, a sharded set's index last (a
-//! small one, one PUT), so that a reader who finds the index finds every shard; dropping
-//! the output before its commit, on any failure, aborts every upload: no key is written
-//! half, and none of a set's files appears. Nothing under a prefix is removed: a previous
-//! set's extra shards stay, and the new index no longer names them.
+//! never a file. The commit first sends every file's last part (so that a key the store
+//! refuses fails the run before any object appears), then completes each upload in order, a
+//! sharded set's index after its shards, so that a reader who finds the index finds every
+//! shard; dropping the output before its commit, on any failure, aborts every upload: no
+//! key is written half, and none of a set's files appears. A completion that fails after
+//! others (rare: a `--no-clobber` race, a store failing between two requests) names the
+//! objects in place and those not written, since a store takes no completed object back.
+//! The split's outputs are one such output, every file of every output in order
+//! (`output::several`). Nothing under a prefix is removed: a previous set's extra shards
+//! stay, and the new index no longer names them.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -45,6 +50,8 @@ struct Shared {
     objects: Vec<Object>,
     /// The member being written: those before it are written whole.
     writing: usize,
+    /// Each member's name, for the error of one that fails as the next begins.
+    names: Vec<PathBuf>,
 }
 
 #[cfg(feature = "remote")]
@@ -63,16 +70,25 @@ pub struct Member {
 
 impl Uploads {
     /// Starts an upload for each of `targets` (each a URL with the bytes planned for it),
-    /// in the order they are written. With `no_clobber`, an existing object is refused
-    /// before a byte of any is sent.
+    /// in the order they are written. With `no_clobber`, every key is checked before a byte
+    /// of any is sent, and those that exist are refused together.
     pub fn open(targets: &[(PathBuf, u64)], no_clobber: bool) -> Result<Uploads> {
-        let objects = targets
-            .iter()
-            .map(|(target, planned)| begin(target, planned.saturating_add(FRAMING), no_clobber))
-            .collect::<Result<Vec<Object>>>()?;
+        let mut objects = Vec::with_capacity(targets.len());
+        let mut existing: Vec<(&Path, io::Error)> = Vec::new();
+        for (target, planned) in targets {
+            match begin(target, planned.saturating_add(FRAMING), no_clobber) {
+                Ok(object) => objects.push(object),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => existing.push((target, e)),
+                Err(e) => return Err(Error::io("write", target, e)),
+            }
+        }
+        if let Some(refused) = refuse_existing(existing) {
+            return Err(refused);
+        }
         let shared = Arc::new(Mutex::new(Shared {
             objects,
             writing: 0,
+            names: targets.iter().map(|(target, _)| target.clone()).collect(),
         }));
         let members = targets
             .iter()
@@ -92,16 +108,78 @@ impl Uploads {
     }
 
     /// Completes every upload, in order: the objects appear under their keys, a set's index
-    /// last. A failure aborts the uploads not yet complete.
+    /// last. A failure aborts the uploads not yet complete; after the first completion it
+    /// names the objects already in place and those not written (a store takes back no
+    /// completed object).
     pub fn commit(self) -> Result<()> {
         let Uploads { members, shared } = self;
         let names: Vec<PathBuf> = members.into_iter().map(|m| m.name).collect();
-        let objects = std::mem::take(&mut lock(&shared).objects);
-        for (object, name) in objects.into_iter().zip(&names) {
-            complete(object, name)?;
+        let mut objects = std::mem::take(&mut lock(&shared).objects);
+        if objects.len() > 1 {
+            // Every file's last part is sent (its upload started) before the first is
+            // completed: a key the store refuses fails the run with nothing in place. One
+            // file stays one PUT when it fits in one part.
+            for (object, name) in objects.iter_mut().zip(&names) {
+                end(object).map_err(|e| Error::io("upload", name, e))?;
+            }
+        }
+        for (done, (object, name)) in objects.into_iter().zip(&names).enumerate() {
+            // On a failure the rest of the iterator is dropped: their uploads are aborted.
+            complete(object, name).map_err(|e| partly_completed(&names, done, e))?;
         }
         Ok(())
     }
+}
+
+/// The refusal of `--no-clobber` when objects of `existing` (each with the store's answer)
+/// exist: the first named as any failed write is, with the others after it.
+fn refuse_existing(existing: Vec<(&Path, io::Error)>) -> Option<Error> {
+    let mut existing = existing.into_iter();
+    let (first, error) = existing.next()?;
+    let others: Vec<String> = existing.map(|(p, _)| crate::messages::path(p)).collect();
+    if others.is_empty() {
+        return Some(Error::io("write", first, error));
+    }
+    let why = format!(
+        "the object exists, and --no-clobber keeps it; so do {} more: {}\nhint: name other \
+         keys, or leave out --no-clobber to replace them",
+        others.len(),
+        crate::error::capped(others, 10).join(", ")
+    );
+    Some(Error::io(
+        "write",
+        first,
+        io::Error::new(io::ErrorKind::AlreadyExists, why),
+    ))
+}
+
+/// The error of a completion that failed (`error`, from `names[done]`'s) after `done` others
+/// were completed: those are in place and stay, the rest are not written.
+fn partly_completed(names: &[PathBuf], done: usize, error: Error) -> Error {
+    let Error::Io { path, source, .. } = error else {
+        return error;
+    };
+    if done == 0 {
+        return Error::io("upload", &path, source);
+    }
+    let list = |paths: &[PathBuf]| {
+        let named = paths.iter().map(|p| crate::messages::path(p)).collect();
+        crate::error::capped(named, 10).join(", ")
+    };
+    let text = source.to_string();
+    let (why, hint) = text.split_once("\nhint: ").unwrap_or((&text, ""));
+    let hint = match hint {
+        "" => String::new(),
+        hint => format!("; {hint}"),
+    };
+    let why = format!(
+        "{why}\n  in place already (completed before it): {}\n  not written (their \
+         uploads aborted, their keys as they were): {}\nhint: run again to write them all \
+         (--no-clobber would refuse the objects now in place){hint}",
+        list(&names[..done]),
+        list(&names[done..]),
+    );
+    Error::io("upload", &path, io::Error::new(source.kind(), why))
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -123,7 +201,14 @@ impl Sink for Member {
         // The files before this one are written whole: their last parts go now.
         while shared.writing < self.at {
             let at = shared.writing;
-            end(&mut shared.objects[at])?;
+            end(&mut shared.objects[at]).map_err(|e| {
+                // The caller names this member: the error says which one failed.
+                let failed = crate::messages::path(&shared.names[at]);
+                io::Error::new(
+                    e.kind(),
+                    format!("the object before it, {failed}, failed: {e}"),
+                )
+            })?;
             shared.writing += 1;
         }
         write(&mut shared.objects[self.at], bytes)
@@ -135,10 +220,9 @@ impl Sink for Member {
 }
 
 #[cfg(feature = "remote")]
-fn begin(target: &Path, planned: u64, no_clobber: bool) -> Result<Object> {
-    let location = Location::parse(&target.to_string_lossy())
-        .map_err(|why| Error::io("write", target, io::Error::other(why)))?;
-    Streaming::begin(&location, planned, no_clobber).map_err(|e| Error::io("write", target, e))
+fn begin(target: &Path, planned: u64, no_clobber: bool) -> io::Result<Object> {
+    let location = Location::parse(&target.to_string_lossy()).map_err(io::Error::other)?;
+    Streaming::begin(&location, planned, no_clobber)
 }
 
 #[cfg(feature = "remote")]
@@ -157,10 +241,10 @@ fn complete(object: Object, name: &Path) -> Result<()> {
 }
 
 #[cfg(not(feature = "remote"))]
-fn begin(target: &Path, _planned: u64, _no_clobber: bool) -> Result<Object> {
+fn begin(_target: &Path, _planned: u64, _no_clobber: bool) -> io::Result<Object> {
     let why = "this tjoin was built without object storage (the `remote` feature)\nhint: \
                install a release build, or build with `cargo build --features remote`";
-    Err(Error::io("write", target, io::Error::other(why)))
+    Err(io::Error::other(why))
 }
 
 #[cfg(not(feature = "remote"))]

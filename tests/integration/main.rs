@@ -71,6 +71,8 @@ mod spec;
 mod split;
 mod split_directml;
 mod split_heads;
+#[cfg(feature = "remote")]
+mod split_remote;
 mod split_spec;
 mod splitmix;
 mod strided;

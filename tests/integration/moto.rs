@@ -95,6 +95,22 @@ impl Moto {
         command
     }
 
+    /// Starts tjoin `args` in `dir` (stderr piped), and waits until moto has taken a part of
+    /// an object whose key ends with `key` (any object's with an empty `key`).
+    pub fn sending(&self, dir: &std::path::Path, args: &[&str], key: &str) -> Child {
+        let mut command = Command::new(crate::util::bin());
+        command.current_dir(dir).envs(self.env()).args(args);
+        let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
+        let start = Instant::now();
+        let part = format!("{key}?partNumber=");
+        while !self.requests().iter().any(|r| r.contains(&part)) {
+            assert!(start.elapsed() < Duration::from_secs(120), "no part sent");
+            assert!(child.try_wait().unwrap().is_none(), "tjoin ended first");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
     /// Creates a bucket.
     pub fn bucket(&self, name: &str) {
         let (status, _, body) = self.request("PUT", &format!("/{name}"), &[], b"");

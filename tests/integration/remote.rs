@@ -7,7 +7,7 @@
 
 use std::path::Path;
 #[cfg(unix)]
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::moto::Moto;
 use crate::util::{f32_le, write_npy};
@@ -160,25 +160,7 @@ fn no_clobber_refuses_an_existing_object_before_sending_a_byte() {
 #[cfg(unix)]
 fn sending_parts(moto: &Moto, dir: &Path, args: &[&str]) -> std::process::Child {
     two_inputs(dir, (50 << 10, 50 << 10), 1024);
-    let mut command = std::process::Command::new(crate::util::bin());
-    command.current_dir(dir).envs(moto.env()).args(args);
-    let mut child = command
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !moto.requests().iter().any(|r| r.contains("partNumber=")) {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no part was sent"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "tjoin ended before its upload"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+    moto.sending(dir, args, "")
 }
 
 #[cfg(unix)]
@@ -255,7 +237,12 @@ fn errors_name_the_url_say_what_failed_and_redact_secrets() {
 /// stderr and peak resident memory in KiB, the most `VmHWM` its `/proc` status showed while
 /// it ran (a child's `ru_maxrss` would count the test process it was spawned from).
 #[cfg(target_os = "linux")]
-fn run_measured(moto: &Moto, dir: &Path, tmpdir: &Path, args: &[&str]) -> (i32, String, u64) {
+pub(crate) fn run_measured(
+    moto: &Moto,
+    dir: &Path,
+    tmpdir: &Path,
+    args: &[&str],
+) -> (i32, String, u64) {
     let mut command = std::process::Command::new(crate::util::bin());
     for (name, _) in std::env::vars() {
         if name.starts_with("AWS_") {

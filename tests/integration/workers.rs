@@ -687,24 +687,3 @@ fn a_job_of_inputs_or_outputs_in_object_storage_it_does_not_share_is_refused_at_
     assert!(error.contains("is not in S3"), "{error}");
     assert!(error.contains("name the outputs in S3"), "{error}");
 }
-
-#[test]
-fn a_split_into_object_storage_is_refused_in_one_process_with_a_right_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    two_npy(d, 10, (8, 8));
-    let args = [
-        "split",
-        "-a",
-        "0",
-        "--parts",
-        "2",
-        "a.npy",
-        "-o",
-        "s3://b/p{part}.npy",
-    ];
-    let error = refused(d, &args, 2);
-    assert!(error.contains("tjoin split writes local files"), "{error}");
-    assert!(error.contains("aws s3 cp --recursive"), "{error}");
-    assert!(!error.contains("create the folders"), "{error}");
-}

@@ -398,6 +398,12 @@ impl Planned {
 impl Planned {
     /// The uploads of files named by URL, each with the bytes planned for it.
     fn uploads(&self, described: &[OutTensor]) -> Result<Uploads> {
+        Uploads::open(&self.upload_targets(described), self.no_clobber)
+    }
+
+    /// Every file it writes (as [`Planned::targets`] lists them), each with the bytes its
+    /// tensors (`described`, the job) take, or its index's: what an upload is sized by.
+    pub fn upload_targets(&self, described: &[OutTensor]) -> Vec<(PathBuf, u64)> {
         let bytes = |file: &PlannedFile| file.tensors.iter().map(|&t| described[t].bytes).sum();
         let mut targets: Vec<(PathBuf, u64)> = self
             .files
@@ -407,7 +413,7 @@ impl Planned {
         if let (Some(target), Some(text)) = (self.index_target(), self.index()) {
             targets.push((target, text.len() as u64));
         }
-        Uploads::open(&targets, self.no_clobber)
+        targets
     }
 }
 

@@ -1,0 +1,366 @@
+//! A split into object storage in one process (`tjoin split ... -o 's3://B/tp{rank}/...'`,
+//! sharded outputs under prefixes, `az://`) against real servers the tests start (moto's S3,
+//! Azurite): every object the local split's file byte for byte, each sharded output's index
+//! after its shards, the outputs written one after another in bounded memory, nothing in
+//! place after a failure or a signal before the commit, `--no-clobber` refused before any
+//! upload and kept by S3's conditional completion, a completion that fails after others
+//! naming the objects in place and those not, and a mix of local and URL outputs refused.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::emulators::Azurite;
+use crate::moto::Moto;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The rank split of `fixtures/split/ranks` (16 query heads, 4 key-value heads) into `n`
+/// ranks, without `-o`.
+fn rank_split(n: &str) -> Vec<String> {
+    let ranks = fixtures().join("split/ranks");
+    let args = ["split", "--ranks", n, "--heads", "16:4", "--rules"];
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    for file in ["model.rules", "model.safetensors"] {
+        args.push(ranks.join(file).to_str().unwrap().to_string());
+    }
+    args
+}
+
+/// Runs `command` with `args` and `-o output` in `dir`, which must succeed.
+fn split_into(command: &mut assert_cmd::Command, dir: &Path, args: &[String], output: &str) {
+    command
+        .current_dir(dir)
+        .args(args)
+        .args(["-o", output, "-q"])
+        .assert()
+        .success();
+}
+
+/// Runs `command` with `args` in `dir`, which must fail with `code`: its stderr.
+fn fails(command: &mut assert_cmd::Command, dir: &Path, args: &[&str], code: i32) -> String {
+    let run = command.current_dir(dir).args(args).assert().code(code);
+    String::from_utf8_lossy(&run.get_output().stderr).into_owned()
+}
+
+/// Whether a request of moto's log completes an object: a multipart upload's completion, or
+/// the one PUT of an object that fits in one part.
+fn completes(request: &str) -> bool {
+    let put = request.starts_with("PUT ") && !request.contains('?');
+    let completion = request.starts_with("POST ") && request.contains("?uploadId=");
+    put || completion
+}
+
+#[test]
+fn rank_splits_into_s3_are_the_local_splits_files_byte_for_byte() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    for n in ["2", "4"] {
+        let args = rank_split(n);
+        let url = format!("s3://out/tp{n}/rank{{rank}}/model.safetensors");
+        split_into(&mut moto.tjoin(), dir.path(), &args, &url);
+        split_into(
+            &mut moto.tjoin(),
+            dir.path(),
+            &args,
+            "local{rank}.safetensors",
+        );
+        for rank in 0..n.parse().unwrap() {
+            let key = format!("tp{n}/rank{rank}/model.safetensors");
+            let object = moto.get("out", &key).expect(&key);
+            let local = std::fs::read(dir.path().join(format!("local{rank}.safetensors")));
+            assert!(object == local.unwrap(), "{key} differs");
+        }
+    }
+    assert_eq!(moto.keys("out").len(), 6, "{:?}", moto.keys("out"));
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    // Written one after another, completed in order at the end: every object's first
+    // request comes before the first completion.
+    let requests = moto.requests();
+    let first_completion = requests.iter().position(|r| completes(r)).unwrap();
+    let started = |key: &str| requests.iter().position(|r| r.contains(key)).unwrap();
+    assert!(started("tp2/rank1/") < first_completion, "{requests:#?}");
+    // Nothing was written locally but the local split's files.
+    let mut local = crate::util::dir_entries(dir.path());
+    local.sort();
+    assert_eq!(local.len(), 4, "{local:?}");
+}
+
+#[test]
+fn a_sharded_split_into_s3_writes_each_outputs_index_after_its_shards() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("sharded/expected/model.safetensors");
+    let args: Vec<String> = [
+        "split",
+        "-a",
+        "0",
+        "--parts",
+        "2",
+        "--keep",
+        "logit_scale",
+        input.to_str().unwrap(),
+        "--max-shard-size",
+        "300",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    split_into(&mut moto.tjoin(), dir.path(), &args, "s3://out/p{part}/");
+    split_into(&mut moto.tjoin(), dir.path(), &args, "local{part}/");
+    let requests = moto.requests();
+    let mut completed = Vec::new();
+    for part in 0..2 {
+        let local = dir.path().join(format!("local{part}"));
+        let names = crate::util::dir_entries(&local);
+        assert!(names.len() > 2, "shards and an index: {names:?}");
+        for name in &names {
+            let key = format!("p{part}/{name}");
+            let object = moto.get("out", &key).expect(&key);
+            assert!(object == std::fs::read(local.join(name)).unwrap(), "{key}");
+            let at = requests
+                .iter()
+                .rposition(|r| completes(r) && r.contains(&key));
+            completed.push((at.expect(&key), key));
+        }
+    }
+    completed.sort();
+    let order: Vec<&str> = completed.iter().map(|(_, key)| key.as_str()).collect();
+    // Output 0 whole, its index last, then output 1 whole, its index last.
+    let index = |part| format!("p{part}/model.safetensors.index.json");
+    assert_eq!(order[order.len() / 2 - 1], index(0), "{order:#?}");
+    assert_eq!(order[order.len() - 1], index(1), "{order:#?}");
+    assert!(
+        order[..order.len() / 2]
+            .iter()
+            .all(|k| k.starts_with("p0/"))
+    );
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    assert_eq!(moto.keys("out").len(), completed.len());
+}
+
+#[test]
+fn a_rank_split_into_azure_is_the_local_split() {
+    let Some(azurite) = Azurite::start() else {
+        return;
+    };
+    azurite.container("out");
+    let dir = tempfile::tempdir().unwrap();
+    let args = rank_split("2");
+    split_into(
+        &mut azurite.tjoin(),
+        dir.path(),
+        &args,
+        "az://out/tp{rank}/",
+    );
+    split_into(&mut azurite.tjoin(), dir.path(), &args, "local{rank}/");
+    for rank in 0..2 {
+        let local = dir.path().join(format!("local{rank}"));
+        for name in crate::util::dir_entries(&local) {
+            let blob = format!("tp{rank}/{name}");
+            let got = azurite.get("out", &blob).expect(&blob);
+            assert!(got == std::fs::read(local.join(&name)).unwrap(), "{blob}");
+        }
+    }
+    assert_eq!(azurite.blobs("out", true).len(), 2);
+}
+
+#[test]
+fn an_output_that_fails_midway_leaves_no_object_and_no_upload() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // The third output's bucket does not exist: its upload fails once the first two are
+    // written (their uploads started), before anything is completed. The last one's: its
+    // upload starts at the commit, before the first completion.
+    for (missing, named) in [("c", "the object before it, "), ("d", "")] {
+        let mut args: Vec<String> = rank_split("4");
+        for output in ["a", "b", "c", "d"] {
+            let url = match output == missing {
+                true => format!("s3://no-such-bucket/{output}.safetensors"),
+                false => format!("s3://out/{output}.safetensors"),
+            };
+            args.extend(["-o".to_string(), url]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = fails(&mut moto.tjoin(), dir.path(), &args, 1);
+        let url = format!("{named}s3://no-such-bucket/{missing}.safetensors");
+        crate::util::assert_mentions(&stderr, &[&url, "no such bucket"]);
+        assert!(moto.keys("out").is_empty(), "{:?}", moto.keys("out"));
+        assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+        let requests = moto.requests();
+        assert!(
+            requests.iter().any(|r| r.contains("/out/b.safetensors")),
+            "the outputs before it were sent: {requests:#?}"
+        );
+        assert!(!requests.iter().any(|r| completes(r)), "{requests:#?}");
+    }
+}
+
+#[test]
+fn no_clobber_refuses_every_existing_output_before_any_upload() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    moto.put("out", "r1.safetensors", b"old1");
+    moto.put("out", "r3.safetensors", b"old3");
+    let dir = tempfile::tempdir().unwrap();
+    moto.clear_requests();
+    let mut args = rank_split("4");
+    args.extend(["-n", "-o", "s3://out/r{rank}.safetensors"].map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = fails(&mut moto.tjoin(), dir.path(), &args, 1);
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "s3://out/r1.safetensors",
+            "s3://out/r3.safetensors",
+            "exists",
+            "--no-clobber",
+        ],
+    );
+    let sent: Vec<String> = moto
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("HEAD"))
+        .collect();
+    assert!(sent.is_empty(), "{sent:#?}");
+    assert_eq!(moto.keys("out"), ["r1.safetensors", "r3.safetensors"]);
+    assert_eq!(moto.get("out", "r1.safetensors").unwrap(), b"old1");
+}
+
+#[test]
+fn outputs_that_mix_local_files_and_objects_are_refused_before_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = rank_split("2");
+    args.extend(["-o", "local.safetensors", "-o", "s3://out/r1.safetensors"].map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // No server: a request would fail otherwise than as a refusal.
+    let mut command = crate::util::tjoin();
+    command.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+    let stderr = fails(&mut command, dir.path(), &args, 2);
+    crate::util::assert_mentions(
+        &stderr,
+        &["local.safetensors", "s3://out/r1.safetensors", "mix"],
+    );
+    assert!(crate::util::dir_entries(dir.path()).is_empty());
+    // An https:// URL is read, never written.
+    let mut args = rank_split("2");
+    args.extend(["-o", "https://example.org/r{rank}.safetensors"].map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = fails(&mut crate::util::tjoin(), dir.path(), &args, 2);
+    crate::util::assert_mentions(&stderr, &["https://example.org/r0.safetensors", "read"]);
+}
+
+/// Writes `big.npy`, float32 [rows, 1024] of distinct values, in pieces.
+fn big_input(dir: &Path, rows: u64) -> PathBuf {
+    let path = dir.join("big.npy");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    file.write_all(&crate::util::npy_header("<f4", &[rows, 1024], false))
+        .unwrap();
+    let mut next = 0u32;
+    for _ in 0..rows {
+        let row: Vec<f32> = (0..1024).map(|i| (next + i) as f32).collect();
+        next = next.wrapping_add(1024);
+        file.write_all(&crate::util::f32_le(&row)).unwrap();
+    }
+    file.flush().unwrap();
+    path
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_before_the_commit_leaves_no_object_of_any_output() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // Two outputs of 48 MiB: six parts each.
+    big_input(dir.path(), 24 << 10);
+    let args = ["split", "-a", "0", "--parts", "2", "big.npy"];
+    let args = [&args[..], &["-o", "s3://out/p{part}.npy"]].concat();
+    // The first output is written whole (its upload waiting for the commit), the second
+    // under way.
+    let mut child = moto.sending(dir.path(), &args, "/out/p1.npy");
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(crate::util::killed_by(status), Some(libc::SIGTERM));
+    assert!(moto.keys("out").is_empty(), "{:?}", moto.keys("out"));
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_completion_refused_after_another_names_the_objects_in_place_and_those_not() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    big_input(dir.path(), 24 << 10);
+    let args = ["split", "-n", "-a", "0", "--parts", "2", "big.npy"];
+    let args = [&args[..], &["-o", "s3://out/p{part}.npy"]].concat();
+    let child = moto.sending(dir.path(), &args, "/out/p0.npy");
+    // Another writer creates the second key while the parts go: its completion, a
+    // conditional create, is refused after the first one's.
+    moto.put("out", "p1.npy", b"theirs");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "cannot upload s3://out/p1.npy",
+            "exists",
+            "in place already (completed before it): s3://out/p0.npy",
+            "not written (their uploads aborted, their keys as they were): s3://out/p1.npy",
+        ],
+    );
+    assert_eq!(moto.get("out", "p1.npy").unwrap(), b"theirs");
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    let requests = moto.requests();
+    let refused = |r: &String| r.starts_with("POST /out/p1.npy?") && r.ends_with(" 412");
+    assert!(requests.iter().any(refused), "{requests:#?}");
+    // The object in place is the split's first part.
+    let input = std::fs::read(dir.path().join("big.npy")).unwrap();
+    let header = crate::util::npy_header("<f4", &[24 << 10, 1024], false).len();
+    let data = &input[header..header + (48 << 20)];
+    let want = crate::util::npy_bytes("<f4", &[12 << 10, 1024], false, data);
+    assert!(moto.get("out", "p0.npy").unwrap() == want);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn eight_outputs_of_64_mib_upload_one_after_another_in_bounded_memory() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 512 MiB, cut into eight parts of 64 MiB.
+    let rows = 128 << 10;
+    big_input(dir.path(), rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let unwritable = tmp.path().join("missing");
+    let args = ["split", "-a", "0", "--parts", "8", "big.npy"];
+    let args = [&args[..], &["-o", "s3://out/p{part}.npy", "-n"]].concat();
+    let (code, stderr, peak_kib) =
+        crate::remote::run_measured(&moto, dir.path(), &unwritable, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!unwritable.exists(), "nothing staged in TMPDIR");
+    // One upload's memory at a time (the part filled and four in flight, 40 MiB), and the
+    // parts the object before it may still have in flight (32 MiB), whatever the number of
+    // outputs: eight uploads in lockstep would hold eight of them (320 MiB).
+    let bound_kib = 150 << 10;
+    assert!(
+        peak_kib < bound_kib,
+        "peak {peak_kib} KiB, over {bound_kib}"
+    );
+    let input = std::fs::read(dir.path().join("big.npy")).unwrap();
+    let header = crate::util::npy_header("<f4", &[rows, 1024], false).len();
+    for part in 0..8 {
+        let at = header + part * (64 << 20);
+        let data = &input[at..at + (64 << 20)];
+        let want = crate::util::npy_bytes("<f4", &[rows / 8, 1024], false, data);
+        let got = moto.get("out", &format!("p{part}.npy")).unwrap();
+        assert!(got == want, "p{part}.npy differs");
+    }
+    assert!(moto.uploads("out").is_empty());
+}
