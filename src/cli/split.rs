@@ -54,6 +54,7 @@ pub struct SplitArgs {
 
     /// The outputs: one template for all (`part-{part:05}.npy`, `tp{rank}/model.safetensors`:
     /// {part} and {rank} count from 0, :0W pads to W digits), or one -o per output, in order.
+    /// URLs (s3://B/p{part}.npy, s3://B/tp{rank}/; gs://, az://) are uploaded, all or none.
     #[arg(short, long, value_name = "OUTPUT", required = true, value_hint = ValueHint::AnyPath)]
     pub output: Vec<PathBuf>,
 
