@@ -26,8 +26,9 @@ pub struct SplitEngine {
 impl SplitEngine {
     /// Chooses the engine for a split whose tensors are `tensors` (each its parts' jobs, one
     /// per output, in the order written; `None` when the outputs are not written in
-    /// lockstep, which DirectML's Split needs: sharded, ordered unlike, or too many): opens the DirectML device when asked to and
-    /// plans every tensor on it, so that a refusal comes before any output.
+    /// lockstep, which DirectML's Split needs: sharded, in object storage, ordered unlike, or
+    /// too many): opens the DirectML device when asked to and plans every tensor on it, so
+    /// that a refusal comes before any output.
     pub fn choose(
         backend: Backend,
         adapter: Option<Adapter>,
@@ -36,9 +37,10 @@ impl SplitEngine {
         let chosen = super::choose(backend, adapter, "split", |session, declined| {
             let Some(tensors) = tensors else {
                 declined.push(
-                    "its outputs are sharded, list the tensors in different orders, or are too \
-                     many to write at once: DirectML's Split writes every part of a tensor at \
-                     once, into outputs written in step"
+                    "its outputs are sharded, in object storage (uploaded one after another), \
+                     list the tensors in different orders, or are too many to write at once: \
+                     DirectML's Split writes every part of a tensor at once, into outputs \
+                     written in step"
                         .to_string(),
                 );
                 return Vec::new();

@@ -2,7 +2,8 @@
 //! plan the output files from the headers alone (`plan::gguf_files`), then either report the plan
 //! or write each file under a temporary name (its header, then every tensor's bytes as they
 //! are, padded) and commit them together once every input is checked unchanged. A refusal
-//! writes nothing; a failure or an interrupt leaves no file behind.
+//! writes nothing; a failure or an interrupt leaves no file behind. Files named by URL are
+//! uploaded as they are written (`output::upload`) and completed together.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use crate::format::Sink;
 use crate::input::gguf_set::{GgufSet, split_name};
 use crate::output::folders::Folders;
 use crate::output::progress;
+use crate::output::upload::{self, Uploads};
 use crate::output::{Output, OutputSet};
 use crate::plan::gguf_files::{self, OutFile};
 use crate::report::{Warning, Warnings};
@@ -120,6 +122,26 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
         bar.bar.inc(file.header.len() as u64);
         copy_pieces(pieces(file), out, |n| bar.bar.inc(n))
     };
+    // Files named by URL (one `-o` names them all): uploaded as they are written, completed
+    // together once every input is checked unchanged; a failure before leaves none of them.
+    if planned.iter().any(|(path, _)| upload::is_url(path)) {
+        let targets: Vec<(PathBuf, u64)> =
+            planned.iter().map(|(p, f)| (p.clone(), f.len)).collect();
+        let mut uploads = Uploads::open(&targets, config.no_clobber)?;
+        let mut written = Ok(());
+        for (member, (_, file)) in uploads.members_mut().iter_mut().zip(planned) {
+            written = write_one(member, file);
+            if written.is_err() {
+                break;
+            }
+        }
+        bar.finish();
+        written?;
+        set.check_unchanged()?;
+        uploads.commit()?;
+        bar.summary();
+        return Ok(());
+    }
     if let [(path, file)] = planned {
         if matches!(config.job, GgufJob::Merge(_)) {
             let mut out = Output::create(path, config.no_clobber)?;

@@ -378,7 +378,6 @@ const LOCKSTEP_OUTPUTS: usize = 256;
 /// text of 1 MiB, a deflated .npz member's state).
 const LOCKSTEP_BUFFERED: usize = 16;
 
-/// The tensors of an output that is one file, in the order the file lists them.
 /// The engine that writes `planned`'s outputs (DirectML's plans made now, before anything is
 /// written): when the outputs are written in lockstep, it is shown each tensor's parts, one
 /// per output, in the order the outputs' files list them.
@@ -405,6 +404,7 @@ fn choose_engine(config: &SplitConfig, planned: &[PlannedOutput]) -> Result<Spli
     )
 }
 
+/// The tensors of an output that is one file, in the order the file lists them.
 fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p TensorJob<'a>> {
     let listed = planned.files().first().map_or(&[][..], |f| &f.tensors);
     listed.iter().map(|&t| &jobs[t]).collect()

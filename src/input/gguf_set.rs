@@ -64,7 +64,22 @@ pub struct SetTensor<'s> {
 impl GgufSet {
     /// Opens the GGUF input `paths` names: one file (unsplit, or the first of a set, whose
     /// other files are found by gguf-split's names), or every file of a set, in order.
+    /// A set named by URL is refused: its files are copied from as local files.
     pub fn open(paths: &[Arc<Path>]) -> Result<GgufSet> {
+        let remote = paths.iter().position(|p| crate::sys::remote::is_url(p));
+        if let Some(at) = remote {
+            return Err(refused(
+                format!(
+                    "input {} ({}) is in object storage, and a GGUF merge or split reads its \
+                     set from local files",
+                    at + 1,
+                    crate::messages::path(&paths[at])
+                ),
+                "copy the set into a local folder first (aws s3 cp --recursive, gcloud storage \
+                 cp, azcopy); a plain tensor is read from a URL by name (MODEL.gguf:NAME -o \
+                 t.npy)",
+            ));
+        }
         let first = open_file(&paths[0], 1)?;
         let count = split_count(&first)?;
         let mut files = vec![first];

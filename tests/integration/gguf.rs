@@ -472,3 +472,77 @@ fn flags_a_gguf_run_would_ignore_are_refused_and_print_plan_prints_what_was_writ
     assert_same_file(&dir.path().join("m2.gguf"), &fixtures().join("model.gguf"));
     refused(dir.path(), &["--print-plan", "model.gguf", "-o", "-"], 2);
 }
+
+/// A merge into an object and a split under a prefix (moto's S3 server, started here): the
+/// local merge's and split's files byte for byte, no upload left; `-n` keeps an existing
+/// object. Before, both were refused with a fix that could not work ("its folder s3://...
+/// does not exist", "create the folders first").
+#[test]
+fn a_merge_and_a_split_into_s3_upload_the_local_files() {
+    let Some(moto) = crate::moto::Moto::start() else {
+        return;
+    };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let set = fixtures().join("by_count/model-00001-of-00003.gguf");
+    let model = fixtures().join("model.gguf");
+    let run = |args: &[&std::ffi::OsStr]| {
+        moto.tjoin()
+            .current_dir(dir.path())
+            .args(args)
+            .arg("-q")
+            .assert()
+            .success();
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    run(&[set.as_os_str(), &os("-o"), &os("s3://out/model.gguf")]);
+    run(&[set.as_os_str(), &os("-o"), &os("merged.gguf")]);
+    let split = [os("split"), os("--max-tensors"), os("4")];
+    let split: Vec<&std::ffi::OsStr> = split.iter().map(|s| s.as_os_str()).collect();
+    run(&[
+        &split[..],
+        &[model.as_os_str(), &os("-o"), &os("s3://out/parts/")],
+    ]
+    .concat());
+    run(&[&split[..], &[model.as_os_str(), &os("-o"), &os("parts/")]].concat());
+    let local = fs::read(dir.path().join("merged.gguf")).unwrap();
+    assert!(moto.get("out", "model.gguf").unwrap() == local);
+    let mut names: Vec<String> = fs::read_dir(dir.path().join("parts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 3);
+    for name in &names {
+        let object = moto.get("out", &format!("parts/{name}")).expect(name);
+        assert!(object == fs::read(dir.path().join("parts").join(name)).unwrap());
+    }
+    assert_eq!(moto.keys("out").len(), 4, "{:?}", moto.keys("out"));
+    assert!(moto.uploads("out").is_empty());
+    let kept = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .arg(&model)
+        .args(["-o", "s3://out/model.gguf", "-n"])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&kept.get_output().stderr);
+    assert_mentions(&stderr, &["s3://out/model.gguf", "exists"]);
+    assert!(moto.get("out", "model.gguf").unwrap() == local);
+    // A set named by URL is refused as one, not as a file that does not exist.
+    let remote = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .args([
+            "split",
+            "--max-tensors",
+            "4",
+            "s3://out/model.gguf",
+            "-o",
+            "p/",
+        ])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&remote.get_output().stderr);
+    assert_mentions(&stderr, &["input 1 (s3://out/model.gguf)", "local folder"]);
+}
