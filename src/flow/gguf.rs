@@ -122,33 +122,32 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
         bar.bar.inc(file.header.len() as u64);
         copy_pieces(pieces(file), out, |n| bar.bar.inc(n))
     };
+    // Writes each file into its sink in turn, up to the first failure, and checks that the
+    // inputs did not change meanwhile: what every kind of output commits after.
+    let write_files = |sinks: Vec<&mut dyn Sink>| -> Result<()> {
+        let written = sinks
+            .into_iter()
+            .zip(planned)
+            .try_for_each(|(sink, (_, file))| write_one(sink, file));
+        bar.finish();
+        written?;
+        set.check_unchanged()
+    };
     // Files named by URL (one `-o` names them all): uploaded as they are written, completed
     // together once every input is checked unchanged; a failure before leaves none of them.
     if planned.iter().any(|(path, _)| upload::is_url(path)) {
         let targets: Vec<(PathBuf, u64)> =
             planned.iter().map(|(p, f)| (p.clone(), f.len)).collect();
         let mut uploads = Uploads::open(&targets, config.no_clobber)?;
-        let mut written = Ok(());
-        for (member, (_, file)) in uploads.members_mut().iter_mut().zip(planned) {
-            written = write_one(member, file);
-            if written.is_err() {
-                break;
-            }
-        }
-        bar.finish();
-        written?;
-        set.check_unchanged()?;
+        write_files(sinks(uploads.members_mut()))?;
         uploads.commit()?;
         bar.summary();
         return Ok(());
     }
-    if let [(path, file)] = planned {
+    if let [(path, _)] = planned {
         if matches!(config.job, GgufJob::Merge(_)) {
             let mut out = Output::create(path, config.no_clobber)?;
-            let written = write_one(&mut out, file);
-            bar.finish();
-            written?;
-            set.check_unchanged()?;
+            write_files(vec![&mut out])?;
             out.commit()?;
             bar.summary();
             return Ok(());
@@ -165,20 +164,16 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
     for (path, _) in planned {
         outputs.add(path)?;
     }
-    let mut written = Ok(());
-    for (member, (_, file)) in outputs.members_mut().iter_mut().zip(planned) {
-        written = write_one(member, file);
-        if written.is_err() {
-            break;
-        }
-    }
-    bar.finish();
-    written?;
-    set.check_unchanged()?;
+    write_files(sinks(outputs.members_mut()))?;
     outputs.commit()?;
     folders.keep();
     bar.summary();
     Ok(())
+}
+
+/// Each of `members` as the sink its file is written into.
+fn sinks<S: Sink>(members: &mut [S]) -> Vec<&mut dyn Sink> {
+    members.iter_mut().map(|m| m as &mut dyn Sink).collect()
 }
 
 /// Prints what would be written: each file, its tensors and its length.
