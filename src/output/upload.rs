@@ -73,6 +73,7 @@ impl Uploads {
     /// in the order they are written. With `no_clobber`, every key is checked before a byte
     /// of any is sent, and those that exist are refused together.
     pub fn open(targets: &[(PathBuf, u64)], no_clobber: bool) -> Result<Uploads> {
+        check_distinct(targets)?;
         let mut objects = Vec::with_capacity(targets.len());
         let mut existing: Vec<(&Path, io::Error)> = Vec::new();
         for (target, planned) in targets {
@@ -129,6 +130,29 @@ impl Uploads {
         }
         Ok(())
     }
+}
+
+/// Refuses targets two of which name one object (`-o s3://B/x/model.safetensors -o
+/// s3://B/x/`, a split whose second output's one shard is the first's key): both would be
+/// uploaded, and the one completed last would replace the other, with nothing to say so.
+fn check_distinct(targets: &[(PathBuf, u64)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (target, _) in targets {
+        let text = target.to_string_lossy();
+        // A URL that does not parse is refused when its upload begins.
+        let object = crate::sys::remote::Location::parse(&text).map_err(|_| text.to_string());
+        if !seen.insert(object) {
+            return Err(Error::refused(
+                format!(
+                    "the outputs name {} twice: the one completed last would replace the other",
+                    crate::messages::path(target)
+                ),
+                "name a different key for every output (a sharded output's shards are named \
+                 in its prefix)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The refusal of `--no-clobber` when objects of `existing` (each with the store's answer)

@@ -251,6 +251,16 @@ fn outputs_that_mix_local_files_and_objects_are_refused_before_a_request() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let stderr = fails(&mut crate::util::tjoin(), dir.path(), &args, 2);
     crate::util::assert_mentions(&stderr, &["https://example.org/r0.safetensors", "read"]);
+    // A file output and a sharded output whose one shard is that file's key: the one
+    // completed last replaced the other, exit 0, before this was refused.
+    let mut args = rank_split("2");
+    let twice = ["-o", "s3://out/x/model.safetensors", "-o", "s3://out/x/"];
+    args.extend(twice.map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut command = crate::util::tjoin();
+    command.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+    let stderr = fails(&mut command, dir.path(), &args, 2);
+    crate::util::assert_mentions(&stderr, &["s3://out/x/model.safetensors", "twice"]);
 }
 
 /// Writes `big.npy`, float32 [rows, 1024] of distinct values, in pieces.
