@@ -67,7 +67,7 @@ _tjoin_words() {
 
     case "${cmd}" in
         tjoin)
-            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help --version split rules help"
+            opts="-0 -a -o -n -q -h -V --files-from --null --input-format --axis --stack --cast --output --format --name --no-clobber --part-size --append --recover --metadata --compress --json-form --spec --expect-shape --like --config --strict --allow-unmatched --any-order --uneven --dry-run --print-plan --rules --axis-for --keep --exclude --only --join-identical --max-shard-size --prefix --names-from --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help --version split rules help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,6 +123,13 @@ _tjoin_words() {
                     return 0
                     ;;
                 --name)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --part-size)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

@@ -27,6 +27,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --output 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so one input may be rewritten in place (the output of a join of several is never one of them: --append grows a file), and a device or FIFO is written to where it is'
             cand --format 'The output''s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension'
             cand --name 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)'
+            cand --part-size 'The size of each part of an output in object storage (-o s3://...): 5MiB to 5GiB, e.g. 64MiB (default: 8 MiB, or the least that fits the object in 10,000 parts)'
             cand --recover 'Cut a .npy file that an interrupted --append left longer than its header says back to its header''s shape, and say what was removed'
             cand --metadata 'Add or replace an entry of a .safetensors output''s __metadata__; repeatable'
             cand --json-form 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_tjoin_global_optspecs
-    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber append recover= metadata= compress json-form= spec= expect-shape= like= config= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= workers= begin worker= commit abandon progress= q/quiet h/help V/version
+    string join \n files-from= 0/null input-format= a/axis= stack cast= o/output= format= name= n/no-clobber part-size= append recover= metadata= compress json-form= spec= expect-shape= like= config= strict allow-unmatched any-order uneven dry-run= print-plan= rules= axis-for= keep= exclude= only= join-identical max-shard-size= prefix= names-from= backend= dml-adapter= workers= begin worker= commit abandon progress= q/quiet h/help V/version
 end
 
 function __fish_tjoin_needs_command
@@ -51,6 +51,7 @@ json\t''
 npz\t''
 safetensors\t''"
 complete -c tjoin -n "__fish_tjoin_needs_command" -l name -d 'Name the joined tensor of single-tensor inputs (default: theirs, else arr_0, in every output format)' -r -f
+complete -c tjoin -n "__fish_tjoin_needs_command" -l part-size -d 'The size of each part of an output in object storage (-o s3://...): 5MiB to 5GiB, e.g. 64MiB (default: 8 MiB, or the least that fits the object in 10,000 parts)' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l recover -d 'Cut a .npy file that an interrupted --append left longer than its header says back to its header\'s shape, and say what was removed' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l metadata -d 'Add or replace an entry of a .safetensors output\'s __metadata__; repeatable' -r -f
 complete -c tjoin -n "__fish_tjoin_needs_command" -l json-form -d 'The shape of a JSON output: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'

@@ -187,6 +187,9 @@ pub struct OutputConfig {
     pub format: Option<Format>,
     /// Refuse to replace an existing file.
     pub no_clobber: bool,
+    /// `--part-size`: the size of each part of an output in object storage (`None`: the
+    /// least that fits, from 8 MiB; a job's from 5 MiB).
+    pub part_size: Option<u64>,
     /// Deflate .npz members.
     pub compress: bool,
     /// The shape of a JSON output.

@@ -43,6 +43,7 @@ JOIN = {
     "null": ("--null", "bare"),
     "only": ("--only", "repeat"),
     "output": ("--output", "value"),
+    "part_size": ("--part-size", "value"),
     "prefix": ("--prefix", "value"),
     "print_plan": ("--print-plan", "optional"),
     "progress": ("--progress", "value"),

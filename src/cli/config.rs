@@ -70,6 +70,7 @@ impl Command {
         // Flags that say how to write a new output file: an append writes none.
         let misplaced = [
             (cli.no_clobber, "--no-clobber"),
+            (cli.part_size.is_some(), "--part-size"),
             (cli.format.is_some(), "--format"),
             (cli.compress, "--compress"),
             (!cli.metadata.is_empty(), "--metadata"),
@@ -141,6 +142,16 @@ impl JoinConfig {
         let model = model_config(cli.config.as_deref(), &inputs)?;
         let job = cli.workers.step(cli.dry_run.is_some(), cli.append)?;
         super::workers::refuse_remote_join(job, cli.output.as_deref())?;
+        let remote = cli
+            .output
+            .as_deref()
+            .is_some_and(crate::sys::remote::is_url);
+        if cli.part_size.is_some() && !remote {
+            return Err(Error::refused(
+                "--part-size sizes the parts of an output in object storage, and -o names none",
+                "drop --part-size, or write to s3://BUCKET/KEY",
+            ));
+        }
         Ok(JoinConfig {
             inputs,
             out_of_order,
@@ -165,6 +176,7 @@ impl JoinConfig {
                 path: cli.output.clone(),
                 format: output_format,
                 no_clobber: cli.no_clobber,
+                part_size: cli.part_size,
                 compress: cli.compress,
                 json_form: cli.json_form,
                 metadata: cli.metadata.clone(),

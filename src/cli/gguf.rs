@@ -67,6 +67,7 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
         format: _,
         name,
         no_clobber: _,
+        part_size,
         append,
         recover: _,
         metadata,
@@ -120,6 +121,7 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
         (max_shard_size.is_some(), "--max-shard-size"),
         (prefix.is_some(), "--prefix"),
         (names_from.is_some(), "--names-from"),
+        (part_size.is_some(), "--part-size"),
         (
             engine.backend != Backend::Cpu || engine.dml_adapter.is_some(),
             "--backend",

@@ -393,6 +393,16 @@ pub struct JoinArgs {
     #[arg(short = 'n', long, help_heading = OUTPUT)]
     pub no_clobber: bool,
 
+    /// The size of each part of an output in object storage (-o s3://...): 5MiB to 5GiB, e.g.
+    /// 64MiB (default: 8 MiB, or the least that fits the object in 10,000 parts).
+    ///
+    /// An object is uploaded as the parts of one multipart upload. A job's --begin cuts the
+    /// output by it and records it (its default: 5 MiB or the least that fits), so that every
+    /// worker and the commit use that cut. Larger parts mean fewer requests; one process holds
+    /// at most 64 MiB of parts in flight, or one part, besides the one filling.
+    #[arg(long, value_name = "SIZE", value_parser = parse_part_size, value_hint = ValueHint::Other, help_heading = OUTPUT)]
+    pub part_size: Option<u64>,
+
     /// Grow the first input in place by the others, along its growth axis (0 for a C-order
     /// .npy, the last for a Fortran-order one), in time proportional to what is added.
     #[arg(long, help_heading = OUTPUT)]
@@ -788,6 +798,25 @@ fn parse_size(text: &str) -> Result<u64, String> {
         return Err(wrong());
     }
     Ok(bytes as u64)
+}
+
+/// A part size as `--part-size` takes it ([`parse_size`]'s units), within what S3 takes: 5 MiB
+/// to 5 GiB.
+fn parse_part_size(text: &str) -> Result<u64, String> {
+    const LEAST: u64 = 5 << 20;
+    const MOST: u64 = 5 << 30;
+    let size = parse_size(text)?;
+    if (LEAST..=MOST).contains(&size) {
+        return Ok(size);
+    }
+    let (what, give) = match size < LEAST {
+        true => ("under the 5 MiB", "5MiB or more"),
+        false => ("over the 5 GiB", "5GiB or less"),
+    };
+    Err(format!(
+        "`{text}` is {size} bytes, {what} S3 takes for a part of a multipart upload; give \
+         {give} (e.g. 64MiB)"
+    ))
 }
 
 /// The format a `--format` / `--input-format` value names, if the flag was given (the join's

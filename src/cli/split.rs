@@ -241,6 +241,7 @@ impl SplitConfig {
                 path: None,
                 format: forced,
                 no_clobber: args.no_clobber,
+                part_size: None,
                 compress: args.compress,
                 json_form: args.json_form,
                 metadata: args.metadata.clone(),

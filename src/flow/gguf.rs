@@ -138,7 +138,8 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
     if planned.iter().any(|(path, _)| upload::is_url(path)) {
         let targets: Vec<(PathBuf, u64)> =
             planned.iter().map(|(p, f)| (p.clone(), f.len)).collect();
-        let mut uploads = Uploads::open(&targets, config.no_clobber)?;
+        // A GGUF merge refuses --part-size (`cli::gguf`): its parts are the least that fits.
+        let mut uploads = Uploads::open(&targets, config.no_clobber, None)?;
         write_files(sinks(uploads.members_mut()))?;
         uploads.commit()?;
         bar.summary();

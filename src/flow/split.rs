@@ -176,11 +176,12 @@ fn run_job(
     let planning = Planning { parts, inputs };
     let asked = Asked {
         no_clobber: config.output.no_clobber,
+        part_size: config.output.part_size,
         progress: config.progress,
         quiet: config.progress == When::Never,
     };
     let shares = match step {
-        Step::Shares(n) => workers::share_report(planning, n)?,
+        Step::Shares(n) => workers::share_report(planning, n, asked.part_size)?,
         _ => workers::run_step(&asked, step, planning, None)?,
     };
     match carried_out {
@@ -290,6 +291,7 @@ fn plan_output<'a>(
         named: true,
         set_name: input.shards().map(|set| &set.name),
         no_clobber: target.no_clobber,
+        part_size: config.output.part_size,
     };
     let planned = kind.plan(&tensors, writer.as_ref())?;
     Ok(PlannedOutput {

@@ -83,7 +83,8 @@ impl<'p> Several<'p> {
                 .zip(described)
                 .flat_map(|(output, described)| output.upload_targets(described))
                 .collect();
-            return Uploads::open(&targets, self.no_clobber).map(Opened::Objects);
+            // A split takes no --part-size: its parts are the least that fits.
+            return Uploads::open(&targets, self.no_clobber, None).map(Opened::Objects);
         }
         self.open().map(Opened::Files)
     }
@@ -185,6 +186,7 @@ mod tests {
             named: true,
             set_name: None,
             no_clobber: true,
+            part_size: None,
         };
         let one = OutputKind::File(&file).plan(&tensors, writer.as_ref());
         let set = OutputKind::Sharded {

@@ -70,14 +70,25 @@ pub struct Member {
 
 impl Uploads {
     /// Starts an upload for each of `targets` (each a URL with the bytes planned for it),
-    /// in the order they are written. With `no_clobber`, every key is checked before a byte
-    /// of any is sent, and those that exist are refused together.
-    pub fn open(targets: &[(PathBuf, u64)], no_clobber: bool) -> Result<Uploads> {
+    /// in the order they are written, in parts of `part_size` when given. With `no_clobber`,
+    /// every key is checked before a byte of any is sent, and those that exist are refused
+    /// together.
+    pub fn open(
+        targets: &[(PathBuf, u64)],
+        no_clobber: bool,
+        part_size: Option<u64>,
+    ) -> Result<Uploads> {
         check_distinct(targets)?;
+        if let Some(asked) = part_size {
+            for (target, planned) in targets {
+                check_part_size(target, planned.saturating_add(FRAMING), asked)?;
+            }
+        }
         let mut objects = Vec::with_capacity(targets.len());
         let mut existing: Vec<(&Path, io::Error)> = Vec::new();
         for (target, planned) in targets {
-            match begin(target, planned.saturating_add(FRAMING), no_clobber) {
+            let planned = planned.saturating_add(FRAMING);
+            match begin(target, planned, (no_clobber, part_size)) {
                 Ok(object) => objects.push(object),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => existing.push((target, e)),
                 Err(e) => return Err(Error::io("write", target, e)),
@@ -244,9 +255,22 @@ impl Sink for Member {
 }
 
 #[cfg(feature = "remote")]
-fn begin(target: &Path, planned: u64, no_clobber: bool) -> io::Result<Object> {
+fn begin(
+    target: &Path,
+    planned: u64,
+    (no_clobber, part_size): (bool, Option<u64>),
+) -> io::Result<Object> {
     let location = Location::parse(&target.to_string_lossy()).map_err(io::Error::other)?;
-    Streaming::begin(&location, planned, no_clobber)
+    Streaming::begin(&location, planned, (no_clobber, part_size))
+}
+
+/// Refuses parts of `asked` bytes (`--part-size`) for the object `target` of about
+/// `planned` bytes, when they would be more than S3's 10,000.
+#[cfg(feature = "remote")]
+fn check_part_size(target: &Path, planned: u64, asked: u64) -> Result<()> {
+    crate::sys::remote::check_part_size(planned, asked).map_err(|(why, hint)| {
+        Error::refused(format!("{}: {why}", crate::messages::path(target)), hint)
+    })
 }
 
 #[cfg(feature = "remote")]
@@ -265,7 +289,12 @@ fn complete(object: Object, name: &Path) -> Result<()> {
 }
 
 #[cfg(not(feature = "remote"))]
-fn begin(_target: &Path, _planned: u64, _no_clobber: bool) -> io::Result<Object> {
+fn check_part_size(_target: &Path, _planned: u64, _asked: u64) -> Result<()> {
+    Ok(())
+}
+
+#[cfg(not(feature = "remote"))]
+fn begin(_target: &Path, _planned: u64, _asked: (bool, Option<u64>)) -> io::Result<Object> {
     let why = "this tjoin was built without object storage (the `remote` feature)\nhint: \
                install a release build, or build with `cargo build --features remote`";
     Err(io::Error::other(why))

@@ -85,6 +85,8 @@ mod util;
 #[cfg(unix)]
 mod workers;
 #[cfg(all(unix, feature = "remote"))]
+mod workers_parts;
+#[cfg(all(unix, feature = "remote"))]
 mod workers_s3;
 #[cfg(unix)]
 mod workers_split;

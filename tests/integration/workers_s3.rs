@@ -23,8 +23,17 @@ pub(crate) fn run(
     args: &[String],
     extra: &[&str],
 ) -> (Option<i32>, String) {
-    let output = moto
-        .tjoin()
+    run_in(moto.tjoin(), dir, args, extra)
+}
+
+/// [`run`] as `command`, a tjoin command with its environment set.
+pub(crate) fn run_in(
+    mut command: assert_cmd::Command,
+    dir: &Path,
+    args: &[String],
+    extra: &[&str],
+) -> (Option<i32>, String) {
+    let output = command
         .current_dir(dir)
         .args(args)
         .args(extra)

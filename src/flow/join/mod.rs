@@ -92,6 +92,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         named: rules.name.is_some() || inputs.iter().any(|i| i.format.is_container()),
         set_name: inputs[0].shards().map(|set| &set.name),
         no_clobber: target.no_clobber,
+        part_size: config.output.part_size,
     };
     let planned = target.kind.plan(&tensors, writer.as_ref())?;
     if let Some(file) = planned.shadowing_file() {
@@ -105,7 +106,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
         if let Some(Step::Shares(n)) = config.job {
             shares_need_an_output(planned.writes())?;
             let planning = Planning::join(&planned, &inputs, &job, writer.as_mut(), format);
-            report.workers = Some(workers::share_report(planning, n)?);
+            report.workers = Some(workers::share_report(planning, n, config.output.part_size)?);
         }
         report.family = family.map(|(family, evidence)| format!("{}, by {evidence}", family.name));
         report.warnings = warnings.into_vec();
@@ -121,11 +122,7 @@ pub fn run(config: &JoinConfig) -> Result<()> {
     });
     if let Some(step) = config.job {
         let planning = Planning::join(&planned, &inputs, &job, writer.as_mut(), format);
-        let asked = workers::Asked {
-            no_clobber: config.output.no_clobber,
-            progress: config.progress,
-            quiet: config.quiet,
-        };
+        let asked = workers::Asked::of(&config.output, config.progress, config.quiet);
         return workers::run(&asked, step, planning, Some(&mut engine), carried_out);
     }
     // The early copy writes one file, the one a file output plans.

@@ -160,6 +160,10 @@ pub struct Upload {
     /// For each worker, its first part and how many parts it uploads, the parts of every
     /// file counted one after another.
     pub parts: Vec<[u32; 2]>,
+    /// The part size `--part-size` gave `--begin`, which cut every file's parts by it
+    /// (`None`: each file's least that fits, 5 MiB for most); the later steps cut by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_size: Option<u64>,
 }
 
 /// The multipart upload of one output file.

@@ -130,15 +130,20 @@ pub fn folder_of(location: &Location) -> Location {
     }
 }
 
-/// The size of every part (but the last) of an object of `len` bytes: 5 MiB, or the least
-/// whole number of MiB that fits it in 10,000 parts; `None` past 10,000 parts of 5 GiB.
-pub fn part_size(len: u64) -> Option<u64> {
-    let least = len
-        .div_ceil(MOST_PARTS)
-        .div_ceil(1 << 20)
-        .checked_mul(1 << 20)?;
-    let size = least.max(LEAST_PART);
-    (size <= MOST_PART).then_some(size)
+/// The size of every part (but the last) of an object of `len` bytes: `asked` (`--part-size`)
+/// when given; else 5 MiB, or the least whole number of MiB that fits it in 10,000 parts.
+/// `None` past S3's limits: parts of 5 MiB to 5 GiB, at most 10,000 of them.
+pub fn part_size(len: u64, asked: Option<u64>) -> Option<u64> {
+    let size = match asked {
+        Some(size) => size,
+        None => len
+            .div_ceil(MOST_PARTS)
+            .div_ceil(1 << 20)
+            .checked_mul(1 << 20)?
+            .max(LEAST_PART),
+    };
+    let fits = (LEAST_PART..=MOST_PART).contains(&size) && len.div_ceil(size) <= MOST_PARTS;
+    fits.then_some(size)
 }
 
 /// The output's files cut into parts, and the parts into runs, one per worker.
@@ -154,18 +159,19 @@ pub struct Cut {
     pub shares: Vec<[u64; 2]>,
 }
 
-/// Files of `lens` bytes cut for `n` workers: each file's part size and count, then each
+/// Files of `lens` bytes cut for `n` workers, into parts of `asked` bytes when given (see
+/// [`part_size`]): each file's part size and count, then each
 /// worker's run of parts (the files' one after another) and its share of the bytes. Each run
 /// ends at the part boundary nearest to an even cut of the bytes, so shares are balanced to
 /// within a part; a worker may have no part when there are fewer parts than workers. `None`
 /// past S3's limits.
-pub fn cut(lens: &[u64], n: u32) -> Option<Cut> {
+pub fn cut(lens: &[u64], n: u32, asked: Option<u64>) -> Option<Cut> {
     let (mut part_sizes, mut counts) = (Vec::new(), Vec::new());
     // Where each part starts, the files' bytes one after another, then where the last ends.
     let mut bounds = vec![0u64];
     let mut at = 0u64;
     for &len in lens {
-        let size = part_size(len)?;
+        let size = part_size(len, asked)?;
         let count = len.div_ceil(size).max(1);
         bounds.extend((1..count).map(|i| at + i * size));
         at = at.checked_add(len)?;
@@ -203,15 +209,31 @@ pub fn cut(lens: &[u64], n: u32) -> Option<Cut> {
     })
 }
 
-/// The refusal of an output past S3's limits.
-pub fn too_large(objects: &Objects, len: u64) -> Error {
-    Error::refused(
-        format!(
-            "{} would be {len} bytes, more than one object holds (10,000 parts of 5 GiB)",
-            objects.shown()
+/// The refusal of an output past S3's limits: a file of `len` bytes does not fit in 10,000
+/// parts of `asked` (`--part-size`), or of 5 GiB.
+pub fn too_large(objects: &Objects, len: u64, asked: Option<u64>) -> Error {
+    match asked {
+        Some(size) if part_size(len, None).is_some() => Error::refused(
+            format!(
+                "{} would have a file of {len} bytes: {} parts of --part-size {size} bytes, \
+                 more than the 10,000 S3 takes in one object",
+                objects.shown(),
+                len.div_ceil(size.max(1))
+            ),
+            format!(
+                "give --part-size {}MiB or more, or leave it out (each file's parts are then \
+                 the least size that fits)",
+                part_size(len, None).unwrap_or(MOST_PART) >> 20
+            ),
         ),
-        "write a sharded output (--max-shard-size), or split the join",
-    )
+        _ => Error::refused(
+            format!(
+                "{} would be {len} bytes, more than one object holds (10,000 parts of 5 GiB)",
+                objects.shown()
+            ),
+            "write a sharded output (--max-shard-size), or split the join",
+        ),
+    }
 }
 
 /// The job recorded beside the output, if any; refuses one this build did not write, or
@@ -230,7 +252,7 @@ pub fn read(objects: &Objects) -> Result<Option<Manifest>> {
         None => Some("it records no upload, where the output is in object storage".to_string()),
         Some(upload) => {
             let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
-            let planned = cut(&lens, manifest.workers);
+            let planned = cut(&lens, manifest.workers, upload.part_size);
             let same = planned.as_ref().is_some_and(|cut| {
                 let sizes = upload.files.iter().map(|f| f.part_size);
                 sizes.eq(cut.part_sizes.iter().copied())
@@ -317,7 +339,7 @@ fn failed(action: &str, location: &Location, error: std::io::Error) -> Error {
 /// already; creates the multipart upload and records the manifest with it, by a
 /// conditional create (a concurrent begin that wins it leaves this one refused, its upload
 /// aborted). The manifest as recorded.
-pub fn begin(objects: &Objects, manifest: Manifest) -> Result<Manifest> {
+pub fn begin(objects: &Objects, manifest: Manifest, part_size: Option<u64>) -> Result<Manifest> {
     if let Some(existing) = read(objects).map_err(|e| match e {
         // One this build cannot read is a job all the same.
         Error::Refused(_) => already_begun(objects, manifest.workers),
@@ -326,8 +348,9 @@ pub fn begin(objects: &Objects, manifest: Manifest) -> Result<Manifest> {
         return Err(already_begun(objects, existing.workers));
     }
     let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
-    let cut = cut(&lens, manifest.workers)
-        .ok_or_else(|| too_large(objects, lens.iter().copied().max().unwrap_or(0)))?;
+    let longest = lens.iter().copied().max().unwrap_or(0);
+    let cut = cut(&lens, manifest.workers, part_size)
+        .ok_or_else(|| too_large(objects, longest, part_size))?;
     // Every upload made is aborted unless the manifest that names them is recorded.
     let mut created = Created(Vec::new());
     let mut files = Vec::new();
@@ -346,6 +369,7 @@ pub fn begin(objects: &Objects, manifest: Manifest) -> Result<Manifest> {
             url: objects.output.url(),
             files,
             parts: cut.parts,
+            part_size,
         }),
         ..manifest
     };
@@ -437,22 +461,26 @@ pub fn refuse_unfinished(objects: &Objects, manifest: &Manifest, missing: &[u32]
 
 /// Completes each file's upload with its parts' ETags (`etags`: every part's, the files'
 /// one after another): each object appears whole. Then writes `indexes` (each sharded
-/// set's, at its object), once every file is complete, and removes the job's objects.
+/// set's, at its object), once every file is complete, and removes the job's objects. With
+/// `no_clobber`, each completion and each index are conditional creates: an object another
+/// writer made is kept, and refused.
 pub fn complete(
     objects: &Objects,
     manifest: &Manifest,
     etags: Vec<String>,
-    indexes: &[(Location, String)],
+    (indexes, no_clobber): (&[(Location, String)], bool),
 ) -> Result<()> {
     let upload = manifest.upload.as_ref().ok_or_else(|| not_begun(objects))?;
     let lens: Vec<u64> = manifest.files.iter().map(|f| f.len).collect();
-    let cut = cut(&lens, manifest.workers).ok_or_else(|| not_begun(objects))?;
+    let cut = cut(&lens, manifest.workers, upload.part_size).ok_or_else(|| not_begun(objects))?;
     let mut etags = etags.into_iter();
     let mut first = 0u32;
     for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
         let location = file_of(objects, file)?;
         let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
-        parts::complete(&location, &uploaded.upload_id, tags).map_err(|e| match e.kind() {
+        let completed = parts::complete(&location, &uploaded.upload_id, tags, no_clobber);
+        completed.map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => appeared(objects, manifest, &location),
             std::io::ErrorKind::InvalidData => {
                 let file_parts = first..first + count;
                 // The workers whose runs hold a part of this file.
@@ -469,10 +497,34 @@ pub fn complete(
         first += count;
     }
     for (location, text) in indexes {
-        parts::put_object(location, text.as_bytes().to_vec())
-            .map_err(|e| failed("write the index", location, e))?;
+        let bytes = text.as_bytes().to_vec();
+        let written = match no_clobber {
+            true => parts::create_object(location, bytes),
+            false => parts::put_object(location, bytes).map(|()| true),
+        };
+        if !written.map_err(|e| failed("write the index", location, e))? {
+            return Err(appeared(objects, manifest, location));
+        }
     }
     remove(objects, manifest.workers)
+}
+
+/// The refusal of a commit with `--no-clobber` whose completion found `location` made by
+/// another writer since the commit looked (S3 answered 412): that object is left as it is,
+/// and the job abandoned (its uploads aborted, its objects removed), for it cannot complete.
+fn appeared(objects: &Objects, manifest: &Manifest, location: &Location) -> Error {
+    let abandoned = match abandon(objects, manifest.workers) {
+        Ok(_) => "the job was abandoned (its uploads aborted, its objects removed)".to_string(),
+        Err(e) => format!("abandoning the job failed too ({e})"),
+    };
+    Error::refused(
+        format!(
+            "{} was created by another writer during the commit, and --no-clobber keeps it: \
+             {abandoned}",
+            messages::path(Path::new(&location.url()))
+        ),
+        "name another key and begin the job again, or leave out --no-clobber to replace it",
+    )
 }
 
 /// The refusal of a commit whose records name parts the store has not in `location`'s
@@ -564,7 +616,7 @@ mod tests {
     #[test]
     fn parts_are_cut_into_runs_balanced_by_bytes() {
         let mib = 1u64 << 20;
-        let one = cut(&[23 * mib], 3).unwrap();
+        let one = cut(&[23 * mib], 3, None).unwrap();
         assert_eq!((one.part_sizes, one.counts), (vec![5 * mib], vec![5]));
         // Five parts (the last 3 MiB), cut nearest to 7.7 and 15.3 MiB: 2, 1 and 2 of them.
         assert_eq!(one.parts, [[0, 2], [2, 1], [3, 2]]);
@@ -573,18 +625,18 @@ mod tests {
             [[0, 10 * mib], [10 * mib, 15 * mib], [15 * mib, 23 * mib]]
         );
         // Fewer parts than workers: some have none.
-        let few = cut(&[100], 2).unwrap();
+        let few = cut(&[100], 2, None).unwrap();
         assert_eq!(few.parts, [[0, 1], [1, 0]]);
         assert_eq!(few.shares, [[0, 100], [100, 100]]);
         // Several files: each its own parts, the runs across them.
-        let set = cut(&[12 * mib, 100, 7 * mib], 2).unwrap();
+        let set = cut(&[12 * mib, 100, 7 * mib], 2, None).unwrap();
         assert_eq!(set.counts, [3, 1, 2]);
         // The even cut, 9.5 MiB, is nearest the second part's end.
         assert_eq!(set.parts, [[0, 2], [2, 4]]);
         assert_eq!(set.shares, [[0, 10 * mib], [10 * mib, 19 * mib + 100]]);
         // 1 TB by 8: 9,935 parts of 96 MiB, 1,241 to 1,243 each (each run ends at the part
         // boundary nearest its even cut).
-        let tb = cut(&[1_000_000_000_000], 8).unwrap();
+        let tb = cut(&[1_000_000_000_000], 8, None).unwrap();
         assert_eq!(tb.part_sizes, [96 * mib]);
         assert_eq!(tb.parts.iter().map(|[_, n]| n).sum::<u32>(), 9935);
         let counts = tb.parts.iter().map(|[_, n]| *n);
@@ -593,7 +645,22 @@ mod tests {
             "{:?}",
             tb.parts
         );
-        assert!(cut(&[MOST_PARTS * MOST_PART + 1], 1).is_none());
+        assert!(cut(&[MOST_PARTS * MOST_PART + 1], 1, None).is_none());
+    }
+
+    #[test]
+    fn a_part_size_asked_cuts_every_file_by_it_within_s3s_limits() {
+        let mib = 1u64 << 20;
+        let asked = cut(&[200 * mib, 3 * mib], 2, Some(64 * mib)).unwrap();
+        assert_eq!(asked.part_sizes, [64 * mib, 64 * mib]);
+        assert_eq!(asked.counts, [4, 1]);
+        // 101.5 MiB is the even cut: the part boundary at 128 MiB is nearer than 64's.
+        assert_eq!(asked.parts, [[0, 2], [2, 3]]);
+        assert_eq!(part_size(10 * mib, Some(5 * mib - 1)), None);
+        assert_eq!(part_size(10 * mib, Some(MOST_PART + 1)), None);
+        assert_eq!(part_size(50_000 * mib, Some(5 * mib)), Some(5 * mib));
+        assert_eq!(part_size(50_000 * mib + 1, Some(5 * mib)), None);
+        assert_eq!(part_size(0, Some(5 * mib)), Some(5 * mib));
     }
 
     #[test]

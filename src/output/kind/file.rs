@@ -21,6 +21,7 @@ pub(super) fn plan(path: &Path, tensors: &Tensors) -> Planned {
             tensors: (0..tensors.described.len()).collect(),
         }],
         no_clobber: tensors.no_clobber,
+        part_size: tensors.part_size,
         how: How::File,
     }
 }

@@ -85,6 +85,9 @@ pub struct Tensors<'a> {
     pub set_name: Option<&'a SetName>,
     /// Refuse to replace an existing file.
     pub no_clobber: bool,
+    /// The part size of an output in object storage (`--part-size`; `None`: the least that
+    /// fits).
+    pub part_size: Option<u64>,
 }
 
 /// An output planned: its files, each with its tensors, and what the commit changes.
@@ -97,6 +100,7 @@ pub struct Planned {
     /// The files, in the order they are written and committed.
     files: Vec<PlannedFile>,
     no_clobber: bool,
+    part_size: Option<u64>,
     how: How,
 }
 
@@ -222,6 +226,7 @@ impl<'c> OutputKind<'c> {
                 shown_as: PathBuf::from("the output"),
                 files: Vec::new(),
                 no_clobber,
+                part_size: tensors.part_size,
                 how: How::Nothing,
             }),
             OutputKind::File(path) => Ok(file::plan(path, tensors)),
@@ -398,7 +403,11 @@ impl Planned {
 impl Planned {
     /// The uploads of files named by URL, each with the bytes planned for it.
     fn uploads(&self, described: &[OutTensor]) -> Result<Uploads> {
-        Uploads::open(&self.upload_targets(described), self.no_clobber)
+        Uploads::open(
+            &self.upload_targets(described),
+            self.no_clobber,
+            self.part_size,
+        )
     }
 
     /// Every file it writes (as [`Planned::targets`] lists them), each with the bytes its
@@ -501,6 +510,7 @@ pub(super) mod tests {
             named,
             set_name: None,
             no_clobber: false,
+            part_size: None,
         }
     }
 

@@ -67,6 +67,7 @@ pub(super) fn plan(
         shown_as: plan.folder.clone(),
         files,
         no_clobber: tensors.no_clobber,
+        part_size: tensors.part_size,
         how: How::Sharded(Box::new(plan), index),
     })
 }

@@ -18,7 +18,7 @@ mod upload;
 #[cfg(feature = "remote")]
 pub use store::{Object, Seen, list, no_etag};
 #[cfg(feature = "remote")]
-pub use upload::{Streaming, Upload, abort_uploads};
+pub use upload::{Streaming, Upload, abort_uploads, check_part_size};
 
 use std::fmt;
 use std::path::Path;

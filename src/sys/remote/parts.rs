@@ -1,23 +1,34 @@
 //! The store calls of a job whose output is one object (`src/output/job/s3.rs`): a multipart
-//! upload that `--begin` creates, whose parts each worker uploads by number, that the commit
-//! completes with every part's ETag in order or `--abandon` aborts; and the small objects
+//! upload that `--begin` creates, whose parts each worker uploads by number, each part's body
+//! streamed as it is produced ([`PartStream`]), that the commit completes with every part's
+//! ETag in order (conditionally with `--no-clobber`) or `--abandon` aborts; and the small objects
 //! the job keeps beside the output (its manifest, created only where none is; the workers'
 //! records), read whole with a limit. Every call blocks on the process's one runtime.
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use object_store::multipart::{MultipartStore, PartId};
+use bytes::Bytes;
+use object_store::multipart::PartId;
+use object_store::signer::{SignedUrlOptions, Signer};
 use object_store::{GetOptions, GetRange, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use reqwest::Method;
+use reqwest::header::{CONTENT_LENGTH, ETAG};
 
 use super::Location;
-use super::store::{explain, key_path, multipart_for, runtime, store_for};
+use super::store::{explain, key_path, multipart_for, runtime, s3_signer_for, store_for};
 
-/// The most bytes of parts in flight at once; at least one part is.
-const BYTES_IN_FLIGHT: u64 = 64 << 20;
-/// The most parts uploaded at once.
-const MOST_IN_FLIGHT: u64 = 4;
+/// A streamed part's bytes go to its request in chunks of this size, at most [`QUEUED`] of
+/// them waiting for the connection: what a part being sent holds in memory, whatever its
+/// size.
+const CHUNK: usize = 1 << 20;
+const QUEUED: usize = 4;
+/// Parts whose bytes are all sent, waiting for the store's answer (which holds no bytes).
+const ANSWERS: usize = 4;
+/// How long a part's signed URL holds: S3 checks it when the request starts.
+const PART_SIGNED_FOR: Duration = Duration::from_secs(60 * 60);
 
 /// Begins a multipart upload to `location`: its id, as the store gave it.
 pub fn create_upload(location: &Location) -> io::Result<String> {
@@ -28,100 +39,229 @@ pub fn create_upload(location: &Location) -> io::Result<String> {
         .map_err(|e| explain(location, e))
 }
 
-/// How many parts of `part_size` bytes go at once: as many as fit in 64 MiB, from 1 to 4.
-fn in_flight(part_size: u64) -> usize {
-    (BYTES_IN_FLIGHT / part_size.max(1)).clamp(1, MOST_IN_FLIGHT) as usize
+/// The parts of an upload, written in order as a stream: `len` bytes, every `part_size` of
+/// them a part (the last shorter), numbered from `first` (0 is S3's part 1). Each part is
+/// one PUT of S3's UploadPart through a URL signed by object_store's signer, whose body is
+/// streamed from the writes as they come, through a channel of a few MiB: a part is never
+/// held whole, so that memory holds a few MiB whatever the part size. While one part is
+/// sent, up to [`ANSWERS`] sent before wait for their answers.
+///
+/// A part the network or the store failed (a dropped connection, a 5xx, a 429) is left out
+/// and named by [`Sent::failed`]: its bytes are gone, and the caller produces them again
+/// for a new stream of that part alone. Any other refusal (a 403, an upload that is no
+/// more) ends the stream with its error. Dropped unfinished, it cancels the parts under way
+/// (the upload's abort, or a worker run again, deals with those sent). Uploading a part
+/// again replaces it.
+pub struct PartStream {
+    sender: Arc<PartSender>,
+    /// The first part's number, from 0.
+    first: usize,
+    part_size: u64,
+    len: u64,
+    /// The bytes written so far.
+    written: u64,
+    /// The part being sent.
+    feeding: Option<Feeding>,
+    /// The parts sent, waiting for their answers: each one's place among the stream's.
+    answers: VecDeque<(usize, Answer)>,
+    etags: Vec<Option<String>>,
+    /// The last failure the network or the store made of a part.
+    failure: Option<io::Error>,
 }
 
-/// The parts of an upload, written in order as a stream: every `part_size` bytes make a
-/// part, numbered from the first one given (0 is S3's part 1), sent while the next fills,
-/// a few at once, so that at most 64 MiB (or one part) are in flight besides the one
-/// filling. [`PartStream::finish`] sends the last (shorter) part and gives every part's ETag
-/// in order; dropping it unfinished cancels the parts under way (the upload's abort, or a
-/// worker run again, deals with those sent). Uploading a part again replaces it.
-pub struct PartStream {
-    location: Location,
-    store: Arc<dyn MultipartStore>,
+/// What a part's request ends with: its ETag, or why not.
+type Answer = tokio::task::JoinHandle<Result<String, Failed>>;
+
+/// A part the store did not take: whether sending it again may do, and why.
+struct Failed {
+    again: bool,
+    error: io::Error,
+}
+
+/// The part whose bytes are being written.
+struct Feeding {
+    /// Its place among the stream's parts.
+    at: usize,
+    len: u64,
+    fed: u64,
+    chunk: Vec<u8>,
+    /// The way to its request's body; `None` once the request ended (its answer says why).
+    channel: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    answer: Answer,
+}
+
+/// What sends one part: the upload, its signer and a client.
+struct PartSender {
+    signer: Arc<dyn Signer>,
+    client: reqwest::Client,
     path: object_store::path::Path,
     id: String,
-    part_size: usize,
-    next: usize,
-    filling: Vec<u8>,
-    sent: VecDeque<tokio::task::JoinHandle<object_store::Result<PartId>>>,
-    most: usize,
-    etags: Vec<String>,
+}
+
+/// What a [`PartStream`] sent: each part's ETag in order, `None` for a part the network or
+/// the store failed (to send again), and the last such failure.
+pub struct Sent {
+    /// Each part's ETag, `None` where it failed.
+    pub etags: Vec<Option<String>>,
+    /// Why the last part that failed did.
+    pub failure: Option<io::Error>,
+}
+
+impl Sent {
+    /// The parts that failed: their places among the stream's.
+    pub fn failed(&self) -> Vec<usize> {
+        let failed = self.etags.iter().enumerate().filter(|(_, e)| e.is_none());
+        failed.map(|(at, _)| at).collect()
+    }
 }
 
 impl PartStream {
-    /// The parts of the upload `id` of `location`, from number `first`, of `part_size` bytes.
-    pub fn new(location: &Location, id: &str, first: u32, part_size: u64) -> io::Result<Self> {
-        Ok(PartStream {
-            location: location.clone(),
-            store: multipart_for(location)?,
+    /// The parts of the upload `id` of `location` from number `first`, of `part_size` bytes,
+    /// holding `len` bytes. Only an S3 upload's parts are streamed.
+    pub fn new(
+        location: &Location,
+        id: &str,
+        (first, part_size): (u32, u64),
+        len: u64,
+    ) -> io::Result<Self> {
+        let signer = s3_signer_for(location)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "only S3's multipart uploads are written by a job's workers",
+            )
+        })?;
+        let part_size = part_size.max(1);
+        let count = usize::try_from(len.div_ceil(part_size)).map_err(io::Error::other)?;
+        let sender = PartSender {
+            signer,
+            client: part_client()?,
             path: key_path(location)?,
             id: id.to_string(),
-            part_size: usize::try_from(part_size.max(1)).map_err(io::Error::other)?,
-            next: usize::try_from(first).map_err(io::Error::other)?,
-            filling: Vec::new(),
-            sent: VecDeque::new(),
-            most: in_flight(part_size),
-            etags: Vec::new(),
+        };
+        Ok(PartStream {
+            sender: Arc::new(sender),
+            first: usize::try_from(first).map_err(io::Error::other)?,
+            part_size,
+            len,
+            written: 0,
+            feeding: None,
+            answers: VecDeque::new(),
+            etags: vec![None; count],
+            failure: None,
         })
     }
 
-    /// Sends the part filled, once fewer than the most are in flight.
-    fn send(&mut self) -> io::Result<()> {
-        while self.sent.len() >= self.most {
-            self.wait_oldest()?;
-        }
-        let bytes = std::mem::take(&mut self.filling);
-        let (store, path, id) = (self.store.clone(), self.path.clone(), self.id.clone());
-        let number = self.next;
-        let put = async move {
-            store
-                .put_part(&path, &id, number, PutPayload::from(bytes))
-                .await
-        };
-        self.sent.push_back(runtime()?.spawn(put));
-        self.next += 1;
+    /// Starts sending the part the next byte belongs to.
+    fn start_part(&mut self) -> io::Result<()> {
+        let at = usize::try_from(self.written / self.part_size).map_err(io::Error::other)?;
+        let start = self.written - self.written % self.part_size;
+        let len = self.part_size.min(self.len - start);
+        let (channel, body) = tokio::sync::mpsc::channel::<Bytes>(QUEUED);
+        let body = futures_util::stream::unfold(body, |mut body| async move {
+            let chunk = body.recv().await?;
+            Some((Ok::<Bytes, io::Error>(chunk), body))
+        });
+        let sender = self.sender.clone();
+        let number = self.first + at + 1;
+        let answer = runtime()?.spawn(async move { sender.send(number, len, body).await });
+        self.feeding = Some(Feeding {
+            at,
+            len,
+            fed: 0,
+            chunk: Vec::with_capacity(CHUNK),
+            channel: Some(channel),
+            answer,
+        });
         Ok(())
     }
 
-    /// Waits for the oldest part in flight, and keeps its ETag.
-    fn wait_oldest(&mut self) -> io::Result<()> {
-        let Some(oldest) = self.sent.pop_front() else {
+    /// Ends the part whose bytes are all written: its answer awaited among the others'.
+    fn end_part(&mut self) -> io::Result<()> {
+        let Some(feeding) = self.feeding.take() else {
             return Ok(());
         };
-        let part = runtime()?
-            .block_on(oldest)
-            .map_err(io::Error::other)?
-            .map_err(|e| explain(&self.location, e))?;
-        self.etags.push(part.content_id);
+        if feeding.fed != feeding.len {
+            return Err(io::Error::other(format!(
+                "{} bytes of a part of {} were written",
+                feeding.fed, feeding.len
+            )));
+        }
+        // The channel closed: the body ends, as long as its Content-Length says.
+        drop(feeding.channel);
+        self.answers.push_back((feeding.at, feeding.answer));
+        while self.answers.len() > ANSWERS {
+            self.wait_oldest()?;
+        }
         Ok(())
     }
 
-    /// Sends the last part (when any byte is left), waits for every part: their ETags in
-    /// order.
-    pub fn finish(mut self) -> io::Result<Vec<String>> {
-        if !self.filling.is_empty() {
-            self.send()?;
+    /// Waits for the oldest part's answer: its ETag kept, or its failure.
+    fn wait_oldest(&mut self) -> io::Result<()> {
+        let Some((at, answer)) = self.answers.pop_front() else {
+            return Ok(());
+        };
+        match runtime()?.block_on(answer).map_err(io::Error::other)? {
+            Ok(etag) => self.etags[at] = Some(etag),
+            Err(Failed { again: true, error }) => self.failure = Some(error),
+            Err(Failed { error, .. }) => return Err(error),
         }
-        while !self.sent.is_empty() {
+        Ok(())
+    }
+
+    /// Waits for every part: their ETags in order, and which failed.
+    pub fn finish(mut self) -> io::Result<Sent> {
+        if self.written != self.len {
+            return Err(io::Error::other(format!(
+                "{} bytes of the parts' {} were written",
+                self.written, self.len
+            )));
+        }
+        while !self.answers.is_empty() {
             self.wait_oldest()?;
         }
-        Ok(std::mem::take(&mut self.etags))
+        Ok(Sent {
+            etags: std::mem::take(&mut self.etags),
+            failure: self.failure.take(),
+        })
     }
 }
 
 impl io::Write for PartStream {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        if self.filling.capacity() == 0 {
-            self.filling.reserve_exact(self.part_size);
+        if bytes.is_empty() {
+            return Ok(0);
         }
-        let take = (self.part_size - self.filling.len()).min(bytes.len());
-        self.filling.extend_from_slice(&bytes[..take]);
-        if self.filling.len() == self.part_size {
-            self.send()?;
+        if self.written >= self.len {
+            return Err(io::Error::other(format!(
+                "more bytes than the {} of the parts came",
+                self.len
+            )));
+        }
+        if self.feeding.is_none() {
+            self.start_part()?;
+        }
+        let Some(feeding) = self.feeding.as_mut() else {
+            return Ok(0);
+        };
+        let room = (feeding.len - feeding.fed).min((CHUNK - feeding.chunk.len()) as u64);
+        let take = bytes.len().min(room as usize);
+        feeding.chunk.extend_from_slice(&bytes[..take]);
+        feeding.fed += take as u64;
+        self.written += take as u64;
+        let ended = feeding.fed == feeding.len;
+        if ended || feeding.chunk.len() == CHUNK {
+            let chunk = std::mem::replace(&mut feeding.chunk, Vec::with_capacity(CHUNK));
+            // A request that ended takes no more bytes: the rest of its part is dropped.
+            let gone = feeding
+                .channel
+                .as_ref()
+                .is_some_and(|c| c.blocking_send(Bytes::from(chunk)).is_err());
+            if gone {
+                feeding.channel = None;
+            }
+        }
+        if ended {
+            self.end_part()?;
         }
         Ok(take)
     }
@@ -133,31 +273,143 @@ impl io::Write for PartStream {
 
 impl Drop for PartStream {
     fn drop(&mut self) {
-        for part in &self.sent {
-            part.abort();
+        if let Some(feeding) = self.feeding.take() {
+            feeding.answer.abort();
+        }
+        for (_, answer) in &self.answers {
+            answer.abort();
         }
     }
+}
+
+impl PartSender {
+    /// Sends part `number` (from 1), `len` bytes streamed from `body`: its ETag.
+    async fn send<S>(&self, number: usize, len: u64, body: S) -> Result<String, Failed>
+    where
+        S: futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static,
+    {
+        let fatal = |error| Failed {
+            again: false,
+            error,
+        };
+        let options = SignedUrlOptions::new().with_query([
+            ("partNumber", number.to_string()),
+            ("uploadId", self.id.clone()),
+        ]);
+        let signed =
+            self.signer
+                .signed_url_opts(Method::PUT, &self.path, PART_SIGNED_FOR, &options);
+        let url = signed
+            .await
+            .map_err(|e| fatal(io::Error::other(format!("cannot sign part {number}: {e}"))))?;
+        let sent = self
+            .client
+            .put(url)
+            .header(CONTENT_LENGTH, len)
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await;
+        // The error without its URL, whose query carries the signature.
+        let response = sent.map_err(|e| Failed {
+            again: true,
+            error: io::Error::other(format!("part {number}: {}", e.without_url())),
+        })?;
+        let status = response.status().as_u16();
+        let etag = response.headers().get(ETAG).cloned();
+        let text = response.text().await.unwrap_or_default();
+        match (status, etag) {
+            (200..=299, Some(etag)) => etag
+                .to_str()
+                .ok()
+                .filter(|etag| printable(etag))
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    fatal(io::Error::other(format!(
+                        "part {number}: its ETag is not printable ASCII"
+                    )))
+                }),
+            (200..=299, None) => Err(fatal(io::Error::other(format!(
+                "part {number}: the store answered without an ETag"
+            )))),
+            _ => {
+                let code = super::upload::element(&text, "Code");
+                let said = code
+                    .as_ref()
+                    .map_or(String::new(), |code| format!(", {code}"));
+                let error = io::Error::other(format!("part {number}: HTTP {status}{said}"));
+                let again = status >= 500 || status == 429 || status == 408;
+                Err(Failed { again, error })
+            }
+        }
+    }
+}
+
+/// Whether `text` is 1 to 1024 bytes of printable ASCII (an ETag a job records).
+fn printable(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 1024 && text.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The client that sends streamed parts: plain HTTP only where `AWS_ALLOW_HTTP` allows it
+/// (as object_store's), and no time limit on a request, whose body may take minutes; a
+/// connection must open within 10 s and the store answer each read within 60.
+fn part_client() -> io::Result<reqwest::Client> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    // The runtime installs rustls's cryptography, which the client needs.
+    runtime()?;
+    let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let made = CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .https_only(!allow_http)
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    made.clone()
+        .map_err(|e| io::Error::other(format!("cannot make the HTTP client: {e}")))
 }
 
 /// Completes the upload `id` of `location` with `etags`, every part's in order from part 1:
 /// the object appears whole. A store that has not those parts (S3's `InvalidPart`: an ETag
 /// that is not its part's) completes nothing, and answers [`io::ErrorKind::InvalidData`].
-pub fn complete(location: &Location, id: &str, etags: Vec<String>) -> io::Result<()> {
+/// With `no_clobber`, the completion is a conditional create (`If-None-Match: *`, as a
+/// one-process upload's: `upload.rs`): an object at the key, however recent, is kept, the
+/// answer is [`io::ErrorKind::AlreadyExists`], and the caller aborts the upload.
+pub fn complete(
+    location: &Location,
+    id: &str,
+    etags: Vec<String>,
+    no_clobber: bool,
+) -> io::Result<()> {
     let store = multipart_for(location)?;
     let path = key_path(location)?;
     let parts: Vec<PartId> = etags
         .into_iter()
         .map(|content_id| PartId { content_id })
         .collect();
+    let invalid_part = |e: io::Error| match format!("{e:?} {e}").contains("InvalidPart") {
+        true => io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the store has not the parts the workers' records name (InvalidPart)",
+        ),
+        false => e,
+    };
+    if no_clobber {
+        let signer = s3_signer_for(location)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "only S3's multipart uploads are completed by a job",
+            )
+        })?;
+        return super::upload::complete_if_absent(location, signer, (&path, id), &parts)
+            .map_err(invalid_part);
+    }
     let id = id.to_string();
     runtime()?
         .block_on(async move { store.complete_multipart(&path, &id, parts).await })
         .map(|_| ())
         .map_err(|e| match format!("{e:?} {e}").contains("InvalidPart") {
-            true => io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the store has not the parts the workers' records name (InvalidPart)",
-            ),
+            true => invalid_part(io::Error::other("InvalidPart")),
             false => explain(location, e),
         })
 }
@@ -248,18 +500,5 @@ pub fn delete_object(location: &Location) -> io::Result<()> {
     match runtime()?.block_on(async move { store.delete(&path).await }) {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(explain(location, e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parts_in_flight_hold_at_most_64_mib_or_one_part() {
-        assert_eq!(in_flight(5 << 20), 4);
-        assert_eq!(in_flight(32 << 20), 2);
-        assert_eq!(in_flight(105 << 20), 1);
-        assert_eq!(in_flight(0), 4);
     }
 }

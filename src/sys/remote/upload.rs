@@ -20,15 +20,25 @@ use reqwest::header::{HeaderValue, IF_NONE_MATCH};
 use super::store::{explain, key_path, runtime, store_for};
 use super::{Location, Scheme};
 
-/// Parts uploaded at once.
-const IN_FLIGHT: usize = 4;
-/// The smallest part: S3's minimum is 5 MiB (but for the last part).
+/// The most bytes of parts in flight at once besides the one filling (at least one part),
+/// and the most parts: each part is held whole, as object_store sends it (and sends it again
+/// when the network fails it, which a part streamed could not be: its bytes are gone).
+const BYTES_IN_FLIGHT: u64 = 64 << 20;
+const MOST_IN_FLIGHT: u64 = 4;
+/// The smallest part tjoin picks, and S3's minimum (but for the last part), which
+/// `--part-size` may ask for.
 const MIN_PART: u64 = 8 << 20;
+const MIN_ASKED: u64 = 5 << 20;
 /// S3's limits: 10,000 parts of at most 5 GiB.
 const MAX_PARTS: u64 = 10_000;
 const MAX_PART: u64 = 5 << 30;
 /// How long an abort on a signal may take before the process ends anyway.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many parts of `part_size` bytes go at once: as many as fit in 64 MiB, from 1 to 4.
+fn in_flight(part_size: u64) -> usize {
+    (BYTES_IN_FLIGHT / part_size.max(1)).clamp(1, MOST_IN_FLIGHT) as usize
+}
 
 /// The size of each part of an upload of `len` bytes: 8 MiB, or the least whole number of
 /// MiB that fits the object in 10,000 parts; `None` past 10,000 parts of 5 GiB (48.8 TiB).
@@ -39,6 +49,31 @@ pub fn part_size(len: u64) -> Option<u64> {
         .checked_mul(1 << 20)?;
     let size = least.max(MIN_PART);
     (size <= MAX_PART).then_some(size)
+}
+
+/// Whether parts of `asked` bytes (`--part-size`) fit an object of about `len` bytes in
+/// S3's 10,000 (the flag's parser holds it within 5 MiB and 5 GiB); else why not, and the
+/// hint.
+pub fn check_part_size(len: u64, asked: u64) -> Result<(), (String, String)> {
+    let parts = len.div_ceil(asked.max(1));
+    if parts <= MAX_PARTS {
+        return Ok(());
+    }
+    let why = format!(
+        "about {len} bytes in parts of --part-size {asked} bytes would be {parts} parts, more \
+         than the 10,000 S3 takes in one object"
+    );
+    let hint = match part_size(len) {
+        Some(_) => format!(
+            "give --part-size {}MiB or more, or leave it out (the parts are then the least \
+             size that fits)",
+            len.div_ceil(MAX_PARTS)
+                .div_ceil(1 << 20)
+                .max(MIN_ASKED >> 20)
+        ),
+        None => "write a sharded output (--max-shard-size), or split the join".to_string(),
+    };
+    Err((why, hint))
 }
 
 /// An upload under way, registered for [`abort_uploads`] until it completes or is aborted.
@@ -101,9 +136,10 @@ fn abort_failed(upload: &Pending, error: &io::Error) -> String {
 }
 
 /// An object written as it is produced, front to back: its bytes gathered into parts of the
-/// size planned for it ([`part_size`]), each sent as soon as it is full, at most
-/// [`IN_FLIGHT`] at once, so that memory holds those parts and the one being filled,
-/// whatever the object's size. The multipart upload starts with the second part: an object
+/// size planned for it ([`part_size`]), each sent as soon as it is full, at most 64 MiB of
+/// them (or one part) at once ([`in_flight`]), so that memory holds those parts and the one
+/// being filled: 5 parts of 8 MiB, 2 of 105 MiB (a 1 TiB object), whatever the object's
+/// size. The multipart upload starts with the second part: an object
 /// that fits in one part is one PUT at [`Streaming::complete`] (a conditional create with
 /// `no_clobber`). Dropped before it is complete, it aborts its upload.
 pub struct Streaming {
@@ -124,10 +160,14 @@ pub struct Streaming {
 }
 
 impl Streaming {
-    /// Prepares to write an object of about `planned` bytes to `location` (its parts are
-    /// sized for that). With `no_clobber`, an existing object is refused now, before a byte
-    /// is sent.
-    pub fn begin(location: &Location, planned: u64, no_clobber: bool) -> io::Result<Streaming> {
+    /// Prepares to write an object of about `planned` bytes to `location`, in parts of
+    /// `part_size` when given (else sized for that: [`part_size`]). With `no_clobber`, an
+    /// existing object is refused now, before a byte is sent.
+    pub fn begin(
+        location: &Location,
+        planned: u64,
+        (no_clobber, part_size): (bool, Option<u64>),
+    ) -> io::Result<Streaming> {
         if location.scheme == Scheme::Http {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -139,13 +179,26 @@ impl Streaming {
         if no_clobber {
             Upload::check_absent(location)?;
         }
-        let part = part_size(planned).ok_or_else(|| {
-            io::Error::new(
+        let part = match part_size {
+            Some(size) => Some(size).filter(|size| {
+                (MIN_ASKED..=MAX_PART).contains(size) && check_part_size(planned, *size).is_ok()
+            }),
+            None => self::part_size(planned),
+        };
+        let part = part.ok_or_else(|| match part_size {
+            Some(size) => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "parts of {size} bytes for {planned}: S3 takes 5 MiB to 5 GiB a part, at \
+                     most 10,000 parts"
+                ),
+            ),
+            None => io::Error::new(
                 io::ErrorKind::FileTooLarge,
                 format!(
                     "{planned} bytes are more than one object may hold (10,000 parts of 5 GiB)"
                 ),
-            )
+            ),
         })?;
         Ok(Streaming {
             location: location.clone(),
@@ -190,7 +243,7 @@ impl Streaming {
     }
 
     /// Sends the part gathered, starting the multipart upload first if need be, once fewer
-    /// than [`IN_FLIGHT`] parts are under way.
+    /// than [`in_flight`] parts are under way.
     fn send_part(&mut self) -> io::Result<()> {
         let upload = self.started()?;
         if self.sent >= MAX_PARTS as usize {
@@ -203,7 +256,7 @@ impl Streaming {
                 ),
             ));
         }
-        while self.in_flight.len() >= IN_FLIGHT {
+        while self.in_flight.len() >= in_flight(self.part as u64) {
             self.wait_oldest()?;
         }
         if !registered(&upload) {
@@ -289,7 +342,8 @@ impl Streaming {
         self.done = true;
         let parts = std::mem::take(&mut self.parts);
         if let Some(signer) = signer {
-            return complete_if_absent(&self.location, signer, &upload, &parts)
+            let multipart = (&upload.path, upload.id.as_str());
+            return complete_if_absent(&self.location, signer, multipart, &parts)
                 .inspect_err(|_| abort_or_say(&upload));
         }
         let (store, path, id) = (upload.store.clone(), upload.path.clone(), upload.id.clone());
@@ -341,20 +395,22 @@ impl Drop for Streaming {
 /// sends, with `If-None-Match: *` (which S3 takes on a completion, answering 412 when the key
 /// exists), signed by object_store's signer and sent through its HTTP client. Sent once: a
 /// retry after a completion whose answer was lost would find its own object and say 412.
-fn complete_if_absent(
+/// The upload is `(path, id)`; a refusal because the key exists is
+/// [`io::ErrorKind::AlreadyExists`] (the caller aborts the upload).
+pub(super) fn complete_if_absent(
     location: &Location,
     signer: Arc<dyn Signer>,
-    upload: &Pending,
+    (path, id): (&object_store::path::Path, &str),
     parts: &[PartId],
 ) -> io::Result<()> {
     let options = SignedUrlOptions::new()
-        .with_query([("uploadId", upload.id.as_str())])
+        .with_query([("uploadId", id)])
         .with_signed_header(IF_NONE_MATCH, HeaderValue::from_static("*"));
     let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     let client = ReqwestConnector::default()
         .connect(&ClientOptions::new().with_allow_http(allow_http))
         .map_err(|e| explain(location, e))?;
-    let (path, body) = (upload.path.clone(), completion_body(parts));
+    let (path, body) = (path.clone(), completion_body(parts));
     let answer = runtime()?.block_on(async move {
         let signed = signer.signed_url_opts(Method::POST, &path, SIGNED_FOR, &options);
         let url = signed.await.map_err(|e| explain(location, e))?;
@@ -395,8 +451,8 @@ fn completion_answer(status: u16, text: &str) -> io::Result<()> {
          which this store does not take\nhint: leave out --no-clobber to complete it \
          unconditionally"
     } else {
-        "its upload was aborted, the key is as it was\nhint: run again (a 403 needs \
-         s3:PutObject on the key, a 409 or a 5xx only a retry)"
+        "the key is as it was\nhint: run again (a 403 needs s3:PutObject on the key, a 409 \
+         or a 5xx only a retry)"
     };
     Err(io::Error::other(format!(
         "the store did not complete the upload (HTTP {status}{said}): {hint}"
@@ -426,7 +482,7 @@ fn completion_body(parts: &[PartId]) -> String {
 
 /// The text of the first `<name>` element of an XML answer, its letters and digits only, at
 /// most 100 (a store's error code, for a message: the server's text reaches a terminal).
-fn element(xml: &str, name: &str) -> Option<String> {
+pub(super) fn element(xml: &str, name: &str) -> Option<String> {
     let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
     let end = start + xml[start..].find('<')?;
     let text = xml[start..end].chars().filter(char::is_ascii_alphanumeric);
@@ -502,6 +558,24 @@ mod tests {
         assert!(part_size(MAX_PARTS * MAX_PART).is_some());
         assert_eq!(part_size(MAX_PARTS * MAX_PART + (1 << 30)), None);
         assert_eq!(part_size(u64::MAX), None);
+    }
+
+    #[test]
+    fn a_part_size_asked_must_fit_the_object_in_10000_parts() {
+        assert!(check_part_size(10_000 * (5 << 20), 5 << 20).is_ok());
+        let (why, hint) = check_part_size(10_000 * (5 << 20) + 1, 5 << 20).unwrap_err();
+        assert!(why.contains("10001 parts"), "{why}");
+        assert!(hint.contains("--part-size 6MiB or more"), "{hint}");
+        let (_, hint) = check_part_size(u64::MAX, 5 << 30).unwrap_err();
+        assert!(hint.contains("sharded output"), "{hint}");
+    }
+
+    #[test]
+    fn parts_in_flight_hold_at_most_64_mib_or_one_part() {
+        assert_eq!(in_flight(5 << 20), 4);
+        assert_eq!(in_flight(32 << 20), 2);
+        assert_eq!(in_flight(105 << 20), 1);
+        assert_eq!(in_flight(0), 4);
     }
 
     #[test]

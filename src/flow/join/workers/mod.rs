@@ -73,10 +73,25 @@ pub(crate) struct Part<'a, 'j> {
 pub(crate) struct Asked {
     /// Refuse to replace an existing output.
     pub no_clobber: bool,
+    /// `--part-size`: the part size of an output in object storage, which `--begin` cuts
+    /// by and records.
+    pub part_size: Option<u64>,
     /// When to show progress (and a step's own lines).
     pub progress: When,
     /// Print nothing but errors.
     pub quiet: bool,
+}
+
+impl Asked {
+    /// What the output's config asks of every step, with how to show progress.
+    pub(crate) fn of(output: &crate::config::OutputConfig, progress: When, quiet: bool) -> Asked {
+        Asked {
+            no_clobber: output.no_clobber,
+            part_size: output.part_size,
+            progress,
+            quiet,
+        }
+    }
 }
 
 impl<'a, 'j> Planning<'a, 'j> {
@@ -169,7 +184,12 @@ pub(crate) fn run_step(
     let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
     let paths = paths.map(|p| p.with_folders(layout.folders.iter().cloned()));
     let n = step.workers();
-    let shares = job_shares(remote, &layout, n)?;
+    let part_size = match remote {
+        #[cfg(feature = "remote")]
+        Some(remote) => s3::part_size_of((remote, &layout), step, asked.part_size)?,
+        _ => None,
+    };
+    let shares = job_shares(remote, &layout, n, part_size)?;
     let fresh = Manifest {
         tjoin_job: job::LAYOUT,
         tjoin: env!("CARGO_PKG_VERSION").to_string(),
@@ -244,29 +264,42 @@ fn not_built(output: Option<&Path>) -> Error {
 }
 
 /// The shares of a job of `n` workers over `layout`: at page boundaries for a local output,
-/// at part boundaries for an object (`remote`).
-fn job_shares(remote: Option<Remote>, layout: &Layout, n: u32) -> Result<Vec<[u64; 2]>> {
+/// at part boundaries for an object (`remote`), its parts of `part_size` when given.
+fn job_shares(
+    remote: Option<Remote>,
+    layout: &Layout,
+    n: u32,
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))] part_size: Option<u64>,
+) -> Result<Vec<[u64; 2]>> {
     match remote {
         None => Ok(shares(layout.total, n)),
         #[cfg(feature = "remote")]
         Some(remote) => {
             let lens: Vec<u64> = layout.files.iter().map(|f| f.len).collect();
-            s3::shares(remote.url, remote.sharded, &lens, n)
+            s3::shares(remote.url, remote.sharded, &lens, (n, part_size))
         }
         #[cfg(not(feature = "remote"))]
         Some(remote) => Err(not_built(Some(remote.url))),
     }
 }
 
-/// Each worker's share, for `--dry-run` with `--workers N`.
-pub(crate) fn share_report(mut planning: Planning, n: u32) -> Result<Vec<ShareReport>> {
+/// Each worker's share, for `--dry-run` with `--workers N` (an object's parts of `part_size`
+/// when given).
+pub(crate) fn share_report(
+    mut planning: Planning,
+    n: u32,
+    part_size: Option<u64>,
+) -> Result<Vec<ShareReport>> {
     let remote = remote_output(&planning)?;
     let paths = match remote {
         None => Some(check_can_share(&planning)?),
         Some(_) => None,
     };
     let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
-    Ok(share_reports(&layout, &job_shares(remote, &layout, n)?))
+    Ok(share_reports(
+        &layout,
+        &job_shares(remote, &layout, n, part_size)?,
+    ))
 }
 
 /// What the plan report shows of `shares` of `layout`.

@@ -7,26 +7,28 @@
 //!
 //! - `--begin` cuts the files into parts and the parts into N runs balanced by bytes,
 //!   creates the uploads, and records the manifest in the bucket by a conditional create;
-//! - `--worker I/N` streams its share through the window into parts, each sent while the
-//!   next fills (at most 64 MiB, or one part, in flight besides the one filling: no
-//!   temporary file), checks the inputs unchanged once all is read, waits for its parts, and
-//!   records their ETags;
+//! - `--worker I/N` streams its share through the window into parts, each part's body sent
+//!   as it is produced (a few MiB in memory whatever the part size; no temporary file), a
+//!   part the network failed produced again and sent again; checks the inputs unchanged once
+//!   all is read, and records the parts' ETags;
 //! - `--commit` reads every record, refuses naming the workers missing (nothing is
 //!   completed), checks the inputs unchanged, completes each upload with its ETags in order
 //!   (every sharded set's index after every file, each as one PUT) and removes the job's
 //!   objects; `--abandon` aborts the uploads and removes them.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use super::{Asked, Layout, Planning, Remote, says};
+use super::{Asked, FileLayout, Layout, Planning, Remote, says};
 use crate::backend::Engine;
 use crate::error::{Error, Result};
 use crate::output::job::s3::{self as objects, Objects};
-use crate::output::job::{self, Done, Manifest, Step, Window};
+use crate::output::job::{self, Done, FileUpload, Manifest, Step, Window};
 use crate::output::kind::Planned;
 use crate::output::progress;
 use crate::sys::remote::Location;
-use crate::sys::remote::parts::PartStream;
+use crate::sys::remote::parts::{PartStream, Sent};
 
 /// The output's URL as a location: an object in S3, or (`sharded`) a prefix or an index.
 pub(super) fn location(url: &Path, sharded: bool) -> Result<Location> {
@@ -92,12 +94,66 @@ pub(super) fn check_outputs(planning: &Planning, first: Remote) -> Result<()> {
     Ok(())
 }
 
-/// The shares of files of `lens` bytes among `n` workers: runs of whole parts.
-pub(super) fn shares(url: &Path, sharded: bool, lens: &[u64], n: u32) -> Result<Vec<[u64; 2]>> {
+/// The shares of files of `lens` bytes among `n` workers: runs of whole parts, of
+/// `part_size` bytes when given.
+pub(super) fn shares(
+    url: &Path,
+    sharded: bool,
+    lens: &[u64],
+    (n, part_size): (u32, Option<u64>),
+) -> Result<Vec<[u64; 2]>> {
     let objects = Objects::of(&location(url, sharded)?);
     let longest = lens.iter().copied().max().unwrap_or(0);
-    let cut = objects::cut(lens, n).ok_or_else(|| objects::too_large(&objects, longest))?;
+    let cut = objects::cut(lens, n, part_size)
+        .ok_or_else(|| objects::too_large(&objects, longest, part_size))?;
     Ok(cut.shares)
+}
+
+/// The job's objects beside `output`, its files under the prefixes `layout`'s targets name;
+/// and each file's object as the plan names it.
+fn objects_for(output: &Location, layout: &Layout) -> (Objects, Vec<Option<Location>>) {
+    let planned: Vec<Option<Location>> = layout
+        .files
+        .iter()
+        .map(|file| Location::parse(&file.target.to_string_lossy()).ok())
+        .collect();
+    let objects = Objects::of(output).with_folders(planned.iter().flatten().cloned());
+    (objects, planned)
+}
+
+/// The part size the shares of `step` of the job of `output`, laid out as `layout`, are cut
+/// by: `asked` (`--part-size`) at `--begin` and in a dry run; for a worker and the commit,
+/// the one `--begin` recorded (given to them, `--part-size` must be that one).
+pub(super) fn part_size_of(
+    (output, layout): (Remote, &Layout),
+    step: Step,
+    asked: Option<u64>,
+) -> Result<Option<u64>> {
+    if !matches!(step, Step::Worker(..) | Step::Commit(_)) {
+        return Ok(asked);
+    }
+    let (objects, _) = objects_for(&location(output.url, output.sharded)?, layout);
+    let recorded = objects::read(&objects)?.and_then(|manifest| manifest.upload);
+    let Some(recorded) = recorded.map(|upload| upload.part_size) else {
+        // No job: the step refuses it once planned.
+        return Ok(asked);
+    };
+    match asked {
+        Some(given) if recorded != Some(given) => {
+            let began = recorded
+                .map_or("the least that fits (no --part-size)".to_string(), |size| {
+                    format!("--part-size {size} bytes")
+                });
+            Err(Error::refused(
+                format!(
+                    "--part-size {given} bytes: the job recorded for {} cut its parts by {began}",
+                    objects.shown()
+                ),
+                "drop --part-size (the workers and the commit use the size --begin recorded)",
+            ))
+        }
+        _ => Ok(recorded),
+    }
 }
 
 /// Runs `step` of the job whose output is at `output`; `fresh` is this step's plan of the
@@ -111,12 +167,7 @@ pub(super) fn run(
     layout: &Layout,
     engine: Option<&mut Engine>,
 ) -> Result<()> {
-    let planned: Vec<Option<Location>> = layout
-        .files
-        .iter()
-        .map(|file| Location::parse(&file.target.to_string_lossy()).ok())
-        .collect();
-    let objects = Objects::of(output).with_folders(planned.iter().flatten().cloned());
+    let (objects, planned) = objects_for(output, layout);
     // Each file's object, as the plan names it, must be the one its name and prefix in the
     // manifest give (the later steps know it by those alone).
     for (file, planned) in layout.files.iter().zip(&planned) {
@@ -199,6 +250,7 @@ fn begin(asked: &Asked, objects: &Objects, fresh: Manifest, planning: &Planning)
             token: job::new_token(),
             ..fresh
         },
+        asked.part_size,
     )?;
     if says(asked) {
         let n = manifest.workers;
@@ -246,37 +298,20 @@ fn work(
         }
         // Shares start at part boundaries: this one at a part of this file.
         let keep = keep.start - file.start..keep.end - file.start;
-        let first = u32::try_from(keep.start / uploaded.part_size).map_err(|e| {
-            Error::io(
-                "upload the parts of",
-                &file.target,
-                std::io::Error::other(e),
-            )
-        })?;
         let location = objects
             .file(job_file.folder, &job_file.name)
             .ok_or_else(|| objects::not_begun(objects))?;
-        let mut parts = PartStream::new(&location, &uploaded.upload_id, first, uploaded.part_size)
-            .map_err(|e| Error::io("upload the parts of", &file.target, e))?;
-        let mut window =
-            Window::streamed(&mut parts, &file.target, keep.clone()).counted(&progress.bar);
-        super::write_window(&mut planning, file, &mut window, engine.as_deref_mut())?;
-        if window.stream_written() != keep.end - keep.start {
-            let why = format!(
-                "{} bytes of its share of {} were written",
-                window.stream_written(),
-                keep.end - keep.start
-            );
-            return Err(Error::io(
-                "write a share of",
-                &file.target,
-                std::io::Error::other(why),
-            ));
-        }
-        drop(window);
-        let sent = parts
-            .finish()
-            .map_err(|e| Error::io("upload the parts of", &file.target, e))?;
+        let parts = Parts {
+            location: &location,
+            upload: uploaded,
+            worker: (worker, manifest.workers),
+        };
+        let sent = parts.send(
+            (&mut planning, file),
+            keep,
+            &progress.bar,
+            engine.as_deref_mut(),
+        )?;
         etags.extend(sent);
     }
     progress.finish();
@@ -292,6 +327,115 @@ fn work(
     Ok(())
 }
 
+/// How many times a part the network or the store failed is sent again, and the wait before
+/// the first time (doubled each time).
+const RETRIES: u32 = 3;
+const BACKOFF: Duration = Duration::from_millis(500);
+
+/// The parts of one output file's upload that a worker sends.
+struct Parts<'a> {
+    location: &'a Location,
+    upload: &'a FileUpload,
+    /// The worker, of how many.
+    worker: (u32, u32),
+}
+
+impl Parts<'_> {
+    /// Streams the bytes `keep` of `file` (from a part's start) as the upload's parts; a part
+    /// the network or the store failed is produced again from the inputs (a part's bytes are
+    /// the same each time) and sent again, up to [`RETRIES`] times with a growing wait.
+    /// Every part's ETag, in order.
+    fn send(
+        &self,
+        (planning, file): (&mut Planning, &FileLayout),
+        keep: Range<u64>,
+        bar: &indicatif::ProgressBar,
+        mut engine: Option<&mut Engine>,
+    ) -> Result<Vec<String>> {
+        let part_size = self.upload.part_size;
+        let sent = self.stream(
+            (planning, file),
+            keep.clone(),
+            Some(bar),
+            engine.as_deref_mut(),
+        )?;
+        let (mut etags, mut failure) = (sent.etags, sent.failure);
+        for attempt in 0..RETRIES {
+            let failed: Vec<usize> = (0..etags.len()).filter(|&at| etags[at].is_none()).collect();
+            if failed.is_empty() {
+                break;
+            }
+            std::thread::sleep(BACKOFF * 2u32.pow(attempt));
+            for at in failed {
+                let start = keep.start + at as u64 * part_size;
+                let part = start..(start + part_size).min(keep.end);
+                let again = self.stream((planning, file), part, None, engine.as_deref_mut())?;
+                etags[at] = again.etags.into_iter().next().flatten();
+                failure = again.failure.or(failure);
+            }
+        }
+        match etags.iter().position(Option::is_none) {
+            None => Ok(etags.into_iter().flatten().collect()),
+            Some(at) => Err(self.failed(file, keep.start / part_size + at as u64, failure)),
+        }
+    }
+
+    /// Streams the bytes `range` of `file` (from a part's start) as the parts they make.
+    fn stream(
+        &self,
+        (planning, file): (&mut Planning, &FileLayout),
+        range: Range<u64>,
+        bar: Option<&indicatif::ProgressBar>,
+        engine: Option<&mut Engine>,
+    ) -> Result<Sent> {
+        let failed = |e| Error::io("upload the parts of", &file.target, e);
+        let part_size = self.upload.part_size;
+        let first = u32::try_from(range.start / part_size).map_err(std::io::Error::other);
+        let len = range.end - range.start;
+        let mut parts = PartStream::new(
+            self.location,
+            &self.upload.upload_id,
+            (first.map_err(failed)?, part_size),
+            len,
+        )
+        .map_err(failed)?;
+        let mut window = Window::streamed(&mut parts, &file.target, range);
+        if let Some(bar) = bar {
+            window = window.counted(bar);
+        }
+        super::write_window(planning, file, &mut window, engine)?;
+        if window.stream_written() != len {
+            let why = format!(
+                "{} bytes of its share of {len} were written",
+                window.stream_written()
+            );
+            return Err(Error::io(
+                "write a share of",
+                &file.target,
+                std::io::Error::other(why),
+            ));
+        }
+        drop(window);
+        parts.finish().map_err(failed)
+    }
+
+    /// The failure of a worker whose part `index` (from 0) the store never took.
+    fn failed(&self, file: &FileLayout, index: u64, failure: Option<std::io::Error>) -> Error {
+        let (worker, n) = self.worker;
+        let why = failure.map_or(String::new(), |e| format!(" (the last time: {e})"));
+        Error::io(
+            "upload the parts of",
+            &file.target,
+            std::io::Error::other(format!(
+                "part {} was sent {} times and the store took it none of them{why}\nhint: run \
+                 --worker {worker}/{n} again (a worker run again is safe)",
+                index + 1,
+                RETRIES + 1
+            )),
+        )
+    }
+}
+
 /// `--workers N --commit`: checks that every worker finished and the inputs are unchanged,
 /// then completes the upload; then removes the job's objects.
 fn commit(asked: &Asked, objects: &Objects, manifest: &Manifest, planning: Planning) -> Result<()> {
@@ -303,7 +447,12 @@ fn commit(asked: &Asked, objects: &Objects, manifest: &Manifest, planning: Plann
         input.check_unchanged()?;
     }
     refuse_existing(asked, &targets(objects, manifest, &planning))?;
-    objects::complete(objects, manifest, etags, &indexes(&planning))?;
+    objects::complete(
+        objects,
+        manifest,
+        etags,
+        (&indexes(&planning), asked.no_clobber),
+    )?;
     if says(asked) {
         crate::messages::eprintln(format!(
             "committed the job of {} workers: {} {} in place",
