@@ -22,6 +22,9 @@ enum Verdict {
     /// Passes on its head and this many bytes of its body, then drops both connections: the
     /// network failing in the middle of a request.
     Cut(u64),
+    /// Passes on nothing, and reads nothing more for 90 s: a store, or a network, that
+    /// stalls (moto, given the head, would end the request itself).
+    Stall,
 }
 
 type Rule = Arc<dyn Fn(&str) -> Verdict + Send + Sync>;
@@ -90,15 +93,22 @@ fn relay(client: TcpStream, upstream: u16, rule: &(dyn Fn(&str) -> Verdict + Sen
             })
             .unwrap_or(0);
         let verdict = rule(&head);
+        if matches!(verdict, Verdict::Stall) {
+            std::thread::sleep(Duration::from_secs(90));
+            let _ = server.shutdown(Shutdown::Both);
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
         if server.write_all(head.as_bytes()).is_err() {
             return;
         }
         let sent = match verdict {
             Verdict::Forward => len,
             Verdict::Cut(bytes) => bytes.min(len),
+            Verdict::Stall => 0,
         };
         let copied = std::io::copy(&mut (&mut reader).take(sent), &mut server).unwrap_or(0);
-        if matches!(verdict, Verdict::Cut(_)) || copied < sent {
+        if !matches!(verdict, Verdict::Forward) || copied < sent {
             let _ = server.shutdown(Shutdown::Both);
             let _ = client.shutdown(Shutdown::Both);
             return;
@@ -107,8 +117,14 @@ fn relay(client: TcpStream, upstream: u16, rule: &(dyn Fn(&str) -> Verdict + Sen
 }
 
 /// A rule that cuts, `times` times, the request that uploads part `number`, after 1 MiB of
-/// its body; and the count of those it cut.
+/// its body; and the count of the requests of that part.
 fn cutting_part(number: u32, times: usize) -> (Rule, Arc<AtomicUsize>) {
+    failing_part(number, times, Verdict::Cut(1 << 20))
+}
+
+/// A rule that fails, `times` times, the request that uploads part `number` as `verdict`
+/// says; and the count of the requests of that part.
+fn failing_part(number: u32, times: usize, verdict: Verdict) -> (Rule, Arc<AtomicUsize>) {
     let cut = Arc::new(AtomicUsize::new(0));
     let counted = cut.clone();
     let rule = move |head: &str| {
@@ -119,7 +135,10 @@ fn cutting_part(number: u32, times: usize) -> (Rule, Arc<AtomicUsize>) {
                 .split(['?', '&', ' '])
                 .any(|p| p == format!("partNumber={number}"));
         if ours && counted.fetch_add(1, Ordering::SeqCst) < times {
-            return Verdict::Cut(1 << 20);
+            return match verdict {
+                Verdict::Cut(bytes) => Verdict::Cut(bytes),
+                _ => Verdict::Stall,
+            };
         }
         Verdict::Forward
     };
@@ -265,6 +284,37 @@ fn a_part_the_network_drops_is_produced_again_and_sent_again_never_held_whole() 
     ok(&moto, d, &args, &["--workers", "1", "--commit", "-q"]);
     assert!(moto.get("out", "j.npy").unwrap() == want);
     assert!(moto.uploads("out").is_empty());
+}
+
+#[test]
+fn a_part_whose_request_stalls_is_given_up_and_sent_again() {
+    // 64.1 MiB in parts of 64 MiB: the first fills the connection's buffers and stalls, until
+    // the kernel gives the connection up (TCP_USER_TIMEOUT, 30 s).
+    let Some((moto, dir, want, args)) = set_up(3000, 2800) else {
+        return;
+    };
+    let d = dir.path();
+    let begin = ["--workers", "1", "--begin", "--part-size", "64MiB", "-q"];
+    ok(&moto, d, &args, &begin);
+    let (rule, requests) = failing_part(1, 1, Verdict::Stall);
+    let proxy = Proxy::start(port_of(&moto), rule);
+    let started = std::time::Instant::now();
+    let (child, _own) = start_worker(&args, (0, 1), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        2,
+        "stalled once, then sent again"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(80),
+        "{:?}",
+        started.elapsed()
+    );
+    ok(&moto, d, &args, &["--workers", "1", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
 }
 
 #[test]

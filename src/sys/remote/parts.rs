@@ -46,8 +46,8 @@ pub fn create_upload(location: &Location) -> io::Result<String> {
 /// held whole, so that memory holds a few MiB whatever the part size. While one part is
 /// sent, up to [`ANSWERS`] sent before wait for their answers.
 ///
-/// A part the network or the store failed (a dropped connection, a 5xx, a 429) is left out
-/// and named by [`Sent::failed`]: its bytes are gone, and the caller produces them again
+/// A part the network or the store failed (a dropped connection, a stalled one, a 5xx, a
+/// 429) is left out, `None` among [`Sent::etags`]: its bytes are gone, and the caller produces them again
 /// for a new stream of that part alone. Any other refusal (a 403, an upload that is no
 /// more) ends the stream with its error. Dropped unfinished, it cancels the parts under way
 /// (the upload's abort, or a worker run again, deals with those sent). Uploading a part
@@ -105,14 +105,6 @@ pub struct Sent {
     pub etags: Vec<Option<String>>,
     /// Why the last part that failed did.
     pub failure: Option<io::Error>,
-}
-
-impl Sent {
-    /// The parts that failed: their places among the stream's.
-    pub fn failed(&self) -> Vec<usize> {
-        let failed = self.etags.iter().enumerate().filter(|(_, e)| e.is_none());
-        failed.map(|(at, _)| at).collect()
-    }
 }
 
 impl PartStream {
@@ -351,14 +343,19 @@ fn printable(text: &str) -> bool {
 
 /// The client that sends streamed parts: plain HTTP only where `AWS_ALLOW_HTTP` allows it
 /// (as object_store's), and no time limit on a request, whose body may take minutes; a
-/// connection must open within 10 s and the store answer each read within 60.
+/// connection must open within 10 s, take the bytes sent within 30 (`TCP_USER_TIMEOUT`, on
+/// Linux: a store or a network that stalls fails the part, which is sent again) and answer
+/// each read within 60.
 fn part_client() -> io::Result<reqwest::Client> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     // The runtime installs rustls's cryptography, which the client needs.
     runtime()?;
     let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     let made = CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
+        let builder = reqwest::Client::builder();
+        #[cfg(target_os = "linux")]
+        let builder = builder.tcp_user_timeout(Duration::from_secs(30));
+        builder
             .https_only(!allow_http)
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(60))
