@@ -429,6 +429,20 @@ fn a_worker_given_another_part_size_than_the_begins_is_refused() {
             "drop --part-size",
         ],
     );
+    // The part size the manifest records is checked against its files' parts.
+    let key = "j.npy.tjoin-job/manifest.json";
+    let text = String::from_utf8(moto.get("out", key).unwrap()).unwrap();
+    let recorded = "\"part_size\": 6291456";
+    let at = text.rfind(recorded).expect(&text);
+    let hostile = format!(
+        "{}\"part_size\": 5242880{}",
+        &text[..at],
+        &text[at + recorded.len()..]
+    );
+    moto.put("out", key, hostile.as_bytes());
+    let error = no(&moto, d, &args, &["--worker", "0/2"]);
+    assert!(error.contains("its parts are not those"), "{error}");
+    moto.put("out", key, text.as_bytes());
     ok(
         &moto,
         d,
