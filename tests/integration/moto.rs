@@ -96,7 +96,9 @@ impl Moto {
     }
 
     /// Starts tjoin `args` in `dir` (stderr piped), and waits until moto has taken a part of
-    /// an object whose key ends with `key` (any object's with an empty `key`).
+    /// an object whose key ends with `key` (any object's with an empty `key`). For the
+    /// signal tests, Unix's.
+    #[cfg(unix)]
     pub fn sending(&self, dir: &std::path::Path, args: &[&str], key: &str) -> Child {
         let mut command = Command::new(crate::util::bin());
         command.current_dir(dir).envs(self.env()).args(args);

@@ -6,7 +6,6 @@
 //! upload and kept by S3's conditional completion, a completion that fails after others
 //! naming the objects in place and those not, and a mix of local and URL outputs refused.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::emulators::Azurite;
@@ -264,7 +263,9 @@ fn outputs_that_mix_local_files_and_objects_are_refused_before_a_request() {
 }
 
 /// Writes `big.npy`, float32 [rows, 1024] of distinct values, in pieces.
+#[cfg(unix)]
 fn big_input(dir: &Path, rows: u64) -> PathBuf {
+    use std::io::Write;
     let path = dir.join("big.npy");
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     file.write_all(&crate::util::npy_header("<f4", &[rows, 1024], false))
