@@ -134,6 +134,11 @@ impl Uploads {
             for (object, name) in objects.iter_mut().zip(&names) {
                 end(object).map_err(|e| Error::io("upload", name, e))?;
             }
+            // And every part is taken: a part the store refused fails the run here, with
+            // nothing in place, rather than at its file's completion, after others.
+            for (object, name) in objects.iter_mut().zip(&names) {
+                settle(object).map_err(|e| Error::io("upload", name, e))?;
+            }
         }
         for (done, (object, name)) in objects.into_iter().zip(&names).enumerate() {
             // On a failure the rest of the iterator is dropped: their uploads are aborted.
@@ -223,6 +228,16 @@ fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The error `e` of the object `name`, met as a later one was written (the caller names
+/// that one): it says which failed.
+fn failed_before(name: &Path, e: io::Error) -> io::Error {
+    let failed = crate::messages::path(name);
+    io::Error::new(
+        e.kind(),
+        format!("an object before it, {failed}, failed: {e}"),
+    )
+}
+
 impl Sink for Member {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut shared = lock(&self.shared);
@@ -236,14 +251,14 @@ impl Sink for Member {
         // The files before this one are written whole: their last parts go now.
         while shared.writing < self.at {
             let at = shared.writing;
-            end(&mut shared.objects[at]).map_err(|e| {
-                // The caller names this member: the error says which one failed.
-                let failed = crate::messages::path(&shared.names[at]);
-                io::Error::new(
-                    e.kind(),
-                    format!("the object before it, {failed}, failed: {e}"),
-                )
-            })?;
+            end(&mut shared.objects[at]).map_err(|e| failed_before(&shared.names[at], e))?;
+            // The file before that one has all its parts taken before this one's are sent:
+            // parts of at most two files in flight, whatever the number of files (each
+            // file's in flight bounded by `Streaming`).
+            if let Some(before) = at.checked_sub(1) {
+                settle(&mut shared.objects[before])
+                    .map_err(|e| failed_before(&shared.names[before], e))?;
+            }
             shared.writing += 1;
         }
         write(&mut shared.objects[self.at], bytes)
@@ -284,6 +299,11 @@ fn end(object: &mut Object) -> io::Result<()> {
 }
 
 #[cfg(feature = "remote")]
+fn settle(object: &mut Object) -> io::Result<()> {
+    object.settle()
+}
+
+#[cfg(feature = "remote")]
 fn complete(object: Object, name: &Path) -> Result<()> {
     object.complete().map_err(|e| Error::io("upload", name, e))
 }
@@ -307,6 +327,11 @@ fn write(object: &mut Object, _bytes: &[u8]) -> io::Result<()> {
 
 #[cfg(not(feature = "remote"))]
 fn end(object: &mut Object) -> io::Result<()> {
+    match *object {}
+}
+
+#[cfg(not(feature = "remote"))]
+fn settle(object: &mut Object) -> io::Result<()> {
     match *object {}
 }
 

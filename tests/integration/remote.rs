@@ -238,7 +238,7 @@ fn errors_name_the_url_say_what_failed_and_redact_secrets() {
 /// it ran (a child's `ru_maxrss` would count the test process it was spawned from).
 #[cfg(target_os = "linux")]
 pub(crate) fn run_measured(
-    moto: &Moto,
+    env: &[(&'static str, String)],
     dir: &Path,
     tmpdir: &Path,
     args: &[&str],
@@ -251,7 +251,7 @@ pub(crate) fn run_measured(
     }
     command
         .current_dir(dir)
-        .envs(moto.env())
+        .envs(env.iter().map(|(name, value)| (*name, value)))
         .env("TMPDIR", tmpdir);
     command.args(args).stderr(std::process::Stdio::piped());
     let mut child = command.spawn().unwrap();
@@ -301,7 +301,7 @@ fn an_object_is_uploaded_as_it_is_written_with_no_staging_and_bounded_memory() {
         "-o",
         "s3://out/streamed.npy",
     ];
-    let (code, stderr, peak_kib) = run_measured(&moto, dir.path(), &unwritable, &args);
+    let (code, stderr, peak_kib) = run_measured(&moto.env(), dir.path(), &unwritable, &args);
     assert_eq!(code, 0, "{stderr}");
     assert!(!unwritable.exists());
     // The bound: 64 MiB, plus the parts in flight (four) and the one being filled.
@@ -331,7 +331,7 @@ fn an_object_is_uploaded_as_it_is_written_with_no_staging_and_bounded_memory() {
         "-o",
         "s3://out/set/",
     ];
-    let (code, stderr, _) = run_measured(&moto, dir.path(), &unwritable, &args);
+    let (code, stderr, _) = run_measured(&moto.env(), dir.path(), &unwritable, &args);
     assert_eq!(code, 0, "{stderr}");
     let index = moto.get("out", "set/model.safetensors.index.json");
     assert!(index.is_some(), "{:?}", moto.keys("out"));

@@ -16,7 +16,7 @@ use crate::workers::{absolute, start_worker, two_npy};
 use crate::workers_s3::{no, ok, run_in};
 
 /// What the proxy does with a request, told its head (request line and headers).
-enum Verdict {
+pub(crate) enum Verdict {
     /// Passes it on.
     Forward,
     /// Passes on its head and this many bytes of its body, then drops both connections: the
@@ -25,18 +25,20 @@ enum Verdict {
     /// Passes on nothing, and reads nothing more for 90 s: a store, or a network, that
     /// stalls (moto, given the head, would end the request itself).
     Stall,
+    /// Passes it on after this long: a store slower than the input.
+    Delay(Duration),
 }
 
-type Rule = Arc<dyn Fn(&str) -> Verdict + Send + Sync>;
+pub(crate) type Rule = Arc<dyn Fn(&str) -> Verdict + Send + Sync>;
 
 /// A proxy on loopback in front of moto: each connection to it is one to moto, whose
 /// requests it reads one after another (by their Content-Length) to ask `rule` of each.
-struct Proxy {
+pub(crate) struct Proxy {
     port: u16,
 }
 
 impl Proxy {
-    fn start(upstream: u16, rule: Rule) -> Proxy {
+    pub(crate) fn start(upstream: u16, rule: Rule) -> Proxy {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         std::thread::spawn(move || {
@@ -49,7 +51,7 @@ impl Proxy {
     }
 
     /// The environment of a tjoin run through the proxy.
-    fn env(&self, moto: &Moto) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self, moto: &Moto) -> Vec<(&'static str, String)> {
         let mut env = moto.env();
         for (name, value) in &mut env {
             if *name == "AWS_ENDPOINT_URL" {
@@ -99,16 +101,19 @@ fn relay(client: TcpStream, upstream: u16, rule: &(dyn Fn(&str) -> Verdict + Sen
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
+        if let Verdict::Delay(pause) = verdict {
+            std::thread::sleep(pause);
+        }
         if server.write_all(head.as_bytes()).is_err() {
             return;
         }
         let sent = match verdict {
-            Verdict::Forward => len,
+            Verdict::Forward | Verdict::Delay(_) => len,
             Verdict::Cut(bytes) => bytes.min(len),
             Verdict::Stall => 0,
         };
         let copied = std::io::copy(&mut (&mut reader).take(sent), &mut server).unwrap_or(0);
-        if !matches!(verdict, Verdict::Forward) || copied < sent {
+        if !matches!(verdict, Verdict::Forward | Verdict::Delay(_)) || copied < sent {
             let _ = server.shutdown(Shutdown::Both);
             let _ = client.shutdown(Shutdown::Both);
             return;
@@ -543,7 +548,7 @@ fn parts_taken(moto: &Moto, key: &str) -> usize {
 }
 
 /// The port moto listens on.
-fn port_of(moto: &Moto) -> u16 {
+pub(crate) fn port_of(moto: &Moto) -> u16 {
     let endpoint = moto.endpoint();
     endpoint.rsplit(':').next().unwrap().parse().unwrap()
 }

@@ -242,6 +242,15 @@ impl Streaming {
         Ok(())
     }
 
+    /// Waits for every part under way: the store has taken them all, or this is the error
+    /// of the first it refused.
+    pub fn settle(&mut self) -> io::Result<()> {
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
+        Ok(())
+    }
+
     /// Sends the part gathered, starting the multipart upload first if need be, once fewer
     /// than [`in_flight`] parts are under way.
     fn send_part(&mut self) -> io::Result<()> {
