@@ -371,7 +371,7 @@ _tjoin_words() {
             return 0
             ;;
         tjoin__subcmd__split)
-            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --max-tensors --format --input-format --no-clobber --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help"
+            opts="-a -o -n -q -h --axis --parts --exact --sizes --ranks --output --max-shard-size --max-tensors --format --input-format --no-clobber --part-size --compress --json-form --metadata --rules --axis-for --keep --heads --spec --allow-unmatched --dry-run --print-plan --backend --dml-adapter --workers --begin --worker --commit --abandon --progress --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -431,6 +431,13 @@ _tjoin_words() {
                     ;;
                 --input-format)
                     COMPREPLY=($(compgen -W "npy json npz safetensors pt gguf" -- "${cur}"))
+                    return 0
+                    ;;
+                --part-size)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --json-form)

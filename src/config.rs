@@ -84,6 +84,8 @@ pub struct GgufConfig {
     pub job: GgufJob,
     /// Refuse to replace an existing output.
     pub no_clobber: bool,
+    /// The size of each part of files uploaded (`None`: the upload's own).
+    pub part_size: Option<u64>,
     /// Write, or only report the plan.
     pub action: Action,
     /// `--print-plan`: once written, print the plan carried out, as a dry run prints it.

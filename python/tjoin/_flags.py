@@ -81,6 +81,7 @@ SPLIT = {
     "metadata": ("--metadata", "repeat"),
     "no_clobber": ("--no-clobber", "bare"),
     "output": ("--output", "repeat"),
+    "part_size": ("--part-size", "value"),
     "parts": ("--parts", "value"),
     "print_plan": ("--print-plan", "optional"),
     "progress": ("--progress", "value"),

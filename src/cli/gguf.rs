@@ -40,15 +40,31 @@ pub fn merge(cli: &JoinArgs) -> Result<Option<GgufConfig>> {
         ));
     }
     check_merge_files(cli)?;
+    let uploaded = cli
+        .output
+        .as_deref()
+        .is_some_and(crate::sys::remote::is_url);
     Ok(Some(GgufConfig {
         inputs: cli.inputs.iter().map(|p| Arc::from(p.as_path())).collect(),
         job: GgufJob::Merge(cli.output.clone()),
         no_clobber: cli.no_clobber,
+        part_size: part_size(cli.part_size, uploaded)?,
         action: cli.dry_run.map_or(Action::Write, Action::DryRun),
         print_plan: cli.print_plan,
         progress: if cli.quiet { When::Never } else { cli.progress },
         quiet: cli.quiet,
     }))
+}
+
+/// `--part-size`, which sizes the parts of files uploaded (`uploaded`: -o names a URL).
+fn part_size(part_size: Option<u64>, uploaded: bool) -> Result<Option<u64>> {
+    if part_size.is_some() && !uploaded {
+        return Err(Error::refused(
+            "--part-size sizes the parts of files in object storage, and -o names none",
+            "drop --part-size, or write to s3://BUCKET/KEY",
+        ));
+    }
+    Ok(part_size)
 }
 
 /// The first of the join's flags given that a GGUF merge has no use for, if any.
@@ -67,7 +83,7 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
         format: _,
         name,
         no_clobber: _,
-        part_size,
+        part_size: _,
         append,
         recover: _,
         metadata,
@@ -121,7 +137,6 @@ fn misplaced_in_merge(cli: &JoinArgs) -> Option<&'static str> {
         (max_shard_size.is_some(), "--max-shard-size"),
         (prefix.is_some(), "--prefix"),
         (names_from.is_some(), "--names-from"),
-        (part_size.is_some(), "--part-size"),
         (
             engine.backend != Backend::Cpu || engine.dml_adapter.is_some(),
             "--backend",
@@ -213,6 +228,7 @@ pub fn split(args: &SplitArgs) -> Result<Option<GgufConfig>> {
         inputs: vec![Arc::from(args.input.as_path())],
         job: GgufJob::Split { folder, stem, by },
         no_clobber: args.no_clobber,
+        part_size: part_size(args.part_size, crate::sys::remote::is_url(output))?,
         action: args.dry_run.map_or(Action::Write, Action::DryRun),
         print_plan: args.print_plan,
         progress: if args.quiet {
@@ -240,6 +256,7 @@ fn misplaced_in_split(args: &SplitArgs) -> Option<&'static str> {
         format,
         input_format: _,
         no_clobber: _,
+        part_size: _,
         compress,
         json_form: _,
         metadata,

@@ -82,6 +82,12 @@ pub struct SplitArgs {
     #[arg(short = 'n', long)]
     pub no_clobber: bool,
 
+    /// The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as
+    /// for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job's
+    /// --begin cuts by it and records it).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_part_size, value_hint = ValueHint::Other)]
+    pub part_size: Option<u64>,
+
     /// Deflate the members of .npz outputs, as numpy.savez_compressed does.
     #[arg(long)]
     pub compress: bool,
@@ -230,6 +236,12 @@ impl SplitConfig {
         }
         let job = args.workers.step(args.dry_run.is_some(), false)?;
         super::workers::refuse_remote_split(job, &outputs)?;
+        if args.part_size.is_some() && !outputs.iter().any(|p| crate::sys::remote::is_url(p)) {
+            return Err(Error::refused(
+                "--part-size sizes the parts of outputs in object storage, and -o names none",
+                "drop --part-size, or split into s3://BUCKET/PREFIX/",
+            ));
+        }
         Ok(SplitConfig {
             input: Arc::from(args.input.as_path()),
             input_format: format_flag(&args.input_format, "--input-format")?,
@@ -241,7 +253,7 @@ impl SplitConfig {
                 path: None,
                 format: forced,
                 no_clobber: args.no_clobber,
-                part_size: None,
+                part_size: args.part_size,
                 compress: args.compress,
                 json_form: args.json_form,
                 metadata: args.metadata.clone(),

@@ -139,7 +139,7 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
         let targets: Vec<(PathBuf, u64)> =
             planned.iter().map(|(p, f)| (p.clone(), f.len)).collect();
         // A GGUF merge refuses --part-size (`cli::gguf`): its parts are the least that fits.
-        let mut uploads = Uploads::open(&targets, config.no_clobber, None)?;
+        let mut uploads = Uploads::open(&targets, config.no_clobber, config.part_size)?;
         write_files(sinks(uploads.members_mut()))?;
         uploads.commit()?;
         bar.summary();

@@ -83,8 +83,9 @@ impl<'p> Several<'p> {
                 .zip(described)
                 .flat_map(|(output, described)| output.upload_targets(described))
                 .collect();
-            // A split takes no --part-size: its parts are the least that fits.
-            return Uploads::open(&targets, self.no_clobber, None).map(Opened::Objects);
+            // Every output has the split's one --part-size.
+            let part_size = self.outputs.first().and_then(|o| o.part_size());
+            return Uploads::open(&targets, self.no_clobber, part_size).map(Opened::Objects);
         }
         self.open().map(Opened::Files)
     }

@@ -410,3 +410,79 @@ fn many_small_outputs_keep_at_most_two_objects_parts_in_flight() {
     assert_eq!(moto.keys("out").len(), 64);
     assert!(moto.uploads("out").is_empty());
 }
+
+/// `--part-size` sizes a split's uploads as it does a join's (and a GGUF split's), and is
+/// refused when no output is an object. Before, `tjoin split` had no such flag.
+#[test]
+fn a_split_and_a_gguf_split_upload_in_the_part_size_asked() {
+    use crate::workers_parts::parts_taken;
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 24 MiB of float32 and a header: two outputs of 12 MiB, two parts of 6 MiB and a bit.
+    let rows: u64 = 6 << 10;
+    let data: Vec<f32> = (0..rows * 1024).map(|i| i as f32).collect();
+    let mut npy = crate::util::npy_header("<f4", &[rows, 1024], false);
+    npy.extend(crate::util::f32_le(&data));
+    std::fs::write(dir.path().join("big.npy"), &npy).unwrap();
+    let split = ["split", "-a", "0", "--parts", "2", "big.npy"];
+    let args = [
+        &split[..],
+        &["-o", "s3://out/p{part}.npy", "--part-size", "6MiB", "-q"],
+    ]
+    .concat();
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(&args)
+        .assert()
+        .success();
+    let local = [&split[..], &["-o", "p{part}.npy", "-q"]].concat();
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(&local)
+        .assert()
+        .success();
+    for part in ["p0.npy", "p1.npy"] {
+        let want = std::fs::read(dir.path().join(part)).unwrap();
+        assert!(moto.get("out", part).unwrap() == want, "{part} differs");
+        // 12 MiB and a header: three parts of 6 MiB (two of 8 MiB by default).
+        assert_eq!(
+            parts_taken(&moto, part),
+            3,
+            "{part}: {:#?}",
+            moto.requests()
+        );
+    }
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf/model.gguf");
+    let gguf = gguf.to_str().unwrap();
+    let args = [
+        "split",
+        "--max-tensors",
+        "4",
+        gguf,
+        "-o",
+        "s3://out/g/",
+        "--part-size",
+    ];
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(args)
+        .args(["5MiB", "-q"])
+        .assert()
+        .success();
+    assert_eq!(
+        moto.keys("out")
+            .iter()
+            .filter(|k| k.starts_with("g/"))
+            .count(),
+        3
+    );
+    for local in [
+        &local[..],
+        &["split", "--max-tensors", "4", gguf, "-o", "l/"],
+    ] {
+        let args = [local, &["--part-size", "6MiB"]].concat();
+        let stderr = fails(&mut moto.tjoin(), dir.path(), &args, 2);
+        crate::util::assert_mentions(&stderr, &["--part-size", "object storage"]);
+    }
+}

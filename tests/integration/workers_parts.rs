@@ -538,7 +538,7 @@ fn run_through(
 }
 
 /// How many parts of `key` in the bucket `out` moto took.
-fn parts_taken(moto: &Moto, key: &str) -> usize {
+pub(crate) fn parts_taken(moto: &Moto, key: &str) -> usize {
     let put = format!("PUT /out/{key}?");
     let requests = moto.requests();
     let taken = requests

@@ -410,6 +410,12 @@ impl Planned {
         )
     }
 
+    /// The size of each part of its files when uploaded (`--part-size`; `None`: the
+    /// upload's own).
+    pub fn part_size(&self) -> Option<u64> {
+        self.part_size
+    }
+
     /// Every file it writes (as [`Planned::targets`] lists them), each with the bytes its
     /// tensors (`described`, the job) take, or its index's: what an upload is sized by.
     pub fn upload_targets(&self, described: &[OutTensor]) -> Vec<(PathBuf, u64)> {
