@@ -12,9 +12,10 @@
 //! refuses fails the run before any object appears), then completes each upload in order, a
 //! sharded set's index after its shards, so that a reader who finds the index finds every
 //! shard; dropping the output before its commit, on any failure, aborts every upload: no
-//! key is written half, and none of a set's files appears. A completion that fails after
-//! others (rare: a `--no-clobber` race, a store failing between two requests) names the
-//! objects in place and those not written, since a store takes no completed object back.
+//! key is written half, and none of a set's files appears. A signal during the completions
+//! waits for them to end, as one during a local set's renames does. A completion that fails
+//! after others (rare: a `--no-clobber` race, a store failing between two requests) names
+//! the objects in place and those not written, since a store takes no completed object back.
 //! The split's outputs are one such output, every file of every output in order
 //! (`output::several`). Nothing under a prefix is removed: a previous set's extra shards
 //! stay, and the new index no longer names them.
@@ -140,6 +141,11 @@ impl Uploads {
                 settle(object).map_err(|e| Error::io("upload", name, e))?;
             }
         }
+        // Once begun, the completions go to their end, as a local set's renames do: a
+        // signal waits for them (its handler would abort the uploads not yet complete,
+        // leaving some objects in place, a set's shards without their index, and nothing
+        // said). Each is one request now, every part being taken.
+        let _signals_wait = (objects.len() > 1).then(super::temporary::hold_signals);
         for (done, (object, name)) in objects.into_iter().zip(&names).enumerate() {
             // On a failure the rest of the iterator is dropped: their uploads are aborted.
             complete(object, name).map_err(|e| partly_completed(&names, done, e))?;

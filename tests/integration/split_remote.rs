@@ -301,6 +301,64 @@ fn a_signal_before_the_commit_leaves_no_object_of_any_output() {
     assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
 }
 
+/// A signal while the commit completes the uploads, one after another (a proxy holds the
+/// second output's completion 2 s, the first's done): it waits for the last completion, as
+/// a local set's renames do, so that the run leaves every output or none. Before, the
+/// handler aborted the second upload under its completion: the first output in place, the
+/// second not, and nothing said which.
+#[cfg(unix)]
+#[test]
+fn a_signal_during_the_completions_waits_for_them_all() {
+    use crate::workers_parts::{Proxy, Verdict, port_of};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    let held = std::sync::Arc::new(AtomicBool::new(false));
+    let seen = held.clone();
+    let rule = move |head: &str| match head.starts_with("POST /out/r1.safetensors?uploadId=") {
+        true => {
+            seen.store(true, Ordering::SeqCst);
+            Verdict::Delay(std::time::Duration::from_secs(2))
+        }
+        false => Verdict::Forward,
+    };
+    let proxy = Proxy::start(port_of(&moto), std::sync::Arc::new(rule));
+    let mut args = rank_split("2");
+    args.extend(["-q", "-o", "s3://out/r{rank}.safetensors"].map(str::to_string));
+    let mut child = std::process::Command::new(crate::util::bin())
+        .current_dir(dir.path())
+        .envs(proxy.env(&moto))
+        .args(&args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !held.load(Ordering::SeqCst) {
+        assert!(start.elapsed().as_secs() < 60, "no second completion");
+        assert!(child.try_wait().unwrap().is_none(), "tjoin ended first");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(moto.keys("out").contains(&"r0.safetensors".to_string()));
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(crate::util::killed_by(status), Some(libc::SIGTERM));
+    assert_eq!(moto.keys("out"), ["r0.safetensors", "r1.safetensors"]);
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    split_into(
+        &mut moto.tjoin(),
+        dir.path(),
+        &rank_split("2"),
+        "local{rank}.safetensors",
+    );
+    for rank in 0..2 {
+        let local = std::fs::read(dir.path().join(format!("local{rank}.safetensors")));
+        let object = moto.get("out", &format!("r{rank}.safetensors")).unwrap();
+        assert!(object == local.unwrap(), "r{rank}.safetensors differs");
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn a_completion_refused_after_another_names_the_objects_in_place_and_those_not() {
