@@ -122,6 +122,9 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         config.output.no_clobber,
     );
     several.check_no_clobber()?;
+    if several.uploaded() {
+        check_input_kept(input, &several.targets())?;
+    }
     let total = planned
         .iter()
         .flat_map(|p| &p.jobs)
@@ -567,6 +570,36 @@ fn check_rules_match(input: &crate::input::Input, matcher: &Matcher) -> Result<(
     Err(Error::Refused(vec![rules::unmatched_refusal(
         &unmatched, &names, false,
     )]))
+}
+
+/// Refuses outputs in object storage (`targets`, every file of every output, in the order
+/// they are completed) one of which, but the last, is a file of `input` (`-o
+/// s3://B/m.safetensors` splitting `s3://B/m.safetensors`): its completion replaces the
+/// input, and one after it that fails would leave the input lost and the rest not written,
+/// since no store takes a completed object back (a local set's commit puts the input back).
+/// The last is completed once every other object is in place, as a local rename is.
+fn check_input_kept(input: &crate::input::Input, targets: &[PathBuf]) -> Result<()> {
+    let Some((_, before_last)) = targets.split_last() else {
+        return Ok(());
+    };
+    let files: Vec<&Path> = input.versions().map(|(l, _)| l.as_path()).collect();
+    for target in before_last {
+        if let Some(at) = super::input_written_over(target, files.iter().copied()) {
+            return Err(Error::refused(
+                format!(
+                    "the output {} is the input {}: its upload would replace it before the \
+                     outputs after it are in place, and should one of them fail, the input \
+                     would be lost and that output not written (a store takes no completed \
+                     object back)",
+                    crate::messages::path(target),
+                    crate::messages::path(files[at]),
+                ),
+                "name another key for that output (copy it over the input once the split is \
+                 done), or name it as the last output",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Makes the missing folders the outputs (`targets`) are in (a sharded checkpoint's is its

@@ -262,6 +262,66 @@ fn outputs_that_mix_local_files_and_objects_are_refused_before_a_request() {
     crate::util::assert_mentions(&stderr, &["s3://out/x/model.safetensors", "twice"]);
 }
 
+#[test]
+fn an_output_that_is_the_input_object_is_refused_before_an_upload() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let model = std::fs::read(fixtures().join("split/ranks/model.safetensors")).unwrap();
+    moto.put("out", "m.safetensors", &model);
+    let dir = tempfile::tempdir().unwrap();
+    moto.clear_requests();
+    // Rank 0 would replace the input at the first completion: a failure of the second
+    // (a store failing, a --no-clobber race) would leave the input lost and rank 1 not
+    // written, as no store takes a completed object back. It was uploaded, exit 0.
+    let ranks = fixtures().join("split/ranks");
+    let rules = ranks.join("model.rules");
+    let args = ["split", "--ranks", "2", "--heads", "16:4", "--rules"];
+    let spelled = ["s3://out/m.safetensors", "S3://out/m.safetensors"];
+    for output in spelled {
+        let outputs = ["-o", output, "-o", "s3://out/r1.safetensors"];
+        let input = ["s3://out/m.safetensors"];
+        let args = [&args[..], &[rules.to_str().unwrap()], &input, &outputs].concat();
+        let stderr = fails(&mut moto.tjoin(), dir.path(), &args, 2);
+        crate::util::assert_mentions(&stderr, &[output, "is the input", "name another key"]);
+    }
+    let sent: Vec<String> = moto
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("GET") && !r.starts_with("HEAD"))
+        .collect();
+    assert!(sent.is_empty(), "{sent:#?}");
+    assert_eq!(moto.keys("out"), ["m.safetensors"]);
+    assert!(moto.get("out", "m.safetensors").unwrap() == model);
+    // The last output is completed once the others are in place: it may replace the input,
+    // as a local split's output may.
+    let outputs = [
+        "-o",
+        "s3://out/r0.safetensors",
+        "-o",
+        "s3://out/m.safetensors",
+    ];
+    let args = [
+        &args[..],
+        &[rules.to_str().unwrap(), "s3://out/m.safetensors"],
+        &outputs,
+    ];
+    moto.tjoin()
+        .current_dir(dir.path())
+        .args(args.concat())
+        .assert()
+        .success();
+    split_into(
+        &mut moto.tjoin(),
+        dir.path(),
+        &rank_split("2"),
+        "local{rank}.safetensors",
+    );
+    for (key, rank) in [("r0.safetensors", 0), ("m.safetensors", 1)] {
+        let local = std::fs::read(dir.path().join(format!("local{rank}.safetensors")));
+        assert!(moto.get("out", key).unwrap() == local.unwrap(), "{key}");
+    }
+}
+
 /// Writes `big.npy`, float32 [rows, 1024] of distinct values, in pieces.
 #[cfg(unix)]
 fn big_input(dir: &Path, rows: u64) -> PathBuf {
