@@ -45,17 +45,7 @@ struct PlannedOutput<'a> {
 /// Runs the split `config` describes.
 pub fn run(config: &SplitConfig) -> Result<()> {
     if let Some(Step::Abandon(n)) = config.job {
-        // The job's folder is the first output's (a sharded output's own); a sharded
-        // output's data files are in its folder.
-        let first = config.outputs.first();
-        let folder = |o: &SplitOutput| o.sharded.as_ref().map(|s| s.folder.clone());
-        let more = config.outputs.iter().filter_map(folder).collect();
-        let path = first.map(|output| output.path.as_path());
-        let first = first
-            .and_then(|o| o.sharded.as_ref())
-            .map(|s| s.folder.as_path());
-        let quiet = config.progress == When::Never;
-        return workers::abandon_in(path, first, more, n, quiet);
+        return abandon(config, n);
     }
     let open = OpenConfig {
         paths: std::slice::from_ref(&config.input),
@@ -154,6 +144,20 @@ pub fn run(config: &SplitConfig) -> Result<()> {
         Some((report, form)) => report.print(form),
         None => Ok(()),
     }
+}
+
+/// Abandons the job of `n` workers over the outputs `config` names: its folder is the first
+/// output's (a sharded output's own); a sharded output's data files are in its folder.
+fn abandon(config: &SplitConfig, n: u32) -> Result<()> {
+    let first = config.outputs.first();
+    let folder = |o: &SplitOutput| o.sharded.as_ref().map(|s| s.folder.clone());
+    let more = config.outputs.iter().filter_map(folder).collect();
+    let path = first.map(|output| output.path.as_path());
+    let first = first
+        .and_then(|o| o.sharded.as_ref())
+        .map(|s| s.folder.as_path());
+    let quiet = config.progress == When::Never;
+    workers::abandon_in(path, first, more, n, quiet)
 }
 
 /// Runs `step` of a job of N workers over the planned outputs (`src/flow/join/workers/`):
