@@ -27,6 +27,10 @@ pub(crate) enum Verdict {
     Stall,
     /// Passes it on after this long: a store slower than the input.
     Delay(Duration),
+    /// Passes on its head and this many bytes of its body, then answers the client 200 with
+    /// an ETag and drops both connections: a store, or a middlebox, that answers a success
+    /// before it read the body.
+    AnswerEarly(u64),
 }
 
 pub(crate) type Rule = Arc<dyn Fn(&str) -> Verdict + Send + Sync>;
@@ -109,10 +113,14 @@ fn relay(client: TcpStream, upstream: u16, rule: &(dyn Fn(&str) -> Verdict + Sen
         }
         let sent = match verdict {
             Verdict::Forward | Verdict::Delay(_) => len,
-            Verdict::Cut(bytes) => bytes.min(len),
+            Verdict::Cut(bytes) | Verdict::AnswerEarly(bytes) => bytes.min(len),
             Verdict::Stall => 0,
         };
         let copied = std::io::copy(&mut (&mut reader).take(sent), &mut server).unwrap_or(0);
+        if matches!(verdict, Verdict::AnswerEarly(_)) {
+            let answer = "HTTP/1.1 200 OK\r\nETag: \"early\"\r\nContent-Length: 0\r\n\r\n";
+            let _ = (&client).write_all(answer.as_bytes());
+        }
         if !matches!(verdict, Verdict::Forward | Verdict::Delay(_)) || copied < sent {
             let _ = server.shutdown(Shutdown::Both);
             let _ = client.shutdown(Shutdown::Both);
@@ -142,6 +150,7 @@ fn failing_part(number: u32, times: usize, verdict: Verdict) -> (Rule, Arc<Atomi
         if ours && counted.fetch_add(1, Ordering::SeqCst) < times {
             return match verdict {
                 Verdict::Cut(bytes) => Verdict::Cut(bytes),
+                Verdict::AnswerEarly(bytes) => Verdict::AnswerEarly(bytes),
                 _ => Verdict::Stall,
             };
         }
@@ -289,6 +298,34 @@ fn a_part_the_network_drops_is_produced_again_and_sent_again_never_held_whole() 
     ok(&moto, d, &args, &["--workers", "1", "--commit", "-q"]);
     assert!(moto.get("out", "j.npy").unwrap() == want);
     assert!(moto.uploads("out").is_empty());
+}
+
+#[test]
+fn a_part_answered_before_its_body_was_taken_is_sent_again_not_recorded() {
+    // 64.1 MiB in parts of 64 MiB: the first is answered 200 with an ETag after 1 MiB of its
+    // body, which the worker must not record as the part's.
+    let Some((moto, dir, want, args)) = set_up(3000, 2800) else {
+        return;
+    };
+    let d = dir.path();
+    let begin = ["--workers", "1", "--begin", "--part-size", "64MiB", "-q"];
+    ok(&moto, d, &args, &begin);
+    let (rule, requests) = failing_part(1, 1, Verdict::AnswerEarly(1 << 20));
+    let proxy = Proxy::start(port_of(&moto), rule);
+    let (child, _own) = start_worker(&args, (0, 1), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        2,
+        "answered early once, then sent again"
+    );
+    let done = moto.get("out", "j.npy.tjoin-job/done-0.json").unwrap();
+    let done = String::from_utf8(done).unwrap();
+    assert!(!done.contains("early"), "{done}");
+    ok(&moto, d, &args, &["--workers", "1", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
 }
 
 #[test]

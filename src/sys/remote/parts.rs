@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub fn create_upload(location: &Location) -> io::Result<String> {
 /// sent, up to [`ANSWERS`] sent before wait for their answers.
 ///
 /// A part the network or the store failed (a dropped connection, a stalled one, a 5xx, a
-/// 429) is left out, `None` among [`Sent::etags`]: its bytes are gone, and the caller produces them again
+/// 429, a success answered before the request took all its bytes) is left out, `None` among [`Sent::etags`]: its bytes are gone, and the caller produces them again
 /// for a new stream of that part alone. Any other refusal (a 403, an upload that is no
 /// more) ends the stream with its error. Dropped unfinished, it cancels the parts under way
 /// (the upload's abort, or a worker run again, deals with those sent). Uploading a part
@@ -149,13 +150,22 @@ impl PartStream {
         let start = self.written - self.written % self.part_size;
         let len = self.part_size.min(self.len - start);
         let (channel, body) = tokio::sync::mpsc::channel::<Bytes>(QUEUED);
-        let body = futures_util::stream::unfold(body, |mut body| async move {
-            let chunk = body.recv().await?;
-            Some((Ok::<Bytes, io::Error>(chunk), body))
+        // The bytes the request took from the body: all of them before a store that read
+        // the whole part can answer.
+        let taken = Arc::new(AtomicU64::new(0));
+        let counted = taken.clone();
+        let body = futures_util::stream::unfold(body, move |mut body| {
+            let counted = counted.clone();
+            async move {
+                let chunk = body.recv().await?;
+                counted.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                Some((Ok::<Bytes, io::Error>(chunk), body))
+            }
         });
         let sender = self.sender.clone();
         let number = self.first + at + 1;
-        let answer = runtime()?.spawn(async move { sender.send(number, len, body).await });
+        let answer =
+            runtime()?.spawn(async move { sender.send(number, (len, &taken), body).await });
         self.feeding = Some(Feeding {
             at,
             len,
@@ -275,8 +285,15 @@ impl Drop for PartStream {
 }
 
 impl PartSender {
-    /// Sends part `number` (from 1), `len` bytes streamed from `body`: its ETag.
-    async fn send<S>(&self, number: usize, len: u64, body: S) -> Result<String, Failed>
+    /// Sends part `number` (from 1), `len` bytes streamed from `body`: its ETag. A success
+    /// answered before the request took all `len` bytes (`taken` counts them) is a failure
+    /// to send again: its ETag, if the store has it, is of a part cut short.
+    async fn send<S>(
+        &self,
+        number: usize,
+        (len, taken): (u64, &AtomicU64),
+        body: S,
+    ) -> Result<String, Failed>
     where
         S: futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static,
     {
@@ -309,6 +326,15 @@ impl PartSender {
         let status = response.status().as_u16();
         let etag = response.headers().get(ETAG).cloned();
         let text = response.text().await.unwrap_or_default();
+        let taken = taken.load(Ordering::SeqCst);
+        if (200..=299).contains(&status) && taken != len {
+            return Err(Failed {
+                again: true,
+                error: io::Error::other(format!(
+                    "part {number}: the store answered HTTP {status} having been sent {taken}                      of its {len} bytes"
+                )),
+            });
+        }
         match (status, etag) {
             (200..=299, Some(etag)) => etag
                 .to_str()
