@@ -440,3 +440,52 @@ fn an_npy_split_along_its_last_axis_uploads_the_one_process_local_parts() {
     assert!(moto.uploads("out").is_empty());
     assert_eq!(job_keys(&moto), Vec::<String>::new());
 }
+
+#[test]
+fn a_no_clobber_commit_whose_second_output_appears_names_the_first_in_place() {
+    use crate::workers_parts::{Proxy, Verdict, port_of};
+    let Some((moto, dir)) = started() else { return };
+    let moto = std::sync::Arc::new(moto);
+    let d = dir.path();
+    let flags = rank_split(2);
+    fs::create_dir(d.join("one")).unwrap();
+    one_process(
+        &moto,
+        d,
+        &flags,
+        "model.safetensors",
+        "one/tp{rank}.safetensors",
+    );
+    let output = "s3://out/n/tp{rank}.safetensors";
+    let args = job_args(d, &flags, "model.safetensors", output);
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-n", "-q"]);
+    run_workers(&args, &[0, 1], 2, &moto.env());
+    // Another writer creates the second output as its completion goes, after the first's.
+    let other = moto.clone();
+    let rule = move |head: &str| {
+        let line = head.lines().next().unwrap_or_default();
+        if line.starts_with("POST /out/n/tp1.safetensors?") && line.contains("uploadId=") {
+            other.put("out", "n/tp1.safetensors", b"theirs");
+        }
+        Verdict::Forward
+    };
+    let proxy = Proxy::start(port_of(&moto), std::sync::Arc::new(rule));
+    let mut command = moto.tjoin();
+    command.envs(proxy.env(&moto));
+    let (code, stderr) =
+        crate::workers_s3::run_in(command, d, &args, &["--workers", "2", "--commit", "-n"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "s3://out/n/tp1.safetensors was created by another writer",
+            "in place already",
+            "s3://out/n/tp0.safetensors",
+        ],
+    );
+    assert_eq!(moto.get("out", "n/tp1.safetensors").unwrap(), b"theirs");
+    let first = moto.get("out", "n/tp0.safetensors").unwrap();
+    assert!(first == fs::read(d.join("one/tp0.safetensors")).unwrap());
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+    assert_eq!(job_keys(&moto), Vec::<String>::new());
+}

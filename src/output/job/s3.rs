@@ -475,12 +475,14 @@ pub fn complete(
     let cut = cut(&lens, manifest.workers, upload.part_size).ok_or_else(|| not_begun(objects))?;
     let mut etags = etags.into_iter();
     let mut first = 0u32;
+    // The objects completed: in place, whatever fails after them.
+    let mut placed: Vec<Location> = Vec::new();
     for ((file, count), uploaded) in manifest.files.iter().zip(cut.counts).zip(&upload.files) {
         let location = file_of(objects, file)?;
         let tags: Vec<String> = etags.by_ref().take(count as usize).collect();
         let completed = parts::complete(&location, &uploaded.upload_id, tags, no_clobber);
         completed.map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => appeared(objects, manifest, &location),
+            std::io::ErrorKind::AlreadyExists => appeared(objects, manifest, &location, &placed),
             std::io::ErrorKind::InvalidData => {
                 let file_parts = first..first + count;
                 // The workers whose runs hold a part of this file.
@@ -492,8 +494,13 @@ pub fn complete(
                     .collect();
                 wrong_parts(objects, manifest, &location, &workers)
             }
-            _ => failed("complete the multipart upload to", &location, e),
+            _ => failed(
+                "complete the multipart upload to",
+                &location,
+                std::io::Error::new(e.kind(), format!("{e}{}", in_place(&placed))),
+            ),
         })?;
+        placed.push(location);
         first += count;
     }
     for (location, text) in indexes {
@@ -502,17 +509,48 @@ pub fn complete(
             true => parts::create_object(location, bytes),
             false => parts::put_object(location, bytes).map(|()| true),
         };
-        if !written.map_err(|e| failed("write the index", location, e))? {
-            return Err(appeared(objects, manifest, location));
+        let written = written.map_err(|e| {
+            let why = format!("{e}{}", in_place(&placed));
+            failed(
+                "write the index",
+                location,
+                std::io::Error::new(e.kind(), why),
+            )
+        })?;
+        if !written {
+            return Err(appeared(objects, manifest, location, &placed));
         }
+        placed.push(location.clone());
     }
     remove(objects, manifest.workers)
 }
 
+/// What a commit's failure says of the objects `placed` it completed before (a store takes
+/// back no completed object): nothing when there are none.
+fn in_place(placed: &[Location]) -> String {
+    if placed.is_empty() {
+        return String::new();
+    }
+    let named = placed
+        .iter()
+        .map(|l| messages::path(Path::new(&l.url())))
+        .collect();
+    format!(
+        "; in place already (completed before it, and left): {}",
+        crate::error::capped(named, 10).join(", ")
+    )
+}
+
 /// The refusal of a commit with `--no-clobber` whose completion found `location` made by
 /// another writer since the commit looked (S3 answered 412): that object is left as it is,
-/// and the job abandoned (its uploads aborted, its objects removed), for it cannot complete.
-fn appeared(objects: &Objects, manifest: &Manifest, location: &Location) -> Error {
+/// and the job abandoned (its uploads aborted, its objects removed), for it cannot complete;
+/// the objects `placed` before it stay, and are named.
+fn appeared(
+    objects: &Objects,
+    manifest: &Manifest,
+    location: &Location,
+    placed: &[Location],
+) -> Error {
     let abandoned = match abandon(objects, manifest.workers) {
         Ok(_) => "the job was abandoned (its uploads aborted, its objects removed)".to_string(),
         Err(e) => format!("abandoning the job failed too ({e})"),
@@ -520,8 +558,9 @@ fn appeared(objects: &Objects, manifest: &Manifest, location: &Location) -> Erro
     Error::refused(
         format!(
             "{} was created by another writer during the commit, and --no-clobber keeps it: \
-             {abandoned}",
-            messages::path(Path::new(&location.url()))
+             {abandoned}{}",
+            messages::path(Path::new(&location.url())),
+            in_place(placed)
         ),
         "name another key and begin the job again, or leave out --no-clobber to replace it",
     )
