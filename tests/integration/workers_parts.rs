@@ -589,3 +589,22 @@ pub(crate) fn port_of(moto: &Moto) -> u16 {
     let endpoint = moto.endpoint();
     endpoint.rsplit(':').next().unwrap().parse().unwrap()
 }
+
+#[test]
+fn a_part_cut_in_the_middle_of_a_share_is_produced_again_from_its_own_bytes() {
+    // 24 MB in 5 parts of 5 MiB: worker 1 of 2 sends parts 3 to 5; its second is cut after
+    // 1 MiB, and must be produced again from its own place in the output, not its share's
+    // start.
+    let Some((moto, dir, want, args)) = set_up(3000, 1000) else {
+        return;
+    };
+    let d = dir.path();
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-q"]);
+    let (output, cut) = worker_cut(&moto, &args, (1, 2), (4, 1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(cut, 2, "cut once, then sent again");
+    crate::workers::run_workers(&args, &[0], 2, &moto.env());
+    ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
+}
