@@ -371,6 +371,12 @@ fn split_outputs_a_job_cannot_keep_together_are_refused_with_the_right_fix() {
             "the outputs name s3://out/model.safetensors twice",
             "a sharded output a folder or prefix of its own",
         ),
+        // One object spelled two ways: the scheme's case.
+        (
+            &["s3://out/p.safetensors", "S3://out/p.safetensors"],
+            "the outputs name S3://out/p.safetensors twice",
+            "give each output names of its own",
+        ),
     ] {
         let error = split(outputs, &begin);
         assert!(error.contains(says), "{outputs:?}: {error}");

@@ -107,13 +107,19 @@ pub(super) fn check_can_share(planning: &Planning) -> Result<Paths> {
 }
 
 /// Refuses outputs that name one file twice (a split's file output and another's sharded
-/// output with a shard of that name in its folder): the job would write two files to one
+/// output with a shard of that name in its folder; two URLs that name one object, spelled
+/// otherwise: `-o s3://B/p.npy -o S3://B/p.npy`): the job would write two files to one
 /// target, one replacing the other.
 fn check_distinct(planning: &Planning) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     let targets = planning.parts.iter().flat_map(|p| p.planned.targets());
     for target in targets {
-        if seen.contains(&target) {
+        // An object by its location; a URL that does not parse is refused when planned.
+        let named = match crate::sys::remote::is_url(&target) {
+            true => crate::sys::remote::Location::parse(&target.to_string_lossy()).ok(),
+            false => None,
+        };
+        if !seen.insert(named.ok_or_else(|| target.clone())) {
             return Err(Error::refused(
                 format!(
                     "the outputs name {} twice, and a job would write both files to it, one \
@@ -124,7 +130,6 @@ fn check_distinct(planning: &Planning) -> Result<()> {
                  own (-o 'tp{rank}/', -o 's3://BUCKET/tp{rank}/')",
             ));
         }
-        seen.insert(target);
     }
     Ok(())
 }
