@@ -373,13 +373,32 @@ fn a_part_the_network_always_drops_fails_the_worker_saying_to_run_it_again() {
         &stderr,
         &[
             "s3://out/j.npy",
-            "part 1 was sent 4 times",
+            "part 1 was sent 4 times and the store took none of them",
             "run --worker 0/2 again",
         ],
     );
     assert!(!stderr.contains("X-Amz-Signature"), "{stderr}");
     assert_eq!(cut, 4);
     assert!(moto.get("out", "j.npy.tjoin-job/done-0.json").is_none());
+    // Both of its parts always dropped: both named, not the first alone with the second's
+    // failure.
+    let every = |head: &str| match head.starts_with("PUT ") && head.contains("uploadId=") {
+        true => Verdict::Cut(1 << 20),
+        false => Verdict::Forward,
+    };
+    let proxy = Proxy::start(port_of(&moto), Arc::new(every));
+    let (child, _own) = start_worker(&args, (0, 2), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "parts 1, 2 were each sent 4 times",
+            "the last failure: part",
+        ],
+    );
+    assert!(!stderr.contains("X-Amz-Signature"), "{stderr}");
     ok(&moto, d, &args, &["--workers", "2", "--abandon", "-q"]);
 }
 

@@ -374,9 +374,13 @@ impl Parts<'_> {
                 failure = again.failure.or(failure);
             }
         }
-        match etags.iter().position(Option::is_none) {
-            None => Ok(etags.into_iter().flatten().collect()),
-            Some(at) => Err(self.failed(file, keep.start / part_size + at as u64, failure)),
+        let failed: Vec<u64> = (0..etags.len())
+            .filter(|&at| etags[at].is_none())
+            .map(|at| keep.start / part_size + at as u64)
+            .collect();
+        match failed.is_empty() {
+            true => Ok(etags.into_iter().flatten().collect()),
+            false => Err(self.failed(file, &failed, failure)),
         }
     }
 
@@ -419,17 +423,25 @@ impl Parts<'_> {
         parts.finish().map_err(failed)
     }
 
-    /// The failure of a worker whose part `index` (from 0) the store never took.
-    fn failed(&self, file: &FileLayout, index: u64, failure: Option<std::io::Error>) -> Error {
+    /// The failure of a worker whose parts `indexes` (from 0) the store never took; `failure`
+    /// the last failure of any of them.
+    fn failed(&self, file: &FileLayout, indexes: &[u64], failure: Option<std::io::Error>) -> Error {
         let (worker, n) = self.worker;
-        let why = failure.map_or(String::new(), |e| format!(" (the last time: {e})"));
+        let why = failure.map_or(String::new(), |e| format!(" (the last failure: {e})"));
+        let numbers: Vec<String> = indexes.iter().map(|i| (i + 1).to_string()).collect();
+        let parts = match numbers.len() {
+            1 => format!("part {} was", numbers[0]),
+            _ => format!(
+                "parts {} were each",
+                crate::error::capped(numbers, 10).join(", ")
+            ),
+        };
         Error::io(
             "upload the parts of",
             &file.target,
             std::io::Error::other(format!(
-                "part {} was sent {} times and the store took it none of them{why}\nhint: run \
+                "{parts} sent {} times and the store took none of them{why}\nhint: run \
                  --worker {worker}/{n} again (a worker run again is safe)",
-                index + 1,
                 RETRIES + 1
             )),
         )
