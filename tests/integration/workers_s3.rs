@@ -384,7 +384,11 @@ fn a_commit_refused_halfway_through_a_sharded_set_names_its_workers_and_commits_
     let error = no(&moto, d, &args, &["--workers", "2", "--commit"]);
     assert!(
         error.contains("refused to complete s3://out/set/model-00002-of-00002.safetensors")
-            && error.contains("the records of workers 1/2 under"),
+            && error.contains("the records of workers 1/2 under")
+            && error.contains(
+                "in place already (completed before it, and left): \
+                 s3://out/set/model-00001-of-00002.safetensors"
+            ),
         "{error}"
     );
     assert!(

@@ -492,7 +492,7 @@ pub fn complete(
                         n > 0 && at < file_parts.end && file_parts.start < at + n
                     })
                     .collect();
-                wrong_parts(objects, manifest, &location, &workers)
+                wrong_parts(objects, manifest, (&location, &placed), &workers)
             }
             _ => failed(
                 "complete the multipart upload to",
@@ -570,11 +570,12 @@ fn appeared(
 /// upload (a record altered, or a part uploaded again since it was written): the store
 /// completed nothing of it; `workers` hold its parts. The objects before it are complete,
 /// and a commit again completes them again (S3 answers a completed upload's completion
-/// again), so the hint is to run those workers again and commit.
+/// again), so the hint is to run those workers again and commit; they are named
+/// (`placed`).
 fn wrong_parts(
     objects: &Objects,
     manifest: &Manifest,
-    location: &Location,
+    (location, placed): (&Location, &[Location]),
     workers: &[u32],
 ) -> Error {
     let n = manifest.workers;
@@ -584,10 +585,12 @@ fn wrong_parts(
         format!(
             "cannot commit {}: the store refused to complete {}, whose parts are not those \
              the records of workers {listed} under {} name (a record was altered, or a part \
-             uploaded again since); that object, those after it and any index were not written",
+             uploaded again since); that object, those after it and any index were not \
+             written{}",
             objects.shown(),
             messages::path(Path::new(&location.url())),
             messages::path(Path::new(&format!("{}.tjoin-job/", objects.output.url()))),
+            in_place(placed),
         ),
         format!(
             "run --worker I/{n} again for each of {listed} (a worker run again is safe), then \
