@@ -184,10 +184,12 @@ pub(crate) fn run_step(
     let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
     let paths = paths.map(|p| p.with_folders(layout.folders.iter().cloned()));
     let n = step.workers();
-    let part_size = match remote {
+    // A worker's and the commit's job in the bucket, read once for its part size and checks.
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    let (part_size, read): (Option<u64>, Option<Manifest>) = match remote {
         #[cfg(feature = "remote")]
         Some(remote) => s3::part_size_of((remote, &layout), step, asked.part_size)?,
-        _ => None,
+        _ => (None, None),
     };
     let shares = job_shares(remote, &layout, n, part_size)?;
     let fresh = Manifest {
@@ -223,7 +225,7 @@ pub(crate) fn run_step(
         (_, None) => {
             let output = remote.map(|r| s3::location(r.url, r.sharded)).transpose()?;
             let output = output.ok_or_else(|| Error::io("write", Path::new(""), io_other()))?;
-            let fresh = (fresh, positions.as_slice());
+            let fresh = (fresh, positions.as_slice(), read);
             s3::run(asked, step, &output, fresh, planning, &layout, engine)?;
         }
         #[cfg(not(feature = "remote"))]

@@ -123,20 +123,22 @@ fn objects_for(output: &Location, layout: &Layout) -> (Objects, Vec<Option<Locat
 
 /// The part size the shares of `step` of the job of `output`, laid out as `layout`, are cut
 /// by: `asked` (`--part-size`) at `--begin` and in a dry run; for a worker and the commit,
-/// the one `--begin` recorded (given to them, `--part-size` must be that one).
+/// the one `--begin` recorded (given to them, `--part-size` must be that one). With it, for
+/// a worker and the commit, the job's manifest as read (once: [`run`] checks that one).
 pub(super) fn part_size_of(
     (output, layout): (Remote, &Layout),
     step: Step,
     asked: Option<u64>,
-) -> Result<Option<u64>> {
+) -> Result<(Option<u64>, Option<Manifest>)> {
     if !matches!(step, Step::Worker(..) | Step::Commit(_)) {
-        return Ok(asked);
+        return Ok((asked, None));
     }
     let (objects, _) = objects_for(&location(output.url, output.sharded)?, layout);
-    let recorded = objects::read(&objects)?.and_then(|manifest| manifest.upload);
-    let Some(recorded) = recorded.map(|upload| upload.part_size) else {
+    let manifest = objects::read(&objects)?;
+    let upload = manifest.as_ref().and_then(|m| m.upload.as_ref());
+    let Some(recorded) = upload.map(|upload| upload.part_size) else {
         // No job: the step refuses it once planned.
-        return Ok(asked);
+        return Ok((asked, manifest));
     };
     match asked {
         Some(given) if recorded != Some(given) => {
@@ -152,17 +154,18 @@ pub(super) fn part_size_of(
                 "drop --part-size (the workers and the commit use the size --begin recorded)",
             ))
         }
-        _ => Ok(recorded),
+        _ => Ok((recorded, manifest)),
     }
 }
 
 /// Runs `step` of the job whose output is at `output`; `fresh` is this step's plan of the
-/// manifest, with the input each of its inputs' files belongs to.
+/// manifest, with the input each of its inputs' files belongs to, and `read` the job's
+/// manifest as [`part_size_of`] read it (for a worker and the commit).
 pub(super) fn run(
     asked: &Asked,
     step: Step,
     output: &Location,
-    (fresh, positions): (Manifest, &[usize]),
+    (fresh, positions, read): (Manifest, &[usize], Option<Manifest>),
     planning: Planning,
     layout: &Layout,
     engine: Option<&mut Engine>,
@@ -179,7 +182,7 @@ pub(super) fn run(
     match step {
         Step::Begin(_) => begin(asked, &objects, fresh, &planning),
         Step::Worker(worker, _) => {
-            let manifest = recorded(&objects, &fresh, positions)?;
+            let manifest = recorded(&objects, read, &fresh, positions)?;
             work(
                 asked,
                 (&objects, &manifest, worker),
@@ -189,16 +192,21 @@ pub(super) fn run(
             )
         }
         Step::Commit(_) => {
-            let manifest = recorded(&objects, &fresh, positions)?;
+            let manifest = recorded(&objects, read, &fresh, positions)?;
             commit(asked, &objects, &manifest, planning)
         }
         Step::Shares(_) | Step::Abandon(_) => unreachable!("handled by the flow"),
     }
 }
 
-/// The job recorded in the bucket, checked to be the one `fresh` describes.
-fn recorded(objects: &Objects, fresh: &Manifest, positions: &[usize]) -> Result<Manifest> {
-    let manifest = objects::read(objects)?.ok_or_else(|| objects::not_begun(objects))?;
+/// The job recorded in the bucket (`read`), checked to be the one `fresh` describes.
+fn recorded(
+    objects: &Objects,
+    read: Option<Manifest>,
+    fresh: &Manifest,
+    positions: &[usize],
+) -> Result<Manifest> {
+    let manifest = read.ok_or_else(|| objects::not_begun(objects))?;
     let shown = (
         objects.shown(),
         crate::messages::path(Path::new(&objects.manifest.url())),
