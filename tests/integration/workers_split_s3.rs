@@ -495,3 +495,51 @@ fn a_no_clobber_commit_whose_second_output_appears_names_the_first_in_place() {
     assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
     assert_eq!(job_keys(&moto), Vec::<String>::new());
 }
+
+#[test]
+fn a_manifest_giving_one_output_anothers_upload_is_refused_at_the_worker() {
+    let Some((moto, dir)) = started() else { return };
+    let d = dir.path();
+    let flags = rank_split(2);
+    fs::create_dir(d.join("one")).unwrap();
+    one_process(
+        &moto,
+        d,
+        &flags,
+        "model.safetensors",
+        "one/tp{rank}.safetensors",
+    );
+    let args = job_args(
+        d,
+        &flags,
+        "model.safetensors",
+        "s3://out/tp{rank}.safetensors",
+    );
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-q"]);
+    let key = "tp0.safetensors.tjoin-job/manifest.json";
+    let text = String::from_utf8(moto.get("out", key).unwrap()).unwrap();
+    let mut manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let files = manifest["upload"]["files"].as_array_mut().unwrap();
+    let first = files[0]["upload_id"].clone();
+    files[0]["upload_id"] = files[1]["upload_id"].clone();
+    files[1]["upload_id"] = first;
+    moto.put("out", key, manifest.to_string().as_bytes());
+    // moto takes a part for one key into another key's upload, and completes it there (S3
+    // answers NoSuchUpload): the outputs would be each other's, exit 0.
+    for worker in ["0/2", "1/2"] {
+        let error = no(&moto, d, &args, &["--worker", worker]);
+        crate::util::assert_mentions(
+            &error,
+            &[
+                "the store lists no upload of s3://out/tp",
+                "the manifest was edited",
+                "--abandon",
+            ],
+        );
+    }
+    assert!(moto.keys("out").iter().all(|k| !k.contains("done-")));
+    moto.put("out", key, text.as_bytes());
+    run_workers(&args, &[0, 1], 2, &moto.env());
+    ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
+    assert_objects_are(&moto, &d.join("one"), "");
+}

@@ -409,6 +409,27 @@ fn file_of(objects: &Objects, file: &JobFile) -> Result<Location> {
     })
 }
 
+/// Refuses the upload `uploaded` of the output file at `location` unless the store lists it
+/// under that very key: a manifest edited to give one file another's upload (or an upload
+/// completed, or aborted, since) would otherwise have a store that does not tie an upload to
+/// its key (moto) put this file's parts into another's object. A store that does not let
+/// the worker list its uploads is trusted to tie each to its key, as S3 does.
+pub fn check_upload(objects: &Objects, location: &Location, uploaded: &FileUpload) -> Result<()> {
+    let listed = parts::has_upload(location, &uploaded.upload_id)
+        .map_err(|e| failed("list the multipart uploads of", location, e))?;
+    if listed != Some(false) {
+        return Ok(());
+    }
+    Err(refused(
+        objects,
+        &format!(
+            "the store lists no upload of {} with the id it records (the upload was completed \
+             or aborted since, or the manifest was edited)",
+            messages::path(Path::new(&location.url()))
+        ),
+    ))
+}
+
 /// Records that `done.worker` finished: its parts' ETags, over any record of an earlier run.
 pub fn record_done(objects: &Objects, done: &Done) -> Result<()> {
     let location = objects.done(done.worker);

@@ -392,6 +392,101 @@ fn part_client() -> io::Result<reqwest::Client> {
         .map_err(|e| io::Error::other(format!("cannot make the HTTP client: {e}")))
 }
 
+/// Whether the store lists the multipart upload `id` under `location`'s very key (S3's
+/// ListMultipartUploads of the key as a prefix, page after page, through a URL object_store's
+/// signer signs). An upload id comes from a job's manifest, which whoever can write to the
+/// bucket may have edited: a store that takes a part for one key into another key's upload,
+/// and completes it there (moto does; S3 answers NoSuchUpload), would put one output's bytes
+/// at another's key. `None` when the store does not let it list them (403: a role without
+/// `s3:ListBucketMultipartUploads`; 405, 501: a store without the call): S3 itself ties an
+/// upload to its key, and a worker needs no more than it did.
+pub fn has_upload(location: &Location, id: &str) -> io::Result<Option<bool>> {
+    let signer = s3_signer_for(location)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "only S3's multipart uploads are listed by a job",
+        )
+    })?;
+    let client = part_client()?;
+    let root = object_store::path::Path::from("");
+    let mut after: Option<(String, String)> = None;
+    // A listing holds at most 1,000 uploads: a key with more than 100,000 is given up on.
+    for _ in 0..100 {
+        let mut query = vec![("uploads", String::new()), ("prefix", location.key.clone())];
+        if let Some((key, upload)) = after.take() {
+            query.extend([("key-marker", key), ("upload-id-marker", upload)]);
+        }
+        let options = SignedUrlOptions::new().with_query(query);
+        let (status, text) = runtime()?.block_on(async {
+            let signed = signer.signed_url_opts(Method::GET, &root, PART_SIGNED_FOR, &options);
+            let url = signed.await.map_err(|e| {
+                io::Error::other(format!("cannot sign the listing of its uploads: {e}"))
+            })?;
+            // The error without its URL, whose query carries the signature.
+            let failed = |e: reqwest::Error| {
+                io::Error::other(format!("listing its uploads: {}", e.without_url()))
+            };
+            let response = client.get(url).send().await.map_err(failed)?;
+            let status = response.status().as_u16();
+            Ok::<_, io::Error>((status, response.text().await.map_err(failed)?))
+        })?;
+        if matches!(status, 403 | 405 | 501) {
+            return Ok(None);
+        }
+        if !(200..=299).contains(&status) {
+            let said = super::upload::element(&text, "Code")
+                .map_or(String::new(), |code| format!(", {code}"));
+            return Err(io::Error::other(format!(
+                "listing its uploads: HTTP {status}{said}"
+            )));
+        }
+        let mut rest = text.as_str();
+        while let Some((upload, after_it)) = between(rest, "<Upload>", "</Upload>") {
+            let field = |name: &str| {
+                between(upload, &format!("<{name}>"), &format!("</{name}>"))
+                    .map(|(text, _)| unescaped(text))
+            };
+            if field("Key").as_deref() == Some(location.key.as_str())
+                && field("UploadId").as_deref() == Some(id)
+            {
+                return Ok(Some(true));
+            }
+            rest = after_it;
+        }
+        let field = |name: &str| {
+            between(&text, &format!("<{name}>"), &format!("</{name}>"))
+                .map(|(text, _)| unescaped(text))
+        };
+        match (
+            field("IsTruncated").as_deref(),
+            field("NextKeyMarker"),
+            field("NextUploadIdMarker"),
+        ) {
+            (Some("true"), Some(key), Some(upload)) if !key.is_empty() || !upload.is_empty() => {
+                after = Some((key, upload));
+            }
+            _ => return Ok(Some(false)),
+        }
+    }
+    Ok(Some(false))
+}
+
+/// The text of `text` between the first `open` and the `close` after it, and what follows.
+fn between<'t>(text: &'t str, open: &str, close: &str) -> Option<(&'t str, &'t str)> {
+    let start = text.find(open)? + open.len();
+    let end = start + text[start..].find(close)?;
+    Some((&text[start..end], &text[end + close.len()..]))
+}
+
+/// XML's text with its five entities replaced (a key's `&` is `&amp;` in a listing).
+fn unescaped(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
 /// Completes the upload `id` of `location` with `etags`, every part's in order from part 1:
 /// the object appears whole. A store that has not those parts (S3's `InvalidPart`: an ETag
 /// that is not its part's) completes nothing, and answers [`io::ErrorKind::InvalidData`].
@@ -523,5 +618,23 @@ pub fn delete_object(location: &Location) -> io::Result<()> {
     match runtime()?.block_on(async move { store.delete(&path).await }) {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(explain(location, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listings_fields_are_read_whole_and_unescaped() {
+        let xml = "<Upload><Key>a&amp;b&lt;c</Key><UploadId>x</UploadId></Upload><Upload>\
+                   <Key>d</Key></Upload>";
+        let (first, rest) = between(xml, "<Upload>", "</Upload>").unwrap();
+        let (key, _) = between(first, "<Key>", "</Key>").unwrap();
+        assert_eq!(unescaped(key), "a&b<c");
+        assert_eq!(unescaped("&amp;lt;"), "&lt;");
+        let (second, rest) = between(rest, "<Upload>", "</Upload>").unwrap();
+        assert_eq!(second, "<Key>d</Key>");
+        assert!(between(rest, "<Upload>", "</Upload>").is_none());
     }
 }

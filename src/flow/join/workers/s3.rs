@@ -309,6 +309,7 @@ fn work(
         let location = objects
             .file(job_file.folder, &job_file.name)
             .ok_or_else(|| objects::not_begun(objects))?;
+        objects::check_upload(objects, &location, uploaded)?;
         let parts = Parts {
             location: &location,
             upload: uploaded,
