@@ -173,6 +173,53 @@ impl ReadRange for Object {
     }
 }
 
+/// A local file or an object, opened to be read by position: the files of a composite input
+/// (a DCP checkpoint's `.distcp` files, a DeepSpeed checkpoint's rank files) whose
+/// directories, pickles and headers their readers read by range, never downloaded.
+#[derive(Clone)]
+pub enum Readable {
+    /// A local file, as it lies.
+    File(Arc<File>),
+    /// An object, each read a ranged GET pinned to the version its head saw.
+    Object(Object),
+}
+
+impl Readable {
+    /// What its readers read it through.
+    pub fn reader(&self) -> &dyn ReadRange {
+        match self {
+            Readable::File(file) => file,
+            Readable::Object(object) => object,
+        }
+    }
+
+    /// The local file, if it is one.
+    pub fn file(&self) -> Option<&Arc<File>> {
+        match self {
+            Readable::File(file) => Some(file),
+            Readable::Object(_) => None,
+        }
+    }
+}
+
+/// Opens the local file or object at `location` to be read by position, and says what it
+/// was: a local file opened (a FIFO refused, not waited on), an object by its head alone
+/// (the head's first read serves the reads of its first bytes that follow at once).
+pub fn open_readable(location: &Location) -> io::Result<(Readable, Head)> {
+    let source = sources::source_of(location)?;
+    if source.is_local() {
+        let (file, metadata) = crate::sys::open_regular(location.as_path())?;
+        let head = super::source::LocalFiles::head_of(&metadata);
+        return Ok((Readable::File(Arc::new(file)), head));
+    }
+    let head = head(location)?;
+    if head.kind != Kind::Object {
+        return Err(io::Error::other("it is a prefix (a folder), not an object"));
+    }
+    let object = Object::new(location, &head, &[])?;
+    Ok((Readable::Object(object), head))
+}
+
 /// Opens the object or local file at `location` whole: a local file as it lies, an object
 /// downloaded (pinned to the version its head saw) into an unnamed temporary file. For the
 /// readers that read a file rather than bytes; the file's head says what it was.

@@ -215,6 +215,31 @@ impl DataFile {
         }
     }
 
+    /// The data of a local file or object that `objects::open_readable` opened, as it was
+    /// then (`version`, `len` bytes): a local file as [`DataFile::of_shared`] keeps it, an
+    /// object read by range, every read pinned to `version`.
+    pub fn of_readable(
+        location: &Location,
+        readable: &super::objects::Readable,
+        (version, len): (&Version, u64),
+        keep_open: bool,
+    ) -> DataFile {
+        match readable.file() {
+            Some(file) => DataFile::of_shared(location, file, version, keep_open),
+            None => DataFile::remote(location.clone(), version.clone(), len),
+        }
+    }
+
+    /// Its data read by position, without a map: the open file (reopened if it was closed,
+    /// failing if it changed), or the object, by range. For the readers that read a little
+    /// of a tensor (planning's comparisons), where a map would download an object whole.
+    pub fn reader(&self, name: &InputRef) -> Result<DataReader<'_>> {
+        match self {
+            DataFile::Remote(remote) => Ok(DataReader::Remote(remote)),
+            _ => self.open(name).map(DataReader::File),
+        }
+    }
+
     /// The object, when its data is read from a remote source.
     pub fn remote_object(&self) -> Option<&RemoteFile> {
         match self {
@@ -242,6 +267,28 @@ impl DataFile {
                     .map_err(|e| name.io_error("reopen", e))?;
                 reopened.map(Arc::new).ok_or_else(|| changed(name))
             }
+        }
+    }
+}
+
+/// Tensor data read by position ([`DataFile::reader`]).
+pub enum DataReader<'a> {
+    /// A local file.
+    File(Arc<File>),
+    /// An object, every read pinned to the version its header was read from.
+    Remote(&'a RemoteFile),
+}
+
+impl DataReader<'_> {
+    /// Fills `buf` with the bytes from `offset`; `leave_cache`: a local file's pages are
+    /// left out of the page cache when they were not in it (`sys::read_leaving_cache`).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64, leave_cache: bool) -> io::Result<()> {
+        match self {
+            DataReader::File(file) if leave_cache => {
+                crate::sys::read_leaving_cache(file, buf, offset)
+            }
+            DataReader::File(file) => crate::sys::read_exact_at(file, buf, offset),
+            DataReader::Remote(remote) => remote.read_at(offset, buf),
         }
     }
 }

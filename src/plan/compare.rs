@@ -9,7 +9,6 @@
 use crate::dtype::{ByteOrder, swap_in_place};
 use crate::error::{Error, Refusal, Result, capped};
 use crate::input::{Input, Tensor};
-use crate::sys;
 
 /// How tensor `b` differs from `a`, if it does: type, shape, or the first differing element
 /// (compared by value, whatever the copies' byte orders).
@@ -35,7 +34,7 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
             x.shape_text()
         )));
     }
-    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
+    let (fa, fb) = (a.file.reader(&a.name)?, b.file.reader(&b.name)?);
     // The first block is small, so that tensors differing early cost little, and read
     // without the kernel's readahead, leaving the page cache as it was for the copy, which
     // reads these files next (`sys::read_leaving_cache`), for tensors of `CLEAN_FROM`
@@ -61,12 +60,11 @@ pub fn differs(a: &Tensor, b: &Tensor) -> Result<Option<String>> {
         let n = n as usize;
         ba.resize(n, 0);
         bb.resize(n, 0);
-        let read = match done {
-            0 if x.data_len >= CLEAN_FROM => sys::read_leaving_cache,
-            _ => sys::read_exact_at,
-        };
-        read(&fa, &mut ba, x.data_offset + done).map_err(|e| a.name.io_error("read", e))?;
-        read(&fb, &mut bb, y.data_offset + done).map_err(|e| b.name.io_error("read", e))?;
+        let leave = done == 0 && x.data_len >= CLEAN_FROM;
+        fa.read_at(&mut ba, x.data_offset + done, leave)
+            .map_err(|e| a.name.io_error("read", e))?;
+        fb.read_at(&mut bb, y.data_offset + done, leave)
+            .map_err(|e| b.name.io_error("read", e))?;
         if let Some((_, check)) = &mut check {
             check.hasher.update(&bb);
         }
@@ -119,7 +117,7 @@ pub fn differs_in(
         range.start * inner / 8,
         (range.end - range.start) * inner / 8,
     );
-    let (fa, fb) = (a.file.open(&a.name)?, b.file.open(&b.name)?);
+    let (fa, fb) = (a.file.reader(&a.name)?, b.file.reader(&b.name)?);
     let swapping = x.swaps != y.swaps;
     let item = x.dtype.itemsize().max(1) as usize;
     // Blocks of whole elements, for the swap.
@@ -132,9 +130,9 @@ pub fn differs_in(
             let at = o * round + start + done;
             ba.resize(n, 0);
             bb.resize(n, 0);
-            sys::read_exact_at(&fa, &mut ba, x.data_offset + at)
+            fa.read_at(&mut ba, x.data_offset + at, false)
                 .map_err(|e| a.name.io_error("read", e))?;
-            sys::read_exact_at(&fb, &mut bb, y.data_offset + at)
+            fb.read_at(&mut bb, y.data_offset + at, false)
                 .map_err(|e| b.name.io_error("read", e))?;
             if swapping {
                 swap_in_place(&mut ba, item, &x.swaps);
@@ -180,7 +178,7 @@ pub fn constant(t: &Tensor) -> Result<Option<Vec<u8>>> {
     if info.data_len < item {
         return Ok(None);
     }
-    let file = t.file.open(&t.name)?;
+    let file = t.file.reader(&t.name)?;
     const BLOCK: u64 = 1 << 20;
     let block = (BLOCK - BLOCK % item).max(item);
     let mut buffer = Vec::new();
@@ -189,7 +187,7 @@ pub fn constant(t: &Tensor) -> Result<Option<Vec<u8>>> {
     while done < info.data_len {
         let n = block.min(info.data_len - done) as usize;
         buffer.resize(n, 0);
-        sys::read_exact_at(&file, &mut buffer, info.data_offset + done)
+        file.read_at(&mut buffer, info.data_offset + done, false)
             .map_err(|e| t.name.io_error("read", e))?;
         swap_in_place(&mut buffer, item as usize, &info.swaps);
         let value = first.get_or_insert_with(|| buffer[..item as usize].to_vec());

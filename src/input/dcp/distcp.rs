@@ -27,20 +27,20 @@
 //! `model.state_dict()` start with `model.` too, beside `lm_head.weight`.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::metadata::{self, Chunk, Metadata, StorageInfo, TensorEntry};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::pickle::{self, vm};
+use crate::format::zip::ReadRange;
 use crate::format::{Contents, Format, Found, index, safetensors, zip};
+use crate::input::objects::{self, Readable};
 use crate::input::source::Version;
 use crate::input::{DataFile, Extras, Input, OpenOptions, Tensor, Watched};
 use crate::location::Location;
 use crate::messages::excerpt;
 use crate::messages::shape_text;
-use crate::sys;
 
 /// The name of the metadata file `FileSystemWriter` writes.
 pub const METADATA: &str = ".metadata";
@@ -459,10 +459,12 @@ struct Files<'a> {
     order: Vec<String>,
 }
 
-/// One `.distcp` file, open.
+/// One `.distcp` file, open: a local file, or an object read by range.
 struct Opened {
     path: Arc<Path>,
-    file: Arc<File>,
+    read: Readable,
+    /// Where its blocks' data are read from.
+    data: DataFile,
     version: Version,
     len: u64,
     /// The safetensors files read inside it, by offset (SAFETENSORS serialization).
@@ -536,20 +538,21 @@ impl<'a> Files<'a> {
             ..base
         };
         let mut head = [0u8; 4];
-        sys::read_exact_at(&opened.file, &mut head, info.offset)
+        opened
+            .read
+            .reader()
+            .read_range(info.offset, &mut head)
             .map_err(|e| chunk_ref.io_error("read", e))?;
         let found = if zip::is_signature(&head) {
-            let members =
-                zip::directory_in(&opened.file, info.offset, info.length).map_err(|reason| {
-                    Error::Malformed {
-                        input: chunk_ref.clone(),
-                        format: FORM,
-                        reason: format!(
-                            "the torch.save archive of {chunk_text} at byte {} cannot be read: \
+            let members = zip::directory_in(opened.read.reader(), info.offset, info.length)
+                .map_err(|reason| Error::Malformed {
+                    input: chunk_ref.clone(),
+                    format: FORM,
+                    reason: format!(
+                        "the torch.save archive of {chunk_text} at byte {} cannot be read: \
                          {reason}",
-                            info.offset
-                        ),
-                    }
+                        info.offset
+                    ),
                 })?;
             let Some(archive) = pickle::archive_of(&members) else {
                 return Ok(Err(format!(
@@ -558,7 +561,8 @@ impl<'a> Files<'a> {
                     excerpt(&info.relative_path)
                 )));
             };
-            let contents = pickle::read_zip(&opened.file, &chunk_ref, &members, &archive, None)?;
+            let contents =
+                pickle::read_zip(opened.read.reader(), &chunk_ref, &members, &archive, None)?;
             match <[Found; 1]>::try_from(contents.tensors) {
                 Ok([found]) if found.name.is_none() => found,
                 _ => {
@@ -637,15 +641,17 @@ impl<'a> Files<'a> {
                 ..self.name.clone()
             };
             let at = Location::from(Arc::clone(&path));
-            let (file, head) = crate::input::objects::open_regular(&at).map_err(|e| {
+            let (read, head) = objects::open_readable(&at).map_err(|e| {
                 let why = format!("{e} (the checkpoint's {METADATA} lists it)");
                 file_ref.io_error("open", std::io::Error::new(e.kind(), why))
             })?;
+            let data = DataFile::of_readable(&at, &read, (&head.version, head.len), self.keep_open);
             self.opened.insert(
                 relative.clone(),
                 Opened {
                     path,
-                    file: Arc::new(file),
+                    read,
+                    data,
                     len: head.len,
                     version: head.version,
                     safetensors: HashMap::new(),
@@ -659,9 +665,7 @@ impl<'a> Files<'a> {
     /// The path and data file of a block in `relative`.
     fn data_of(&self, relative: String) -> Result<(Arc<Path>, DataFile)> {
         let opened = &self.opened[&relative];
-        let at = Location::from(Arc::clone(&opened.path));
-        let data = DataFile::of_shared(&at, &opened.file, &opened.version, self.keep_open);
-        Ok((Arc::clone(&opened.path), data))
+        Ok((Arc::clone(&opened.path), opened.data.clone()))
     }
 
     /// Whether the folder holds Megatron-Core's `common.pt`, which is not read.
@@ -685,19 +689,12 @@ impl<'a> Files<'a> {
     /// The files read, each watched until the output is committed.
     fn into_watched(self) -> Vec<Watched> {
         let Files {
-            mut opened,
-            order,
-            keep_open,
-            ..
+            mut opened, order, ..
         } = self;
         order
             .into_iter()
             .filter_map(|relative| opened.remove(&relative))
-            .map(|o| {
-                let at = Location::from(Arc::clone(&o.path));
-                let data = DataFile::of_shared(&at, &o.file, &o.version, keep_open);
-                Watched::of(&at, &data, o.version)
-            })
+            .map(|o| Watched::of(&Location::from(Arc::clone(&o.path)), &o.data, o.version))
             .collect()
     }
 }
@@ -712,15 +709,15 @@ fn safetensors_block(
     chunk_ref: &InputRef,
 ) -> Result<std::result::Result<Found, String>> {
     if !opened.safetensors.contains_key(&info.offset) {
-        let contents = safetensors::read_in(
-            &opened.file,
-            info.offset,
-            opened.len - info.offset,
-            &InputRef {
-                tensor: None,
-                ..chunk_ref.clone()
-            },
-        )
+        let file_ref = InputRef {
+            tensor: None,
+            ..chunk_ref.clone()
+        };
+        let (base, len) = (info.offset, opened.len - info.offset);
+        let contents = match opened.read.file() {
+            Some(file) => safetensors::read_in(file, base, len, &file_ref),
+            None => safetensors_in(opened.read.reader(), (base, len), &file_ref),
+        }
         .map_err(|e| match e {
             Error::Malformed { input, reason, .. } => Error::Malformed {
                 input,
@@ -777,6 +774,41 @@ fn safetensors_block(
         file: None,
         stored_crc: None,
     }))
+}
+
+/// Reads and checks the header of the safetensors file that lies at byte `base` of `source`,
+/// `len` bytes long, by range (an object's): its length field, then its header as the
+/// length field asks, never more than safetensors allows; the tensors' `data_offset` count
+/// from the start of `source`, as [`safetensors::read_in`]'s do.
+fn safetensors_in(
+    source: &dyn ReadRange,
+    (base, len): (u64, u64),
+    input: &InputRef,
+) -> Result<Contents> {
+    let mut bytes = vec![0; len.min(8) as usize];
+    let mut have = 0;
+    loop {
+        source
+            .read_range(base + have as u64, &mut bytes[have..])
+            .map_err(|e| input.io_error("read the header of", e))?;
+        match safetensors::read_bytes(&bytes, len, input)? {
+            Ok(mut contents) => {
+                for found in &mut contents.tensors {
+                    // Within `len`, checked by the header's parse: no overflow.
+                    found.info.data_offset += base;
+                }
+                return Ok(contents);
+            }
+            Err(needed) if needed > bytes.len() as u64 => {
+                have = bytes.len();
+                bytes.resize(needed as usize, 0);
+            }
+            Err(needed) => {
+                let why = format!("its header asks for {needed} bytes, and all {len} are read");
+                return Err(input.io_error("read the header of", std::io::Error::other(why)));
+            }
+        }
+    }
 }
 
 /// `[3:5, 0:4]`: the elements of the full tensor a chunk holds.

@@ -20,13 +20,13 @@ mod layout;
 mod records;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dtype::{ByteOrder, DType, Swaps};
 use crate::error::{Error, InputRef, Refusal, Result, capped};
 use crate::format::{Format, Layout, TensorInfo, pickle};
+use crate::input::objects::{self, Readable};
 use crate::input::source::Version;
 use crate::input::sources;
 use crate::input::{DataFile, Extras, Input, OpenOptions, Tensor, Watched};
@@ -48,7 +48,9 @@ pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     if !is_dir {
         return false;
     }
-    if path.join(LATEST).is_file() {
+    // Asked of its source: a prefix's `latest` is an object.
+    let latest = Location::new(path.join(LATEST).as_path());
+    if objects::head(&latest).is_ok_and(|head| head.kind == crate::input::source::Kind::Object) {
         return true;
     }
     sources::list(&Location::new(path)).is_ok_and(|entries| {
@@ -203,16 +205,7 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
             ),
         ));
     }
-    // The tag is data: the folder it names must be a folder in this one, not a link that
-    // leads elsewhere.
-    let found = std::fs::symlink_metadata(&tagged);
-    if !found.as_ref().is_ok_and(|m| m.is_dir()) {
-        let why = match found {
-            Ok(m) if m.file_type().is_symlink() => {
-                "a link, which tjoin does not follow from a file's word"
-            }
-            _ => "no folder of that name",
-        };
+    if let Some(why) = not_a_folder(&tagged) {
         return Err(refusal(
             format!(
                 "{latest_ref} names the tag `{}`, but in {} that is {why}",
@@ -224,6 +217,25 @@ fn tag_folder(name: &InputRef) -> Result<PathBuf> {
         ));
     }
     Ok(tagged)
+}
+
+/// Why `tagged`, the folder a `latest` file names, is not one to read, if it is not: the tag
+/// is data, so the folder must be a folder in this one, not a link that leads elsewhere (in
+/// object storage, a prefix with objects under it).
+fn not_a_folder(tagged: &Path) -> Option<&'static str> {
+    let at = Location::new(tagged);
+    if !sources::source_of(&at).is_ok_and(|source| source.is_local()) {
+        let head = objects::head(&at);
+        let folder = head.is_ok_and(|head| head.kind == crate::input::source::Kind::Folder);
+        return (!folder).then_some("no folder of that name");
+    }
+    match std::fs::symlink_metadata(tagged) {
+        Ok(m) if m.is_dir() => None,
+        Ok(m) if m.file_type().is_symlink() => {
+            Some("a link, which tjoin does not follow from a file's word")
+        }
+        _ => Some("no folder of that name"),
+    }
 }
 
 /// The checkpoint's files by kind.
@@ -322,11 +334,13 @@ fn check_kinds(listing: &Listing, shown: &str) -> Result<()> {
     Ok(())
 }
 
-/// One opened file: its path, the file, its stamp and what its pickle records.
+/// One opened file: its path, the file (or the object read by range), what it was when
+/// read (version, length) and what its pickle records.
 struct Opened {
     path: Arc<Path>,
-    file: Arc<File>,
+    read: Readable,
     version: Version,
+    len: u64,
     saved: pickle::Saved,
 }
 
@@ -336,9 +350,9 @@ fn open_file(path: &Path, position: usize) -> Result<Opened> {
         location: path.into(),
         tensor: None,
     };
-    let (file, head) = crate::input::objects::open_regular(&name.location)
-        .map_err(|e| name.io_error("open", e))?;
-    let saved = pickle::read_saved(&file, head.len, &name).map_err(|e| match e {
+    let (read, head) =
+        objects::open_readable(&name.location).map_err(|e| name.io_error("open", e))?;
+    let saved = pickle::read_saved(read.reader(), head.len, &name).map_err(|e| match e {
         Error::Malformed { reason, .. } | Error::Unsupported { reason, .. } => {
             damaged(path, position, reason)
         }
@@ -346,8 +360,9 @@ fn open_file(path: &Path, position: usize) -> Result<Opened> {
     })?;
     Ok(Opened {
         path: Arc::clone(name.location.shared_path()),
-        file: Arc::new(file),
+        read,
         version: head.version,
+        len: head.len,
         saved,
     })
 }
@@ -696,7 +711,7 @@ fn build(
     let keep = options.keeps_open(model_files.len() + optim_files.len());
     let data = |opened: &Opened| -> DataFile {
         let at = Location::from(Arc::clone(&opened.path));
-        DataFile::of_shared(&at, &opened.file, &opened.version, keep)
+        DataFile::of_readable(&at, &opened.read, (&opened.version, opened.len), keep)
     };
     let model_data: Vec<DataFile> = model_files.iter().map(data).collect();
     let optim_data: Vec<DataFile> = optim_files.iter().map(data).collect();
