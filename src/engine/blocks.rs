@@ -3,7 +3,9 @@
 //! repeats, once per row it spans, the same walk over the next cut axis; at the last cut axis
 //! each block of the current grid row gives its next run. Every block is read front to back
 //! (one cursor each) and the output is written front to back, through the engine's buffer and
-//! page releases, so memory stays bounded whatever the tensor's size.
+//! page releases, so memory stays bounded whatever the tensor's size. A block in object
+//! storage is read by range, front to back, through a window of its own (`ranged::Stream`),
+//! never downloaded (one in another layout than C order, which is gathered, is).
 
 use crate::error::Result;
 use crate::format::Sink;
@@ -14,6 +16,7 @@ use crate::sys::Region;
 use super::cursors::Cursors;
 use super::map;
 use super::packer::Packer;
+use super::ranged::Stream;
 use super::threads::Out;
 
 /// Writes the data of the grid `plan` describes, from its blocks `inputs` (in cell order).
@@ -21,10 +24,15 @@ pub fn execute(plan: &JoinPlan, grid: &Grid, inputs: &[&Tensor], out: &mut dyn S
     if plan.bytes == 0 {
         return Ok(());
     }
+    let streams = super::ranged::streams(inputs, &plan.inputs);
     let regions = inputs
         .iter()
         .zip(&plan.inputs)
-        .map(|(input, p)| map(input, p))
+        .zip(&streams)
+        .map(|((input, p), stream)| match stream {
+            Some(_) => Ok(Region::map_nothing()),
+            None => map(input, p),
+        })
         .collect::<Result<Vec<Region>>>()?;
     // The rows of the axes between two cut axes, per cut axis but the last.
     let between: Vec<u64> = grid
@@ -37,15 +45,20 @@ pub fn execute(plan: &JoinPlan, grid: &Grid, inputs: &[&Tensor], out: &mut dyn S
         cursors: Cursors::new(&regions, inputs),
         regions: &regions,
         rounds: vec![0; inputs.len()],
+        streams,
         plan,
         grid,
         inputs,
         between,
     };
+    super::ranged::check_apart(&mut walk.cursors, &walk.streams);
     for _ in 0..plan.outer {
         walk.level(0, 0)?;
     }
     walk.cursors.verify()?;
+    for stream in walk.streams.iter_mut().flatten() {
+        stream.finish()?;
+    }
     walk.sink.flush()
 }
 
@@ -55,6 +68,8 @@ struct Walk<'a, 'r> {
     cursors: Cursors<'r>,
     regions: &'r [Region],
     rounds: Vec<u64>,
+    /// The blocks read by range, by cell.
+    streams: Vec<Option<Stream<'r>>>,
     plan: &'r JoinPlan,
     grid: &'r Grid,
     inputs: &'r [&'r Tensor],
@@ -72,8 +87,17 @@ impl Walk<'_, '_> {
                 let round = self.rounds[cell];
                 let (input, p) = (self.inputs[cell], &self.plan.inputs[cell]);
                 let region = &self.regions[cell];
-                self.sink
-                    .run(input, p, region, None, round, cell, &mut self.cursors)?;
+                match &mut self.streams[cell] {
+                    Some(stream) => {
+                        let sink = &mut self.sink;
+                        let run = (p.run_at(round), p.run_bytes);
+                        stream.run(run, &mut |bytes, at| sink.append(bytes, input, p, at))?;
+                    }
+                    None => {
+                        self.sink
+                            .run(input, p, region, None, round, cell, &mut self.cursors)?;
+                    }
+                }
                 self.rounds[cell] += 1;
             } else {
                 for _ in 0..length * self.between[level] {

@@ -102,39 +102,56 @@ pub fn execute(plan: &JoinPlan, inputs: &[&Tensor], out: &mut dyn Sink) -> Resul
     if plan.outer == 1 {
         return execute_rest(plan, inputs, 0, out);
     }
+    // Inputs in object storage are read by range, front to back, each through a window.
+    let mut streams = ranged::streams(inputs, &plan.inputs);
     // A map outlives its file descriptor: reopened inputs are closed again at once, unless
     // their runs are long enough to be copied inside the kernel, and they are few.
     let regions = inputs
         .iter()
         .zip(&plan.inputs)
-        .map(|(input, p)| map(input, p))
+        .zip(&streams)
+        .map(|((input, p), stream)| match stream {
+            Some(_) => Ok(Region::map_nothing()),
+            None => map(input, p),
+        })
         .collect::<Result<Vec<Region>>>()?;
     let files = inputs
         .iter()
         .zip(&plan.inputs)
-        .map(|(input, p)| {
+        .zip(&streams)
+        .map(|((input, p), stream)| {
             // A stored .npz member's runs are written from its map, which its CRC-32 check
             // reads anyway (`Cursors::advance`): a kernel copy would read them twice.
             let keep = inputs.len() <= KEEP_OPEN
                 && direct(p, &plan.dtype)
                 && p.data_len > 0
-                && input.stored_crc.is_none();
+                && input.stored_crc.is_none()
+                && stream.is_none();
             keep.then(|| input.file.open(&input.name)).transpose()
         })
         .collect::<Result<Vec<Option<Arc<File>>>>>()?;
     let threaded = threads(plan, plan.inputs.iter().any(|p| !direct(p, &plan.dtype)));
     with_packer(&plan.dtype, threaded, out, |sink| {
         let mut cursors = Cursors::new(&regions, inputs);
-        if packable(plan) {
+        ranged::check_apart(&mut cursors, &streams);
+        if packable(plan) && streams.iter().all(Option::is_none) {
             sink.packed_rounds(plan, &regions, &mut cursors)?;
             return cursors.verify();
         }
         for round in 0..plan.outer {
             let each = inputs.iter().zip(&plan.inputs).zip(&regions).zip(&files);
             for (index, (((input, p), region), file)) in each.enumerate() {
+                if let Some(stream) = &mut streams[index] {
+                    let run = (p.run_at(round), p.run_bytes);
+                    stream.run(run, &mut |bytes, at| sink.append(bytes, input, p, at))?;
+                    continue;
+                }
                 let file = file.as_ref();
                 sink.run(input, p, region, file, round, index, &mut cursors)?;
             }
+        }
+        for stream in streams.iter_mut().flatten() {
+            stream.finish()?;
         }
         cursors.verify()
     })

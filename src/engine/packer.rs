@@ -82,6 +82,23 @@ impl<'a> Packer<'a> {
         }
         // A slice of a stored .npz member goes through the cursors, which check the CRC-32
         // of all of the member's data, also the bytes the slice leaves out.
+        if let Some(object) = input.file.remote_object()
+            && p.gather().is_none()
+            && (changes(p, &self.dtype) || (p.sliced() && input.stored_crc.is_some()))
+        {
+            // A cast or a byte swap of an object's data, or a slice of a stored archive
+            // member (whose CRC-32 needs all of it): read by range, converted as read.
+            let stream = super::ranged::Stream::new(
+                object,
+                &input.name,
+                (p.data_offset, p.data_len),
+                (super::ranged::PIECE, p.dtype.itemsize()),
+            )
+            .checked(input.crc_check());
+            return stream.into_run((skip, len), &mut |bytes, at| {
+                self.append(bytes, input, p, at)
+            });
+        }
         if changes(p, &self.dtype) || (p.sliced() && input.stored_crc.is_some()) {
             let region = map(input, p)?;
             let mut cursors = Cursors::new(std::slice::from_ref(&region), &[input]);
@@ -132,7 +149,13 @@ impl<'a> Packer<'a> {
         object: &crate::input::RemoteFile,
         (offset, len): (u64, u64),
     ) -> Result<()> {
+        // A stored archive member read whole (a `torch.save` chunk): its CRC-32 over the
+        // pieces as they come, checked at the end.
+        let mut check = input.crc_check();
         super::ranged::read_pieces(object, &input.name, (offset, len), &mut |mut piece| {
+            if let Some((_, check)) = &mut check {
+                check.hasher.update(piece);
+            }
             while !piece.is_empty() {
                 if self.buffer.len() == self.capacity {
                     self.flush()?;
@@ -142,7 +165,11 @@ impl<'a> Packer<'a> {
                 piece = &piece[room..];
             }
             Ok(())
-        })
+        })?;
+        match check {
+            Some((name, check)) => check.verify(&name),
+            None => Ok(()),
+        }
     }
 
     /// Copies the `len` bytes of a small input's file from `offset` (all of its data, or
