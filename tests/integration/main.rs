@@ -61,6 +61,8 @@ mod reliability;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]
+mod remote_ckpt;
+#[cfg(feature = "remote")]
 mod remote_inputs;
 #[cfg(feature = "remote")]
 mod remote_open;

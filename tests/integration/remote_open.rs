@@ -230,7 +230,7 @@ fn like_and_files_from_read_objects() {
 /// count this test process's memory, which the child shares until it execs), and whether
 /// it succeeded.
 #[cfg(target_os = "linux")]
-fn peak_kib(mut command: std::process::Command) -> (u64, bool) {
+pub(crate) fn peak_kib(mut command: std::process::Command) -> (u64, bool) {
     let mut child = command.spawn().unwrap();
     let status = format!("/proc/{}/status", child.id());
     let mut peak = 0;
