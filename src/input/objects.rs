@@ -10,10 +10,14 @@
 //! range through [`Object`] ([`crate::format::Format::read_ranged`]): the archive's end and
 //! directory, each member's local and .npy header, the pickle, never a tensor's data (a
 //! deflated .npz member is inflated from a ranged stream when its data is first read; a
-//! strided `.pt` view is read into memory, up to 256 MiB). Formats read from neither (JSON
-//! text; DCP's `.metadata`; DeepSpeed's files) are downloaded whole, every read pinned to the
-//! ETag the head saw, into an unnamed temporary file, and read as a local file is
-//! ([`open_regular`]).
+//! strided `.pt` view is read into memory, up to 256 MiB). The files of composite inputs
+//! read by position (a DCP checkpoint's `.distcp` files, a DeepSpeed checkpoint's rank files)
+//! are opened by [`open_readable`]: a local file, or an [`Object`], whose archives, pickles
+//! and headers their readers read by range, and whose tensors' data stay in the object.
+//! Small files read whole (an index, DCP's `.metadata`, DeepSpeed's `latest`) are read into
+//! memory under a limit ([`read_whole`]). Formats read from neither (JSON text) are
+//! downloaded whole, every read pinned to the ETag the head saw, into an unnamed temporary
+//! file, and read as a local file is ([`open_regular`]).
 //!
 //! Below `open.rs`, which it does not name: the opening stage decides what an input is
 //! (a composite input, one object) and calls here for the bytes.

@@ -302,8 +302,8 @@ impl RemoteFile {
     }
 
     /// Its copy in an unnamed temporary file, downloaded (every read pinned to its version)
-    /// the first time it is asked for: for plans that map their inputs (a last-axis join, a
-    /// cast); a plan of one round reads it by range instead (`engine/packer.rs`).
+    /// the first time it is asked for: for plans that gather it (an input in Fortran order);
+    /// the engine reads others by range (`engine/ranged.rs`).
     fn copy(&self, name: &InputRef) -> Result<Arc<File>> {
         let mut copy = self
             .copy
