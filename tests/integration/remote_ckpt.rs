@@ -133,6 +133,23 @@ fn dcp_checkpoints_in_s3_convert_by_range_as_their_local_copies() {
     // share 64 KiB windows) and their data, never a download of the whole (which these
     // small files would take in one GET too: the missing TMPDIR is what refuses that).
     same_as_local(&moto, "dcp_default", &cases, None, (".distcp", 40));
+    // Megatron-Core's `common.pt`, not read, is said to be left out, as of the local folder.
+    let dir = tempfile::tempdir().unwrap();
+    let output = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .args([
+            "s3://ckpt/dcp_default/megatron/",
+            "--dry-run",
+            "-o",
+            "out.safetensors",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}");
+    crate::util::assert_mentions(&said, &["left out", "skipped common.pt"]);
     // FSDP2 / DTensor rank files (torch.save archives), and the HF writer's safetensors.
     let cases = ["fsdp2_ws2", "fsdp2_ws4", "mesh2x2", "distribute_ws2"];
     same_as_local(

@@ -668,9 +668,11 @@ impl<'a> Files<'a> {
         Ok((Arc::clone(&opened.path), opened.data.clone()))
     }
 
-    /// Whether the folder holds Megatron-Core's `common.pt`, which is not read.
+    /// Whether the folder holds Megatron-Core's `common.pt`, which is not read: asked of its
+    /// source, as a prefix's `common.pt` is an object.
     fn megatron_common(&self) -> bool {
-        self.folder.join("common.pt").is_file()
+        let common = Location::new(self.folder.join("common.pt").as_path());
+        objects::head(&common).is_ok_and(|head| head.kind == crate::input::source::Kind::Object)
     }
 
     /// Notes about the folder: the files of Megatron-Core's `torch_dist` form beside DCP's.
