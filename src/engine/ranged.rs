@@ -1,7 +1,14 @@
-//! Copying a remote input's data by range (`DataFile::Remote`): pieces of at most
-//! [`PIECE`] bytes, each read pinned to the version the input's header was read from, the
-//! next one read on a thread of its own while this one is written, so that a copy holds at
-//! most two pieces at once (the one written, the one being read) whatever the input's size.
+//! Copying a remote input's data by range (`DataFile::Remote`), every read pinned to the
+//! version the input's header was read from, never a map (which would download the object):
+//! - all of it, or one run of a slice, as it is ([`read_pieces`]): pieces of at most
+//!   [`PIECE`] bytes, the next one read on a thread of its own while this one is written, so
+//!   that a copy holds at most two pieces at once whatever the input's size;
+//! - the runs of a plan of several rounds (a last-axis join, a grid's blocks), or one run
+//!   cast or byte-swapped ([`Stream`]): front to back through a window of the input's own,
+//!   the windows of a plan's objects sharing [`WINDOWS`] bytes.
+//!
+//! A stored ZIP member's CRC-32 is computed over its bytes as they are read, and checked
+//! before the engine returns.
 
 use std::sync::mpsc;
 
