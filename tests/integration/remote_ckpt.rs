@@ -228,6 +228,7 @@ fn rebuild_large_dcp(folder: &Path) {
 }
 
 /// The data of tensor `name` in the safetensors file `file`.
+#[cfg(target_os = "linux")]
 fn tensor_data<'a>(file: &'a [u8], name: &str) -> &'a [u8] {
     let len = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
     let header: serde_json::Value = serde_json::from_slice(&file[8..8 + len]).unwrap();
