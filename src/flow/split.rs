@@ -432,8 +432,8 @@ fn file_order<'p, 'a>(jobs: &'p [TensorJob<'a>], planned: &Planned) -> Vec<&'p T
 /// last) and its parts in flight, so N uploads in lockstep would hold N of each (256 outputs,
 /// 10 GiB), where one after another holds one upload's whatever N. The price is reading the
 /// input once per output instead of once: each output reads only its own slices (and the
-/// tensors every output keeps whole), from a mapped local file or by range from an object,
-/// while the upload, slower than either, is what sets the pace.
+/// tensors every output keeps whole) from the input's map (an object is downloaded once: the
+/// splitter does not read by range yet), while the upload, slower, is what sets the pace.
 fn in_lockstep(planned: &[PlannedOutput], compress: bool) -> bool {
     let Some(first) = planned.first() else {
         return false;

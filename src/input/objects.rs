@@ -276,7 +276,17 @@ pub fn download(location: &Location, head: &Head) -> io::Result<File> {
     if head.kind != Kind::Object {
         return Err(io::Error::other("it is a prefix (a folder), not an object"));
     }
-    let file = tempfile::tempfile()?;
+    let file = tempfile::tempfile().map_err(|e| {
+        let folder = std::env::temp_dir();
+        io::Error::new(
+            e.kind(),
+            format!(
+                "it is copied into a temporary file to be read, which cannot be made in {} \
+                 (TMPDIR): {e}\nhint: point TMPDIR at a folder with room for the object",
+                crate::messages::path(&folder)
+            ),
+        )
+    })?;
     sources::source_of(location)?.download(location, head, &file)?;
     Ok(file)
 }

@@ -609,3 +609,35 @@ fn a_split_and_a_gguf_split_upload_in_the_part_size_asked() {
         crate::util::assert_mentions(&stderr, &["--part-size", "object storage"]);
     }
 }
+
+/// A split downloads an input in object storage into `TMPDIR` (the splitter does not read by
+/// range): a `TMPDIR` that cannot hold it is named, with the fix. Before, the message was
+/// "No such file or directory" alone, as if the object were missing.
+#[test]
+fn a_split_of_an_object_names_a_tmpdir_it_cannot_use() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("src");
+    let npy = crate::util::npy_bytes("<f4", &[4, 2], false, &crate::util::f32_le(&[1.0; 8]));
+    moto.put("src", "a.npy", &npy);
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let args = [
+        "split",
+        "-a",
+        "0",
+        "--parts",
+        "2",
+        "s3://src/a.npy",
+        "-o",
+        "p{part}.npy",
+    ];
+    let run = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .env("TMPDIR", &missing)
+        .args(args)
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr);
+    crate::util::assert_mentions(&stderr, &["s3://src/a.npy", "TMPDIR", "missing"]);
+}
