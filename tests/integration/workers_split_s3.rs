@@ -467,11 +467,15 @@ fn a_no_clobber_commit_whose_second_output_appears_names_the_first_in_place() {
     ok(&moto, d, &args, &["--workers", "2", "--begin", "-n", "-q"]);
     run_workers(&args, &[0, 1], 2, &moto.env());
     // Another writer creates the second output as its completion goes, after the first's.
-    let other = moto.clone();
+    // A weak handle: the proxy's thread, which keeps the rule, must not keep moto running
+    // after the test.
+    let other = std::sync::Arc::downgrade(&moto);
     let rule = move |head: &str| {
         let line = head.lines().next().unwrap_or_default();
         if line.starts_with("POST /out/n/tp1.safetensors?") && line.contains("uploadId=") {
-            other.put("out", "n/tp1.safetensors", b"theirs");
+            if let Some(other) = other.upgrade() {
+                other.put("out", "n/tp1.safetensors", b"theirs");
+            }
         }
         Verdict::Forward
     };
