@@ -87,7 +87,7 @@ set edit:completion:arg-completer[tjoin] = {|@words|
             cand --max-tensors 'Split a GGUF file into a set of files of at most N tensors each, named as gguf-split names them (-o out/ gives out/MODEL-00001-of-0000K.gguf)'
             cand --format 'The outputs'' format (npy, json, npz, safetensors); overrides their extensions'
             cand --input-format 'Read the input in this format instead of guessing from its content and name'
-            cand --part-size 'The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job''s --begin cuts by it and records it)'
+            cand --part-size 'The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job''s --begin cuts by it and records it, its default 5 MiB or the least that fits)'
             cand --json-form 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data'
             cand --metadata 'Add or replace an entry of the .safetensors outputs'' __metadata__ (the input''s is carried over); repeatable'
             cand --rules 'Read rules from FILE, `GLOB = AXIS [WORDS]` or `GLOB = keep` a line, as a join reads them (see tjoin --help): the same file splits and joins back'

@@ -130,7 +130,7 @@ npz\t''
 safetensors\t''
 pt\t''
 gguf\t''"
-complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l part-size -d 'The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job\'s --begin cuts by it and records it)' -r -f
+complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l part-size -d 'The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job\'s --begin cuts by it and records it, its default 5 MiB or the least that fits)' -r -f
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l json-form -d 'The shape of JSON outputs: nested arrays, or an object with dtype, shape and data' -r -f -a "nested\t'`[[1, 2], [3, 4]]`: the data as nested arrays'
 object\t'`{"dtype": "int64", "shape": [2, 2], "data": [[1, 2], [3, 4]]}`'"
 complete -c tjoin -n "__fish_tjoin_using_subcommand split" -l metadata -d 'Add or replace an entry of the .safetensors outputs\' __metadata__ (the input\'s is carried over); repeatable' -r -f

@@ -84,7 +84,7 @@ pub struct SplitArgs {
 
     /// The size of each part of outputs in object storage (-o s3://...): 5MiB to 5GiB, as
     /// for a join (default: 8 MiB, or the least that fits an object in 10,000 parts; a job's
-    /// --begin cuts by it and records it).
+    /// --begin cuts by it and records it, its default 5 MiB or the least that fits).
     #[arg(long, value_name = "SIZE", value_parser = super::parse_part_size, value_hint = ValueHint::Other)]
     pub part_size: Option<u64>,
 
