@@ -59,6 +59,14 @@ pub fn head(location: &Location) -> io::Result<Head> {
     Ok(head)
 }
 
+/// Whether there is an object (locally, a file) at `location`, asked of its source: a file a
+/// checkpoint's folder may hold (`.metadata`, `latest`, `common.pt`), which in object storage
+/// is an object under a prefix, never a file on disk. Through [`head`], so that the read of
+/// the file that follows costs no second head.
+pub fn is_object(location: &Location) -> bool {
+    head(location).is_ok_and(|head| head.kind == Kind::Object)
+}
+
 /// What a header parser makes of the bytes it was given.
 pub enum Step<T> {
     /// It is done.

@@ -57,8 +57,7 @@ pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     if is_dir {
         // Asked of its source: a prefix's `.metadata` is an object.
         let metadata = Location::new(path.join(METADATA).as_path());
-        crate::input::objects::head(&metadata)
-            .is_ok_and(|head| head.kind == crate::input::source::Kind::Object)
+        objects::is_object(&metadata)
     } else {
         path.file_name().is_some_and(|n| n == METADATA)
     }
@@ -672,7 +671,7 @@ impl<'a> Files<'a> {
     /// source, as a prefix's `common.pt` is an object.
     fn megatron_common(&self) -> bool {
         let common = Location::new(self.folder.join("common.pt").as_path());
-        objects::head(&common).is_ok_and(|head| head.kind == crate::input::source::Kind::Object)
+        objects::is_object(&common)
     }
 
     /// Notes about the folder: the files of Megatron-Core's `torch_dist` form beside DCP's.

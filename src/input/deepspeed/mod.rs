@@ -50,7 +50,7 @@ pub fn is_checkpoint(path: &Path, is_dir: bool) -> bool {
     }
     // Asked of its source: a prefix's `latest` is an object.
     let latest = Location::new(path.join(LATEST).as_path());
-    if objects::head(&latest).is_ok_and(|head| head.kind == crate::input::source::Kind::Object) {
+    if objects::is_object(&latest) {
         return true;
     }
     sources::list(&Location::new(path)).is_ok_and(|entries| {
@@ -147,16 +147,14 @@ const LATEST_LIMIT: sys::Limit = sys::Limit {
 fn tag_folder(name: &InputRef) -> Result<PathBuf> {
     let folder = name.location.as_path().to_path_buf();
     let latest = folder.join(LATEST);
-    let is_file = crate::input::objects::head(&Location::new(latest.as_path()))
-        .is_ok_and(|head| head.kind == crate::input::source::Kind::Object);
-    if !is_file {
+    if !objects::is_object(&Location::new(latest.as_path())) {
         return Ok(folder);
     }
     let latest_ref = InputRef {
         location: latest.as_path().into(),
         ..name.clone()
     };
-    let (bytes, _) = crate::input::objects::read_whole(&latest_ref.location, &LATEST_LIMIT)
+    let (bytes, _) = objects::read_whole(&latest_ref.location, &LATEST_LIMIT)
         .map_err(|(action, e)| latest_ref.io_error(action, e))?;
     let tag = String::from_utf8_lossy(&bytes).trim().to_string();
     let plain = !tag.is_empty()
