@@ -3,7 +3,8 @@
 //! to a real S3 server (moto's, `moto.rs`) and converted with a `TMPDIR` that does not exist,
 //! so that a download of any object into a temporary file would fail: the output is the
 //! local conversion's, byte for byte; a 200 MiB DCP is converted in bounded memory; an object
-//! replaced during the read, and a chunk whose bytes fail their CRC-32, are refused.
+//! replaced during the read, a chunk whose bytes fail their CRC-32, and a `.distcp` object
+//! shorter than its `.metadata` says, are refused.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -384,6 +385,36 @@ fn an_archive_member_that_fails_its_crc_is_refused_when_read_by_range() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     crate::util::assert_mentions(&stderr, &["s3://ckpt/damaged.bin", "CRC-32"]);
+    assert!(!dir.path().join("out.safetensors").exists());
+}
+
+#[test]
+fn a_distcp_object_shorter_than_its_metadata_says_is_refused_before_any_read_past_it() {
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("ckpt");
+    // Its .metadata puts chunks of rank 1's file past the end of its object: refused by the
+    // object's length from its head, naming the object, its length and the range, with no
+    // ranged GET past the end (which a server answers 416, a message about HTTP).
+    upload_tree(&moto, "ckpt", &fixture("dcp_default/bad_truncated"), "cut");
+    let dir = tempfile::tempdir().unwrap();
+    let output = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args(["s3://ckpt/cut/", "-o", "out.safetensors"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "s3://ckpt/cut/__1_0.distcp",
+            "11284 bytes long",
+            "the file is cut short",
+        ],
+    );
+    assert!(!stderr.contains("416"), "{stderr}");
     assert!(!dir.path().join("out.safetensors").exists());
 }
 
