@@ -29,8 +29,8 @@ fn joined(store: &dyn Store, dir: &Path, args: &[&str], out: &str) -> Vec<u8> {
 }
 
 /// Two objects joined on either axis, and a sharded set by its prefix and its index, give
-/// the bytes of the same joins of local copies.
-fn inputs_give_the_output_of_their_local_copies(store: &dyn Store) {
+/// the bytes of the same joins of local copies (moto's too: `remote_inputs.rs`).
+pub fn inputs_give_the_output_of_their_local_copies(store: &dyn Store) {
     store.make_bucket("inputs");
     let dir = tempfile::tempdir().unwrap();
     let values =

@@ -223,6 +223,32 @@ impl Moto {
     }
 }
 
+/// moto as the tests of inputs run against every store's server (`emulated_inputs.rs`).
+impl crate::emulators::Store for Moto {
+    fn scheme(&self) -> &'static str {
+        "s3"
+    }
+    fn make_bucket(&self, name: &str) {
+        self.bucket(name);
+    }
+    fn put_object(&self, bucket: &str, key: &str, bytes: &[u8]) {
+        self.put(bucket, key, bytes);
+    }
+    fn run(&self) -> assert_cmd::Command {
+        self.tjoin()
+    }
+    fn environment(&self) -> Vec<(&'static str, String)> {
+        self.env()
+    }
+    fn gets(&self, bucket: &str, key: &str) -> usize {
+        let get = format!("GET /{bucket}/{key} ");
+        self.requests()
+            .iter()
+            .filter(|r| r.starts_with(&get))
+            .count()
+    }
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
