@@ -329,6 +329,38 @@ fn a_part_answered_before_its_body_was_taken_is_sent_again_not_recorded() {
 }
 
 #[test]
+fn a_part_always_answered_before_its_body_was_taken_fails_the_worker_saying_how_much_was_taken() {
+    // 64.1 MiB in parts of 64 MiB: the first always answered 200 after 1 MiB of its body.
+    let Some((moto, dir, _, args)) = set_up(3000, 2800) else {
+        return;
+    };
+    let d = dir.path();
+    let begin = ["--workers", "1", "--begin", "--part-size", "64MiB", "-q"];
+    ok(&moto, d, &args, &begin);
+    let (rule, requests) = failing_part(1, usize::MAX, Verdict::AnswerEarly(1 << 20));
+    let proxy = Proxy::start(port_of(&moto), rule);
+    let (child, _own) = start_worker(&args, (0, 1), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(requests.load(Ordering::SeqCst), 4, "{stderr}");
+    // Its last failure in one line, with the sizes (the bytes taken are those the socket
+    // took, at least the 1 MiB the store read).
+    crate::util::assert_mentions(
+        &stderr,
+        &[
+            "part 1 was sent 4 times and the store took none of them",
+            "the store answered HTTP 200 having been sent ",
+        ],
+    );
+    let taken = stderr.split("having been sent ").nth(1).unwrap_or_default();
+    let after = taken.trim_start_matches(|c: char| c.is_ascii_digit());
+    assert!(after.starts_with(" of its 67108864 bytes)"), "{stderr}");
+    assert!(moto.get("out", "j.npy.tjoin-job/done-0.json").is_none());
+    ok(&moto, d, &args, &["--workers", "1", "--abandon", "-q"]);
+}
+
+#[test]
 fn a_part_whose_request_stalls_is_given_up_and_sent_again() {
     // 64.1 MiB in parts of 64 MiB: the first fills the connection's buffers and stalls, until
     // the kernel gives the connection up (TCP_USER_TIMEOUT, 30 s).

@@ -37,15 +37,14 @@ use super::{Done, FileUpload, JobFile, Manifest, Upload};
 use crate::error::{Error, Result};
 use crate::limits::JOB_MANIFEST;
 use crate::messages;
-use crate::sys::remote::{Location, parts};
+use crate::sys::remote::Location;
+use crate::sys::remote::parts::{self, LONGEST_ID, printable};
 
 /// S3's limits on a multipart upload's parts: 5 MiB to 5 GiB each (but the last), at most
 /// 10,000.
 const LEAST_PART: u64 = 5 << 20;
 const MOST_PART: u64 = 5 << 30;
 const MOST_PARTS: u64 = 10_000;
-/// The longest upload id and ETag read from a manifest or a record.
-const LONGEST_ID: usize = 1024;
 /// A record's bytes beyond its ETags, and the most each ETag (quoted, with JSON's comma) adds.
 const RECORD_BYTES: u64 = 4 << 10;
 const ETAG_BYTES: u64 = LONGEST_ID as u64 + 4;
@@ -294,11 +293,6 @@ pub fn read(objects: &Objects) -> Result<Option<Manifest>> {
         Some(why) => Err(refused(objects, &why)),
         None => Ok(Some(manifest)),
     }
-}
-
-/// Whether `text` is 1 to 1024 bytes of printable ASCII: an upload id, an ETag.
-fn printable(text: &str) -> bool {
-    !text.is_empty() && text.len() <= LONGEST_ID && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 fn refused(objects: &Objects, why: &str) -> Error {

@@ -331,7 +331,8 @@ impl PartSender {
             return Err(Failed {
                 again: true,
                 error: io::Error::other(format!(
-                    "part {number}: the store answered HTTP {status} having been sent {taken}                      of its {len} bytes"
+                    "part {number}: the store answered HTTP {status} having been sent {taken} \
+                     of its {len} bytes"
                 )),
             });
         }
@@ -362,9 +363,13 @@ impl PartSender {
     }
 }
 
-/// Whether `text` is 1 to 1024 bytes of printable ASCII (an ETag a job records).
-fn printable(text: &str) -> bool {
-    !text.is_empty() && text.len() <= 1024 && text.bytes().all(|b| b.is_ascii_graphic())
+/// The longest upload id and ETag a job takes (from the store, or from its manifest and
+/// records).
+pub const LONGEST_ID: usize = 1024;
+
+/// Whether `text` is 1 to [`LONGEST_ID`] bytes of printable ASCII: an upload id, an ETag.
+pub fn printable(text: &str) -> bool {
+    !text.is_empty() && text.len() <= LONGEST_ID && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The client that sends streamed parts: plain HTTP only where `AWS_ALLOW_HTTP` allows it
