@@ -176,13 +176,7 @@ pub(crate) fn run_step(
     mut planning: Planning,
     engine: Option<&mut Engine>,
 ) -> Result<Vec<ShareReport>> {
-    let remote = remote_output(&planning)?;
-    let paths = match remote {
-        None => Some(check_can_share(&planning)?),
-        Some(_) => None,
-    };
-    let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
-    let paths = paths.map(|p| p.with_folders(layout.folders.iter().cloned()));
+    let (remote, paths, layout) = laid_out(&mut planning)?;
     let n = step.workers();
     // A worker's and the commit's job in the bucket, read once for its part size and checks.
     #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
@@ -292,12 +286,7 @@ pub(crate) fn share_report(
     n: u32,
     part_size: Option<u64>,
 ) -> Result<Vec<ShareReport>> {
-    let remote = remote_output(&planning)?;
-    let paths = match remote {
-        None => Some(check_can_share(&planning)?),
-        Some(_) => None,
-    };
-    let layout = layout(&mut planning, paths.as_ref().map(|p| p.folder.as_path()))?;
+    let (remote, _, layout) = laid_out(&mut planning)?;
     Ok(share_reports(
         &layout,
         &job_shares(remote, &layout, n, part_size)?,
@@ -379,6 +368,21 @@ pub(crate) fn abandon_in(
 /// The outputs' files laid out as bytes one after another: each framed by its writer with
 /// nothing written, each tensor's data counted where it goes.
 /// `first` is the job's folder (`None` for an output in object storage).
+/// The planned run laid out for a job (every step's, and a dry run's, the same): the output
+/// in object storage, if it is; else the local job's paths, with the layout's folders.
+fn laid_out<'p>(
+    planning: &mut Planning<'p, '_>,
+) -> Result<(Option<Remote<'p>>, Option<Paths>, Layout)> {
+    let remote = remote_output(planning)?;
+    let paths = match remote {
+        None => Some(check_can_share(planning)?),
+        Some(_) => None,
+    };
+    let layout = layout(planning, paths.as_ref().map(|p| p.folder.as_path()))?;
+    let paths = paths.map(|p| p.with_folders(layout.folders.iter().cloned()));
+    Ok((remote, paths, layout))
+}
+
 fn layout(planning: &mut Planning, first: Option<&Path>) -> Result<Layout> {
     let mut files = Vec::new();
     let mut start = 0u64;
