@@ -239,6 +239,12 @@ fn a_hostile_manifest_in_the_bucket_is_refused_and_abandon_removes_it() {
             "\"upload_id\": \" ",
             "an upload id is not printable",
         ),
+        // A URL's secrets and a terminal's escapes, shown in the refusal: neither printed.
+        (
+            "\"url\": \"s3://out/j.npy\"",
+            "\"url\": \"s3://me:hunter2@out/j.npy?sig=hunter2\\u001b[2J\"",
+            "its upload is to",
+        ),
         (
             "\"workers\": 2",
             "\"workers\": 2, \"run\": \"x\"",
@@ -249,6 +255,10 @@ fn a_hostile_manifest_in_the_bucket_is_refused_and_abandon_removes_it() {
         moto.put("out", key, text.replacen(from, to, 1).as_bytes());
         let error = no(&moto, d, &args, &["--worker", "0/2"]);
         assert!(error.contains(why), "{to}: {error}");
+        assert!(
+            !error.contains("hunter2") && !error.contains('\u{1b}'),
+            "{to}: {error}"
+        );
     }
     // Too long to be one: refused before it is read whole.
     moto.put("out", key, &vec![b' '; (64 << 20) + 1]);
