@@ -329,6 +329,41 @@ fn a_part_answered_before_its_body_was_taken_is_sent_again_not_recorded() {
 }
 
 #[test]
+fn a_part_of_5_mib_answered_early_is_found_by_listing_the_parts_and_sent_again() {
+    // Parts of 5 MiB: the socket's buffers take a whole part before the early answer comes,
+    // so only the store's listing of the parts shows that part 1 is not there.
+    let Some((moto, dir, want, args)) = set_up(3000, 1000) else {
+        return;
+    };
+    let d = dir.path();
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-q"]);
+    let (rule, requests) = failing_part(1, 1, Verdict::AnswerEarly(1 << 20));
+    let proxy = Proxy::start(port_of(&moto), rule);
+    let (child, _own) = start_worker(&args, (0, 2), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(requests.load(Ordering::SeqCst), 2, "{stderr}");
+    let done = moto.get("out", "j.npy.tjoin-job/done-0.json").unwrap();
+    let done = String::from_utf8(done).unwrap();
+    assert!(!done.contains("early"), "{done}");
+    ok(&moto, d, &args, &["--worker", "1/2", "-q"]);
+    ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
+    // Always answered early: the worker fails, and records nothing.
+    let (rule, _) = failing_part(1, usize::MAX, Verdict::AnswerEarly(1 << 20));
+    let proxy = Proxy::start(port_of(&moto), rule);
+    ok(&moto, d, &args, &["--workers", "2", "--begin", "-q"]);
+    let (child, _own) = start_worker(&args, (0, 2), &proxy.env(&moto));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    crate::util::assert_mentions(&stderr, &["part 1 was sent 4 times", "part 1: the store"]);
+    assert!(moto.get("out", "j.npy.tjoin-job/done-0.json").is_none());
+    ok(&moto, d, &args, &["--workers", "2", "--abandon", "-q"]);
+}
+
+#[test]
 fn a_part_always_answered_before_its_body_was_taken_fails_the_worker_saying_how_much_was_taken() {
     // 64.1 MiB in parts of 64 MiB: the first always answered 200 after 1 MiB of its body.
     let Some((moto, dir, _, args)) = set_up(3000, 2800) else {

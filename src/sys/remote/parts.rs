@@ -476,6 +476,100 @@ pub fn has_upload(location: &Location, id: &str) -> io::Result<Option<bool>> {
     Ok(Some(false))
 }
 
+/// A part as the store lists it: its ETag and size, if it lists it.
+pub type Listed = Option<(String, u64)>;
+
+/// The parts `first..first + count` (numbered from 0: S3's `first + 1` on) of the upload `id`
+/// of `location` as the store lists them (S3's ListParts, page after page): each one's ETag
+/// and size, `None` for one it lists not. A worker checks by it that the store holds each
+/// part it sent whole, as the ETag it answered names: a success answered before the store
+/// read the body (a middlebox) is not seen by the bytes the socket took, which kernel
+/// buffers hold whatever the store read. `None` when the store does not let it list them
+/// (403: a role without `s3:ListMultipartUploadParts`; 405, 501: a store without the call).
+pub fn listed_parts(
+    location: &Location,
+    id: &str,
+    (first, count): (u32, u32),
+) -> io::Result<Option<Vec<Listed>>> {
+    let signer = s3_signer_for(location)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "only S3's multipart uploads are listed by a job",
+        )
+    })?;
+    let client = part_client()?;
+    let path = key_path(location)?;
+    let mut listed = vec![None; count as usize];
+    // From the first part: a store may take the marker for an index into the parts it
+    // holds (moto does), where S3 takes a part number; each page after is the one the
+    // store names.
+    let mut marker: Option<String> = None;
+    // A page holds at most 1,000 parts; an upload at most 10,000.
+    for _ in 0..12 {
+        let mut query = vec![("uploadId", id.to_string())];
+        if let Some(marker) = marker.take() {
+            query.push(("part-number-marker", marker));
+        }
+        let options = SignedUrlOptions::new().with_query(query);
+        let (status, text) = runtime()?.block_on(async {
+            let signed = signer.signed_url_opts(Method::GET, &path, PART_SIGNED_FOR, &options);
+            let url = signed.await.map_err(|e| {
+                io::Error::other(format!("cannot sign the listing of its parts: {e}"))
+            })?;
+            // The error without its URL, whose query carries the signature.
+            let failed = |e: reqwest::Error| {
+                io::Error::other(format!("listing its parts: {}", e.without_url()))
+            };
+            let response = client.get(url).send().await.map_err(failed)?;
+            let status = response.status().as_u16();
+            Ok::<_, io::Error>((status, response.text().await.map_err(failed)?))
+        })?;
+        if matches!(status, 403 | 405 | 501) {
+            return Ok(None);
+        }
+        if !(200..=299).contains(&status) {
+            let said = super::upload::element(&text, "Code")
+                .map_or(String::new(), |code| format!(", {code}"));
+            return Err(io::Error::other(format!(
+                "listing its parts: HTTP {status}{said}"
+            )));
+        }
+        let mut rest = text.as_str();
+        let mut last = 0;
+        while let Some((part, after_it)) = between(rest, "<Part>", "</Part>") {
+            let field = |name: &str| {
+                between(part, &format!("<{name}>"), &format!("</{name}>"))
+                    .map(|(text, _)| unescaped(text))
+            };
+            let number = field("PartNumber").and_then(|n| n.trim().parse::<u32>().ok());
+            let size = field("Size").and_then(|n| n.trim().parse::<u64>().ok());
+            if let (Some(number), Some(etag), Some(size)) = (number, field("ETag"), size) {
+                last = last.max(number);
+                let at = number.checked_sub(first + 1).map(|at| at as usize);
+                if let Some(slot) = at.and_then(|at| listed.get_mut(at)) {
+                    *slot = Some((etag, size));
+                }
+            }
+            rest = after_it;
+        }
+        let field = |name: &str| {
+            between(&text, &format!("<{name}>"), &format!("</{name}>"))
+                .map(|(text, _)| unescaped(text).trim().to_string())
+        };
+        // Done once the page is the last, or past the parts asked.
+        match (
+            field("IsTruncated").as_deref(),
+            field("NextPartNumberMarker"),
+        ) {
+            (Some("true"), Some(next)) if !next.is_empty() && last < first + count => {
+                marker = Some(next);
+            }
+            _ => break,
+        }
+    }
+    Ok(Some(listed))
+}
+
 /// The text of `text` between the first `open` and the `close` after it, and what follows.
 fn between<'t>(text: &'t str, open: &str, close: &str) -> Option<(&'t str, &'t str)> {
     let start = text.find(open)? + open.len();

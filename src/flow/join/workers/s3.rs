@@ -28,7 +28,7 @@ use crate::output::job::{self, Done, FileUpload, Manifest, Step, Window};
 use crate::output::kind::Planned;
 use crate::output::progress;
 use crate::sys::remote::Location;
-use crate::sys::remote::parts::{PartStream, Sent};
+use crate::sys::remote::parts::{self, PartStream, Sent};
 
 /// The output's URL as a location: an object in S3, or (`sharded`) a prefix or an index.
 pub(super) fn location(url: &Path, sharded: bool) -> Result<Location> {
@@ -369,6 +369,7 @@ impl Parts<'_> {
             engine.as_deref_mut(),
         )?;
         let (mut etags, mut failure) = (sent.etags, sent.failure);
+        self.check_listed(file, &keep, (&mut etags, &mut failure))?;
         for attempt in 0..RETRIES {
             let failed: Vec<usize> = (0..etags.len()).filter(|&at| etags[at].is_none()).collect();
             if failed.is_empty() {
@@ -382,6 +383,7 @@ impl Parts<'_> {
                 etags[at] = again.etags.into_iter().next().flatten();
                 failure = again.failure.or(failure);
             }
+            self.check_listed(file, &keep, (&mut etags, &mut failure))?;
         }
         let failed: Vec<u64> = (0..etags.len())
             .filter(|&at| etags[at].is_none())
@@ -391,6 +393,57 @@ impl Parts<'_> {
             true => Ok(etags.into_iter().flatten().collect()),
             false => Err(self.failed(file, &failed, failure)),
         }
+    }
+
+    /// Forgets the ETag of each part of `keep` sent (`etags`) that the store does not list
+    /// with that ETag and its size, so that it is sent again (`failure` says why): a success
+    /// answered before the store read the whole body is not seen by the bytes the socket
+    /// took, and its ETag, recorded, would leave the commit refused. Nothing when the store
+    /// does not let the worker list them (S3 itself answers once it has the whole body).
+    fn check_listed(
+        &self,
+        file: &FileLayout,
+        keep: &Range<u64>,
+        (etags, failure): (&mut [Option<String>], &mut Option<std::io::Error>),
+    ) -> Result<()> {
+        if etags.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let part_size = self.upload.part_size;
+        let failed = |e| Error::io("list the parts sent of", &file.target, e);
+        let first = u32::try_from(keep.start / part_size).map_err(std::io::Error::other);
+        let count = u32::try_from(etags.len()).map_err(std::io::Error::other);
+        let listed = parts::listed_parts(
+            self.location,
+            &self.upload.upload_id,
+            (first.map_err(failed)?, count.map_err(failed)?),
+        )
+        .map_err(failed)?;
+        let Some(listed) = listed else {
+            return Ok(());
+        };
+        for (at, (etag, listed)) in etags.iter_mut().zip(listed).enumerate() {
+            let start = keep.start + at as u64 * part_size;
+            let len = (start + part_size).min(keep.end) - start;
+            let Some(sent) = etag.as_ref() else {
+                continue;
+            };
+            if listed.as_ref() != Some(&(sent.clone(), len)) {
+                let lists = match &listed {
+                    Some((tag, size)) => {
+                        format!("{size} bytes, ETag {}", crate::messages::name(tag))
+                    }
+                    None => "no such part".to_string(),
+                };
+                *failure = Some(std::io::Error::other(format!(
+                    "part {}: the store answered ETag {} for its {len} bytes, but lists {lists}",
+                    start / part_size + 1,
+                    crate::messages::name(sent)
+                )));
+                *etag = None;
+            }
+        }
+        Ok(())
     }
 
     /// Streams the bytes `range` of `file` (from a part's start) as the parts they make.
