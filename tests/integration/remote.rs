@@ -440,3 +440,26 @@ fn an_append_to_an_object_is_refused_before_a_request() {
     assert_eq!(moto.get("out", "x.npy").unwrap(), b"old");
     assert_eq!(dir.path().read_dir().unwrap().count(), 2, "nothing written");
 }
+
+#[test]
+fn no_clobber_completes_a_multipart_upload_with_plain_http_allowed_as_1() {
+    // object_store reads AWS_ALLOW_HTTP=1 as true, and so must the conditional completion
+    // `--no-clobber` sends itself: else every part is sent, and the completion refused.
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("out");
+    let dir = tempfile::tempdir().unwrap();
+    // 12 MB: two parts of 8 MiB, completed with If-None-Match.
+    two_inputs(dir.path(), (1500, 1500), 1024);
+    let args = ["-a", "0", "a.npy", "b.npy"];
+    let expected = local_join(&moto, dir.path(), &args);
+    let mut all = args.to_vec();
+    all.extend(["-n", "-o", "s3://out/new.npy"]);
+    moto.tjoin()
+        .env("AWS_ALLOW_HTTP", "1")
+        .current_dir(dir.path())
+        .args(&all)
+        .assert()
+        .success();
+    assert!(moto.get("out", "new.npy").unwrap() == expected);
+    assert!(moto.uploads("out").is_empty(), "{:?}", moto.uploads("out"));
+}

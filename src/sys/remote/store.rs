@@ -407,8 +407,10 @@ fn check_aws_environment() -> Result<(), String> {
 }
 
 /// Whether a variable is set to what object_store reads as true (`true`, `1`, `yes`, `on`,
-/// `y`, in any case).
-fn is_true(name: &str) -> bool {
+/// `y`, in any case): what a request tjoin sends itself must read as object_store does
+/// (`AWS_ALLOW_HTTP=1`, taken by the store, refused by a client of tjoin's own, failed the
+/// completion after every part was sent).
+pub(super) fn is_true(name: &str) -> bool {
     env(name).is_some_and(|value| {
         ["1", "true", "on", "yes", "y"]
             .iter()

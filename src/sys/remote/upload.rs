@@ -415,7 +415,7 @@ pub(super) fn complete_if_absent(
     let options = SignedUrlOptions::new()
         .with_query([("uploadId", id)])
         .with_signed_header(IF_NONE_MATCH, HeaderValue::from_static("*"));
-    let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let allow_http = super::store::is_true("AWS_ALLOW_HTTP");
     let client = ReqwestConnector::default()
         .connect(&ClientOptions::new().with_allow_http(allow_http))
         .map_err(|e| explain(location, e))?;
