@@ -138,7 +138,7 @@ fn write(config: &GgufConfig, set: &GgufSet, planned: &[(PathBuf, OutFile)]) -> 
     if planned.iter().any(|(path, _)| upload::is_url(path)) {
         let targets: Vec<(PathBuf, u64)> =
             planned.iter().map(|(p, f)| (p.clone(), f.len)).collect();
-        // A GGUF merge refuses --part-size (`cli::gguf`): its parts are the least that fits.
+        // --part-size as for a join (`cli::gguf` takes it only with -o naming a URL).
         let mut uploads = Uploads::open(&targets, config.no_clobber, config.part_size)?;
         write_files(sinks(uploads.members_mut()))?;
         uploads.commit()?;
