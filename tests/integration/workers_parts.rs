@@ -698,3 +698,25 @@ fn a_part_cut_in_the_middle_of_a_share_is_produced_again_from_its_own_bytes() {
     ok(&moto, d, &args, &["--workers", "2", "--commit", "-q"]);
     assert!(moto.get("out", "j.npy").unwrap() == want);
 }
+
+/// A worker sends its parts through a client of tjoin's own, which must read
+/// `AWS_ALLOW_HTTP=1` as object_store does (1, yes, on, y): it read only `true`, so every
+/// part was refused as plain HTTP ("builder error") where the store took the rest.
+#[test]
+fn a_worker_sends_its_parts_with_plain_http_allowed_as_1() {
+    let Some((moto, dir, want, args)) = set_up(3000, 1000) else {
+        return;
+    };
+    let d = dir.path();
+    ok(&moto, d, &args, &["--workers", "1", "--begin", "-q"]);
+    let mut env = moto.env();
+    for (name, value) in &mut env {
+        if *name == "AWS_ALLOW_HTTP" {
+            *value = "1".to_string();
+        }
+    }
+    crate::workers::run_workers(&args, &[0], 1, &env);
+    ok(&moto, d, &args, &["--workers", "1", "--commit", "-q"]);
+    assert!(moto.get("out", "j.npy").unwrap() == want);
+    assert!(moto.uploads("out").is_empty());
+}

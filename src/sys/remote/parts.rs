@@ -381,7 +381,7 @@ fn part_client() -> io::Result<reqwest::Client> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     // The runtime installs rustls's cryptography, which the client needs.
     runtime()?;
-    let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let allow_http = super::store::is_true("AWS_ALLOW_HTTP");
     let made = CLIENT.get_or_init(|| {
         let builder = reqwest::Client::builder();
         #[cfg(target_os = "linux")]
