@@ -376,3 +376,28 @@ fn a_signal_while_inputs_are_read_leaves_nothing_behind() {
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     assert!(!dir.path().join("out.npy").exists());
 }
+
+/// An empty object: its head's first read (bytes from 0) is answered 416, which was shown as
+/// object_store's raw error with the server's XML; now it says what it is, with a fix.
+#[test]
+fn an_empty_object_is_named_as_too_short_not_as_a_raw_416() {
+    let Some(moto) = crate::moto::Moto::start() else {
+        return;
+    };
+    moto.bucket("inputs");
+    moto.put("inputs", "empty.npy", b"");
+    let dir = tempfile::tempdir().unwrap();
+    let run = moto
+        .tjoin()
+        .current_dir(dir.path())
+        .args(["-a", "0", "s3://inputs/empty.npy", "-o", "out.npy"])
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr);
+    crate::util::assert_mentions(
+        &stderr,
+        &["input 1 (s3://inputs/empty.npy)", "empty", "hint:"],
+    );
+    assert!(!stderr.contains("<?xml"), "{stderr}");
+    assert!(!dir.path().join("out.npy").exists());
+}

@@ -526,6 +526,15 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
         {
             ignored_range()
         }
+        // S3 answers a range past an object's end with 416 (InvalidRange): the first read of
+        // an empty object (its head asks for bytes from 0), or one replaced by a shorter one.
+        _ if full.contains("416") || full.contains("InvalidRange") => (
+            io::ErrorKind::UnexpectedEof,
+            "it is shorter than the bytes asked of it (HTTP 416): empty, or replaced by a \
+             shorter object; no format tjoin reads is empty\nhint: check that its upload \
+             finished, and run again once it has"
+                .to_string(),
+        ),
         _ if is_missing_credentials(&full) => (
             io::ErrorKind::PermissionDenied,
             format!(
