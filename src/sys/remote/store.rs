@@ -528,7 +528,7 @@ pub(super) fn explain(location: &Location, error: object_store::Error) -> io::Er
         }
         // S3 answers a range past an object's end with 416 (InvalidRange): the first read of
         // an empty object (its head asks for bytes from 0), or one replaced by a shorter one.
-        _ if full.contains("416") || full.contains("InvalidRange") => (
+        _ if full.contains("416 Range Not Satisfiable") || full.contains("InvalidRange") => (
             io::ErrorKind::UnexpectedEof,
             "it is shorter than the bytes asked of it (HTTP 416): empty, or replaced by a \
              shorter object; no format tjoin reads is empty\nhint: check that its upload \
