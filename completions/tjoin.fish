@@ -45,7 +45,7 @@ float16\t''
 bfloat16\t''
 float32\t''
 float64\t''"
-complete -c tjoin -n "__fish_tjoin_needs_command" -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so one input may be rewritten in place (the output of a join of several is never one of them: --append grows a file), and a device or FIFO is written to where it is' -r -F
+complete -c tjoin -n "__fish_tjoin_needs_command" -s o -l output -d 'The file to write (`-` or `/dev/stdout`: standard output, as the shell opened it), or a folder (`DIR/`, or an existing folder) or an index for a sharded checkpoint of named tensors (not for .npy or JSON inputs without --name); a file is replaced only when complete, so one input may be rewritten in place (the output of a join of several is never one of them: --append grows a file), and a device or FIFO is written to where it is. A URL (s3://, gs://, az://) is an object, or with a trailing / a sharded checkpoint\'s prefix, uploaded as it is written and in place only once complete' -r -F
 complete -c tjoin -n "__fish_tjoin_needs_command" -l format -d 'The output\'s format (npy, json, npz, safetensors): required with `-o -`; overrides the extension' -r -f -a "npy\t''
 json\t''
 npz\t''

@@ -369,6 +369,8 @@ pub struct JoinArgs {
     /// tensors (not for .npy or JSON inputs without --name); a file is replaced only when
     /// complete, so one input may be rewritten in place (the output of a join of several is
     /// never one of them: --append grows a file), and a device or FIFO is written to where it is.
+    /// A URL (s3://, gs://, az://) is an object, or with a trailing / a sharded checkpoint's
+    /// prefix, uploaded as it is written and in place only once complete.
     #[arg(
         short,
         long,
