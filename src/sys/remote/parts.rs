@@ -406,13 +406,6 @@ fn part_client() -> io::Result<reqwest::Client> {
 /// `s3:ListBucketMultipartUploads`; 405, 501: a store without the call): S3 itself ties an
 /// upload to its key, and a worker needs no more than it did.
 pub fn has_upload(location: &Location, id: &str) -> io::Result<Option<bool>> {
-    let signer = s3_signer_for(location)?.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            "only S3's multipart uploads are listed by a job",
-        )
-    })?;
-    let client = part_client()?;
     let root = object_store::path::Path::from("");
     let mut after: Option<(String, String)> = None;
     // A listing holds at most 1,000 uploads: a key with more than 100,000 is given up on.
@@ -421,30 +414,9 @@ pub fn has_upload(location: &Location, id: &str) -> io::Result<Option<bool>> {
         if let Some((key, upload)) = after.take() {
             query.extend([("key-marker", key), ("upload-id-marker", upload)]);
         }
-        let options = SignedUrlOptions::new().with_query(query);
-        let (status, text) = runtime()?.block_on(async {
-            let signed = signer.signed_url_opts(Method::GET, &root, PART_SIGNED_FOR, &options);
-            let url = signed.await.map_err(|e| {
-                io::Error::other(format!("cannot sign the listing of its uploads: {e}"))
-            })?;
-            // The error without its URL, whose query carries the signature.
-            let failed = |e: reqwest::Error| {
-                io::Error::other(format!("listing its uploads: {}", e.without_url()))
-            };
-            let response = client.get(url).send().await.map_err(failed)?;
-            let status = response.status().as_u16();
-            Ok::<_, io::Error>((status, response.text().await.map_err(failed)?))
-        })?;
-        if matches!(status, 403 | 405 | 501) {
+        let Some(text) = listing(location, &root, query, "its uploads")? else {
             return Ok(None);
-        }
-        if !(200..=299).contains(&status) {
-            let said = super::upload::element(&text, "Code")
-                .map_or(String::new(), |code| format!(", {code}"));
-            return Err(io::Error::other(format!(
-                "listing its uploads: HTTP {status}{said}"
-            )));
-        }
+        };
         let mut rest = text.as_str();
         while let Some((upload, after_it)) = between(rest, "<Upload>", "</Upload>") {
             let field = |name: &str| {
@@ -491,13 +463,6 @@ pub fn listed_parts(
     id: &str,
     (first, count): (u32, u32),
 ) -> io::Result<Option<Vec<Listed>>> {
-    let signer = s3_signer_for(location)?.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            "only S3's multipart uploads are listed by a job",
-        )
-    })?;
-    let client = part_client()?;
     let path = key_path(location)?;
     let mut listed = vec![None; count as usize];
     // From the first part: a store may take the marker for an index into the parts it
@@ -510,30 +475,9 @@ pub fn listed_parts(
         if let Some(marker) = marker.take() {
             query.push(("part-number-marker", marker));
         }
-        let options = SignedUrlOptions::new().with_query(query);
-        let (status, text) = runtime()?.block_on(async {
-            let signed = signer.signed_url_opts(Method::GET, &path, PART_SIGNED_FOR, &options);
-            let url = signed.await.map_err(|e| {
-                io::Error::other(format!("cannot sign the listing of its parts: {e}"))
-            })?;
-            // The error without its URL, whose query carries the signature.
-            let failed = |e: reqwest::Error| {
-                io::Error::other(format!("listing its parts: {}", e.without_url()))
-            };
-            let response = client.get(url).send().await.map_err(failed)?;
-            let status = response.status().as_u16();
-            Ok::<_, io::Error>((status, response.text().await.map_err(failed)?))
-        })?;
-        if matches!(status, 403 | 405 | 501) {
+        let Some(text) = listing(location, &path, query, "its parts")? else {
             return Ok(None);
-        }
-        if !(200..=299).contains(&status) {
-            let said = super::upload::element(&text, "Code")
-                .map_or(String::new(), |code| format!(", {code}"));
-            return Err(io::Error::other(format!(
-                "listing its parts: HTTP {status}{said}"
-            )));
-        }
+        };
         let mut rest = text.as_str();
         let mut last = 0;
         while let Some((part, after_it)) = between(rest, "<Part>", "</Part>") {
@@ -568,6 +512,62 @@ pub fn listed_parts(
         }
     }
     Ok(Some(listed))
+}
+
+/// The answer of one page of a listing (`what`: "its uploads", "its parts") of S3 at `path`
+/// in `location`'s bucket, asked by a signed GET with `query`. `None` when the store does not
+/// let it list (403: a role without the permission; 405, 501: a store without the call).
+fn listing(
+    location: &Location,
+    path: &object_store::path::Path,
+    query: Vec<(&str, String)>,
+    what: &str,
+) -> io::Result<Option<String>> {
+    let signer = s3_signer_for(location)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "only S3's multipart uploads are listed by a job",
+        )
+    })?;
+    let client = part_client()?;
+    let options = SignedUrlOptions::new().with_query(query);
+    let ask = || {
+        runtime()?.block_on(async {
+            let signed = signer.signed_url_opts(Method::GET, path, PART_SIGNED_FOR, &options);
+            let url = signed
+                .await
+                .map_err(|e| io::Error::other(format!("cannot sign the listing of {what}: {e}")))?;
+            // The error without its URL, whose query carries the signature.
+            let failed = |e: reqwest::Error| {
+                io::Error::other(format!("listing {what}: {}", e.without_url()))
+            };
+            let response = client.get(url).send().await.map_err(failed)?;
+            let status = response.status().as_u16();
+            Ok::<_, io::Error>((status, response.text().await.map_err(failed)?))
+        })
+    };
+    // A GET, asked again when the request or its answer is lost (a pooled connection the
+    // store or a middlebox closed meanwhile): twice more, half a second apart.
+    let mut asked = ask();
+    for _ in 0..2 {
+        if asked.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        asked = ask();
+    }
+    let (status, text) = asked?;
+    if matches!(status, 403 | 405 | 501) {
+        return Ok(None);
+    }
+    if !(200..=299).contains(&status) {
+        let said =
+            super::upload::element(&text, "Code").map_or(String::new(), |code| format!(", {code}"));
+        return Err(io::Error::other(format!(
+            "listing {what}: HTTP {status}{said}"
+        )));
+    }
+    Ok(Some(text))
 }
 
 /// The text of `text` between the first `open` and the `close` after it, and what follows.
